@@ -1,0 +1,23 @@
+// Declarations shared by the cgo preamble and errors.c. Private to capi: the
+// public contract is include/quant.h.
+#ifndef LIBQUANT_CAPI_H_
+#define LIBQUANT_CAPI_H_
+
+#include <stdint.h>
+#include "quant.h"
+
+void capi_set_error(const char *msg);
+quant_quantizer *capi_quantizer_handle(uintptr_t h);
+quant_qtensor *capi_qtensor_handle(uintptr_t h);
+
+// const-qualified aliases: cgo cannot spell const, so exports take these and
+// the generated prototypes stay identical to quant.h's.
+typedef const DLTensor capi_const_DLTensor;
+typedef const quant_quantizer capi_const_quantizer;
+typedef const quant_qtensor capi_const_qtensor;
+typedef const quant_quantizer_config capi_const_config;
+typedef const quant_quantize_options capi_const_options;
+typedef const int64_t capi_const_int64;
+typedef const float capi_const_float;
+
+#endif

@@ -1,0 +1,77 @@
+/* A minimal test harness for the C tests: CHECK, status expectations that also
+ * check the error message, and a summary. Each test program returns nonzero if
+ * any check failed. */
+#ifndef LIBQUANT_CHECK_H_
+#define LIBQUANT_CHECK_H_
+
+#include <stdio.h>
+#include <string.h>
+
+#include "quant.h"
+
+static int check_failures = 0;
+static int check_count = 0;
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    check_count++;                                                         \
+    if (!(cond)) {                                                         \
+      check_failures++;                                                    \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
+    }                                                                      \
+  } while (0)
+
+/* EXPECT_OK(call): the call returns QUANT_OK. */
+#define EXPECT_OK(call)                                                                   \
+  do {                                                                                    \
+    quant_status check_s_ = (call);                                                       \
+    check_count++;                                                                        \
+    if (check_s_ != QUANT_OK) {                                                           \
+      check_failures++;                                                                   \
+      fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call,           \
+              quant_status_string(check_s_), quant_last_error());                          \
+    }                                                                                     \
+  } while (0)
+
+/* EXPECT_ERR(call, status, substring): the call fails with status and the
+ * thread's error message contains substring (the argument it names). */
+#define EXPECT_ERR(call, status, substr)                                                  \
+  do {                                                                                    \
+    quant_status check_s_ = (call);                                                       \
+    check_count++;                                                                        \
+    if (check_s_ != (status) || strstr(quant_last_error(), (substr)) == NULL) {           \
+      check_failures++;                                                                   \
+      fprintf(stderr, "%s:%d: %s: want %s with \"%s\", got %s: \"%s\"\n", __FILE__,      \
+              __LINE__, #call, quant_status_string(status), (substr),                     \
+              quant_status_string(check_s_), quant_last_error());                         \
+    }                                                                                     \
+  } while (0)
+
+static int check_summary(const char *name) {
+  printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
+  return check_failures != 0;
+}
+
+/* A CPU DLTensor over data. */
+static DLTensor check_tensor(void *data, DLDataTypeCode code, int bits, int32_t ndim, int64_t *shape) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = ndim;
+  t.dtype.code = (uint8_t)code;
+  t.dtype.bits = (uint8_t)bits;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  return t;
+}
+
+static quant_quantizer_config check_config(const char *format) {
+  quant_quantizer_config c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.format = format;
+  return c;
+}
+
+#endif

@@ -1,0 +1,74 @@
+package host
+
+import (
+	"sync"
+	"unsafe"
+
+	"libquant/internal/cmem"
+)
+
+// Allocator provides buffer memory on one device type. CPU memory comes from the
+// C heap; a GPU plugin registers its own (stream-ordered) allocator.
+type Allocator interface {
+	Alloc(dev Device, n int64, stream uintptr) (unsafe.Pointer, error)
+	Free(dev Device, p unsafe.Pointer, stream uintptr)
+}
+
+type cpuAllocator struct{}
+
+func (cpuAllocator) Alloc(_ Device, n int64, _ uintptr) (unsafe.Pointer, error) {
+	p, err := cmem.Alloc(n)
+	if err != nil {
+		return nil, Errorf(ErrOutOfMemory, "allocating %d bytes on the cpu: %v", n, err)
+	}
+	return p, nil
+}
+
+func (cpuAllocator) Free(_ Device, p unsafe.Pointer, _ uintptr) { cmem.Free(p) }
+
+var allocators = struct {
+	sync.RWMutex
+	m map[DeviceType]Allocator
+}{m: map[DeviceType]Allocator{CPU: cpuAllocator{}}}
+
+// RegisterAllocator sets the allocator of a device type.
+func RegisterAllocator(dev DeviceType, a Allocator) {
+	allocators.Lock()
+	allocators.m[dev] = a
+	allocators.Unlock()
+}
+
+func allocatorFor(dev Device) (Allocator, error) {
+	allocators.RLock()
+	a, ok := allocators.m[dev.Type]
+	allocators.RUnlock()
+	if !ok {
+		return nil, Errorf(ErrDeviceUnavailable, "no allocator for device %s: no loaded plugin supports it", dev)
+	}
+	return a, nil
+}
+
+// AllocTensor allocates a zeroed (CPU) or uninitialised (device) tensor.
+func AllocTensor(dev Device, dt DType, shape []int64, stream uintptr) (Tensor, error) {
+	a, err := allocatorFor(dev)
+	if err != nil {
+		return Tensor{}, err
+	}
+	t := Tensor{DType: dt, Shape: append([]int64(nil), shape...), Device: dev}
+	p, err := a.Alloc(dev, t.Bytes(), stream)
+	if err != nil {
+		return Tensor{}, err
+	}
+	t.Ptr = p
+	return t, nil
+}
+
+// FreeTensor releases a tensor from AllocTensor.
+func FreeTensor(t Tensor, stream uintptr) {
+	if t.Ptr == nil {
+		return
+	}
+	if a, err := allocatorFor(t.Device); err == nil {
+		a.Free(t.Device, t.Ptr, stream)
+	}
+}

@@ -1,0 +1,255 @@
+package host
+
+// SharedStorage is implemented by specs whose one buffer serves both directions
+// (identity, spec §8.4): a plain quantizer of such a spec allocates one storage.
+type SharedStorage interface {
+	SharesStorage() bool
+}
+
+func sharesStorage(s Spec) bool {
+	ss, ok := s.(SharedStorage)
+	return ok && ss.SharesStorage()
+}
+
+// Quantize quantizes in into a new tensor with q's current usage.
+func (q *Quantizer) Quantize(in Tensor, opts QuantizeOptions) (*QTensor, error) {
+	if err := checkInput(in); err != nil {
+		return nil, err
+	}
+	if err := checkAmaxIn(opts.AmaxIn, in); err != nil {
+		return nil, err
+	}
+	m, k := Flatten2D(in.Shape)
+	t := &QTensor{shape: append([]int64(nil), in.Shape...), m: m, k: k, device: in.Device,
+		srcDType: in.DType, persistent: opts.Persistent}
+	dirs, err := q.run(in, m, k, q.Usage(), [2]*Storage{}, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.dirs = dirs
+	return t, nil
+}
+
+// QuantizeInto re-quantizes in into dst's buffers (weights updated every step).
+// A persistent dst keeps every direction it has, so the union of all usages
+// ever asked for stays fresh (spec §10); a temporary one ends up with exactly
+// q's usage. Directions whose layout did not change reuse their buffers, so
+// caller-owned buffers stay in place.
+func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) error {
+	if err := checkInput(in); err != nil {
+		return err
+	}
+	if err := checkAmaxIn(opts.AmaxIn, in); err != nil {
+		return err
+	}
+	if dst == nil {
+		return Errorf(ErrInvalidArgument, "dst: tensor is NULL")
+	}
+	dst.mu.Lock()
+	defer dst.mu.Unlock()
+	m, k := Flatten2D(in.Shape)
+	if m != dst.m || k != dst.k {
+		return Errorf(ErrInvalidArgument, "input: shape %v does not match dst's %v", in.Shape, dst.shape)
+	}
+	if in.Device != dst.device {
+		return Errorf(ErrInvalidArgument, "input: on %s but dst is on %s", in.Device, dst.device)
+	}
+	if opts.Persistent {
+		dst.persistent = true
+	}
+	usage := q.Usage()
+	if dst.persistent {
+		usage |= dst.usageLocked()
+	}
+	// Storages whose layout changed (a recipe change) cannot be reused; they are
+	// replaced if libquant owns them and refused if the caller does.
+	reuse := dst.dirs
+	for d := range reuse {
+		st := reuse[d]
+		if st == nil || !usage.Has(Direction(d).Usage()) {
+			reuse[d] = nil
+			continue
+		}
+		want, err := q.specs[d].Layout(m, k, Direction(d))
+		if err != nil {
+			return err
+		}
+		have := make([]BufferSpec, len(st.Buffers))
+		for i, b := range st.Buffers {
+			have[i] = b.BufferSpec
+		}
+		if !sameLayout(want, have) {
+			for _, b := range st.Buffers {
+				if !b.owned {
+					return Errorf(ErrState, "dst: the %s buffers are the caller's and the new %s layout differs from their %s one",
+						Direction(d), q.specs[d].Params().Format, st.FormatName())
+				}
+			}
+			reuse[d] = nil
+		}
+	}
+	dirs, err := q.run(in, m, k, usage, reuse, opts)
+	if err != nil {
+		return err
+	}
+	// Free what is no longer referenced: replaced storages and, on temporaries,
+	// dropped directions.
+	for d, old := range dst.dirs {
+		if old != nil && old != dirs[0] && old != dirs[1] && (d == 0 || old != dst.dirs[0]) {
+			old.Free(opts.Stream)
+		}
+	}
+	dst.dirs = dirs
+	dst.shape = append(dst.shape[:0], in.Shape...)
+	dst.srcDType = in.DType
+	return nil
+}
+
+// run quantizes in for usage into storages, reusing those in reuse (same layout)
+// and allocating the rest. On error it frees what it allocated.
+func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, opts QuantizeOptions) (out [2]*Storage, err error) {
+	if usage == 0 {
+		return out, Errorf(ErrInvalidArgument, "quantizer: usage is empty")
+	}
+	var allocated []*Storage
+	defer func() {
+		if err != nil {
+			for _, s := range allocated {
+				s.Free(opts.Stream)
+			}
+			out = [2]*Storage{}
+		}
+	}()
+	storage := func(d Direction) (*Storage, error) {
+		if reuse[d] != nil {
+			reuse[d].Spec = q.specs[d]
+			return reuse[d], nil
+		}
+		s, err := newStorage(q.specs[d], d, m, k, in.Device, opts.Stream)
+		if err != nil {
+			return nil, err
+		}
+		allocated = append(allocated, s)
+		return s, nil
+	}
+	quantize := func(d Direction, src Tensor, outs [2]*Storage) error {
+		spec := q.specs[d]
+		kern, err := kernelsFor(spec.Params().Format, in.Device)
+		if err != nil {
+			return err
+		}
+		return kern.Quantize(&QuantizeRequest{Spec: spec, Input: src, M: m, K: k, Out: outs,
+			AmaxIn: opts.AmaxIn, State: q.states[d], Stream: opts.Stream})
+	}
+
+	if !q.hybrid {
+		if sharesStorage(q.specs[0]) {
+			s, err := storage(DirRowwise)
+			if err != nil {
+				return out, err
+			}
+			if err := quantize(DirRowwise, in, [2]*Storage{s, nil}); err != nil {
+				return out, err
+			}
+			return [2]*Storage{s, s}, nil
+		}
+		for _, d := range []Direction{DirRowwise, DirColumnwise} {
+			if usage.Has(d.Usage()) {
+				if out[d], err = storage(d); err != nil {
+					return out, err
+				}
+			}
+		}
+		// Both directions in one call: kernels that can read the input once do.
+		return out, quantize(DirRowwise, in, out)
+	}
+
+	// Hybrid (spec §8.3): each side runs its own quantizer.
+	needRow := usage.Has(Rowwise) || (usage.Has(Columnwise) && q.source == SourceRowwiseDequantized)
+	var row *Storage
+	if needRow {
+		if usage.Has(Rowwise) {
+			row, err = storage(DirRowwise)
+			out[DirRowwise] = row
+		} else {
+			row, err = newStorage(q.specs[DirRowwise], DirRowwise, m, k, in.Device, opts.Stream)
+			if err == nil {
+				defer row.Free(opts.Stream)
+			}
+		}
+		if err != nil {
+			return out, err
+		}
+		if err := quantize(DirRowwise, in, [2]*Storage{row, nil}); err != nil {
+			return out, err
+		}
+	}
+	if usage.Has(Columnwise) {
+		src := in
+		if q.source == SourceRowwiseDequantized {
+			tmp, err := AllocTensor(in.Device, in.DType, []int64{m, k}, opts.Stream)
+			if err != nil {
+				return out, err
+			}
+			defer FreeTensor(tmp, opts.Stream)
+			kern, err := kernelsFor(row.FormatName(), in.Device)
+			if err != nil {
+				return out, err
+			}
+			if err := kern.Dequantize(&DequantizeRequest{Spec: row.Spec, Storage: row, Dir: DirRowwise, M: m, K: k, Out: tmp, Stream: opts.Stream}); err != nil {
+				return out, err
+			}
+			src = tmp
+		}
+		col, err := storage(DirColumnwise)
+		if err != nil {
+			return out, err
+		}
+		out[DirColumnwise] = col
+		if err := quantize(DirColumnwise, src, [2]*Storage{nil, col}); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// NewQTensorFromBuffers assembles a tensor of the given shape over caller-owned
+// buffers, one per entry of q.Layout(shape) in that order. The buffers are
+// borrowed: freeing the tensor leaves them alone.
+func (q *Quantizer) NewQTensorFromBuffers(shape []int64, bufs []Tensor) (*QTensor, error) {
+	layout, err := q.Layout(shape)
+	if err != nil {
+		return nil, err
+	}
+	if len(bufs) != len(layout) {
+		return nil, Errorf(ErrInvalidArgument, "buffers: got %d, the layout for %v with usage %s has %d", len(bufs), shape, q.Usage(), len(layout))
+	}
+	m, k := Flatten2D(shape)
+	t := &QTensor{shape: append([]int64(nil), shape...), m: m, k: k}
+	for i, l := range layout {
+		b := bufs[i]
+		if i == 0 {
+			t.device = b.Device
+		}
+		switch {
+		case b.Device != t.device:
+			return nil, Errorf(ErrInvalidArgument, "buffers[%d]: on %s but buffers[0] is on %s", i, b.Device, t.device)
+		case b.DType != l.DType:
+			return nil, Errorf(ErrInvalidArgument, "buffers[%d] (%s %s): dtype %s, want %s", i, l.Dir, l.Kind, b.DType, l.DType)
+		case !equalShape(b.Shape, l.Shape):
+			return nil, Errorf(ErrInvalidArgument, "buffers[%d] (%s %s): shape %v, want %v", i, l.Dir, l.Kind, b.Shape, l.Shape)
+		case b.Ptr == nil && b.Bytes() > 0:
+			return nil, Errorf(ErrInvalidArgument, "buffers[%d] (%s %s): data is NULL", i, l.Dir, l.Kind)
+		}
+		st := t.dirs[l.Dir]
+		if st == nil {
+			st = &Storage{Spec: q.specs[l.Dir], Dir: l.Dir, Device: b.Device}
+			t.dirs[l.Dir] = st
+		}
+		st.Buffers = append(st.Buffers, Buffer{BufferSpec: l.BufferSpec, Tensor: b})
+	}
+	if !q.hybrid && sharesStorage(q.specs[0]) && t.dirs[DirRowwise] != nil {
+		t.dirs[DirColumnwise] = t.dirs[DirRowwise]
+	}
+	return t, nil
+}

@@ -1,0 +1,345 @@
+/*
+ * quant.h: the C ABI of libquant, a low-precision quantization engine.
+ *
+ * Conventions (see README.md, "The C ABI"):
+ *  - Every function that can fail returns quant_status (QUANT_OK = 0). On failure
+ *    quant_last_error() returns a thread-local message naming the argument and
+ *    the reason; it stays valid until the next failed call on that thread.
+ *  - Handles (quant_quantizer, quant_qtensor) are opaque. Each has a *_free.
+ *    Passing a freed, foreign or wrongly typed handle returns
+ *    QUANT_ERROR_INVALID_HANDLE; it never crashes.
+ *  - Config and option structs begin with size_t struct_size, which the caller
+ *    sets to sizeof(the struct) as its header knows it; fields may be appended in
+ *    later versions without breaking old callers. Zero-initialised fields mean
+ *    the documented default.
+ *  - High-precision tensors are DLPack DLTensors: row-major and contiguous
+ *    (strides NULL or the compact row-major strides; anything else is rejected),
+ *    rank 1..8. A tensor [d0, ..., dn-1, K] is quantized as its 2-D view [M, K]
+ *    with M = d0*...*dn-1.
+ *  - Work on CUDA tensors runs asynchronously on the given stream; CPU work is
+ *    finished when the call returns.
+ *  - Do not fork() after loading libquant, and never dlclose() it (Go runtime).
+ *
+ * If you use dlpack.h too, include it before this header: the DLPack
+ * declarations below are skipped when DLPACK_DLPACK_H_ is defined.
+ */
+#ifndef LIBQUANT_QUANT_H_
+#define LIBQUANT_QUANT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ABI version: bumped on any incompatible change. quant_abi_version() returns
+ * the library's; a caller compiled against another major version must not use it. */
+#define QUANT_ABI_VERSION 1
+#define QUANT_VERSION_MAJOR 0
+#define QUANT_VERSION_MINOR 1
+#define QUANT_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------- */
+/* DLPack v1.1 declarations (layout-compatible with dlpack.h).               */
+/* ------------------------------------------------------------------------- */
+#ifndef DLPACK_DLPACK_H_
+#ifdef __cplusplus
+typedef enum : int32_t {
+#else
+typedef enum {
+#endif
+  kDLCPU = 1,
+  kDLCUDA = 2,
+  kDLCUDAHost = 3,
+  kDLOpenCL = 4,
+  kDLVulkan = 7,
+  kDLMetal = 8,
+  kDLVPI = 9,
+  kDLROCM = 10,
+  kDLROCMHost = 11,
+  kDLExtDev = 12,
+  kDLCUDAManaged = 13,
+  kDLOneAPI = 14,
+  kDLWebGPU = 15,
+  kDLHexagon = 16,
+  kDLMAIA = 17,
+  kDLTrn = 18
+} DLDeviceType;
+
+typedef struct {
+  DLDeviceType device_type; /* kDLCPU or kDLCUDA for libquant */
+  int32_t device_id;        /* 0 for CPU memory */
+} DLDevice;
+
+typedef enum {
+  kDLInt = 0U,
+  kDLUInt = 1U,
+  kDLFloat = 2U,
+  kDLOpaqueHandle = 3U,
+  kDLBfloat = 4U,
+  kDLComplex = 5U,
+  kDLBool = 6U,
+  kDLFloat8_e3m4 = 7U,
+  kDLFloat8_e4m3 = 8U,
+  kDLFloat8_e4m3b11fnuz = 9U,
+  kDLFloat8_e4m3fn = 10U,
+  kDLFloat8_e4m3fnuz = 11U,
+  kDLFloat8_e5m2 = 12U,
+  kDLFloat8_e5m2fnuz = 13U,
+  kDLFloat8_e8m0fnu = 14U,
+  kDLFloat6_e2m3fn = 15U,
+  kDLFloat6_e3m2fn = 16U,
+  kDLFloat4_e2m1fn = 17U
+} DLDataTypeCode;
+
+typedef struct {
+  uint8_t code;   /* a DLDataTypeCode */
+  uint8_t bits;   /* bits per element */
+  uint16_t lanes; /* 1 for libquant */
+} DLDataType;
+
+typedef struct {
+  void *data;           /* CPU or device pointer */
+  DLDevice device;      /* where data lives */
+  int32_t ndim;         /* rank */
+  DLDataType dtype;     /* element type */
+  int64_t *shape;       /* ndim sizes */
+  int64_t *strides;     /* ndim strides in elements, or NULL for row-major contiguous */
+  uint64_t byte_offset; /* added to data */
+} DLTensor;
+#endif /* DLPACK_DLPACK_H_ */
+
+/* ------------------------------------------------------------------------- */
+/* Status and errors                                                          */
+/* ------------------------------------------------------------------------- */
+typedef enum {
+  QUANT_OK = 0,
+  QUANT_ERROR_INVALID_ARGUMENT = 1,   /* an argument is NULL, out of range or inconsistent */
+  QUANT_ERROR_INVALID_HANDLE = 2,     /* a handle is freed, foreign, or of the wrong type */
+  QUANT_ERROR_UNSUPPORTED = 3,        /* the format, dtype or operation is not supported */
+  QUANT_ERROR_DEVICE_UNAVAILABLE = 4, /* no loaded plugin runs this on the tensor's device */
+  QUANT_ERROR_OUT_OF_MEMORY = 5,      /* an allocation failed */
+  QUANT_ERROR_BUFFER_TOO_SMALL = 6,   /* an output array is too short; the needed count is reported */
+  QUANT_ERROR_STATE = 7,              /* the object cannot do this now (missing direction, underivable usage) */
+  QUANT_ERROR_PLUGIN = 8,             /* a plugin failed to load or reported an error */
+  QUANT_ERROR_INTERNAL = 9,           /* an internal fault; the library refuses every later call */
+  QUANT_ERROR_POISONED = 10           /* refused: an earlier call hit QUANT_ERROR_INTERNAL */
+} quant_status;
+
+/* A static, human-readable name of a status ("QUANT_ERROR_INVALID_ARGUMENT"). */
+const char *quant_status_string(quant_status status);
+
+/* The message of the last failed call on this thread ("" if none yet). It is
+ * replaced by the next failure on the same thread; successful calls leave it. */
+const char *quant_last_error(void);
+
+/* The ABI version of the loaded library (QUANT_ABI_VERSION it was built with). */
+uint32_t quant_abi_version(void);
+
+/* The library version, "MAJOR.MINOR.PATCH". */
+const char *quant_version(void);
+
+/* ------------------------------------------------------------------------- */
+/* Quantizers                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* Usage bits: which directions a quantizer produces or a tensor holds. Rowwise
+ * blocks run along the last dim (a GEMM contracting over it needs this);
+ * columnwise blocks run along the first, flattened dim. */
+#define QUANT_USAGE_ROWWISE 1u
+#define QUANT_USAGE_COLUMNWISE 2u
+
+/* A single direction, where a call needs one (0 lets the call choose). */
+#define QUANT_DIRECTION_ANY 0u
+#define QUANT_DIRECTION_ROWWISE 1u
+#define QUANT_DIRECTION_COLUMNWISE 2u
+
+typedef enum {
+  QUANT_ELEMENT_DEFAULT = 0, /* the format's default */
+  QUANT_ELEMENT_E4M3 = 1,    /* FP8 E4M3 (max 448) */
+  QUANT_ELEMENT_E5M2 = 2,    /* FP8 E5M2 (max 57344) */
+  QUANT_ELEMENT_E2M1 = 3     /* FP4 E2M1 (max 6) */
+} quant_element;
+
+typedef enum {
+  QUANT_SCALING_CURRENT = 0, /* fp8: scale from this tensor's amax */
+  QUANT_SCALING_DELAYED = 1  /* fp8: scale from the amax history */
+} quant_scaling;
+
+typedef enum {
+  QUANT_AMAX_MAX = 0,        /* delayed scaling: max over the history */
+  QUANT_AMAX_MOST_RECENT = 1 /* delayed scaling: this step's amax */
+} quant_amax_algo;
+
+typedef enum {
+  QUANT_SCALE_RCEIL = 0, /* MX: TransformerEngine's rule, exponent rounded up, no clipping */
+  QUANT_SCALE_FLOOR = 1  /* MX: OCP MX v1.0, floor(log2(amax)) - emax, values clamped */
+} quant_scale_rounding;
+
+typedef enum {
+  QUANT_RHT_OFF = 0,        /* no random Hadamard transform */
+  QUANT_RHT_DEFAULT = 1,    /* RHT on the columnwise copy, sign mask 0xD7E8 */
+  QUANT_RHT_CUSTOM_MASK = 2 /* RHT on the columnwise copy, sign mask rht_sign_mask */
+} quant_rht;
+
+/* The parameters of a quantizer. Set struct_size and format; every other field
+ * left zero takes the format's default. A field the chosen format does not use
+ * must stay zero (QUANT_ERROR_INVALID_ARGUMENT otherwise).
+ *
+ * format "fp8"  : per-tensor FP8. element (E4M3 default, E5M2), scaling.
+ *                 current: force_pow2_scales, amax_epsilon.
+ *                 delayed: amax_history_len (default 1024), amax_compute_algo, margin. */
+typedef struct {
+  size_t struct_size;          /* sizeof(quant_quantizer_config) */
+  const char *format;          /* registered format name, e.g. "fp8" */
+  uint32_t usage;              /* QUANT_USAGE_* bits; 0 = rowwise and columnwise */
+  int32_t element;             /* quant_element */
+  int32_t scaling;             /* quant_scaling */
+  int32_t force_pow2_scales;   /* nonzero: round the scale down to a power of two */
+  float amax_epsilon;          /* lower bound applied to the amax before the scale */
+  int32_t amax_history_len;    /* delayed scaling history length */
+  int32_t amax_compute_algo;   /* quant_amax_algo */
+  float margin;                /* delayed scaling: scale = fp8_max * 2^-margin / amax */
+  int32_t block_dims;          /* block formats: 1 = 1-D blocks (default), 2 = 2-D blocks */
+  int32_t fp32_scales;         /* fp8_block: nonzero keeps FP32 scales instead of powers of two */
+  int32_t scale_rounding;      /* quant_scale_rounding (MX formats) */
+  int32_t gemm_swizzled_scales;/* nonzero: write scales in the GEMM-swizzled layout */
+  int32_t rht;                 /* quant_rht (NVFP4) */
+  uint32_t rht_sign_mask;      /* with QUANT_RHT_CUSTOM_MASK: bit i set flips sign i (16 bits) */
+  int32_t stochastic_rounding; /* NVFP4: nonzero rounds stochastically */
+  uint64_t seed;               /* stochastic rounding: random stream key */
+  uint64_t offset;             /* stochastic rounding: position in the stream */
+  DLDataType dtype;            /* identity: the dtype held; {0,0,0} keeps the input's */
+} quant_quantizer_config;
+
+typedef struct quant_quantizer quant_quantizer;
+
+/* Creates a quantizer. *out is set only on success. */
+quant_status quant_quantizer_create(const quant_quantizer_config *config, quant_quantizer **out);
+
+/* Frees a quantizer. NULL is a no-op. */
+quant_status quant_quantizer_free(quant_quantizer *quantizer);
+
+/* Sets which directions the next quantize produces (QUANT_USAGE_* bits, nonzero). */
+quant_status quant_quantizer_set_usage(quant_quantizer *quantizer, uint32_t usage);
+
+/* Reads the usage bits. */
+quant_status quant_quantizer_get_usage(const quant_quantizer *quantizer, uint32_t *usage);
+
+/* ------------------------------------------------------------------------- */
+/* Buffer layout                                                              */
+/* ------------------------------------------------------------------------- */
+typedef enum {
+  QUANT_BUFFER_DATA = 0,      /* quantized elements */
+  QUANT_BUFFER_SCALE_INV = 1, /* dequantization scales */
+  QUANT_BUFFER_AMAX = 2       /* FP32 amax the scales came from */
+} quant_buffer_kind;
+
+#define QUANT_MAX_BUFFER_DIMS 4
+
+/* One buffer of a quantized tensor's layout. */
+typedef struct {
+  uint32_t direction;                    /* QUANT_DIRECTION_ROWWISE or _COLUMNWISE */
+  int32_t kind;                          /* quant_buffer_kind */
+  DLDataType dtype;                      /* element type of the buffer */
+  int32_t ndim;                          /* rank of the buffer */
+  int64_t shape[QUANT_MAX_BUFFER_DIMS];  /* its shape */
+  uint64_t nbytes;                       /* its size in bytes */
+} quant_buffer_desc;
+
+/* Lists the buffers quantizing a tensor of this shape would produce with the
+ * quantizer's current usage, rowwise first. Writes at most capacity entries to
+ * descs and the full count to *count; descs may be NULL to ask for the count.
+ * Returns QUANT_ERROR_BUFFER_TOO_SMALL if capacity < *count (descs non-NULL). */
+quant_status quant_quantizer_layout(const quant_quantizer *quantizer, const int64_t *shape, int32_t ndim,
+                                    quant_buffer_desc *descs, size_t capacity, size_t *count);
+
+/* ------------------------------------------------------------------------- */
+/* Quantized tensors                                                          */
+/* ------------------------------------------------------------------------- */
+typedef struct quant_qtensor quant_qtensor;
+
+typedef struct {
+  size_t struct_size;     /* sizeof(quant_quantize_options) */
+  void *stream;           /* cudaStream_t for CUDA tensors; ignored on the CPU */
+  const DLTensor *amax;   /* optional FP32 [2] amax (rowwise, columnwise) to use instead of
+                             computing it, e.g. after an all-reduce; on the input's device */
+  int32_t persistent;     /* nonzero: the tensor never loses a usage when re-quantized in place */
+} quant_quantize_options;
+
+/* Computes the global amax(es) quantize would use for input: writes FP32
+ * [rowwise, columnwise] into amax (2 elements, on the input's device), so that a
+ * caller can all-reduce them and pass them back through quant_quantize_options. */
+quant_status quant_compute_amax(const quant_quantizer *quantizer, const DLTensor *input, DLTensor *amax,
+                                void *stream);
+
+/* Quantizes input (FP32, BF16 or FP16) into a new tensor. options may be NULL. */
+quant_status quant_quantize(quant_quantizer *quantizer, const DLTensor *input,
+                            const quant_quantize_options *options, quant_qtensor **out);
+
+/* Re-quantizes input into an existing tensor of the same shape, reusing its
+ * buffers. A persistent tensor keeps every direction it has (they are all
+ * refreshed); a temporary one ends with exactly the quantizer's usage. */
+quant_status quant_quantize_into(quant_quantizer *quantizer, const DLTensor *input,
+                                 const quant_quantize_options *options, quant_qtensor *dst);
+
+/* Dequantizes into out (FP32, BF16 or FP16, the tensor's element count,
+ * contiguous, on its device). direction QUANT_DIRECTION_ANY uses rowwise data
+ * when present, else columnwise. */
+quant_status quant_dequantize(const quant_qtensor *tensor, uint32_t direction, DLTensor *out, void *stream);
+
+/* Assembles a tensor over caller-owned buffers, given in the order
+ * quant_quantizer_layout lists them for this shape. The buffers are borrowed:
+ * they must outlive the tensor, and quant_qtensor_free leaves them alone. */
+quant_status quant_qtensor_from_buffers(const quant_quantizer *quantizer, const int64_t *shape, int32_t ndim,
+                                        const DLTensor *buffers, size_t count, quant_qtensor **out);
+
+/* Frees a tensor and the buffers libquant allocated for it. NULL is a no-op. */
+quant_status quant_qtensor_free(quant_qtensor *tensor);
+
+#define QUANT_MAX_DIMS 8
+#define QUANT_FORMAT_NAME_LEN 32
+
+typedef struct {
+  size_t struct_size;                            /* sizeof(quant_qtensor_info) */
+  int32_t ndim;                                  /* logical rank */
+  int64_t shape[QUANT_MAX_DIMS];                 /* logical shape */
+  uint32_t usage;                                /* directions present (QUANT_USAGE_* bits) */
+  DLDevice device;                               /* where the buffers live */
+  int32_t persistent;                            /* nonzero for persistent tensors */
+  char rowwise_format[QUANT_FORMAT_NAME_LEN];    /* "" when absent */
+  char columnwise_format[QUANT_FORMAT_NAME_LEN]; /* "" when absent */
+} quant_qtensor_info;
+
+/* Describes a tensor. info->struct_size must be set; fields past it are not written. */
+quant_status quant_qtensor_get_info(const quant_qtensor *tensor, quant_qtensor_info *info);
+
+/* Fills view with a DLTensor over one buffer of one direction. The view (its
+ * data and shape) stays valid until the tensor is freed or re-quantized into a
+ * new layout. */
+quant_status quant_qtensor_buffer(const quant_qtensor *tensor, uint32_t direction, quant_buffer_kind kind,
+                                  DLTensor *view);
+
+/* ------------------------------------------------------------------------- */
+/* Delayed scaling (format "fp8", scaling QUANT_SCALING_DELAYED)             */
+/* ------------------------------------------------------------------------- */
+
+/* Views of the quantizer's FP32 scale [1] and amax history [L] (CPU memory).
+ * Element 0 of the history stages this step's amax: quantize max-reduces into
+ * it. Either output may be NULL. direction picks the side of a hybrid
+ * quantizer (QUANT_DIRECTION_ANY for a plain one). */
+quant_status quant_delayed_scaling_state(const quant_quantizer *quantizer, uint32_t direction, DLTensor *scale,
+                                         DLTensor *amax_history);
+
+/* Runs the amax-history and scale update (TransformerEngine's fused rule).
+ * reduced_amax, when not NULL, is this step's amax after the caller reduced it
+ * (MAX) across processes; NULL uses the staged history[0]. */
+quant_status quant_delayed_scaling_update(quant_quantizer *quantizer, uint32_t direction,
+                                          const float *reduced_amax);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LIBQUANT_QUANT_H_ */

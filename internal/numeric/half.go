@@ -1,0 +1,63 @@
+package numeric
+
+import "math"
+
+// BF16ToFloat32 widens a bfloat16 bit pattern exactly.
+func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// Float32ToBF16 rounds x to bfloat16 with round-to-nearest-even; NaN stays a
+// (quiet) NaN with its sign, infinities stay infinite.
+func Float32ToBF16(x float32) uint16 {
+	b := math.Float32bits(x)
+	if b&0x7FFFFFFF > 0x7F800000 {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7FFF + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// FP16ToFloat32 widens an IEEE binary16 bit pattern exactly.
+func FP16ToFloat32(h uint16) float32 { return fp16Table[h] }
+
+var fp16Table = func() (t [65536]float32) {
+	for i := range t {
+		h := uint16(i)
+		s := 1.0
+		if h&0x8000 != 0 {
+			s = -1
+		}
+		e, m := int(h>>10)&0x1F, int(h&0x3FF)
+		switch {
+		case e == 31 && m == 0:
+			t[i] = float32(s * math.Inf(1))
+		case e == 31:
+			t[i] = math.Float32frombits(uint32(h&0x8000)<<16 | 0x7FC00000 | uint32(m)<<13)
+		case e == 0:
+			t[i] = float32(s * math.Ldexp(float64(m), -24))
+		default:
+			t[i] = float32(s * math.Ldexp(float64(1024+m), e-15-10))
+		}
+	}
+	return
+}()
+
+// Float32ToFP16 rounds x to IEEE binary16 with round-to-nearest-even; overflow
+// gives ±Inf (IEEE semantics, as a CUDA __float2half_rn does), NaN stays NaN.
+func Float32ToFP16(x float32) uint16 {
+	b := math.Float32bits(x)
+	sign := uint16(b>>16) & 0x8000
+	a := b & 0x7FFFFFFF
+	switch {
+	case a > 0x7F800000:
+		return sign | 0x7E00 | uint16((a>>13)&0x3FF)
+	case a >= 0x477FF000: // ≥ 65520 = max + half ulp: rounds to Inf
+		return sign | 0x7C00
+	case a < 0x38800000: // < 2^-14: subnormal half, step 2^-24 (exact scaling, then RNE)
+		return sign | uint16(math.RoundToEven(float64(math.Float32frombits(a))*(1<<24)))
+	}
+	const shift = 13
+	e := (a>>23 - 127 + 15) << 10
+	m := a & 0x7FFFFF
+	m += 1<<(shift-1) - 1 + (m>>shift)&1
+	return sign | uint16(e+m>>shift)
+}

@@ -1,0 +1,354 @@
+package fp8
+
+import (
+	"math"
+	"sync"
+
+	"libquant/host"
+	"libquant/internal/cmem"
+	"libquant/internal/parallel"
+)
+
+// Name is the per-tensor FP8 format's registry name.
+const Name = "fp8"
+
+// Default delayed-scaling history length (spec §2.1).
+const defaultHistoryLen = 1024
+
+// maxHistoryLen bounds the history so that a bad config cannot allocate gigabytes.
+const maxHistoryLen = 1 << 20
+
+func init() { host.MustRegister(tensorFormat{}, tensorKernels{}) }
+
+type tensorFormat struct{}
+
+func (tensorFormat) Name() string { return Name }
+
+func (tensorFormat) NewSpec(p host.Params) (host.Spec, error) {
+	if p.Element == host.ElementDefault {
+		p.Element = host.ElementE4M3
+	}
+	if p.Element != host.ElementE4M3 && p.Element != host.ElementE5M2 {
+		return nil, host.Errorf(host.ErrInvalidArgument, "config.element: %s not supported by fp8 (want e4m3 or e5m2)", p.Element)
+	}
+	switch p.Scaling {
+	case host.ScalingCurrent:
+		if err := p.CheckUnused("Element", "Scaling", "ForcePow2Scales", "AmaxEpsilon"); err != nil {
+			return nil, err
+		}
+		if !(p.AmaxEpsilon >= 0) || math.IsInf(float64(p.AmaxEpsilon), 0) {
+			return nil, host.Errorf(host.ErrInvalidArgument, "config.amax_epsilon: %g must be finite and ≥ 0", p.AmaxEpsilon)
+		}
+	case host.ScalingDelayed:
+		if err := p.CheckUnused("Element", "Scaling", "AmaxHistoryLen", "AmaxAlgo", "Margin"); err != nil {
+			return nil, err
+		}
+		if p.AmaxHistoryLen == 0 {
+			p.AmaxHistoryLen = defaultHistoryLen
+		}
+		if p.AmaxHistoryLen < 1 || p.AmaxHistoryLen > maxHistoryLen {
+			return nil, host.Errorf(host.ErrInvalidArgument, "config.amax_history_len: %d not in 1..%d", p.AmaxHistoryLen, maxHistoryLen)
+		}
+		if p.AmaxAlgo != host.AmaxMax && p.AmaxAlgo != host.AmaxMostRecent {
+			return nil, host.Errorf(host.ErrInvalidArgument, "config.amax_compute_algo: %d is not max (0) or most_recent (1)", p.AmaxAlgo)
+		}
+		if math.IsNaN(float64(p.Margin)) || math.IsInf(float64(p.Margin), 0) {
+			return nil, host.Errorf(host.ErrInvalidArgument, "config.margin: %g must be finite", p.Margin)
+		}
+	default:
+		return nil, host.Errorf(host.ErrInvalidArgument, "config.scaling: %d is not current (0) or delayed (1)", p.Scaling)
+	}
+	return &TensorSpec{p: p, codec: codecFor(p.Element)}, nil
+}
+
+// TensorSpec is a per-tensor FP8 direction spec.
+type TensorSpec struct {
+	p     host.Params
+	codec elementCodec
+}
+
+func (s *TensorSpec) Params() host.Params { return s.p }
+
+// Layout: rowwise data [M, K]; columnwise data is the exact transpose [K, M]
+// (spec §7.3, Hopper keeps the transposed copy); each direction keeps its own
+// FP32 scale_inv [1] and amax [1].
+func (s *TensorSpec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error) {
+	shape := []int64{m, k}
+	if dir == host.DirColumnwise {
+		shape = []int64{k, m}
+	}
+	return []host.BufferSpec{
+		{Kind: host.BufData, DType: s.codec.dtype, Shape: shape},
+		{Kind: host.BufScaleInv, DType: host.Float32, Shape: []int64{1}},
+		{Kind: host.BufAmax, DType: host.Float32, Shape: []int64{1}},
+	}, nil
+}
+
+// Derivable: the transpose can be built from rowwise data, not the reverse (spec §7.4).
+func (s *TensorSpec) Derivable(from, to host.Direction) bool {
+	return from == host.DirRowwise && to == host.DirColumnwise
+}
+
+func (s *TensorSpec) NewState() (host.State, error) {
+	if s.p.Scaling != host.ScalingDelayed {
+		return nil, nil
+	}
+	return newDelayedState(int(s.p.AmaxHistoryLen), s.codec.max, s.p)
+}
+
+// delayedState holds the scale and amax history in C memory (spec §2.2).
+type delayedState struct {
+	mu      sync.Mutex
+	scale   host.Tensor
+	history host.Tensor
+	fp8Max  float32
+	p       host.Params
+}
+
+func newDelayedState(n int, fp8Max float32, p host.Params) (*delayedState, error) {
+	sp, err := cmem.Alloc(4)
+	if err != nil {
+		return nil, host.Errorf(host.ErrOutOfMemory, "delayed scaling state: %v", err)
+	}
+	hp, err := cmem.Alloc(int64(n) * 4)
+	if err != nil {
+		cmem.Free(sp)
+		return nil, host.Errorf(host.ErrOutOfMemory, "delayed scaling history of %d: %v", n, err)
+	}
+	cpu := host.Device{Type: host.CPU}
+	d := &delayedState{
+		scale:   host.Tensor{Ptr: sp, DType: host.Float32, Shape: []int64{1}, Device: cpu},
+		history: host.Tensor{Ptr: hp, DType: host.Float32, Shape: []int64{int64(n)}, Device: cpu},
+		fp8Max:  fp8Max, p: p,
+	}
+	d.scale.Float32s()[0] = 1 // spec §2.2: scale starts at ones
+	return d, nil
+}
+
+func (d *delayedState) Free() {
+	cmem.Free(d.scale.Ptr)
+	cmem.Free(d.history.Ptr)
+}
+
+func (d *delayedState) Scale() host.Tensor       { return d.scale }
+func (d *delayedState) AmaxHistory() host.Tensor { return d.history }
+
+// currentScale reads the scale under the lock.
+func (d *delayedState) currentScale() float32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.scale.Float32s()[0]
+}
+
+// record max-reduces a quantize's amax into the staging slot h[0] (the atomic
+// max of spec §2.3; NaN is ignored as fmaxf does).
+func (d *delayedState) record(amax float32) {
+	d.mu.Lock()
+	h := d.history.Float32s()
+	if amax > h[0] {
+		h[0] = amax
+	}
+	d.mu.Unlock()
+}
+
+// Update is the fused delayed-scaling update (spec §2.4, delayed_scaling.cu):
+// a0 = the reduced amax if non-zero, else h[0]; when a0 == 0 nothing changes;
+// otherwise the history rolls (h'[i] = h[i+1], h'[L-1] = a0, h'[0] = 0), amax is
+// max(h[1..L-1], a0) for "max" or a0 for "most_recent", and the scale becomes
+// fl32(fp8_max·2^-margin)/amax when amax is finite and positive (+Inf → FLT_MAX).
+func (d *delayedState) Update(reduced *float32) error {
+	if reduced != nil && (*reduced < 0 || math.IsNaN(float64(*reduced))) {
+		return host.Errorf(host.ErrInvalidArgument, "reduced_amax: %g must be ≥ 0", *reduced)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.history.Float32s()
+	n := len(h)
+	a0 := h[0]
+	if reduced != nil && *reduced != 0 {
+		a0 = *reduced
+	}
+	var amax float32
+	if a0 != 0 {
+		for i := 0; i < n; i++ {
+			a := a0
+			if i < n-1 {
+				a = h[i+1]
+			}
+			if i > 0 {
+				h[i] = a
+			} else {
+				h[0] = 0
+			}
+			if a > amax { // fmaxf: a NaN entry is ignored
+				amax = a
+			}
+		}
+		if d.p.AmaxAlgo == host.AmaxMostRecent {
+			amax = a0
+		}
+	}
+	scaledMax := d.fp8Max * float32(math.Pow(2, -float64(d.p.Margin)))
+	s := &d.scale.Float32s()[0]
+	scale := *s
+	if !math.IsInf(float64(amax), 0) && amax > 0 {
+		scale = scaledMax / amax
+	}
+	if math.IsInf(float64(scale), 0) {
+		scale = math.MaxFloat32
+	}
+	*s = scale
+	return nil
+}
+
+// tensorKernels are the CPU kernels of per-tensor FP8.
+type tensorKernels struct{}
+
+func (tensorKernels) Amax(r *host.AmaxRequest) error {
+	a := host.AmaxCPU(r.Input)
+	out := r.Out.Float32s()
+	if r.Want.Has(host.Rowwise) {
+		out[0] = a
+	}
+	if r.Want.Has(host.Columnwise) {
+		out[1] = a
+	}
+	return nil
+}
+
+// Quantize casts with one scale for both directions: q = RNE_sat(fl32(x·scale)),
+// scale_inv = 1/scale at cast time (spec §2.3, §3.2).
+func (tensorKernels) Quantize(r *host.QuantizeRequest) error {
+	s := r.Spec.(*TensorSpec)
+	var scale, amax float32
+	switch st := r.State.(type) {
+	case *delayedState:
+		scale = st.currentScale()
+		amax = host.AmaxCPU(r.Input)
+		st.record(amax)
+	default:
+		slot := 0
+		if r.Out[host.DirRowwise] == nil {
+			slot = 1
+		}
+		if r.AmaxIn != nil {
+			amax = r.AmaxIn.Float32s()[slot]
+		} else {
+			amax = host.AmaxCPU(r.Input)
+		}
+		scale = ScaleFromAmax(amax, s.codec.max, s.p.ForcePow2Scales, s.p.AmaxEpsilon, math.MaxFloat32)
+	}
+	scaleInv := Reciprocal(scale)
+	var row, col []byte
+	for d, st := range r.Out {
+		if st == nil {
+			continue
+		}
+		st.MustBuffer(host.BufScaleInv).Float32s()[0] = scaleInv
+		st.MustBuffer(host.BufAmax).Float32s()[0] = amax
+		if d == int(host.DirRowwise) {
+			row = st.MustBuffer(host.BufData).Bytes8()
+		} else {
+			col = st.MustBuffer(host.BufData).Bytes8()
+		}
+	}
+	castTiles(r.Input, r.M, r.K, scale, s.codec.encode, row, col)
+	return nil
+}
+
+// tile is the edge of the square tiles the cast walks, so that the transposed
+// writes of a tile stay in cache.
+const tile = 64
+
+// castTiles writes q = encode(fl32(x·scale)) into row ([m,k]) and/or col (its
+// transpose [k,m]), parallel over row bands of one tile.
+func castTiles(in host.Tensor, m, k int64, scale float32, encode func(float32) uint8, row, col []byte) {
+	bands := int((m + tile - 1) / tile)
+	parallel.For(bands, 1, func(lo, hi int) {
+		var buf [tile * tile]float32
+		var q [tile * tile]byte
+		for b := lo; b < hi; b++ {
+			r0 := int64(b) * tile
+			rows := min(tile, m-r0)
+			for c0 := int64(0); c0 < k; c0 += tile {
+				cols := min(tile, k-c0)
+				for i := int64(0); i < rows; i++ {
+					x := buf[i*tile : i*tile+cols]
+					host.LoadFloat32(in, (r0+i)*k+c0, x)
+					qq := q[i*tile : i*tile+cols]
+					for j, v := range x {
+						qq[j] = encode(float32(v * scale))
+					}
+					if row != nil {
+						copy(row[(r0+i)*k+c0:], qq)
+					}
+				}
+				if col != nil {
+					for j := int64(0); j < cols; j++ {
+						dst := col[(c0+j)*m+r0 : (c0+j)*m+r0+rows]
+						for i := range dst {
+							dst[i] = q[int64(i)*tile+j]
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// Dequantize: x = fl32(decode(q)·scale_inv), then rounded to the output dtype.
+func (tensorKernels) Dequantize(r *host.DequantizeRequest) error {
+	s := r.Spec.(*TensorSpec)
+	data := r.Storage.MustBuffer(host.BufData).Bytes8()
+	scaleInv := r.Storage.MustBuffer(host.BufScaleInv).Float32s()[0]
+	table := s.codec.table
+	m, k := r.M, r.K
+	parallel.For(int(m), 16, func(lo, hi int) {
+		row := make([]float32, k)
+		for i := int64(lo); i < int64(hi); i++ {
+			if r.Dir == host.DirRowwise {
+				for j, c := range data[i*k : (i+1)*k] {
+					row[j] = float32(table[c] * scaleInv)
+				}
+			} else {
+				for j := int64(0); j < k; j++ {
+					row[j] = float32(table[data[j*m+i]] * scaleInv)
+				}
+			}
+			host.StoreFloat32(r.Out, i*k, row)
+		}
+	})
+	return nil
+}
+
+// Derive builds the columnwise transpose from rowwise data (exact: the scale is shared).
+func (tensorKernels) Derive(r *host.DeriveRequest) error {
+	if r.FromDir != host.DirRowwise || r.ToDir != host.DirColumnwise {
+		return host.Errorf(host.ErrState, "fp8: %s data cannot be derived from %s data", r.ToDir, r.FromDir)
+	}
+	src := r.From.MustBuffer(host.BufData).Bytes8()
+	dst := r.To.MustBuffer(host.BufData).Bytes8()
+	transposeBytes(src, dst, r.M, r.K)
+	copy(r.To.MustBuffer(host.BufScaleInv).Bytes8(), r.From.MustBuffer(host.BufScaleInv).Bytes8())
+	copy(r.To.MustBuffer(host.BufAmax).Bytes8(), r.From.MustBuffer(host.BufAmax).Bytes8())
+	return nil
+}
+
+// transposeBytes writes dst[j*m+i] = src[i*k+j] in cache tiles.
+func transposeBytes(src, dst []byte, m, k int64) {
+	bands := int((m + tile - 1) / tile)
+	parallel.For(bands, 1, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			r0 := int64(b) * tile
+			r1 := min(r0+tile, m)
+			for c0 := int64(0); c0 < k; c0 += tile {
+				c1 := min(c0+tile, k)
+				for j := c0; j < c1; j++ {
+					for i := r0; i < r1; i++ {
+						dst[j*m+i] = src[i*k+j]
+					}
+				}
+			}
+		}
+	})
+}
