@@ -352,3 +352,33 @@ func transposeBytes(src, dst []byte, m, k int64) {
 		}
 	})
 }
+
+// TensorScale is the per-tensor scale_inv: the GEMM folds it into alpha.
+func (tensorKernels) TensorScale(st *host.Storage, _ host.Direction) float32 {
+	return st.MustBuffer(host.BufScaleInv).Float32s()[0]
+}
+
+// DequantizeTile writes decoded FP8 values (exact) of a logical tile; rowwise
+// data is [m, k], columnwise the transpose [k, m].
+func (tensorKernels) DequantizeTile(st *host.Storage, dir host.Direction, m, k, r0, r1, c0, c1 int64, dst []float32, ld int, transposed bool) {
+	s := st.Spec.(*TensorSpec)
+	table := s.codec.table
+	data := st.MustBuffer(host.BufData).Bytes8()
+	for r := r0; r < r1; r++ {
+		for c := c0; c < c1; c++ {
+			var code byte
+			if dir == host.DirRowwise {
+				code = data[r*k+c]
+			} else {
+				code = data[c*m+r]
+			}
+			if transposed {
+				dst[int(c-c0)*ld+int(r-r0)] = table[code]
+			} else {
+				dst[int(r-r0)*ld+int(c-c0)] = table[code]
+			}
+		}
+	}
+}
+
+var _ host.TileDequantizer = tensorKernels{}
