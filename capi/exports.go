@@ -495,3 +495,25 @@ func quant_delayed_scaling_update(q *C.quant_quantizer, direction C.uint32_t, re
 		return ds.Update(&r)
 	})
 }
+
+//export quant_qtensor_update_usage
+func quant_qtensor_update_usage(t *C.quant_qtensor, usage C.uint32_t, stream unsafe.Pointer) C.quant_status {
+	return call("quant_qtensor_update_usage", func() error {
+		e, err := getQTensorPtr(unsafe.Pointer(t), "tensor")
+		if err != nil {
+			return err
+		}
+		return e.t.UpdateUsage(host.Usage(usage), uintptr(stream))
+	})
+}
+
+//export quant_qtensor_set_gemm_swizzled_scales
+func quant_qtensor_set_gemm_swizzled_scales(t *C.quant_qtensor, swizzled C.int32_t, stream unsafe.Pointer) C.quant_status {
+	return call("quant_qtensor_set_gemm_swizzled_scales", func() error {
+		e, err := getQTensorPtr(unsafe.Pointer(t), "tensor")
+		if err != nil {
+			return err
+		}
+		return e.t.SetGEMMSwizzledScales(swizzled != 0, uintptr(stream))
+	})
+}

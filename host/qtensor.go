@@ -14,6 +14,9 @@ type QTensor struct {
 	// persistent tensors (weights) never lose a usage when re-quantized in place
 	// (spec §10).
 	persistent bool
+	// hybrid tensors came from a hybrid quantizer: a missing direction cannot be
+	// derived from the other one, whose format differs (spec §7.4).
+	hybrid bool
 }
 
 // Shape returns a copy of the logical shape.
@@ -131,4 +134,124 @@ func (t *QTensor) Dequantize(dir Direction, out Tensor, stream uintptr) error {
 type Layout struct {
 	Dir Direction
 	BufferSpec
+}
+
+// UpdateUsage makes t hold exactly the directions in u (spec §7.4
+// update_usage): a missing direction is derived from the other where the format
+// allows it, an extra one is dropped. Everything is validated first, so on
+// error t is unchanged. A persistent tensor never drops a direction (spec §10).
+func (t *QTensor) UpdateUsage(u Usage, stream uintptr) error {
+	if err := checkUsage(u); err != nil {
+		return err
+	}
+	if u == 0 {
+		return Errorf(ErrInvalidArgument, "usage: must name at least one direction")
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	have := t.usageLocked()
+	if drop := have &^ u; drop != 0 && t.persistent {
+		return Errorf(ErrState, "usage: a persistent tensor never drops a direction (it would drop %s)", drop)
+	}
+	var add []Direction
+	for _, d := range []Direction{DirRowwise, DirColumnwise} {
+		if u.Has(d.Usage()) && !have.Has(d.Usage()) {
+			add = append(add, d)
+		}
+	}
+	if len(add) > 0 && t.dirs[DirRowwise] == t.dirs[DirColumnwise] {
+		add = nil // a shared (identity) storage already serves both directions
+	}
+	type derivation struct {
+		kern     Kernels
+		from, to Direction
+		src      *Storage
+	}
+	var plan []derivation
+	for _, to := range add {
+		from := 1 - to
+		src := t.dirs[from]
+		switch {
+		case t.hybrid:
+			return Errorf(ErrState, "usage: a hybrid tensor can only drop directions; %s data cannot come from %s data of another format", to, from)
+		case !src.Spec.Derivable(from, to):
+			return Errorf(ErrState, "usage: format %s cannot derive %s data from %s data; quantize again with that usage", src.FormatName(), to, from)
+		}
+		kern, err := kernelsFor(src.FormatName(), t.device)
+		if err != nil {
+			return err
+		}
+		plan = append(plan, derivation{kern, from, to, src})
+	}
+	dirs := t.dirs
+	for _, p := range plan {
+		st, err := newStorage(p.src.Spec, p.to, t.m, t.k, t.device, stream)
+		if err != nil {
+			return err
+		}
+		if err := p.kern.Derive(&DeriveRequest{Spec: p.src.Spec, From: p.src, To: st, FromDir: p.from, ToDir: p.to, M: t.m, K: t.k, Stream: stream}); err != nil {
+			st.Free(stream)
+			return err
+		}
+		dirs[p.to] = st
+	}
+	if dirs[DirRowwise] != dirs[DirColumnwise] {
+		for _, d := range []Direction{DirRowwise, DirColumnwise} {
+			if !u.Has(d.Usage()) && dirs[d] != nil {
+				dirs[d].Free(stream)
+				dirs[d] = nil
+			}
+		}
+	}
+	t.dirs = dirs
+	return nil
+}
+
+// ScaleSwizzler is implemented by the kernels of formats whose scales have a
+// GEMM-swizzled layout besides the compact one (spec §4.6, §4.7, §5.3).
+type ScaleSwizzler interface {
+	// SwizzleScales rewrites st's scale_inv in place into the swizzled (true) or
+	// compact (false) layout; the buffer's shape and size do not change.
+	SwizzleScales(st *Storage, dir Direction, m, k int64, swizzled bool) error
+}
+
+// SetGEMMSwizzledScales converts every direction's scales to the GEMM-swizzled
+// (true) or compact (false) layout; directions already there are left alone.
+func (t *QTensor) SetGEMMSwizzledScales(swizzled bool, stream uintptr) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	type step struct {
+		st   *Storage
+		dir  Direction
+		sw   ScaleSwizzler
+		spec Spec
+	}
+	var steps []step
+	for d, st := range t.dirs {
+		if st == nil || (d == 1 && st == t.dirs[0]) || st.Spec.Params().GEMMSwizzledScales == swizzled {
+			continue
+		}
+		kern, err := kernelsFor(st.FormatName(), t.device)
+		if err != nil {
+			return err
+		}
+		sw, ok := kern.(ScaleSwizzler)
+		if !ok {
+			return Errorf(ErrUnsupported, "tensor: format %s has no GEMM-swizzled scale layout", st.FormatName())
+		}
+		p := st.Spec.Params()
+		p.GEMMSwizzledScales = swizzled
+		spec, err := NewSpec(p)
+		if err != nil {
+			return err
+		}
+		steps = append(steps, step{st, Direction(d), sw, spec})
+	}
+	for _, s := range steps {
+		if err := s.sw.SwizzleScales(s.st, s.dir, t.m, t.k, swizzled); err != nil {
+			return err
+		}
+		s.st.Spec = s.spec
+	}
+	return nil
 }

@@ -21,7 +21,7 @@ func (q *Quantizer) Quantize(in Tensor, opts QuantizeOptions) (*QTensor, error) 
 	}
 	m, k := Flatten2D(in.Shape)
 	t := &QTensor{shape: append([]int64(nil), in.Shape...), m: m, k: k, device: in.Device,
-		srcDType: in.DType, persistent: opts.Persistent}
+		srcDType: in.DType, persistent: opts.Persistent, hybrid: q.hybrid}
 	dirs, err := q.run(in, m, k, q.Usage(), [2]*Storage{}, opts)
 	if err != nil {
 		return nil, err
@@ -100,6 +100,7 @@ func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) 
 		}
 	}
 	dst.dirs = dirs
+	dst.hybrid = q.hybrid
 	dst.shape = append(dst.shape[:0], in.Shape...)
 	dst.srcDType = in.DType
 	return nil
@@ -225,7 +226,7 @@ func (q *Quantizer) NewQTensorFromBuffers(shape []int64, bufs []Tensor) (*QTenso
 		return nil, Errorf(ErrInvalidArgument, "buffers: got %d, the layout for %v with usage %s has %d", len(bufs), shape, q.Usage(), len(layout))
 	}
 	m, k := Flatten2D(shape)
-	t := &QTensor{shape: append([]int64(nil), shape...), m: m, k: k}
+	t := &QTensor{shape: append([]int64(nil), shape...), m: m, k: k, hybrid: q.hybrid}
 	for i, l := range layout {
 		b := bufs[i]
 		if i == 0 {

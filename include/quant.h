@@ -298,6 +298,19 @@ quant_status quant_qtensor_from_buffers(const quant_quantizer *quantizer, const 
 /* Frees a tensor and the buffers libquant allocated for it. NULL is a no-op. */
 quant_status quant_qtensor_free(quant_qtensor *tensor);
 
+/* Makes the tensor hold exactly the directions in usage (TransformerEngine's
+ * update_usage): a missing direction is created from the other where the format
+ * allows it without re-quantizing (fp8: columnwise from rowwise), an extra one
+ * is dropped. Fails with QUANT_ERROR_STATE, changing nothing, when a direction
+ * cannot be derived, when the tensor is hybrid and would need one, or when a
+ * persistent tensor would drop one. */
+quant_status quant_qtensor_update_usage(quant_qtensor *tensor, uint32_t usage, void *stream);
+
+/* Converts the scales of every direction to the GEMM-swizzled layout
+ * (gemm_swizzled nonzero) or back to the compact one, in place. Formats without
+ * such a layout return QUANT_ERROR_UNSUPPORTED. */
+quant_status quant_qtensor_set_gemm_swizzled_scales(quant_qtensor *tensor, int32_t gemm_swizzled, void *stream);
+
 #define QUANT_MAX_DIMS 8
 #define QUANT_FORMAT_NAME_LEN 32
 
