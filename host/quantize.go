@@ -11,6 +11,25 @@ func sharesStorage(s Spec) bool {
 	return ok && ss.SharesStorage()
 }
 
+// InputSpec is implemented by specs whose layout depends on the input's dtype
+// (identity that keeps the input's dtype, spec §8.4): ForInput returns the
+// spec a quantize of such an input uses, and which its storages keep.
+type InputSpec interface {
+	ForInput(dt DType) Spec
+}
+
+// specsFor resolves q's specs for an input dtype.
+func (q *Quantizer) specsFor(dt DType) [2]Spec {
+	var out [2]Spec
+	for d, s := range q.specs {
+		if is, ok := s.(InputSpec); ok {
+			s = is.ForInput(dt)
+		}
+		out[d] = s
+	}
+	return out
+}
+
 // Quantize quantizes in into a new tensor with q's current usage.
 func (q *Quantizer) Quantize(in Tensor, opts QuantizeOptions) (*QTensor, error) {
 	if err := checkInput(in); err != nil {
@@ -61,6 +80,7 @@ func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) 
 	if dst.persistent {
 		usage |= dst.usageLocked()
 	}
+	specs := q.specsFor(in.DType)
 	// Storages whose layout changed (a recipe change) cannot be reused; they are
 	// replaced if libquant owns them and refused if the caller does.
 	reuse := dst.dirs
@@ -70,7 +90,7 @@ func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) 
 			reuse[d] = nil
 			continue
 		}
-		want, err := q.specs[d].Layout(m, k, Direction(d))
+		want, err := specs[d].Layout(m, k, Direction(d))
 		if err != nil {
 			return err
 		}
@@ -82,7 +102,7 @@ func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) 
 			for _, b := range st.Buffers {
 				if !b.owned {
 					return Errorf(ErrState, "dst: the %s buffers are the caller's and the new %s layout differs from their %s one",
-						Direction(d), q.specs[d].Params().Format, st.FormatName())
+						Direction(d), specs[d].Params().Format, st.FormatName())
 				}
 			}
 			reuse[d] = nil
@@ -112,6 +132,7 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	if usage == 0 {
 		return out, Errorf(ErrInvalidArgument, "quantizer: usage is empty")
 	}
+	specs := q.specsFor(in.DType)
 	var allocated []*Storage
 	defer func() {
 		if err != nil {
@@ -123,10 +144,10 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	}()
 	storage := func(d Direction) (*Storage, error) {
 		if reuse[d] != nil {
-			reuse[d].Spec = q.specs[d]
+			reuse[d].Spec = specs[d]
 			return reuse[d], nil
 		}
-		s, err := newStorage(q.specs[d], d, m, k, in.Device, opts.Stream)
+		s, err := newStorage(specs[d], d, m, k, in.Device, opts.Stream)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +155,7 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 		return s, nil
 	}
 	quantize := func(d Direction, src Tensor, outs [2]*Storage) error {
-		spec := q.specs[d]
+		spec := specs[d]
 		kern, err := kernelsFor(spec.Params().Format, in.Device)
 		if err != nil {
 			return err
@@ -144,7 +165,7 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	}
 
 	if !q.hybrid {
-		if sharesStorage(q.specs[0]) {
+		if sharesStorage(specs[0]) {
 			s, err := storage(DirRowwise)
 			if err != nil {
 				return out, err
@@ -173,7 +194,7 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 			row, err = storage(DirRowwise)
 			out[DirRowwise] = row
 		} else {
-			row, err = newStorage(q.specs[DirRowwise], DirRowwise, m, k, in.Device, opts.Stream)
+			row, err = newStorage(specs[DirRowwise], DirRowwise, m, k, in.Device, opts.Stream)
 			if err == nil {
 				defer row.Free(opts.Stream)
 			}
