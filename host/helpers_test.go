@@ -9,7 +9,6 @@ import (
 
 	"libquant/host"
 	_ "libquant/plugins/all"
-	"libquant/internal/numeric"
 )
 
 var cpu = host.Device{Type: host.CPU}
@@ -85,5 +84,3 @@ func gammaN(n int) float64 {
 	u := math.Ldexp(1, -24)
 	return float64(n) * u / (1 - float64(n)*u)
 }
-
-var _ = numeric.FP16ToFloat32
