@@ -64,12 +64,15 @@ type gemmCase struct {
 	c, bias        *host.Tensor
 	accumulate     bool
 	outDType       host.DType
+	// dirs, when set, names the direction each quantized operand's reference
+	// values come from, instead of the contraction rule.
+	dirs *[2]host.Direction
 }
 
 // operandValues returns the values of op(X) as the GEMM must see them: the
 // dequantized direction the contraction rule picks (spec §7.2), or the dense
 // values; rows×cols is X's 2-D view.
-func operandValues(t *testing.T, q *host.QTensor, d *host.Tensor, isA, trans bool) (v []float32, rows, cols int) {
+func operandValues(t *testing.T, q *host.QTensor, d *host.Tensor, isA, trans bool, dirs *[2]host.Direction) (v []float32, rows, cols int) {
 	t.Helper()
 	if d != nil {
 		r, c := host.Flatten2D(d.Shape)
@@ -78,6 +81,12 @@ func operandValues(t *testing.T, q *host.QTensor, d *host.Tensor, isA, trans boo
 	dir := host.DirRowwise
 	if isA == trans {
 		dir = host.DirColumnwise
+	}
+	if dirs != nil {
+		dir = dirs[1]
+		if isA {
+			dir = dirs[0]
+		}
 	}
 	r, c := q.Dims2D()
 	return dequantize(t, q, dir), int(r), int(c)
@@ -102,8 +111,8 @@ func operandValues(t *testing.T, q *host.QTensor, d *host.Tensor, isA, trans boo
 //   - rounding x to D's dtype adds u_out·|x| ≤ u_out(|R| + E).
 func runGemmCase(t *testing.T, gc gemmCase, m, n, k int, dInit []float32) []float32 {
 	t.Helper()
-	av, ar, ac := operandValues(t, gc.a, gc.da, true, gc.transA)
-	bv, br, bc := operandValues(t, gc.b, gc.db, false, gc.transB)
+	av, _, ac := operandValues(t, gc.a, gc.da, true, gc.transA, gc.dirs)
+	bv, _, bc := operandValues(t, gc.b, gc.db, false, gc.transB, gc.dirs)
 	opA := func(i, p int) float64 {
 		if gc.transA {
 			return float64(av[p*ac+i])
@@ -116,8 +125,6 @@ func runGemmCase(t *testing.T, gc gemmCase, m, n, k int, dInit []float32) []floa
 		}
 		return float64(bv[p*bc+j])
 	}
-	_ = ar
-	_ = br
 	d := newTensor(t, gc.outDType, int64(m), int64(n))
 	if dInit != nil {
 		host.StoreFloat32(d, 0, dInit)

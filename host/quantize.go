@@ -209,18 +209,11 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	if usage.Has(Columnwise) {
 		src := in
 		if q.source == SourceRowwiseDequantized {
-			tmp, err := AllocTensor(in.Device, in.DType, []int64{m, k}, opts.Stream)
+			tmp, err := dequantizeRowwise(row, in, m, k, opts.Stream)
 			if err != nil {
 				return out, err
 			}
 			defer FreeTensor(tmp, opts.Stream)
-			kern, err := kernelsFor(row.FormatName(), in.Device)
-			if err != nil {
-				return out, err
-			}
-			if err := kern.Dequantize(&DequantizeRequest{Spec: row.Spec, Storage: row, Dir: DirRowwise, M: m, K: k, Out: tmp, Stream: opts.Stream}); err != nil {
-				return out, err
-			}
 			src = tmp
 		}
 		col, err := storage(DirColumnwise)
@@ -233,6 +226,25 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 		}
 	}
 	return out, nil
+}
+
+// dequantizeRowwise returns a new tensor of in's dtype and shape [m, k] holding
+// the dequantized rowwise storage row: the columnwise source of a
+// rowwise_dequantized hybrid (spec §8.3, dequantize(dtype=x.dtype)).
+func dequantizeRowwise(row *Storage, in Tensor, m, k int64, stream uintptr) (Tensor, error) {
+	kern, err := kernelsFor(row.FormatName(), in.Device)
+	if err != nil {
+		return Tensor{}, err
+	}
+	tmp, err := AllocTensor(in.Device, in.DType, []int64{m, k}, stream)
+	if err != nil {
+		return Tensor{}, err
+	}
+	if err := kern.Dequantize(&DequantizeRequest{Spec: row.Spec, Storage: row, Dir: DirRowwise, M: m, K: k, Out: tmp, Stream: stream}); err != nil {
+		FreeTensor(tmp, stream)
+		return Tensor{}, err
+	}
+	return tmp, nil
 }
 
 // NewQTensorFromBuffers assembles a tensor of the given shape over caller-owned
