@@ -38,6 +38,9 @@ test: test-go test-c
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
+	# The portable GEMM path, as a build without assembly runs it.
+	$(GO) vet -tags noasm ./internal/gemm
+	$(GO) test -tags noasm ./internal/gemm ./host
 
 # The header compiles alone as C99 and as C++, and together with the header cgo
 # generates from the exports, so the two sets of prototypes cannot drift.

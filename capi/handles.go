@@ -105,6 +105,8 @@ func kindMismatch(arg, want string, got any) error {
 		have = "a quantizer"
 	case *qtensorEntry:
 		have = "a quantized tensor"
+	case *recipeEntry:
+		have = "a recipe"
 	}
 	return host.Errorf(errInvalidHandle, "%s: handle is %s, not %s", arg, have, want)
 }
