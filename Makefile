@@ -62,6 +62,7 @@ test-fault: $(BUILD)/fault/fault_test
 test-header: $(LIB)
 	$(CC) -std=c99 $(CWARN) -Iinclude -fsyntax-only -x c examples/c/header_only.c
 	$(CXX) -std=c++11 $(CWARN) -Iinclude -fsyntax-only -x c++ examples/c/header_only.c
+	$(CC) -std=c99 $(CWARN) -Iinclude -fsyntax-only examples/c/header_dlpack_first.c
 	$(CC) -std=c11 $(CWARN) -Wno-unused-parameter -Iinclude -Icapi -I$(BUILD) -fsyntax-only examples/c/header_drift.c
 
 # Only quant_* symbols (and the version node) are exported.
