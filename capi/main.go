@@ -48,12 +48,19 @@ func call(name string, body func() error) (status C.quant_status) {
 			status = C.QUANT_ERROR_INTERNAL
 		}
 	}()
+	if faultHook != nil {
+		faultHook(name)
+	}
 	if err := body(); err != nil {
 		setError(name + ": " + err.Error())
 		return statusOf(err)
 	}
 	return C.QUANT_OK
 }
+
+// faultHook is set only in builds with the faultinject tag (capi/fault.go), to
+// test that a panic inside an export is contained.
+var faultHook func(name string)
 
 // errInvalidHandle marks handle errors (a capi concern: host has no handles).
 var errInvalidHandle = errors.New("invalid handle")
