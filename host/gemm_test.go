@@ -11,6 +11,7 @@ import (
 
 	"libquant/host"
 	"libquant/internal/gemm"
+	tu "libquant/internal/testutil"
 )
 
 // formatConfigs lists the quantizer configurations the GEMM tests use for each
@@ -125,7 +126,7 @@ func runGemmCase(t *testing.T, gc gemmCase, m, n, k int, dInit []float32) []floa
 		}
 		return float64(bv[p*bc+j])
 	}
-	d := newTensor(t, gc.outDType, int64(m), int64(n))
+	d := tu.Tensor(t, gc.outDType, int64(m), int64(n))
 	if dInit != nil {
 		host.StoreFloat32(d, 0, dInit)
 	}
@@ -204,8 +205,8 @@ func TestGemmFormatPairs(t *testing.T) {
 		for nb, pb := range cfgs {
 			for _, trans := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 				for _, s := range shapes {
-					qa := newQuantizer(t, pa, host.BothUsages)
-					qb := newQuantizer(t, pb, host.BothUsages)
+					qa := newQ(t, pa, host.BothUsages)
+					qb := newQ(t, pb, host.BothUsages)
 					sa := []int64{int64(s.m), int64(s.k)}
 					if trans[0] {
 						sa = []int64{int64(s.k), int64(s.m)}
@@ -246,7 +247,7 @@ func opsName(trans [2]bool) string {
 func TestGemmEpilogue(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	m, n, k := 37, 45, gemm.KC+70
-	qa := newQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages)
+	qa := newQ(t, host.Params{Format: "fp8"}, host.BothUsages)
 	a := quantize(t, qa, randTensor(t, rng, host.BFloat16, 1, int64(m), int64(k)))
 	bDense := randTensor(t, rng, host.Float16, 1, int64(n), int64(k))
 	for _, out := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
@@ -287,8 +288,8 @@ func TestGemmDense(t *testing.T) {
 		})
 	}
 	t.Run("k=0", func(t *testing.T) {
-		a := newTensor(t, host.Float32, 4, 0)
-		b := newTensor(t, host.Float32, 0, 6)
+		a := tu.Tensor(t, host.Float32, 4, 0)
+		b := tu.Tensor(t, host.Float32, 0, 6)
 		c := randTensor(t, rng, host.Float32, 1, 4, 6)
 		bias := randTensor(t, rng, host.Float32, 1, 6)
 		runGemmCase(t, gemmCase{da: &a, db: &b, alpha: 1, beta: 2, c: &c, bias: &bias, outDType: host.Float32}, 4, 6, 0, nil)
@@ -299,7 +300,7 @@ func TestGemmDense(t *testing.T) {
 // has (AVX-512, AVX2, Go), so that each path is checked end to end.
 func TestGemmKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
-	q := newQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages)
+	q := newQ(t, host.Params{Format: "fp8"}, host.BothUsages)
 	a := quantize(t, q, randTensor(t, rng, host.Float32, 1, 50, 300))
 	b := quantize(t, q, randTensor(t, rng, host.Float32, 1, 300, 40))
 	for _, kn := range gemm.Kernels() {
@@ -316,17 +317,17 @@ func TestGemmKernels(t *testing.T) {
 // and a message naming the operand and the problem.
 func TestGemmErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
-	rowOnly := newQuantizer(t, host.Params{Format: "fp8"}, host.Rowwise)
+	rowOnly := newQ(t, host.Params{Format: "fp8"}, host.Rowwise)
 	x := quantize(t, rowOnly, randTensor(t, rng, host.Float32, 1, 8, 16))
 	dense := randTensor(t, rng, host.Float32, 1, 16, 4)
-	d := newTensor(t, host.Float32, 8, 4)
-	u8 := newTensor(t, host.Uint8, 16, 4)
+	d := tu.Tensor(t, host.Float32, 8, 4)
+	u8 := tu.Tensor(t, host.Uint8, 16, 4)
 	gpu := host.Device{Type: host.CUDA}
 	gpuT := host.Tensor{Ptr: dense.Ptr, DType: host.Float32, Shape: []int64{16, 4}, Device: gpu}
-	aMem := newTensor(t, host.Float32, 8, 16)
+	aMem := tu.Tensor(t, host.Float32, 8, 16)
 	gpuA := host.Tensor{Ptr: aMem.Ptr, DType: host.Float32, Shape: []int64{8, 16}, Device: gpu}
 	gpuD := host.Tensor{Ptr: d.Ptr, DType: host.Float32, Shape: []int64{8, 4}, Device: gpu}
-	bias5 := newTensor(t, host.Float32, 5)
+	bias5 := tu.Tensor(t, host.Float32, 5)
 	cases := []struct {
 		name string
 		args host.GemmArgs

@@ -8,25 +8,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	tu "libquant/internal/testutil"
 	_ "libquant/plugins/all"
 )
 
 var cpu = host.Device{Type: host.CPU}
 
-// newTensor allocates a CPU tensor freed at the end of the test.
-func newTensor(t *testing.T, dt host.DType, shape ...int64) host.Tensor {
-	t.Helper()
-	x, err := host.AllocTensor(cpu, dt, shape, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { host.FreeTensor(x, 0) })
-	return x
-}
-
 // randTensor fills a new tensor with N(0, sigma²) values rounded to dt, with
 // a few 8σ outliers so that block scales differ.
 func randTensor(t *testing.T, rng *rand.Rand, dt host.DType, sigma float64, shape ...int64) host.Tensor {
 	t.Helper()
-	x := newTensor(t, dt, shape...)
+	x := tu.Tensor(t, dt, shape...)
 	v := make([]float32, x.NumElements())
 	for i := range v {
 		v[i] = float32(rng.NormFloat64() * sigma)
@@ -48,17 +40,9 @@ func values(x host.Tensor) []float32 {
 // dequantize reads one direction of a quantized tensor as FP32.
 func dequantize(t *testing.T, q *host.QTensor, dir host.Direction) []float32 {
 	t.Helper()
-	out := newTensor(t, host.Float32, q.Shape()...)
+	out := tu.Tensor(t, host.Float32, q.Shape()...)
 	require.NoError(t, q.Dequantize(dir, out, 0))
 	return values(out)
-}
-
-func newQuantizer(t *testing.T, p host.Params, usage host.Usage) *host.Quantizer {
-	t.Helper()
-	q, err := host.NewQuantizer(p, usage)
-	require.NoError(t, err)
-	t.Cleanup(q.Release)
-	return q
 }
 
 func quantize(t *testing.T, q *host.Quantizer, x host.Tensor) *host.QTensor {

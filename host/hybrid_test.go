@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	tu "libquant/internal/testutil"
 )
 
 // storageBytes copies every buffer of one direction, in layout order.
@@ -98,22 +99,22 @@ func TestHybridTrainingGEMMs(t *testing.T) {
 
 			xq := quantize(t, newHybrid(t, sc.fwd, sc.bwdInput, host.SourceOriginal), x)
 			wq := quantize(t, newHybrid(t, sc.fwd, sc.bwdWeight, host.SourceRowwiseDequantized), w)
-			dyq := quantize(t, newQuantizer(t, sc.grad, host.BothUsages), dy)
+			dyq := quantize(t, newQ(t, sc.grad, host.BothUsages), dy)
 
 			// (1) Formats and bytes of each side.
 			require.Equal(t, sc.fwd.Format, formatOf(t, xq, host.DirRowwise))
 			require.Equal(t, sc.bwdInput.Format, formatOf(t, xq, host.DirColumnwise))
 			require.Equal(t, sc.fwd.Format, formatOf(t, wq, host.DirRowwise))
 			require.Equal(t, sc.bwdWeight.Format, formatOf(t, wq, host.DirColumnwise))
-			fwdQ := newQuantizer(t, sc.fwd, host.BothUsages)
+			fwdQ := newQ(t, sc.fwd, host.BothUsages)
 			require.Equal(t, storageBytes(t, quantize(t, fwdQ, x), host.DirRowwise), storageBytes(t, xq, host.DirRowwise), "X rowwise")
-			require.Equal(t, storageBytes(t, quantize(t, newQuantizer(t, sc.bwdInput, host.BothUsages), x), host.DirColumnwise),
+			require.Equal(t, storageBytes(t, quantize(t, newQ(t, sc.bwdInput, host.BothUsages), x), host.DirColumnwise),
 				storageBytes(t, xq, host.DirColumnwise), "X columnwise must come from the original X")
 			wRow := quantize(t, fwdQ, w)
 			require.Equal(t, storageBytes(t, wRow, host.DirRowwise), storageBytes(t, wq, host.DirRowwise), "W rowwise")
-			wDeq := newTensor(t, host.BFloat16, n, k)
+			wDeq := tu.Tensor(t, host.BFloat16, n, k)
 			require.NoError(t, wRow.Dequantize(host.DirRowwise, wDeq, 0))
-			require.Equal(t, storageBytes(t, quantize(t, newQuantizer(t, sc.bwdWeight, host.BothUsages), wDeq), host.DirColumnwise),
+			require.Equal(t, storageBytes(t, quantize(t, newQ(t, sc.bwdWeight, host.BothUsages), wDeq), host.DirColumnwise),
 				storageBytes(t, wq, host.DirColumnwise), "W columnwise must come from the dequantized rowwise W")
 
 			// (2) The three GEMMs, with the directions spelled out.
@@ -135,8 +136,8 @@ func TestHybridTrainingGEMMs(t *testing.T) {
 // deciding which sides run, update_usage (drop only) and ComputeAmax.
 func TestHybridQuantizer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
-	a := newQuantizer(t, host.Params{Format: "fp8"}, 0)
-	b := newQuantizer(t, host.Params{Format: "identity"}, 0)
+	a := newQ(t, host.Params{Format: "fp8"}, 0)
+	b := newQ(t, host.Params{Format: "identity"}, 0)
 	_, err := host.NewHybridQuantizer(a, a, host.SourceOriginal)
 	require.ErrorContains(t, err, "different quantizer")
 	_, err = host.NewHybridQuantizer(a, nil, host.SourceOriginal)
@@ -166,11 +167,11 @@ func TestHybridQuantizer(t *testing.T) {
 
 	// ComputeAmax: the columnwise side of a rowwise_dequantized hybrid sees
 	// dequantize(rowwise(x)), here x rounded to BF16, whose amax differs from x's.
-	bf16 := newQuantizer(t, host.Params{Format: "identity", HoldDType: host.BFloat16}, 0)
+	bf16 := newQ(t, host.Params{Format: "identity", HoldDType: host.BFloat16}, 0)
 	h2, err := host.NewHybridQuantizer(bf16, a, host.SourceRowwiseDequantized)
 	require.NoError(t, err)
 	defer h2.Release()
-	amax := newTensor(t, host.Float32, 2)
+	amax := tu.Tensor(t, host.Float32, 2)
 	require.NoError(t, h2.ComputeAmax(x, amax, 0))
 	deq := dequantize(t, quantize(t, bf16, x), host.DirRowwise)
 	var want float32

@@ -118,9 +118,9 @@ func TestPresetRecipes(t *testing.T) {
 // TestRuleRecipe: the first matching rule wins, empty fields match anything,
 // each lookup gets a clone with its own state, and no match names the role.
 func TestRuleRecipe(t *testing.T) {
-	fc2W := newQuantizer(t, host.Params{Format: "identity"}, host.Rowwise)
-	delayed := newQuantizer(t, host.Params{Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 8}, 0)
-	grad := newQuantizer(t, host.Params{Format: "fp8", Element: host.ElementE5M2}, 0)
+	fc2W := newQ(t, host.Params{Format: "identity"}, host.Rowwise)
+	delayed := newQ(t, host.Params{Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 8}, 0)
+	grad := newQ(t, host.Params{Format: "fp8", Element: host.ElementE5M2}, 0)
 	hyb := newHybrid(t, host.Params{Format: "fp8"}, host.Params{Format: "identity"}, host.SourceRowwiseDequantized)
 	r, err := host.NewRuleRecipe([]host.Rule{
 		{Pattern: host.Role{TensorType: "weight", Name: "fc2"}, Quantizer: fc2W},

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	tu "libquant/internal/testutil"
 )
 
 // bufferAddrs lists the data pointers of every buffer of every direction.
@@ -42,14 +43,14 @@ func TestQuantizeIntoInPlace(t *testing.T) {
 	cfgs := formatConfigs(t)
 	for _, name := range sortedConfigNames(cfgs) {
 		t.Run(name, func(t *testing.T) {
-			q := newQuantizer(t, cfgs[name], host.BothUsages)
+			q := newQ(t, cfgs[name], host.BothUsages)
 			dst := quantize(t, q, randTensor(t, rng, host.BFloat16, 1, 64, 128))
 			addrs := bufferAddrs(dst)
 			for step := 0; step < 3; step++ {
 				x := randTensor(t, rng, host.BFloat16, 1+float64(step), 64, 128)
 				require.NoError(t, q.QuantizeInto(x, host.QuantizeOptions{}, dst))
 				require.Equal(t, addrs, bufferAddrs(dst), "buffers moved")
-				fresh := quantize(t, newQuantizer(t, cfgs[name], host.BothUsages), x)
+				fresh := quantize(t, newQ(t, cfgs[name], host.BothUsages), x)
 				for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
 					require.Equal(t, storageBytes(t, fresh, d), storageBytes(t, dst, d), "step %d %s bytes", step, d)
 				}
@@ -77,7 +78,7 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 			const n, k = 64, 128
 			stages := []string{"train", "infer", "infer", "train", "infer", "train", "infer"}
 			w := randTensor(t, rng, host.BFloat16, 0.1, n, k)
-			q := newQuantizer(t, cfgs[name], host.Rowwise)
+			q := newQ(t, cfgs[name], host.Rowwise)
 			persistent, err := q.Quantize(w, host.QuantizeOptions{Persistent: true})
 			require.NoError(t, err)
 			defer persistent.Free()
@@ -88,7 +89,7 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 				if step >= len(stages)/2 {
 					p = cfgs[next] // a recipe change
 				}
-				q := newQuantizer(t, p, host.Rowwise)
+				q := newQ(t, p, host.Rowwise)
 				if stage == "train" {
 					require.NoError(t, q.SetUsage(host.BothUsages))
 					trained = true
@@ -102,7 +103,7 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 					want = host.BothUsages
 				}
 				require.Equal(t, want, persistent.Usage(), "step %d (%s): persistent usage", step, stage)
-				fresh := quantize(t, newQuantizer(t, p, host.BothUsages), w)
+				fresh := quantize(t, newQ(t, p, host.BothUsages), w)
 				for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
 					if want.Has(d.Usage()) {
 						require.Equal(t, storageBytes(t, fresh, d), storageBytes(t, persistent, d), "step %d (%s): %s data is stale", step, stage, d)
@@ -117,7 +118,7 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 				}
 				require.Equal(t, tempUsage, temp.Usage(), "step %d (%s): temporary usage", step, stage)
 				dy := randTensor(t, rng, host.Float32, 1, 8, n)
-				dx := newTensor(t, host.Float32, 8, k)
+				dx := tu.Tensor(t, host.Float32, 8, k)
 				err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Dense: &dy}, B: host.GemmOperand{Q: temp}, Alpha: 1, D: dx})
 				if !tempUsage.Has(host.Columnwise) {
 					require.ErrorIs(t, err, host.ErrState)
@@ -139,11 +140,11 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 func TestUpdateUsage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(35, 36))
 	x := randTensor(t, rng, host.Float32, 1, 24, 40)
-	q := newQuantizer(t, host.Params{Format: "fp8"}, host.Rowwise)
+	q := newQ(t, host.Params{Format: "fp8"}, host.Rowwise)
 	qt := quantize(t, q, x)
 	require.Equal(t, host.Rowwise, qt.Usage())
 	require.NoError(t, qt.UpdateUsage(host.BothUsages, 0))
-	fresh := quantize(t, newQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages), x)
+	fresh := quantize(t, newQ(t, host.Params{Format: "fp8"}, host.BothUsages), x)
 	require.Equal(t, storageBytes(t, fresh, host.DirColumnwise), storageBytes(t, qt, host.DirColumnwise), "derived transpose")
 	require.NoError(t, qt.UpdateUsage(host.Columnwise, 0))
 	require.Equal(t, host.Columnwise, qt.Usage())
@@ -157,14 +158,14 @@ func TestUpdateUsage(t *testing.T) {
 	require.NoError(t, qt.UpdateUsage(host.Columnwise, 0))
 	err = quantize(t, q, x).UpdateUsage(host.Rowwise, 0)
 	require.NoError(t, err)
-	p := quantize(t, newQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages), x)
+	p := quantize(t, newQ(t, host.Params{Format: "fp8"}, host.BothUsages), x)
 	p.SetPersistent(true)
 	err = p.UpdateUsage(host.Rowwise, 0)
 	require.ErrorIs(t, err, host.ErrState)
 	require.ErrorContains(t, err, "persistent")
 	require.Equal(t, host.BothUsages, p.Usage())
 
-	id := quantize(t, newQuantizer(t, host.Params{Format: "identity"}, host.Rowwise), x)
+	id := quantize(t, newQ(t, host.Params{Format: "identity"}, host.Rowwise), x)
 	require.Equal(t, host.BothUsages, id.Usage(), "identity's buffer serves both directions")
 	require.NoError(t, id.UpdateUsage(host.Rowwise, 0))
 	require.Equal(t, values(x), dequantize(t, id, host.DirColumnwise))
