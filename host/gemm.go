@@ -323,7 +323,43 @@ func resolveOperands(a *GemmArgs, r *GemmRequest) (unlock func(), err error) {
 			opName("a", r.A.Trans), r.M, ka, opName("b", r.B.Trans), kb, r.N)
 	}
 	r.K = ka
+	// A direction stored in the random Hadamard domain (NVFP4's columnwise
+	// copy, spec §5.5) is transformed along the dim this GEMM contracts; the
+	// transforms cancel only when both operands carry the same one (TE's
+	// wgrad, both RHT'd). Anything else would be silently wrong.
+	ra, ma := contractionTransform(&r.A)
+	rb, mb := contractionTransform(&r.B)
+	if ra != rb || ma != mb {
+		return unlock, Errorf(ErrUnsupported, "b: the operands' contraction dims are in different domains: a's %s %s data %s, b's %s %s data %s; both need the same random Hadamard transform (quantize them with the same RHT setting) or none",
+			r.A.Dir, r.A.Format(), rhtWords(ra, ma), r.B.Dir, r.B.Format(), rhtWords(rb, mb))
+	}
 	return unlock, nil
+}
+
+// HadamardSpec is implemented by specs that can store their columnwise copy
+// in the random Hadamard domain (NVFP4, spec §5.5): the 16-point transform
+// with the given sign mask, applied along the tensor's first dim, which is the
+// dim a GEMM contracts when it reads that copy. Their dequantized values (and
+// tiles) are the transformed ones.
+type HadamardSpec interface {
+	RHT() (on bool, signMask uint16)
+}
+
+func contractionTransform(in *GemmInput) (bool, uint16) {
+	if in.Storage == nil || in.Dir != DirColumnwise {
+		return false, 0
+	}
+	if h, ok := in.Storage.Spec.(HadamardSpec); ok {
+		return h.RHT()
+	}
+	return false, 0
+}
+
+func rhtWords(on bool, mask uint16) string {
+	if !on {
+		return "untransformed"
+	}
+	return fmt.Sprintf("RHT-transformed (sign mask %#04x)", mask)
 }
 
 func opName(x string, trans bool) string {

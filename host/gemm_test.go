@@ -380,3 +380,31 @@ func TestGemmSupport(t *testing.T) {
 		require.Equal(t, host.GemmEmulated, e.Level, "%s × %s on the CPU", e.A, e.B)
 	}
 }
+
+// TestGemmHadamardDomains: NVFP4 stores the columnwise copies of inputs and
+// grads in the random Hadamard domain (spec §5.5). wgrad dYᵀ·X reads both in
+// it, where the transforms cancel; a GEMM whose operands' contraction dims
+// are in different domains fails naming them, and one that reads only rowwise
+// data is not affected.
+func TestGemmHadamardDomains(t *testing.T) {
+	if missing := registered("nvfp4"); len(missing) > 0 {
+		t.Skipf("formats %v are not registered in this build", missing)
+	}
+	rng := rand.New(rand.NewPCG(25, 26))
+	rht := newQ(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.BothUsages)
+	plain := newQ(t, host.Params{Format: "nvfp4"}, host.BothUsages)
+	x := randTensor(t, rng, host.BFloat16, 1, 64, 32)
+	dy := randTensor(t, rng, host.BFloat16, 1, 64, 48)
+	w := randTensor(t, rng, host.BFloat16, 1, 48, 32)
+	xr, dyr, xp, wp := quantize(t, rht, x), quantize(t, rht, dy), quantize(t, plain, x), quantize(t, plain, w)
+	runGemmCase(t, gemmCase{a: dyr, b: xr, transA: true, alpha: 1, outDType: host.Float32}, 48, 32, 64, nil) // wgrad
+	runGemmCase(t, gemmCase{a: dyr, b: wp, alpha: 1, outDType: host.Float32}, 64, 32, 48, nil)               // dgrad: dY rowwise
+	d := tu.Tensor(t, host.Float32, 48, 32)
+	err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyr, Trans: true}, B: host.GemmOperand{Q: xp}, Alpha: 1, D: d})
+	require.ErrorIs(t, err, host.ErrUnsupported)
+	require.ErrorContains(t, err, "random Hadamard")
+	require.ErrorContains(t, err, "untransformed")
+	dense := randTensor(t, rng, host.Float32, 1, 64, 32)
+	err = host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyr, Trans: true}, B: host.GemmOperand{Dense: &dense}, Alpha: 1, D: d})
+	require.ErrorIs(t, err, host.ErrUnsupported)
+}

@@ -16,7 +16,7 @@ var cpu = host.Device{Type: host.CPU}
 
 // randTensor fills a new tensor with N(0, sigma²) values rounded to dt, with
 // a few 8σ outliers so that block scales differ.
-func randTensor(t *testing.T, rng *rand.Rand, dt host.DType, sigma float64, shape ...int64) host.Tensor {
+func randTensor(t testing.TB, rng *rand.Rand, dt host.DType, sigma float64, shape ...int64) host.Tensor {
 	t.Helper()
 	x := tu.Tensor(t, dt, shape...)
 	v := make([]float32, x.NumElements())
