@@ -408,3 +408,35 @@ func TestGemmHadamardDomains(t *testing.T) {
 	err = host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyr, Trans: true}, B: host.GemmOperand{Dense: &dense}, Alpha: 1, D: d})
 	require.ErrorIs(t, err, host.ErrUnsupported)
 }
+
+// TestGemmConcurrent runs GEMMs on shared operands from several goroutines
+// while another re-quantizes one of them in place: under -race this checks
+// the operand locking (a GEMM reads a consistent tensor, a re-quantize waits).
+func TestGemmConcurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	q := newQ(t, host.Params{Format: "fp8"}, host.BothUsages)
+	a := quantize(t, q, randTensor(t, rng, host.Float32, 1, 40, 64))
+	w := quantize(t, q, randTensor(t, rng, host.Float32, 1, 24, 64))
+	next := randTensor(t, rng, host.Float32, 1, 24, 64)
+	done := make(chan error, 9)
+	for g := 0; g < 8; g++ {
+		d := tu.Tensor(t, host.Float32, 40, 24)
+		go func() {
+			var err error
+			for i := 0; i < 20 && err == nil; i++ {
+				err = host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: a}, B: host.GemmOperand{Q: w, Trans: true}, Alpha: 1, D: d})
+			}
+			done <- err
+		}()
+	}
+	go func() {
+		var err error
+		for i := 0; i < 20 && err == nil; i++ {
+			err = q.QuantizeInto(next, host.QuantizeOptions{}, w)
+		}
+		done <- err
+	}()
+	for i := 0; i < 9; i++ {
+		require.NoError(t, <-done)
+	}
+}

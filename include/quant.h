@@ -515,7 +515,8 @@ typedef struct quant_recipe quant_recipe;
  * quant_recipe_quantizer hands the quantizer to its caller under a new
  * handle. Setting no quantizer is an error: use an "identity" quantizer to keep
  * a role in high precision. Called on the thread that called
- * quant_recipe_quantizer, which may call back into libquant. */
+ * quant_recipe_quantizer (so concurrently when several threads ask one recipe
+ * at once); it may call back into libquant. */
 typedef quant_status (*quant_recipe_callback)(void *user_data, const quant_role *role, quant_quantizer **out);
 
 /* A declarative rule: roles matching pattern get a copy of quantizer. */
