@@ -350,7 +350,9 @@ func contractionTransform(in *GemmInput) (bool, uint16) {
 		return false, 0
 	}
 	if h, ok := in.Storage.Spec.(HadamardSpec); ok {
-		return h.RHT()
+		if on, mask := h.RHT(); on {
+			return true, mask
+		}
 	}
 	return false, 0
 }
