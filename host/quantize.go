@@ -134,16 +134,26 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	}
 	specs := q.specsFor(in.DType)
 	var allocated []*Storage
+	type oldSpec struct {
+		st   *Storage
+		spec Spec
+	}
+	var respecified []oldSpec
 	defer func() {
 		if err != nil {
 			for _, s := range allocated {
 				s.Free(opts.Stream)
+			}
+			// A reused storage keeps describing the bytes it still holds.
+			for _, o := range respecified {
+				o.st.Spec = o.spec
 			}
 			out = [2]*Storage{}
 		}
 	}()
 	storage := func(d Direction) (*Storage, error) {
 		if reuse[d] != nil {
+			respecified = append(respecified, oldSpec{reuse[d], reuse[d].Spec})
 			reuse[d].Spec = specs[d]
 			return reuse[d], nil
 		}
