@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"unsafe"
 )
 
 // GemmOperand is one operand of a GEMM: a quantized tensor (Q) or a plain
@@ -266,16 +267,36 @@ func resolveOperands(a *GemmArgs, r *GemmRequest) (unlock func(), err error) {
 	}()
 	ops := [2]*GemmOperand{&a.A, &a.B}
 	ins := [2]*GemmInput{&r.A, &r.B}
+	for i, op := range ops {
+		name := string(rune('a' + i))
+		switch {
+		case op.Q == nil && op.Dense == nil:
+			return unlock, Errorf(ErrInvalidArgument, "%s: neither a quantized tensor nor a tensor is set", name)
+		case op.Q != nil && op.Dense != nil:
+			return unlock, Errorf(ErrInvalidArgument, "%s: both a quantized tensor and a tensor are set; pass one", name)
+		}
+	}
+	// Read-lock the quantized operands in address order, so that GEMMs taking
+	// two tensors in opposite orders cannot deadlock with writers between them.
+	if q0, q1 := a.A.Q, a.B.Q; q0 != nil && q1 != nil && q0 != q1 {
+		if uintptr(unsafe.Pointer(q1)) < uintptr(unsafe.Pointer(q0)) {
+			q0, q1 = q1, q0
+		}
+		locked = []*QTensor{q0, q1}
+	} else if q0 != nil {
+		locked = []*QTensor{q0}
+	} else if q1 != nil {
+		locked = []*QTensor{q1}
+	}
+	for _, t := range locked {
+		t.mu.RLock()
+	}
 	var devs [2]Device
 	for i, op := range ops {
 		name := string(rune('a' + i))
 		in := ins[i]
 		in.Trans = op.Trans
 		switch {
-		case op.Q == nil && op.Dense == nil:
-			return unlock, Errorf(ErrInvalidArgument, "%s: neither a quantized tensor nor a tensor is set", name)
-		case op.Q != nil && op.Dense != nil:
-			return unlock, Errorf(ErrInvalidArgument, "%s: both a quantized tensor and a tensor are set; pass one", name)
 		case op.Dense != nil:
 			t := *op.Dense
 			if !t.DType.IsHighPrecision() {
@@ -286,10 +307,6 @@ func resolveOperands(a *GemmArgs, r *GemmRequest) (unlock func(), err error) {
 			devs[i] = t.Device
 		default:
 			t := op.Q
-			if i == 0 || t != ops[0].Q {
-				t.mu.RLock()
-				locked = append(locked, t)
-			}
 			// Contraction rule: A (op N) and Bᵀ contract over their last dim.
 			dir := DirRowwise
 			if (i == 0) == op.Trans {
@@ -297,8 +314,16 @@ func resolveOperands(a *GemmArgs, r *GemmRequest) (unlock func(), err error) {
 			}
 			st := t.dirs[dir]
 			if st == nil {
-				return unlock, Errorf(ErrState, "%s: %s needs %s data (the GEMM contracts %s over its %s dim) but the tensor holds %s only; quantize it with that usage or update_usage",
-					name, opName(name, op.Trans), dir, name, map[Direction]string{DirRowwise: "last", DirColumnwise: "first"}[dir], t.usageLocked())
+				dim := "last"
+				if dir == DirColumnwise {
+					dim = "first"
+				}
+				have := t.usageLocked().String() + " data only"
+				if t.usageLocked() == 0 {
+					have = "no data"
+				}
+				return unlock, Errorf(ErrState, "%s: %s needs %s data (the GEMM contracts %s over its %s dim) but the tensor holds %s; quantize it with that usage or update_usage",
+					name, opName(name, op.Trans), dir, name, dim, have)
 			}
 			in.Storage, in.Dir = st, dir
 			in.Rows, in.Cols = t.m, t.k

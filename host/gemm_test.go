@@ -353,7 +353,7 @@ func TestGemmErrors(t *testing.T) {
 		msg  []string
 	}{
 		{"missing columnwise", host.GemmArgs{A: host.GemmOperand{Q: x, Trans: true}, B: host.GemmOperand{Dense: &dense}, D: d},
-			host.ErrState, []string{"a:", "columnwise", "holds rowwise only"}},
+			host.ErrState, []string{"a:", "columnwise", "holds rowwise data only"}},
 		{"no operand", host.GemmArgs{B: host.GemmOperand{Dense: &dense}, D: d}, host.ErrInvalidArgument, []string{"a:", "neither"}},
 		{"both", host.GemmArgs{A: host.GemmOperand{Q: x, Dense: &dense}, B: host.GemmOperand{Dense: &dense}, D: d}, host.ErrInvalidArgument, []string{"a:", "both"}},
 		{"dims", host.GemmArgs{A: host.GemmOperand{Q: x}, B: host.GemmOperand{Dense: &dense, Trans: true}, D: d}, host.ErrInvalidArgument, []string{"b:", "contraction dims differ"}},
@@ -427,34 +427,46 @@ func TestGemmHadamardDomains(t *testing.T) {
 	require.ErrorIs(t, err, host.ErrUnsupported)
 }
 
-// TestGemmConcurrent runs GEMMs on shared operands from several goroutines
-// while another re-quantizes one of them in place: under -race this checks
-// the operand locking (a GEMM reads a consistent tensor, a re-quantize waits).
+// TestGemmConcurrent runs GEMMs on shared operands from several goroutines,
+// half of them taking the two tensors in the other order, while two more
+// re-quantize both in place: under -race this checks the operand locking (a
+// GEMM reads a consistent tensor, a re-quantize waits, and the read locks are
+// taken in one order so that no GEMM pair deadlocks with the writers).
 func TestGemmConcurrent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	q := newQ(t, host.Params{Format: "fp8"}, host.BothUsages)
 	a := quantize(t, q, randTensor(t, rng, host.Float32, 1, 40, 64))
 	w := quantize(t, q, randTensor(t, rng, host.Float32, 1, 24, 64))
-	next := randTensor(t, rng, host.Float32, 1, 24, 64)
-	done := make(chan error, 9)
+	nextW := randTensor(t, rng, host.Float32, 1, 24, 64)
+	nextA := randTensor(t, rng, host.Float32, 1, 40, 64)
+	done := make(chan error, 10)
 	for g := 0; g < 8; g++ {
-		d := tu.Tensor(t, host.Float32, 40, 24)
+		// Half the GEMMs take the two tensors in the opposite order.
+		x, y, d := a, w, tu.Tensor(t, host.Float32, 40, 24)
+		if g%2 == 1 {
+			x, y, d = w, a, tu.Tensor(t, host.Float32, 24, 40)
+		}
 		go func() {
 			var err error
 			for i := 0; i < 20 && err == nil; i++ {
-				err = host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: a}, B: host.GemmOperand{Q: w, Trans: true}, Alpha: 1, D: d})
+				err = host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: x}, B: host.GemmOperand{Q: y, Trans: true}, Alpha: 1, D: d})
 			}
 			done <- err
 		}()
 	}
-	go func() {
-		var err error
-		for i := 0; i < 20 && err == nil; i++ {
-			err = q.QuantizeInto(next, host.QuantizeOptions{}, w)
-		}
-		done <- err
-	}()
-	for i := 0; i < 9; i++ {
+	for _, wr := range []struct {
+		in  host.Tensor
+		dst *host.QTensor
+	}{{nextW, w}, {nextA, a}} {
+		go func() {
+			var err error
+			for i := 0; i < 20 && err == nil; i++ {
+				err = q.QuantizeInto(wr.in, host.QuantizeOptions{}, wr.dst)
+			}
+			done <- err
+		}()
+	}
+	for i := 0; i < 10; i++ {
 		require.NoError(t, <-done)
 	}
 }
