@@ -17,18 +17,7 @@ import (
 type recipeEntry struct{ r host.Recipe }
 
 func getRecipePtr(p unsafe.Pointer, arg string) (*recipeEntry, error) {
-	if p == nil {
-		return nil, invalid("%s: is NULL", arg)
-	}
-	v, ok := lookupHandle(p)
-	if !ok {
-		return nil, host.Errorf(errInvalidHandle, "%s: %p is not a live recipe (freed, or not from libquant)", arg, p)
-	}
-	e, ok := v.(*recipeEntry)
-	if !ok {
-		return nil, kindMismatch(arg, "a recipe", v)
-	}
-	return e, nil
+	return getEntry[recipeEntry](p, arg, "recipe")
 }
 
 func recipeHandle(e *recipeEntry) *C.quant_recipe {
