@@ -196,6 +196,18 @@ func (blockKernels) Quantize(r *host.QuantizeRequest) error {
 	}
 	job := blockJob{s: s, in: r.Input, m: r.M, k: r.K, row: row, col: col,
 		pow2: !s.p.FP32Scales, eps: s.p.AmaxEpsilon, vfi: valueForInf(r.Input.DType)}
+	if r.Input.DType == host.BFloat16 && job.pow2 {
+		in, tab := r.Input.Uint16s(), e4m3BF16()
+		chunks := int(ceilDiv(r.K, bandColsBF16))
+		parallel.For(int(ceilDiv(r.M, BlockLen))*chunks, 1, func(lo, hi int) {
+			sc := blockScratchPool.Get().(*blockScratch)
+			defer blockScratchPool.Put(sc)
+			for t := lo; t < hi; t++ {
+				job.bandBF16(t/chunks, t%chunks, in, tab, sc)
+			}
+		})
+		return nil
+	}
 	tilesPerBand := ceilDiv(r.K, BlockLen)
 	parallel.For(int(ceilDiv(r.M, BlockLen)*tilesPerBand), 1, func(lo, hi int) {
 		x := make([]float32, BlockLen*BlockLen)

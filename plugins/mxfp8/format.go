@@ -29,8 +29,7 @@ type element struct {
 	rcp float32
 	// emax is the OCP emax_elem of the FLOOR rule: 8 for E4M3, 15 for E5M2, 2 for
 	// E2M1 (spec §4.4).
-	emax   uint8
-	encode func(float32) uint8
+	emax uint8
 	// decode holds the value of every code (the 16 nibbles for E2M1).
 	decode *[256]float32
 	dtype  host.DType // the data buffer's dtype
@@ -39,11 +38,11 @@ type element struct {
 
 var (
 	e4m3 = element{kind: host.ElementE4M3, max: numeric.E4M3Max, rcp: float32(1.0 / float64(numeric.E4M3Max)),
-		emax: 8, encode: numeric.EncodeE4M3, decode: numeric.E4M3Table(), dtype: host.E4M3}
+		emax: 8, decode: numeric.E4M3Table(), dtype: host.E4M3}
 	e5m2 = element{kind: host.ElementE5M2, max: numeric.E5M2Max, rcp: float32(1.0 / float64(numeric.E5M2Max)),
-		emax: 15, encode: numeric.EncodeE5M2, decode: numeric.E5M2Table(), dtype: host.E5M2}
+		emax: 15, decode: numeric.E5M2Table(), dtype: host.E5M2}
 	e2m1 = element{kind: host.ElementE2M1, max: numeric.E2M1Max, rcp: float32(1.0 / float64(numeric.E2M1Max)),
-		emax: 2, encode: numeric.EncodeE2M1, decode: e2m1Table(), dtype: host.Uint8, packed: true}
+		emax: 2, decode: e2m1Table(), dtype: host.Uint8, packed: true}
 )
 
 // e2m1Table decodes the low nibble of every byte, so that kernels index it with

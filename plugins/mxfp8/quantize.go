@@ -82,6 +82,18 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 	}
 	job := quantizeJob{s: s, in: r.Input, m: int(r.M), k: int(r.K), row: row, col: col}
 	tilesPerBand := (job.k + tileCols - 1) / tileCols
+	if r.Input.DType == host.BFloat16 {
+		in, tab := r.Input.Uint16s(), s.el.bf16Codes()
+		chunks := (job.k + bandCols - 1) / bandCols
+		parallel.For(job.m/BlockLen*chunks, 1, func(lo, hi int) {
+			sc := bandScratchPool.Get().(*bandScratch)
+			defer bandScratchPool.Put(sc)
+			for t := lo; t < hi; t++ {
+				job.bandBF16(t/chunks, t%chunks, in, tab, sc)
+			}
+		})
+		return nil
+	}
 	parallel.For(job.m/BlockLen*tilesPerBand, 1, func(lo, hi int) {
 		buf := make([]float32, BlockLen*tileCols)
 		for t := lo; t < hi; t++ {
@@ -120,16 +132,57 @@ func (q *quantizeJob) tile(band, ct int, buf []float32) {
 func blockAmax(x []float32) float32 {
 	var m uint32
 	for _, v := range x {
-		if a := math.Float32bits(v) & 0x7FFFFFFF; a > m {
-			m = a
-		}
+		m = max(m, math.Float32bits(v)&0x7FFFFFFF) // branch-free: the order is data-dependent
 	}
 	return math.Float32frombits(m)
 }
 
+// encodeScaled writes dst[i] = encode(fl32(src[i]·f)). The switch is per
+// block, so the codec is called directly rather than through a func value.
+func (el *element) encodeScaled(dst []byte, src []float32, f float32) {
+	dst = dst[:len(src)]
+	switch el.kind {
+	case host.ElementE4M3:
+		for i, v := range src {
+			dst[i] = numeric.EncodeE4M3(float32(v * f))
+		}
+	case host.ElementE5M2:
+		for i, v := range src {
+			dst[i] = numeric.EncodeE5M2(float32(v * f))
+		}
+	default:
+		panic("mxfp8: encodeScaled of " + el.kind.String())
+	}
+}
+
+// encodeScaledVec writes dst[i] = encode(fl32(src[i]·f[i])).
+func (el *element) encodeScaledVec(dst []byte, src, f []float32) {
+	dst, f = dst[:len(src)], f[:len(src)]
+	switch el.kind {
+	case host.ElementE4M3:
+		for i, v := range src {
+			dst[i] = numeric.EncodeE4M3(float32(v * f[i]))
+		}
+	case host.ElementE5M2:
+		for i, v := range src {
+			dst[i] = numeric.EncodeE5M2(float32(v * f[i]))
+		}
+	default:
+		panic("mxfp8: encodeScaledVec of " + el.kind.String())
+	}
+}
+
+// packScaled writes the E2M1 codes of fl32(v·f) for pairs of values, the even
+// one in the low nibble (spec §1.5): dst[p] = pack(src[2p]·f, src[2p+1]·f).
+func packScaled(dst []byte, src []float32, f float32) {
+	src = src[:2*len(dst)]
+	for p := range dst {
+		dst[p] = numeric.PackE2M1(numeric.EncodeE2M1(float32(src[2*p]*f)), numeric.EncodeE2M1(float32(src[2*p+1]*f)))
+	}
+}
+
 func (q *quantizeJob) rowwise(x []float32, r0, c0, w int) {
 	s, d := q.s, q.row
-	encode := s.el.encode
 	for i := 0; i < BlockLen; i++ {
 		xr := x[i*w : (i+1)*w]
 		for b := 0; b*BlockLen < w; b++ {
@@ -139,29 +192,21 @@ func (q *quantizeJob) rowwise(x []float32, r0, c0, w int) {
 			f := numeric.E8M0Reciprocal(e)
 			off := (r0+i)*q.k + c0 + b*BlockLen
 			if s.el.packed {
-				dst := d.data[off/2 : off/2+BlockLen/2]
-				for j := range dst {
-					dst[j] = numeric.PackE2M1(encode(float32(blk[2*j]*f)), encode(float32(blk[2*j+1]*f)))
-				}
+				packScaled(d.data[off/2:off/2+BlockLen/2], blk, f)
 				continue
 			}
-			dst := d.data[off : off+BlockLen]
-			for j, v := range blk {
-				dst[j] = encode(float32(v * f))
-			}
+			s.el.encodeScaled(d.data[off:off+BlockLen], blk, f)
 		}
 	}
 }
 
 func (q *quantizeJob) columnwise(x []float32, r0, c0, w int) {
 	s, d := q.s, q.col
-	encode := s.el.encode
 	var amax [tileCols]uint32
 	for i := 0; i < BlockLen; i++ {
+		am := amax[:w]
 		for j, v := range x[i*w : (i+1)*w] {
-			if a := math.Float32bits(v) & 0x7FFFFFFF; a > amax[j] {
-				amax[j] = a
-			}
+			am[j] = max(am[j], math.Float32bits(v)&0x7FFFFFFF)
 		}
 	}
 	var f [tileCols]float32
@@ -173,23 +218,19 @@ func (q *quantizeJob) columnwise(x []float32, r0, c0, w int) {
 	if s.el.packed {
 		// Transposed [K, M/2]: column c0+j's 32 codes are 16 consecutive bytes.
 		half := q.m / 2
+		var col [BlockLen]float32
 		for j := 0; j < w; j++ {
-			dst := d.data[(c0+j)*half+r0/2 : (c0+j)*half+r0/2+BlockLen/2]
-			fj := f[j]
-			for p := range dst {
-				dst[p] = numeric.PackE2M1(encode(float32(x[2*p*w+j]*fj)), encode(float32(x[(2*p+1)*w+j]*fj)))
+			for i := range col {
+				col[i] = x[i*w+j]
 			}
+			packScaled(d.data[(c0+j)*half+r0/2:(c0+j)*half+r0/2+BlockLen/2], col[:], f[j])
 		}
 		return
 	}
 	// Not transposed [M, K] (spec §4.5).
 	for i := 0; i < BlockLen; i++ {
-		xr := x[i*w : (i+1)*w]
 		off := (r0+i)*q.k + c0
-		dst := d.data[off : off+w]
-		for j, v := range xr {
-			dst[j] = encode(float32(v * f[j]))
-		}
+		s.el.encodeScaledVec(d.data[off:off+w], x[i*w:(i+1)*w], f[:w])
 	}
 }
 
