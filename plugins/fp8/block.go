@@ -2,6 +2,7 @@ package fp8
 
 import (
 	"math"
+	"runtime"
 
 	"libquant/host"
 	"libquant/internal/numeric"
@@ -198,7 +199,8 @@ func (blockKernels) Quantize(r *host.QuantizeRequest) error {
 		pow2: !s.p.FP32Scales, eps: s.p.AmaxEpsilon, vfi: valueForInf(r.Input.DType)}
 	if r.Input.DType == host.BFloat16 && job.pow2 {
 		in, tab := r.Input.Uint16s(), e4m3BF16()
-		chunks := int(ceilDiv(r.K, bandColsBF16))
+		job.chunk = chunkWidth(int(ceilDiv(r.M, BlockLen)), int(r.K), bandColsBF16)
+		chunks := int(ceilDiv(r.K, int64(job.chunk)))
 		parallel.For(int(ceilDiv(r.M, BlockLen))*chunks, 1, func(lo, hi int) {
 			sc := blockScratchPool.Get().(*blockScratch)
 			defer blockScratchPool.Put(sc)
@@ -226,6 +228,21 @@ type blockJob struct {
 	row, col *blockOut
 	pow2     bool
 	eps, vfi float32
+	chunk    int // columns per BF16 work item
+}
+
+// chunkWidth is the column width of the BF16 work items: whole bands up to
+// limit columns, split further (at multiples of 256 columns, so on block
+// boundaries) when there are fewer than two bands per worker, so that short
+// tensors still use every core. Blocks are computed independently, so the
+// split never changes a byte.
+func chunkWidth(bands, k, limit int) int {
+	w := min(k, limit)
+	if want := 2 * runtime.GOMAXPROCS(0); bands < want {
+		per := (want + bands - 1) / bands
+		w = min(w, max(256, (k/per+255)/256*256))
+	}
+	return w
 }
 
 // amaxOf is fmaxf-reduced |x|: NaN never wins (TE's block kernels use fmaxf).

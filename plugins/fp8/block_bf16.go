@@ -115,7 +115,7 @@ func (j *blockJob) scaleBits(a uint32) (scale, scaleInv float32) {
 	return j.scale(a << 16)
 }
 
-// bandBF16 quantizes rows [128·band, +h) × columns [4096·chunk, +w) of a BF16
+// bandBF16 quantizes rows [128·band, +h) × columns [j.chunk·chunk, +w) of a BF16
 // input with power-of-two scales. Pass 1 walks the rows in order: 1D rowwise
 // blocks are quantized as they come, while columnwise (1D) or tile (2D) amaxes
 // accumulate. Pass 2 re-reads the band, now in cache, for what needed them:
@@ -123,8 +123,8 @@ func (j *blockJob) scaleBits(a uint32) (scale, scaleInv float32) {
 // 64-column groups so the band is still read along its rows.
 func (j *blockJob) bandBF16(band, chunk int, in []uint16, tab *[1 << 16]uint8, sc *blockScratch) {
 	m, k := int(j.m), int(j.k)
-	r0, c0 := band*BlockLen, chunk*bandColsBF16
-	h, w := min(BlockLen, m-r0), min(bandColsBF16, k-c0)
+	r0, c0 := band*BlockLen, chunk*j.chunk
+	h, w := min(BlockLen, m-r0), min(j.chunk, k-c0)
 	nb := (w + BlockLen - 1) / BlockLen
 	twoD := j.s.p.BlockDims == 2
 	am, bm := sc.amax[:w], sc.bmax[:nb]

@@ -143,8 +143,9 @@ func packBF16(dst []byte, src []uint16, f float32, tab *[1 << 16]uint8) {
 	}
 }
 
-// bandCols is the widest column chunk of a BF16 work item: 2048 columns are
-// 4 KiB per row, read as one sequential run.
+// bandCols is the widest column chunk of a BF16 work item. Up to 8192
+// columns a 32-row band is one contiguous run of memory (at most 512 KiB, so
+// pass 2 finds it in cache).
 const bandCols = 8192
 
 // bandScratchPool recycles the per-chunk scratch across calls.
@@ -160,14 +161,14 @@ type bandScratch struct {
 	tr   [64][BlockLen]uint16
 }
 
-// bandBF16 quantizes rows [32·band, +32) × columns [2048·chunk, +2048) of a
+// bandBF16 quantizes rows [32·band, +32) × columns [q.chunk·chunk, +q.chunk) of a
 // BF16 input, reading it in place. Pass 1 walks the rows in order: rowwise
 // blocks are quantized as they come and columnwise amaxes accumulate. Pass 2
 // re-reads the band, now in cache, for the columnwise codes. So the input
 // streams from memory once, row by row, for either or both directions.
 func (q *quantizeJob) bandBF16(band, chunk int, in []uint16, tab *[1 << 16]uint8, sc *bandScratch) {
-	r0, c0 := band*BlockLen, chunk*bandCols
-	w := min(bandCols, q.k-c0)
+	r0, c0 := band*BlockLen, chunk*q.chunk
+	w := min(q.chunk, q.k-c0)
 	s, k := q.s, q.k
 	am := sc.amax[:w]
 	clear(am)

@@ -2,6 +2,7 @@ package mxfp8
 
 import (
 	"math"
+	"runtime"
 
 	"libquant/host"
 	"libquant/internal/numeric"
@@ -84,7 +85,8 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 	tilesPerBand := (job.k + tileCols - 1) / tileCols
 	if r.Input.DType == host.BFloat16 {
 		in, tab := r.Input.Uint16s(), s.el.bf16Codes()
-		chunks := (job.k + bandCols - 1) / bandCols
+		job.chunk = chunkWidth(job.m/BlockLen, job.k, bandCols)
+		chunks := (job.k + job.chunk - 1) / job.chunk
 		parallel.For(job.m/BlockLen*chunks, 1, func(lo, hi int) {
 			sc := bandScratchPool.Get().(*bandScratch)
 			defer bandScratchPool.Put(sc)
@@ -108,6 +110,21 @@ type quantizeJob struct {
 	in       host.Tensor
 	m, k     int
 	row, col *dirOut
+	chunk    int // columns per BF16 work item
+}
+
+// chunkWidth is the column width of the BF16 work items: whole bands up to
+// limit columns, split further (at multiples of 256 columns, so on block
+// boundaries) when there are fewer than two bands per worker, so that short
+// tensors (decode batches) still use every core. Blocks and columns are
+// computed independently, so the split never changes a byte.
+func chunkWidth(bands, k, limit int) int {
+	w := min(k, limit)
+	if want := 2 * runtime.GOMAXPROCS(0); bands < want {
+		per := (want + bands - 1) / bands
+		w = min(w, max(256, (k/per+255)/256*256))
+	}
+	return w
 }
 
 // tile quantizes rows [32·band, +32) × columns [128·ct, +128) (fewer at the right edge).
