@@ -192,7 +192,7 @@ func (blockKernels) Quantize(r *host.QuantizeRequest) error {
 			d.l.zeroPadding(d.scales)
 		}
 	}
-	if row == nil && col == nil {
+	if (row == nil && col == nil) || r.M == 0 || r.K == 0 {
 		return nil
 	}
 	job := blockJob{s: s, in: r.Input, m: r.M, k: r.K, row: row, col: col,

@@ -78,7 +78,7 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 			d.l.zeroPadding(d.scales)
 		}
 	}
-	if row == nil && col == nil {
+	if (row == nil && col == nil) || r.M == 0 || r.K == 0 {
 		return nil
 	}
 	job := quantizeJob{s: s, in: r.Input, m: int(r.M), k: int(r.K), row: row, col: col}
