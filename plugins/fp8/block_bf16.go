@@ -1,6 +1,7 @@
 package fp8
 
 import (
+	"encoding/binary"
 	"math"
 	"sync"
 
@@ -84,13 +85,67 @@ func encodeBlocksBF16(dst []byte, src []uint16, f []float32, tab *[1 << 16]uint8
 	}
 }
 
-// encodeBF16 writes dst[j] = tab[fl32(src[j]·f)].
+// encodeBF16Vec writes dst[j] = tab[fl32(src[j]·f[j])].
 //
 //go:noinline
-func encodeBF16(dst []byte, src []uint16, f float32, tab *[1 << 16]uint8) {
-	dst = dst[:len(src)]
+func encodeBF16Vec(dst []byte, src []uint16, f []float32, tab *[1 << 16]uint8) {
+	dst, f = dst[:len(src)], f[:len(src)]
 	for j, h := range src {
-		dst[j] = tab[scaledBF16(h, f)]
+		dst[j] = tab[scaledBF16(h, f[j])]
+	}
+}
+
+// colGroup is how many columns of columnwise codes are staged at once.
+const colGroup = 64
+
+// transposeCodes writes the transpose of an h×n block of codes, src[i*ss+j],
+// to dst[j*ds+i]: the band's slice of the transposed columnwise data. Whole
+// 8×8 squares go through transpose8x8 (eight 8-byte loads and stores instead
+// of 64 single bytes); ragged edges go byte by byte.
+func transposeCodes(dst []byte, ds int, src []byte, ss, h, n int) {
+	for j := 0; j+8 <= n; j += 8 {
+		i := 0
+		for ; i+8 <= h; i += 8 {
+			var a [8]uint64
+			for r := range a {
+				a[r] = binary.LittleEndian.Uint64(src[(i+r)*ss+j:])
+			}
+			transpose8x8(&a)
+			for b, v := range a {
+				binary.LittleEndian.PutUint64(dst[(j+b)*ds+i:], v)
+			}
+		}
+		for ; i < h; i++ {
+			for b := 0; b < 8; b++ {
+				dst[(j+b)*ds+i] = src[i*ss+j+b]
+			}
+		}
+	}
+	for j := n &^ 7; j < n; j++ {
+		for i := 0; i < h; i++ {
+			dst[j*ds+i] = src[i*ss+j]
+		}
+	}
+}
+
+// transpose8x8 transposes the 8×8 byte matrix whose row i is a[i] (byte k of
+// a[i], little-endian, is element (i, k)), swapping 1×1, then 2×2, then 4×4
+// sub-blocks.
+func transpose8x8(a *[8]uint64) {
+	for i := 0; i < 8; i += 2 {
+		t := (a[i]>>8 ^ a[i+1]) & 0x00FF00FF00FF00FF
+		a[i+1] ^= t
+		a[i] ^= t << 8
+	}
+	for _, i := range [4]int{0, 1, 4, 5} {
+		t := (a[i]>>16 ^ a[i+2]) & 0x0000FFFF0000FFFF
+		a[i+2] ^= t
+		a[i] ^= t << 16
+	}
+	for i := 0; i < 4; i++ {
+		t := (a[i]>>32 ^ a[i+4]) & 0x00000000FFFFFFFF
+		a[i+4] ^= t
+		a[i] ^= t << 32
 	}
 }
 
@@ -107,7 +162,7 @@ type blockScratch struct {
 	scale [bandColsBF16]float32
 	bmax  [bandColsBF16 / BlockLen]uint32
 	bsc   [bandColsBF16 / BlockLen]float32
-	tr    [64][BlockLen]uint16
+	codes [BlockLen * colGroup]byte
 }
 
 // scaleBits is the scale and scale_inv of an amax pattern (BF16 top half).
@@ -119,8 +174,8 @@ func (j *blockJob) scaleBits(a uint32) (scale, scaleInv float32) {
 // input with power-of-two scales. Pass 1 walks the rows in order: 1D rowwise
 // blocks are quantized as they come, while columnwise (1D) or tile (2D) amaxes
 // accumulate. Pass 2 re-reads the band, now in cache, for what needed them:
-// 2D rowwise codes and every columnwise code, the latter transposed through
-// 64-column groups so the band is still read along its rows.
+// 2D rowwise codes and every columnwise code, the latter made along the rows
+// 64 columns at a time and transposed into the [K, M] columnwise data.
 func (j *blockJob) bandBF16(band, chunk int, in []uint16, tab *[1 << 16]uint8, sc *blockScratch) {
 	m, k := int(j.m), int(j.k)
 	r0, c0 := band*BlockLen, chunk*j.chunk
@@ -191,17 +246,17 @@ func (j *blockJob) bandBF16(band, chunk int, in []uint16, tab *[1 << 16]uint8, s
 	if d == nil {
 		return
 	}
-	for g := 0; g < w; g += len(sc.tr) {
-		n := min(len(sc.tr), w-g)
+	if twoD && j.row != nil {
+		// 2D codes are the same both ways: transpose the rowwise ones just written.
+		transposeCodes(d.data[c0*m+r0:], m, j.row.data[r0*k+c0:], k, h, w)
+		return
+	}
+	for g := 0; g < w; g += colGroup {
+		n := min(colGroup, w-g)
 		for i := 0; i < h; i++ {
 			off := (r0+i)*k + c0 + g
-			for c, v := range in[off : off+n] {
-				sc.tr[c][i] = v
-			}
+			encodeBF16Vec(sc.codes[i*colGroup:i*colGroup+n], in[off:off+n], f[g:g+n], tab)
 		}
-		for c := 0; c < n; c++ {
-			col := c0 + g + c
-			encodeBF16(d.data[col*m+r0:col*m+r0+h], sc.tr[c][:h], f[g+c], tab)
-		}
+		transposeCodes(d.data[(c0+g)*m+r0:], m, sc.codes[:], colGroup, h, n)
 	}
 }

@@ -1,6 +1,7 @@
 package mxfp8
 
 import (
+	"encoding/binary"
 	"math"
 	"sync"
 
@@ -148,17 +149,61 @@ func packBF16(dst []byte, src []uint16, f float32, tab *[1 << 16]uint8) {
 // pass 2 finds it in cache).
 const bandCols = 8192
 
+// colGroup is how many columns of mxfp4 columnwise codes are staged at once.
+const colGroup = 64
+
+// packTransposeE2M1 packs the E2M1 codes of columns j..j+7 of a 32-row band
+// (codes[i][j] one code per byte) along the rows, even row in the low nibble
+// as numeric.PackE2M1 does (spec §1.5), and writes column j+b's 16 bytes at
+// dst[b*stride:]. Eight columns travel together: a row pair's eight packed
+// bytes are one uint64 (lo | hi<<4 cannot carry: codes are < 16), and two
+// 8×8 byte transposes turn 16 such words into 8 columns of 16 bytes.
+func packTransposeE2M1(dst []byte, stride int, codes *[BlockLen][colGroup]byte, j int) {
+	var lo, hi [8]uint64
+	for p := 0; p < 8; p++ {
+		lo[p] = binary.LittleEndian.Uint64(codes[2*p][j:]) | binary.LittleEndian.Uint64(codes[2*p+1][j:])<<4
+		hi[p] = binary.LittleEndian.Uint64(codes[16+2*p][j:]) | binary.LittleEndian.Uint64(codes[16+2*p+1][j:])<<4
+	}
+	transpose8x8(&lo)
+	transpose8x8(&hi)
+	for b := 0; b < 8; b++ {
+		binary.LittleEndian.PutUint64(dst[b*stride:], lo[b])
+		binary.LittleEndian.PutUint64(dst[b*stride+8:], hi[b])
+	}
+}
+
+// transpose8x8 transposes the 8×8 byte matrix whose row i is a[i] (byte k of
+// a[i], little-endian, is element (i, k)), swapping 1×1, then 2×2, then 4×4
+// sub-blocks.
+func transpose8x8(a *[8]uint64) {
+	for i := 0; i < 8; i += 2 {
+		t := (a[i]>>8 ^ a[i+1]) & 0x00FF00FF00FF00FF
+		a[i+1] ^= t
+		a[i] ^= t << 8
+	}
+	for _, i := range [4]int{0, 1, 4, 5} {
+		t := (a[i]>>16 ^ a[i+2]) & 0x0000FFFF0000FFFF
+		a[i+2] ^= t
+		a[i] ^= t << 16
+	}
+	for i := 0; i < 4; i++ {
+		t := (a[i]>>32 ^ a[i+4]) & 0x00000000FFFFFFFF
+		a[i+4] ^= t
+		a[i] ^= t << 32
+	}
+}
+
 // bandScratchPool recycles the per-chunk scratch across calls.
 var bandScratchPool = sync.Pool{New: func() any { return new(bandScratch) }}
 
 // bandScratch is a work item's per-column state.
 type bandScratch struct {
-	amax [bandCols]uint32
-	f    [bandCols]float32
-	exps [bandCols / BlockLen]uint8
-	bmax [bandCols / BlockLen]uint32
-	bf   [bandCols / BlockLen]float32
-	tr   [64][BlockLen]uint16
+	amax  [bandCols]uint32
+	f     [bandCols]float32
+	exps  [bandCols / BlockLen]uint8
+	bmax  [bandCols / BlockLen]uint32
+	bf    [bandCols / BlockLen]float32
+	codes [BlockLen][colGroup]byte
 }
 
 // bandBF16 quantizes rows [32·band, +32) × columns [q.chunk·chunk, +q.chunk) of a
@@ -209,20 +254,18 @@ func (q *quantizeJob) bandBF16(band, chunk int, in []uint16, tab *[1 << 16]uint8
 		return
 	}
 	// mxfp4: transposed [K, M/2]; column c0+j's 32 codes are 16 consecutive
-	// bytes. Groups of 64 columns are transposed through scratch so that the
-	// band is still read along its rows.
+	// bytes. Codes are made along the band's rows, 64 columns at a time, then
+	// packed and transposed 8×8 bytes at a time.
 	half := q.m / 2
-	for j0 := 0; j0 < w; j0 += len(sc.tr) {
-		n := min(len(sc.tr), w-j0)
+	for g := 0; g < w; g += colGroup {
+		n := min(colGroup, w-g) // a multiple of 32
 		for i := 0; i < BlockLen; i++ {
-			off := (r0+i)*k + c0 + j0
-			for j, h := range in[off : off+n] {
-				sc.tr[j][i] = h
-			}
+			off := (r0+i)*k + c0 + g
+			encodeBF16Vec(sc.codes[i][:n], in[off:off+n], f[g:g+n], tab)
 		}
-		for j := 0; j < n; j++ {
-			c := c0 + j0 + j
-			packBF16(d.data[c*half+r0/2:c*half+r0/2+BlockLen/2], sc.tr[j][:], f[j0+j], tab)
+		for j := 0; j < n; j += 8 {
+			base := (c0+g+j)*half + r0/2
+			packTransposeE2M1(d.data[base:], half, &sc.codes, j)
 		}
 	}
 }

@@ -40,3 +40,39 @@ func TestBF16TableMatchesCodec(t *testing.T) {
 		}
 	}
 }
+
+func TestTranspose8x8(t *testing.T) {
+	var a [8]uint64
+	for i := range a {
+		for k := 0; k < 8; k++ {
+			a[i] |= uint64(i*8+k) << (8 * k)
+		}
+	}
+	transpose8x8(&a)
+	for i := range a {
+		for k := 0; k < 8; k++ {
+			require.Equal(t, uint64(k*8+i), a[i]>>(8*k)&0xFF, "element (%d,%d)", i, k)
+		}
+	}
+}
+
+// TestPackTransposeE2M1 compares the 8-column packing with numeric.PackE2M1
+// applied code by code.
+func TestPackTransposeE2M1(t *testing.T) {
+	var codes [BlockLen][colGroup]byte
+	for i := range codes {
+		for j := range codes[i] {
+			codes[i][j] = uint8(i*7+j*3) & 0xF
+		}
+	}
+	const stride = 40
+	for _, j := range []int{0, 8, 56} {
+		dst := make([]byte, 7*stride+16)
+		packTransposeE2M1(dst, stride, &codes, j)
+		for b := 0; b < 8; b++ {
+			for p := 0; p < 16; p++ {
+				require.Equal(t, numeric.PackE2M1(codes[2*p][j+b], codes[2*p+1][j+b]), dst[b*stride+p], "column %d pair %d", j+b, p)
+			}
+		}
+	}
+}
