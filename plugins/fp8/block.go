@@ -171,15 +171,18 @@ func newBlockOut(s *BlockSpec, st *host.Storage, dir host.Direction, m, k int64)
 	}
 }
 
-// Quantize walks 128×128 tiles of the input, each loaded once into FP32 and
-// quantized for every requested direction; tiles are independent, so the
-// bytes never depend on GOMAXPROCS. Per block (spec §6.2, TE's
-// quantize_transpose_{vector,square}_blockwise):
+// Quantize reads the input once for every requested direction: BF16 inputs
+// with power-of-two scales by 128-row bands read in place (bandBF16), others
+// by 128×128 tiles loaded into FP32 (tile). Work items cover whole blocks and
+// are computed on their own, so the bytes never depend on GOMAXPROCS. Per
+// block (spec §6.2, TE's quantize_transpose_{vector,square}_blockwise):
 //
 //	amax      = max |x| over the block's elements (fmaxf: NaN ignored; a ragged
 //	            block has fewer elements)
 //	scale     = ScaleFromAmax(amax, 448, pow2 = !fp32_scales, amax_epsilon, max of the input dtype)
-//	scale_inv = fl32(1/scale)
+//	scale_inv = fl32(1/scale)   (TE's 1D kernel divides in double and rounds
+//	            once more to float; for a float divisor that double rounding is
+//	            innocuous, 53 ≥ 2·24+2 bits, so the result is the same)
 //	q         = RNE_sat_e4m3(fl32(x · scale))
 //
 // AmaxIn is not used (no global amax).

@@ -55,10 +55,12 @@ func newDirOut(s *Spec, st *host.Storage, dir host.Direction, m, k int64) *dirOu
 	}
 }
 
-// Quantize writes the requested directions in one pass over the input: each
-// work item is a 32-row × 128-column tile, loaded once into FP32 and quantized
-// rowwise (1×32 blocks) and columnwise (32×1 blocks). Tiles are independent, so
-// the bytes never depend on GOMAXPROCS. Per block (spec §4.3, §4.4):
+// Quantize writes the requested directions in one pass over the input. BF16
+// inputs go by 32-row bands read in place (bandBF16); other dtypes by 32-row ×
+// 128-column tiles loaded once into FP32 (tile). Either way each work item
+// covers whole blocks of both directions — rowwise 1×32, columnwise 32×1 —
+// and is computed on its own, so the bytes never depend on GOMAXPROCS. Per
+// block (spec §4.3, §4.4):
 //
 //	amax = max |x|  (NaN if the block holds a NaN)
 //	e    = s.exponent(amax)
