@@ -147,7 +147,9 @@ func (q *quantizeJob) tile(band, ct int, buf []float32) {
 
 // blockAmax is max |x| over x, compared as magnitude bit patterns: they order
 // like the values, and a NaN (above +Inf) wins, so a NaN block gets the NaN
-// scale (spec §1.4, §4.4).
+// scale 0xFF and decodes to NaN throughout (spec §1.4, §4.4). (TE's CUDA
+// kernels reduce with fmaxf/__hmax, which skip NaN; the spec's E8M0 NaN rule is
+// followed here, as torchao and OCP MX do.)
 func blockAmax(x []float32) float32 {
 	var m uint32
 	for _, v := range x {
