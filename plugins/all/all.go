@@ -5,4 +5,5 @@ package all
 import (
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/identity"
+	_ "libquant/plugins/mxfp8"
 )
