@@ -56,13 +56,13 @@ func scaledBF16(h uint16, f float32) uint16 {
 // The loops below are kept out of line (go:noinline): inlined into bandBF16
 // they lose their registers to its many live values and spill the loop state.
 
-// maxAbsBF16 folds |src[j]| into am[j] (magnitude patterns, NaN wins).
+// maxAbsBF16 folds |src[j]| into am[j] (magnitude patterns, NaN skipped).
 //
 //go:noinline
 func maxAbsBF16(am []uint32, src []uint16) {
 	src = src[:len(am)]
 	for j, h := range src {
-		am[j] = max(am[j], uint32(h&0x7FFF))
+		am[j] = max(am[j], magnitude16(h))
 	}
 }
 
@@ -74,8 +74,8 @@ func blockMaxBF16(am []uint32, src []uint16) {
 		blk := src[b*BlockLen : (b+1)*BlockLen : (b+1)*BlockLen]
 		var m0, m1 uint32 // two chains: the max is a loop-carried dependency
 		for j := 0; j < BlockLen; j += 2 {
-			m0 = max(m0, uint32(blk[j]&0x7FFF))
-			m1 = max(m1, uint32(blk[j+1]&0x7FFF))
+			m0 = max(m0, magnitude16(blk[j]))
+			m1 = max(m1, magnitude16(blk[j+1]))
 		}
 		am[b] = max(m0, m1)
 	}

@@ -137,8 +137,7 @@ func (s *Spec) Derivable(from, to host.Direction) bool { return false }
 
 func (s *Spec) NewState() (host.State, error) { return nil, nil }
 
-// exponent is the block's E8M0 scale byte for its amax (NaN when the block
-// holds a NaN).
+// exponent is the block's E8M0 scale byte for its amax.
 //
 // RCEIL (TE, spec §4.3): float_to_e8m0(fl32(amax · fl32(1/max))), the exponent
 // rounded up and saturated: NaN gives 0xFF, +Inf 0xFE, 0 gives 0x00.

@@ -62,7 +62,7 @@ func newDirOut(s *Spec, st *host.Storage, dir host.Direction, m, k int64) *dirOu
 // and is computed on its own, so the bytes never depend on GOMAXPROCS. Per
 // block (spec §4.3, §4.4):
 //
-//	amax = max |x|  (NaN if the block holds a NaN)
+//	amax = max |x|  (NaN elements skipped, as TE's fmaxf reduction does)
 //	e    = s.exponent(amax)
 //	q_i  = encode(fl32(x_i · 2^(127−e)))     2^(127−e) = exp2f_rcp(e), NaN for e = 0xFF
 //
@@ -145,17 +145,30 @@ func (q *quantizeJob) tile(band, ct int, buf []float32) {
 	}
 }
 
-// blockAmax is max |x| over x, compared as magnitude bit patterns: they order
-// like the values, and a NaN (above +Inf) wins, so a NaN block gets the NaN
-// scale 0xFF and decodes to NaN throughout (spec §1.4, §4.4). (TE's CUDA
-// kernels reduce with fmaxf/__hmax, which skip NaN; the spec's E8M0 NaN rule is
-// followed here, as torchao and OCP MX do.)
+// blockAmax is max |x| over x, compared as magnitude bit patterns (they order
+// like the values). NaN is skipped, as TE's kernels reduce the block amax with
+// fmaxf/__hmax2 (spec §4.3): a NaN element encodes to NaN on its own and the
+// rest of its block keeps a finite scale. (torchao and OCP MX instead give the
+// whole block the NaN scale 0xFF.)
 func blockAmax(x []float32) float32 {
 	var m uint32
 	for _, v := range x {
-		m = max(m, math.Float32bits(v)&0x7FFFFFFF) // branch-free: the order is data-dependent
+		m = max(m, magnitude32(math.Float32bits(v))) // branch-free: the order is data-dependent
 	}
 	return math.Float32frombits(m)
+}
+
+// magnitude32 is the bit pattern of |x| for float32 bits b, or 0 for a NaN
+// (branch-free: all ones masks it away when the pattern is above +Inf).
+func magnitude32(b uint32) uint32 {
+	a := b & 0x7FFFFFFF
+	return a &^ uint32(int32(0x7F800000-a)>>31)
+}
+
+// magnitude16 is the same for BF16 bits.
+func magnitude16(h uint16) uint32 {
+	a := uint32(h & 0x7FFF)
+	return a &^ uint32(int32(0x7F80-a)>>31)
 }
 
 // encodeScaled writes dst[i] = encode(fl32(src[i]·f)). The switch is per
@@ -227,7 +240,7 @@ func (q *quantizeJob) columnwise(x []float32, r0, c0, w int) {
 	for i := 0; i < BlockLen; i++ {
 		am := amax[:w]
 		for j, v := range x[i*w : (i+1)*w] {
-			am[j] = max(am[j], math.Float32bits(v)&0x7FFFFFFF)
+			am[j] = max(am[j], magnitude32(math.Float32bits(v)))
 		}
 	}
 	var f [tileCols]float32

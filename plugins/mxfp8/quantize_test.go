@@ -270,3 +270,37 @@ func TestEmptyShapes(t *testing.T) {
 		}
 	}
 }
+
+// TE reduces a block's amax with fmaxf/__hmax2, which skip NaN (spec §4.3): a
+// NaN element encodes to NaN alone, and its block keeps the finite scale of its
+// other elements (torchao/OCP would give the whole block the NaN scale 0xFF).
+func TestNaNElementDoesNotPoisonItsBlock(t *testing.T) {
+	for _, dt := range []host.DType{host.Float32, host.BFloat16} {
+		x := make([]float32, 32*32)
+		for i := range x {
+			x[i] = 1.5
+		}
+		x[5] = float32(math.NaN()) // row 0, column 5: rowwise block (0,0), columnwise block (0,5)
+		x[7] = 3                   // amax of rowwise block (0,0) and of columnwise block (0,7)
+		in, _ := newInput(t, dt, 32, 32, x)
+		q, err := host.NewQuantizer(host.Params{Format: NameMXFP8}, 0)
+		require.NoError(t, err)
+		qt, err := q.Quantize(in, host.QuantizeOptions{})
+		require.NoError(t, err)
+		// RCEIL: e = ceil(log2(3/448)) = -7, so the row block's scale byte is 120
+		// and 1.5·2^7 = 192 is E4M3 0x74 (e=14, m=4); 3·2^7 = 384 is 0x7C.
+		row, _ := qt.Storage(host.DirRowwise)
+		require.Equal(t, uint8(120), row.MustBuffer(host.BufScaleInv).Bytes8()[0], "%s rowwise scale", dt)
+		data := row.MustBuffer(host.BufData).Bytes8()
+		require.Equal(t, uint8(0x7F), data[5], "%s NaN element", dt)
+		require.Equal(t, uint8(0x74), data[4], "%s neighbour of the NaN", dt)
+		require.Equal(t, uint8(0x7C), data[7], "%s block amax element", dt)
+		// Columnwise block (0,5) holds the NaN and 31 values of 1.5: ceil(log2(1.5/448)) = -8.
+		col, _ := qt.Storage(host.DirColumnwise)
+		cs := col.MustBuffer(host.BufScaleInv).Bytes8()
+		require.Equal(t, uint8(119), cs[5], "%s columnwise scale of the NaN's column", dt)
+		require.Equal(t, uint8(0x7F), col.MustBuffer(host.BufData).Bytes8()[5], "%s columnwise NaN element", dt)
+		qt.Free()
+		q.Release()
+	}
+}

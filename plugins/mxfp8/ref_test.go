@@ -167,15 +167,14 @@ func floorLog2(a *big.Rat) int {
 
 func clampBiased(k int) uint8 { return uint8(min(max(k+127, 0), 254)) }
 
-// refAmax is max |x| over the block; any NaN makes it NaN (spec §1.4, §4.4).
+// refAmax is max |x| over the block, skipping NaN as TE's fmaxf reduction does
+// (spec §4.3).
 func refAmax(xs []float32) float64 {
 	var a float64
 	for _, x := range xs {
-		v := math.Abs(float64(x))
-		if math.IsNaN(v) {
-			return math.NaN()
+		if v := math.Abs(float64(x)); v > a { // NaN never compares greater
+			a = v
 		}
-		a = math.Max(a, v)
 	}
 	return a
 }
