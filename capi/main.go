@@ -48,6 +48,7 @@ func call(name string, body func() error) (status C.quant_status) {
 			status = C.QUANT_ERROR_INTERNAL
 		}
 	}()
+	loadDefaultPlugins()
 	if err := body(); err != nil {
 		setError(name + ": " + err.Error())
 		return statusOf(err)
