@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib test test-go test-c test-header test-symbols clean cuda plugins
+.PHONY: all demo lib test test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins
 
 all: demo
 
@@ -75,13 +75,32 @@ $(CUDA_LIB): $(CUDA_SRC) $(wildcard cuda/*.cuh) cuda/libquant_cuda.map include/q
 
 test-go:
 	$(GO) vet ./...
+	$(GO) vet -tags capitest ./capi
 	$(GO) test -race -timeout 20m ./...
+
+# examples/c/test_threads.c's 16 pthreads call the ABI inside a Go test binary,
+# so the exports' Go side runs under the race detector (capi/threads_capitest.go).
+test-threads-race:
+	$(GO) test -race -tags capitest -count=1 -run TestCThreads ./capi
+
+# A library built with -tags faultinject panics on request inside an export:
+# the panic must come back as a status and poison the library, never crash.
+$(BUILD)/fault/libquant.so: $(GO_SRC) include/quant.h
+	@mkdir -p $(BUILD)/fault
+	$(GO) build -tags faultinject -buildmode=c-shared -ldflags "-extldflags -Wl,--version-script=$(LDMAP)" -o $@ ./capi
+
+$(BUILD)/fault/fault_test: examples/c/fault_test.c examples/c/check.h $(BUILD)/fault/libquant.so
+	$(CC) $(CFLAGS_ALL) $< -L$(BUILD)/fault -lquant -Wl,-rpath,'$$ORIGIN' -lm -o $@
+
+test-fault: $(BUILD)/fault/fault_test
+	$(BUILD)/fault/fault_test
 
 # The header compiles alone as C99 and as C++, and together with the header cgo
 # generates from the exports, so the two sets of prototypes cannot drift.
 test-header: $(LIB)
 	$(CC) -std=c99 $(CWARN) -Iinclude -fsyntax-only -x c examples/c/header_only.c
 	$(CXX) -std=c++11 $(CWARN) -Iinclude -fsyntax-only -x c++ examples/c/header_only.c
+	$(CC) -std=c99 $(CWARN) -Iinclude -fsyntax-only examples/c/header_dlpack_first.c
 	$(CC) -std=c99 $(CWARN) -Iinclude -fsyntax-only -x c examples/c/plugin_header_only.c
 	$(CXX) -std=c++11 $(CWARN) -Iinclude -fsyntax-only -x c++ examples/c/plugin_header_only.c
 	$(CC) -std=c11 $(CWARN) -Wno-unused-parameter -Iinclude -Icapi -I$(BUILD) -fsyntax-only examples/c/header_drift.c
@@ -90,7 +109,7 @@ test-header: $(LIB)
 test-symbols: $(LIB)
 	examples/c/check_symbols.sh $(LIB)
 
-test-c: test-header test-symbols $(C_TESTS) $(BUILD)/demo
+test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD)/demo
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 	@echo "== $(BUILD)/test_plugin with LIBQUANT_PLUGIN_PATH"
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin

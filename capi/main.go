@@ -48,6 +48,9 @@ func call(name string, body func() error) (status C.quant_status) {
 			status = C.QUANT_ERROR_INTERNAL
 		}
 	}()
+	if faultHook != nil {
+		faultHook(name)
+	}
 	loadDefaultPlugins()
 	if err := body(); err != nil {
 		setError(name + ": " + err.Error())
@@ -55,6 +58,10 @@ func call(name string, body func() error) (status C.quant_status) {
 	}
 	return C.QUANT_OK
 }
+
+// faultHook is set only in builds with the faultinject tag (capi/fault.go), to
+// test that a panic inside an export is contained.
+var faultHook func(name string)
 
 // errInvalidHandle marks handle errors (a capi concern: host has no handles).
 var errInvalidHandle = errors.New("invalid handle")

@@ -186,7 +186,9 @@ func formatNamesLocked() []string {
 	return names
 }
 
-// kernelsFor finds the kernels of a format on a device.
+// KernelsFor finds the kernels of a format on a device.
+func KernelsFor(format string, dev Device) (Kernels, error) { return kernelsFor(format, dev) }
+
 func kernelsFor(format string, dev Device) (Kernels, error) {
 	registry.RLock()
 	k, ok := registry.kernels[kernelKey{format, dev.Type}]

@@ -9,6 +9,12 @@
 
 #include "quant.h"
 
+#if defined(__GNUC__)
+#define CHECK_UNUSED __attribute__((unused))
+#else
+#define CHECK_UNUSED
+#endif
+
 static int check_failures = 0;
 static int check_count = 0;
 
@@ -47,13 +53,13 @@ static int check_count = 0;
     }                                                                                     \
   } while (0)
 
-static int check_summary(const char *name) {
+CHECK_UNUSED static int check_summary(const char *name) {
   printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
   return check_failures != 0;
 }
 
 /* A CPU DLTensor over data. */
-static DLTensor check_tensor(void *data, DLDataTypeCode code, int bits, int32_t ndim, int64_t *shape) {
+CHECK_UNUSED static DLTensor check_tensor(void *data, DLDataTypeCode code, int bits, int32_t ndim, int64_t *shape) {
   DLTensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
@@ -66,7 +72,7 @@ static DLTensor check_tensor(void *data, DLDataTypeCode code, int bits, int32_t 
   return t;
 }
 
-static quant_quantizer_config check_config(const char *format) {
+CHECK_UNUSED static quant_quantizer_config check_config(const char *format) {
   quant_quantizer_config c;
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;

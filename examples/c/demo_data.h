@@ -7,8 +7,14 @@
 #include <string.h>
 
 /* xorshift64*: deterministic, so every run prints the same table. */
+#if defined(__GNUC__)
+#define DEMO_UNUSED __attribute__((unused))
+#else
+#define DEMO_UNUSED
+#endif
+
 static uint64_t demo_rng_state = 0x9E3779B97F4A7C15ull;
-static double demo_uniform(void) {
+DEMO_UNUSED static double demo_uniform(void) {
   demo_rng_state ^= demo_rng_state >> 12;
   demo_rng_state ^= demo_rng_state << 25;
   demo_rng_state ^= demo_rng_state >> 27;
@@ -17,7 +23,7 @@ static double demo_uniform(void) {
 
 /* Roughly normal values (sum of 4 uniforms) with a sprinkling of 20x outliers,
  * the shape of activations that makes scaling matter. */
-static void demo_fill(float *x, size_t n, double sigma) {
+DEMO_UNUSED static void demo_fill(float *x, size_t n, double sigma) {
   size_t i;
   for (i = 0; i < n; i++) {
     double g = (demo_uniform() + demo_uniform() + demo_uniform() + demo_uniform() - 2.0) * 1.7320508;
@@ -27,14 +33,14 @@ static void demo_fill(float *x, size_t n, double sigma) {
 }
 
 /* float32 -> bfloat16 bits, round to nearest even (finite inputs). */
-static uint16_t demo_to_bf16(float f) {
+DEMO_UNUSED static uint16_t demo_to_bf16(float f) {
   uint32_t b;
   memcpy(&b, &f, 4);
   b += 0x7FFFu + ((b >> 16) & 1u);
   return (uint16_t)(b >> 16);
 }
 
-static float demo_from_bf16(uint16_t h) {
+DEMO_UNUSED static float demo_from_bf16(uint16_t h) {
   uint32_t b = (uint32_t)h << 16;
   float f;
   memcpy(&f, &b, 4);
@@ -47,7 +53,7 @@ typedef struct {
   double sqnr_db;  /* 10 log10(||x||^2 / ||x - y||^2) */
 } demo_error;
 
-static demo_error demo_compare(const float *x, const float *y, size_t n) {
+DEMO_UNUSED static demo_error demo_compare(const float *x, const float *y, size_t n) {
   demo_error e;
   double se = 0, sx = 0;
   size_t i;

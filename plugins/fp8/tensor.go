@@ -3,6 +3,7 @@ package fp8
 import (
 	"math"
 	"sync"
+	"unsafe"
 
 	"libquant/host"
 	"libquant/internal/cmem"
@@ -265,12 +266,54 @@ func (tensorKernels) Quantize(r *host.QuantizeRequest) error {
 // writes of a tile stay in cache.
 const tile = 64
 
+// lutMinElements is the tensor size from which a 16-bit input is cast through a
+// 64K-entry table: building it costs 65536 encodes, repaid many times over.
+const lutMinElements = 1 << 18
+
+// castLUT maps every BF16 or FP16 bit pattern h to encode(fl32(float(h)·scale)):
+// the cast of a 16-bit input depends on nothing else, so the table is exact by
+// construction.
+func castLUT(dt host.DType, scale float32, encode func(float32) uint8) *[1 << 16]byte {
+	lut := new([1 << 16]byte)
+	const chunk = 1 << 12
+	parallel.For(1<<16, chunk, func(lo, hi int) {
+		var x [chunk]float32
+		var h [chunk]uint16
+		for c := lo; c < hi; c += chunk {
+			for i := range h {
+				h[i] = uint16(c + i)
+			}
+			host.LoadFloat32(host.Tensor{Ptr: unsafe.Pointer(&h[0]), DType: dt, Shape: []int64{chunk}}, 0, x[:])
+			for i, v := range x {
+				lut[c+i] = encode(float32(v * scale))
+			}
+		}
+	})
+	return lut
+}
+
 // castTiles writes q = encode(fl32(x·scale)) into row ([m,k]) and/or col (its
 // transpose [k,m]), parallel over row bands of one tile.
 func castTiles(in host.Tensor, m, k int64, scale float32, encode func(float32) uint8, row, col []byte) {
+	var lut *[1 << 16]byte
+	var src16 []uint16
+	if in.DType != host.Float32 && m*k >= lutMinElements {
+		lut = castLUT(in.DType, scale, encode)
+		src16 = in.Uint16s()
+	}
+	if col == nil && lut != nil {
+		// Rowwise only: a straight pass, no tiles needed.
+		parallel.For(int(m*k), 1<<16, func(lo, hi int) {
+			dst, src := row[lo:hi], src16[lo:hi]
+			for j := range dst {
+				dst[j] = lut[src[j]]
+			}
+		})
+		return
+	}
 	bands := int((m + tile - 1) / tile)
 	parallel.For(bands, 1, func(lo, hi int) {
-		var buf [tile * tile]float32
+		var buf [tile]float32
 		var q [tile * tile]byte
 		for b := lo; b < hi; b++ {
 			r0 := int64(b) * tile
@@ -278,11 +321,17 @@ func castTiles(in host.Tensor, m, k int64, scale float32, encode func(float32) u
 			for c0 := int64(0); c0 < k; c0 += tile {
 				cols := min(tile, k-c0)
 				for i := int64(0); i < rows; i++ {
-					x := buf[i*tile : i*tile+cols]
-					host.LoadFloat32(in, (r0+i)*k+c0, x)
 					qq := q[i*tile : i*tile+cols]
-					for j, v := range x {
-						qq[j] = encode(float32(v * scale))
+					if lut != nil {
+						for j, h := range src16[(r0+i)*k+c0 : (r0+i)*k+c0+cols] {
+							qq[j] = lut[h]
+						}
+					} else {
+						x := buf[:cols]
+						host.LoadFloat32(in, (r0+i)*k+c0, x)
+						for j, v := range x {
+							qq[j] = encode(float32(v * scale))
+						}
 					}
 					if row != nil {
 						copy(row[(r0+i)*k+c0:], qq)

@@ -1,0 +1,55 @@
+package fp8_test
+
+import (
+	"testing"
+
+	"libquant/host"
+	tu "libquant/internal/testutil"
+)
+
+// BenchmarkQuantize reports GB/s on the minimum bytes (input read once, every
+// output byte written once) for 4096x4096 BF16, per element type and direction.
+func BenchmarkQuantize(b *testing.B) {
+	const m, k = 4096, 4096
+	in, _ := tu.Input(b, host.BFloat16, tu.Normal(m*k, 1, 1), m, k)
+	for _, c := range []struct {
+		name  string
+		p     host.Params
+		usage host.Usage
+	}{
+		{"fp8_current_e4m3/rowwise", host.Params{Format: "fp8"}, host.Rowwise},
+		{"fp8_current_e4m3/columnwise", host.Params{Format: "fp8"}, host.Columnwise},
+		{"fp8_current_e4m3/both", host.Params{Format: "fp8"}, host.BothUsages},
+		{"fp8_delayed_e4m3/both", host.Params{Format: "fp8", Scaling: host.ScalingDelayed}, host.BothUsages},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			q, err := host.NewQuantizer(c.p, c.usage)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer q.Release()
+			qt, err := q.Quantize(in, host.QuantizeOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer qt.Free()
+			var outBytes int64
+			for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
+				if st, ok := qt.Storage(d); ok {
+					for _, buf := range st.Buffers {
+						outBytes += buf.Bytes()
+					}
+				}
+			}
+			bytes := in.Bytes() + outBytes
+			b.SetBytes(bytes)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := q.QuantizeInto(in, host.QuantizeOptions{}, qt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
