@@ -80,6 +80,7 @@ type PluginInfo struct {
 	Formats    []string // formats it defines
 	Kernels    []PluginKernelInfo
 	Memory     []DeviceType // device types whose memory it manages
+	Skipped    []string     // kernel sets left out, and why
 }
 
 // nativePlugin is a loaded plugin: its table lives in C memory forever (a
@@ -309,7 +310,10 @@ func (p *nativePlugin) validate() error {
 			return pluginErr(path, "plugin %s: kernels[%d] (%s on %s) have no quantize function", name, i, fn, dev)
 		}
 		if _, err := LookupFormat(fn); err != nil && !defined[fn] {
-			return pluginErr(path, "plugin %s: kernels[%d] are for format %q, which is neither registered nor defined by the plugin", name, i, fn)
+			// A plugin may serve formats this build lacks (a newer plugin, a
+			// host built without a format): those kernels are left out, not fatal.
+			p.info.Skipped = append(p.info.Skipped, fmt.Sprintf("kernels for format %q on %s: the format is not registered", fn, dev))
+			continue
 		}
 		key := kernelKey{fn, dev}
 		if seen[key] {
@@ -361,6 +365,9 @@ func (p *nativePlugin) register() error {
 	}
 	for i := range p.kernels() {
 		k := &p.kernels()[i]
+		if _, err := LookupFormat(C.GoString(k.format)); err != nil {
+			continue // skipped in validate
+		}
 		var kern Kernels = &nativeKernels{plugin: p, k: k}
 		if k.swizzle_scales != nil {
 			kern = &nativeSwizzlingKernels{nativeKernels{plugin: p, k: k}}
