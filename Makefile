@@ -65,13 +65,17 @@ CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code
 NVCCFLAGS ?= -O3 -std=c++17 -lineinfo
 CUDA_LIB  := $(BUILD)/libquant_cuda.so
 CUDA_SRC  := $(wildcard cuda/*.cu)
+CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
 
 cuda: $(CUDA_LIB)
 
-$(CUDA_LIB): $(CUDA_SRC) $(wildcard cuda/*.cuh) cuda/libquant_cuda.map include/quant_plugin.h include/quant.h
-	@mkdir -p $(BUILD)
-	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -shared -cudart static \
-		-Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_SRC)
+# One object per file, so that make -j compiles them in parallel.
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) include/quant_plugin.h include/quant.h
+	@mkdir -p $(BUILD)/cuda
+	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -c -o $@ $<
+
+$(CUDA_LIB): $(CUDA_OBJ) cuda/libquant_cuda.map
+	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ)
 
 test-go:
 	$(GO) vet ./...

@@ -50,6 +50,7 @@ struct MxParams {
   uint8_t *row, *col;  // data
   ScaleOut row_s, col_s;
   int floor;
+  int vec;  // the input is 16-byte aligned: vector loads
 };
 
 // Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32 bits).
@@ -69,7 +70,7 @@ __device__ __forceinline__ uint2 encode8(const float (&v)[8], float f) {
   }
 }
 
-template <typename T, int EL, bool ROW, bool COL, bool VEC>
+template <typename T, int EL, bool ROW, bool COL>
 __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p) {
   __shared__ uint32_t part[kThreads / 32][kTileC];
   __shared__ float colf[kTileC];
@@ -84,7 +85,8 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p) {
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     int64_t r = r0 + 4 * warp + i;
-    if (valid) load8<T, VEC>(x + r * p.k + gc, v[i]);
+    if (valid && p.vec) load8<T, true>(x + r * p.k + gc, v[i]);
+    else if (valid) load8<T, false>(x + r * p.k + gc, v[i]);
     else
 #pragma unroll
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
@@ -168,9 +170,8 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p) {
 }
 
 template <typename T, int EL, bool ROW, bool COL>
-void launch_mx3(const MxParams &p, bool vec, unsigned grid, cudaStream_t s) {
-  if (vec) mx_quantize_kernel<T, EL, ROW, COL, true><<<grid, kThreads, 0, s>>>(p);
-  else mx_quantize_kernel<T, EL, ROW, COL, false><<<grid, kThreads, 0, s>>>(p);
+void launch_mx3(const MxParams &p, bool, unsigned grid, cudaStream_t s) {
+  mx_quantize_kernel<T, EL, ROW, COL><<<grid, kThreads, 0, s>>>(p);
 }
 
 template <typename T, int EL>
@@ -311,6 +312,7 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
              (p.col == nullptr || aligned16(p.col));
   if (!vec && ((p.row && (reinterpret_cast<uintptr_t>(p.row) & 7)) || (p.col && !aligned16(p.col))))
     return fail(err, QUANT_ERROR_UNSUPPORTED, "out: data buffers must be 16-byte aligned on the GPU");
+  p.vec = aligned16(a->input.data);
   unsigned grid = (unsigned)tiles;
   switch (t) {
     case InType::F32: launch_mx1<float>(p, g.el, vec, grid, s); break;

@@ -166,15 +166,21 @@ struct NvParams {
   const float *row_amax, *col_amax;
   uint32_t mask;
   int rht;
+  int vec;  // the input is 16-byte aligned: vector loads
   SR sr;
 };
 
-// Loads 16 input elements as float32.
-template <typename T, bool VEC>
-__device__ __forceinline__ void load16(const T *p, float (&v)[16]) {
+// Loads 16 input elements as float32 (vector loads when aligned).
+template <typename T>
+__device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
   float a[8], b[8];
-  load8<T, VEC>(p, a);
-  load8<T, VEC>(p + 8, b);
+  if (vec) {
+    load8<T, true>(p, a);
+    load8<T, true>(p + 8, b);
+  } else {
+    load8<T, false>(p, a);
+    load8<T, false>(p + 8, b);
+  }
 #pragma unroll
   for (int i = 0; i < 8; i++) {
     v[i] = a[i];
@@ -183,7 +189,7 @@ __device__ __forceinline__ void load16(const T *p, float (&v)[16]) {
 }
 
 // 1×16 blocks (tile1D).
-template <typename T, bool ROW, bool COL, bool SRON, bool RHT, bool VEC>
+template <typename T, bool ROW, bool COL, bool SRON, bool RHT>
 __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
   __shared__ float tile[kTileR * kStride];
   const T *x = (const T *)p.in;
@@ -199,7 +205,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
     int64_t r = r0 + lr, c = c0 + 16 * cb;
     bool valid = r < p.m && c < p.k;
     float v[16];
-    if (valid) load16<T, VEC>(x + r * p.k + c, v);
+    if (valid) load16<T>(x + r * p.k + c, v, p.vec);
     else
 #pragma unroll
       for (int i = 0; i < 16; i++) v[i] = 0.0f;
@@ -247,7 +253,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
 // 16×16 tiles (tile2D): one amax and scale per tile; each element is rounded
 // once (SR with the rowwise bits); columnwise holds the transposed codes and
 // both directions repeat the tile's scale over its 16 stored rows.
-template <typename T, bool ROW, bool COL, bool SRON, bool VEC>
+template <typename T, bool ROW, bool COL, bool SRON>
 __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
   __shared__ uint32_t bam[kTileR][kTileC / 16];
   __shared__ uint64_t codes[kTileR][kTileC / 16];
@@ -262,7 +268,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
   for (int it = 0; it < 2; it++) {
     int lr = threadIdx.x / 8 + 32 * it, cb = threadIdx.x % 8;
     int64_t r = r0 + lr, c = c0 + 16 * cb;
-    if (r < p.m && c < p.k) load16<T, VEC>(x + r * p.k + c, v[it]);
+    if (r < p.m && c < p.k) load16<T>(x + r * p.k + c, v[it], p.vec);
     else
 #pragma unroll
       for (int i = 0; i < 16; i++) v[it][i] = 0.0f;
@@ -399,22 +405,17 @@ int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t 
   return QUANT_OK;
 }
 
-template <typename T, bool ROW, bool COL, bool SRON, bool VEC>
+template <typename T, bool ROW, bool COL, bool SRON>
 void launch_nv4(const NvParams &p, bool rht, bool two_d, unsigned grid, cudaStream_t s) {
-  if (two_d) nvfp4_2d_kernel<T, ROW, COL, SRON, VEC><<<grid, kThreads, 0, s>>>(p);
-  else if (rht) nvfp4_1d_kernel<T, ROW, COL, SRON, true, VEC><<<grid, kThreads, 0, s>>>(p);
-  else nvfp4_1d_kernel<T, ROW, COL, SRON, false, VEC><<<grid, kThreads, 0, s>>>(p);
+  if (two_d) nvfp4_2d_kernel<T, ROW, COL, SRON><<<grid, kThreads, 0, s>>>(p);
+  else if (rht) nvfp4_1d_kernel<T, ROW, COL, SRON, true><<<grid, kThreads, 0, s>>>(p);
+  else nvfp4_1d_kernel<T, ROW, COL, SRON, false><<<grid, kThreads, 0, s>>>(p);
 }
 
 template <typename T, bool ROW, bool COL>
-void launch_nv3(const NvParams &p, const NvSpec &sp, bool vec, unsigned grid, cudaStream_t s) {
-  if (sp.sr) {
-    if (vec) launch_nv4<T, ROW, COL, true, true>(p, sp.rht, sp.two_d, grid, s);
-    else launch_nv4<T, ROW, COL, true, false>(p, sp.rht, sp.two_d, grid, s);
-  } else {
-    if (vec) launch_nv4<T, ROW, COL, false, true>(p, sp.rht, sp.two_d, grid, s);
-    else launch_nv4<T, ROW, COL, false, false>(p, sp.rht, sp.two_d, grid, s);
-  }
+void launch_nv3(const NvParams &p, const NvSpec &sp, bool, unsigned grid, cudaStream_t s) {
+  if (sp.sr) launch_nv4<T, ROW, COL, true>(p, sp.rht, sp.two_d, grid, s);
+  else launch_nv4<T, ROW, COL, false>(p, sp.rht, sp.two_d, grid, s);
 }
 
 template <typename T>
@@ -564,6 +565,7 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   if (tiles == 0) return QUANT_OK;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
   bool vec = aligned16(a->input.data);
+  p.vec = vec;
   unsigned grid = (unsigned)tiles;
   switch (t) {
     case InType::F32: launch_nv<float>(p, sp, vec, grid, s); break;
