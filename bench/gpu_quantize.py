@@ -380,6 +380,11 @@ def main():
                     if amax_reads:
                         bound = (min_bytes + amax_reads * in_bytes) / (ms * 1e-3) / 1e9
                         row["two_read_frac"] = bound / copy_bw
+                        # The global-amax pass alone (quant_compute_amax), to
+                        # split the time between the two passes.
+                        amax_t = torch.empty(2, dtype=torch.float32, device="cuda")
+                        adl = dl_from_torch(amax_t)
+                        row["amax_ms"] = time_gpu(lambda i: lib.check(lib.quant_compute_amax(p.q, C.byref(dls[i % 3]), C.byref(adl), C.c_void_p(stream)), "amax"), iters=20)
                     p.free()
                 except Exception as e:  # noqa: BLE001
                     row["error"] = str(e)
@@ -427,12 +432,12 @@ def main():
 
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["Device: %s; torch %s; %s; copy %.0f GB/s (read+write, same run)." % (dev, torch.__version__, date, copy_bw), "",
-             "| shape | format | usage | exact vs CPU | ms | GB/s | of copy | of two-read bound | torch.compile ms | speedup |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| shape | format | usage | exact vs CPU | ms | GB/s | of copy | of two-read bound | amax pass ms | torch.compile ms | speedup |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["shape"], r["format"], r["usage"], r.get("exact"), f2(r.get("ms"), 3), f2(r.get("gbs"), 0),
-            pct(r.get("copy_frac")), pct(r.get("two_read_frac")), f2(r.get("torch_compile_ms"), 3),
+            pct(r.get("copy_frac")), pct(r.get("two_read_frac")), f2(r.get("amax_ms"), 3), f2(r.get("torch_compile_ms"), 3),
             ("%.1fx" % r["speedup_vs_compile"]) if r.get("speedup_vs_compile") else r.get("error", r.get("torch_compile_error", ""))[:60]))
     lines += ["", "Host time per quant_quantize_into call, 128x256 BF16, both directions (enqueue only, via ctypes):", ""]
     for name, (us, base) in overhead.items():

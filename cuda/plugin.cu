@@ -83,6 +83,15 @@ AMAX(nvfp4_amax, lq_nvfp4_amax)
 QUANTIZE(nvfp4_quantize, lq_nvfp4_quantize)
 DEQUANTIZE(nvfp4_dequantize, lq_nvfp4_dequantize)
 
+QUANTIZE(block_quantize, lq_block_quantize)
+DEQUANTIZE(block_dequantize, lq_block_dequantize)
+
+int32_t block_derive(const quant_plugin_derive_args *a, quant_plugin_error *err) {
+  LQ_ARGS(a);
+  LQ_TRY(check_params(a->params, err));
+  return guarded(err, [&] { return lq_block_derive(a, err); });
+}
+
 int32_t fp8_derive(const quant_plugin_derive_args *a, quant_plugin_error *err) {
   LQ_ARGS(a);
   return guarded(err, [&] { return lq_fp8_derive(a, err); });
@@ -187,6 +196,7 @@ int32_t mem_sync(quant_plugin_memory_args *a, quant_plugin_error *err) {
 
 const quant_plugin_kernels kKernels[] = {
     KERNELS("fp8", fp8_amax, fp8_quantize, fp8_dequantize, fp8_derive, nullptr),
+    KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr),
     KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle),
     KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle),
     KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle),

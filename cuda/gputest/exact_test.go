@@ -419,7 +419,7 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 	needGPU(t)
 	for _, c := range []host.Params{
-		{Format: "fp8"}, {Format: "nvfp4"}, {Format: "nvfp4", RHT: host.RHTDefault}, {Format: "nvfp4", BlockDims: 2}, {Format: "mxfp8"},
+		{Format: "fp8"}, {Format: "fp8_block"}, {Format: "nvfp4"}, {Format: "nvfp4", RHT: host.RHTDefault}, {Format: "nvfp4", BlockDims: 2}, {Format: "mxfp8"},
 	} {
 		if _, err := host.LookupFormat(c.Format); err != nil {
 			t.Logf("SKIP %s: not registered", c.Format)
@@ -436,7 +436,7 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 				g := poisoned(t, host.Float32, []int64{2}, 0x7B)
 				require.NoError(t, q.ComputeAmax(toGPU(t, x), g, 0))
 				requireSameBytes(t, kind+" amax", want.Bytes8(), toCPU(t, g).Bytes8())
-				if c.Format == "mxfp8" {
+				if c.Format == "mxfp8" || c.Format == "fp8_block" {
 					continue // block formats take no global amax
 				}
 				a := want.Float32s()
@@ -493,6 +493,7 @@ func TestDeriveAndSwizzleMatchCPU(t *testing.T) {
 		shape   [2]int64
 	}{
 		{host.Params{Format: "fp8"}, true, false, [2]int64{130, 70}},
+		{host.Params{Format: "fp8_block", BlockDims: 2}, true, false, [2]int64{300, 260}},
 		{host.Params{Format: "nvfp4", BlockDims: 2}, true, true, [2]int64{144, 272}},
 		{host.Params{Format: "nvfp4"}, false, true, [2]int64{144, 272}},
 		{host.Params{Format: "mxfp8"}, false, true, [2]int64{96, 288}},
