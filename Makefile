@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib test test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins
+.PHONY: all demo lib test test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
 
 all: demo
 
@@ -33,7 +33,7 @@ $(BUILD)/demo: examples/c/demo.c examples/c/demo_data.h $(LIB)
 $(BUILD)/test_%: examples/c/test_%.c examples/c/check.h examples/c/demo_data.h $(LIB)
 	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -lpthread -o $@
 
-test: test-go test-c
+test: test-go test-c test-cuda-host
 
 # Toy native plugins (examples/c/plugin_toy.c) for the plugin-loading tests:
 # a good one and the broken variants a loader must refuse with a clear error.
@@ -68,6 +68,14 @@ CUDA_SRC  := $(wildcard cuda/*.cu)
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
 
 cuda: $(CUDA_LIB)
+
+# Device codecs that compile for the host too, checked exhaustively without a GPU.
+test-cuda-host: $(BUILD)/e2m1_exhaustive
+	$(BUILD)/e2m1_exhaustive
+
+$(BUILD)/e2m1_exhaustive: cuda/hosttest/e2m1_exhaustive.cc cuda/e2m1.h
+	@mkdir -p $(BUILD)
+	$(CXX) -std=c++11 $(CWARN) -O2 -o $@ $<
 
 # One object per file, so that make -j compiles them in parallel.
 $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) include/quant_plugin.h include/quant.h

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "e2m1.h"
 #include "quant_plugin.h"
 
 namespace lq {
@@ -31,8 +32,27 @@ inline int32_t fail(quant_plugin_error *err, int32_t status, const char *fmt, ..
   return status;
 }
 
+// No GPU, no driver, or a device that cannot be used is "device not
+// available" (what the host reports when no plugin serves CUDA at all).
+inline bool device_missing(cudaError_t e) {
+  return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice ||
+         e == cudaErrorDevicesUnavailable || e == cudaErrorSystemDriverMismatch || e == cudaErrorSystemNotReady;
+}
+
 inline int32_t cuda_status(cudaError_t e) {
-  return e == cudaErrorMemoryAllocation ? QUANT_ERROR_OUT_OF_MEMORY : QUANT_ERROR_PLUGIN;
+  if (e == cudaErrorMemoryAllocation) return QUANT_ERROR_OUT_OF_MEMORY;
+  return device_missing(e) ? QUANT_ERROR_DEVICE_UNAVAILABLE : QUANT_ERROR_PLUGIN;
+}
+
+// The calling thread's current device, or a device-unavailable status naming
+// the device the caller asked for.
+inline int32_t current_device(int32_t want, int *cur, quant_plugin_error *err) {
+  cudaError_t e = cudaGetDevice(cur);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return fail(err, cuda_status(e), "device cuda:%d is not available: %s (%s)", want, cudaGetErrorString(e), cudaGetErrorName(e));
+  }
+  return QUANT_OK;
 }
 
 // Every CUDA call is checked; a failure becomes a status and a message naming
@@ -86,7 +106,7 @@ inline int32_t check_device(const quant_plugin_tensor &t, const char *arg, quant
   if (t.device_type != kDLCUDA)
     return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%s: not on a CUDA device (device type %d)", arg, t.device_type);
   int cur = -1;
-  LQ_CUDA(cudaGetDevice(&cur), "cudaGetDevice");
+  LQ_TRY(current_device(t.device_id, &cur, err));
   if (cur != t.device_id)
     return fail(err, QUANT_ERROR_INVALID_ARGUMENT,
                 "%s: is on cuda:%d but the calling thread's current device is cuda:%d; make cuda:%d current first "
@@ -195,15 +215,9 @@ __device__ __forceinline__ float fp8_decode(uint8_t c) {
 }
 
 // numeric.EncodeE2M1: RNE to E2M1 with saturation; NaN gives +6 (code 7); a
-// negative value that rounds to 0 keeps its sign (code 8).
-__device__ __forceinline__ uint32_t e2m1(float x) {
-  uint32_t b = __float_as_uint(x);
-  uint32_t a = b & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return 7;
-  uint32_t c = (a > 0x3E800000u) + (a >= 0x3F400000u) + (a > 0x3FA00000u) + (a >= 0x3FE00000u) +
-               (a > 0x40200000u) + (a >= 0x40600000u) + (a > 0x40A00000u);
-  return ((b >> 28) & 8u) | c;
-}
+// negative value that rounds to 0 keeps its sign (code 8). lq_e2m1 (e2m1.h)
+// is checked against the threshold definition on every float32 pattern.
+__device__ __forceinline__ uint32_t e2m1(float x) { return lq_e2m1(x); }
 
 // numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6).
 __device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t rbits) {

@@ -10,6 +10,8 @@
 // One pass: each CTA reads a 32×256 tile once and writes both directions from
 // registers; the columnwise block amaxes meet in shared memory. Scales go out
 // compact or GEMM-swizzled as the spec asks, padding zeroed.
+#include <stdlib.h>
+
 #include "common.cuh"
 
 namespace lq {
@@ -70,27 +72,61 @@ __device__ __forceinline__ uint2 encode8(const float (&v)[8], float f) {
   }
 }
 
+// 8 input elements as raw 16-byte words (two for float32), so that the next
+// tile's loads can be in flight while this one is processed.
+template <typename T>
+struct Raw8 {
+  uint4 w[sizeof(T) == 4 ? 2 : 1];
+};
+
+template <typename T>
+__device__ __forceinline__ void raw_load(const T *p, Raw8<T> &r) {
+#pragma unroll
+  for (int j = 0; j < (int)(sizeof(T) == 4 ? 2 : 1); j++) r.w[j] = __ldg(reinterpret_cast<const uint4 *>(p) + j);
+}
+
+template <typename T>
+__device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
+  const T *h = reinterpret_cast<const T *>(&r.w[0]);
+#pragma unroll
+  for (int i = 0; i < 8; i++) v[i] = to_f32(h[i]);
+}
+
+// A persistent grid walks the tiles; with vector loads (an aligned input) the
+// next tile is loaded into registers before the current one is processed, so
+// that loads stay in flight through the compute and the stores.
 template <typename T, int EL, bool ROW, bool COL>
-__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p) {
+__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64_t ntiles) {
   __shared__ uint32_t part[kThreads / 32][kTileC];
   __shared__ float colf[kTileC];
   __shared__ uint16_t colb[EL == kE2M1 ? kTileC : 1][kTileR / 4 + 1];
   const T *x = (const T *)p.in;
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
-  int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  Raw8<T> next[4];
+  auto prefetch = [&](int64_t tile) {
+    int64_t r0 = (tile / tiles_c) * kTileR, gc = (tile % tiles_c) * kTileC + 8 * lane;
+    if (gc < p.k) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) raw_load<T>(x + (r0 + 4 * warp + i) * p.k + gc, next[i]);
+    }
+  };
+  if (p.vec && (int64_t)blockIdx.x < ntiles) prefetch(blockIdx.x);
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  int64_t r0 = (tile / tiles_c) * kTileR, c0 = (tile % tiles_c) * kTileC;
   int64_t gc = c0 + 8 * lane;
   bool valid = gc < p.k;  // k is a multiple of 32: a 4-lane block is valid or not as a whole
   float v[4][8];
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     int64_t r = r0 + 4 * warp + i;
-    if (valid && p.vec) load8<T, true>(x + r * p.k + gc, v[i]);
+    if (valid && p.vec) raw_convert<T>(next[i], v[i]);
     else if (valid) load8<T, false>(x + r * p.k + gc, v[i]);
     else
 #pragma unroll
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
   }
+  if (p.vec && tile + gridDim.x < ntiles) prefetch(tile + gridDim.x);
   if (ROW) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -167,11 +203,29 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p) {
       }
     }
   }
+  if (COL) __syncthreads();  // the next tile reuses the shared arrays
+  }
 }
 
+// Persistent launch: as many CTAs as fit on the GPU at once walk all tiles.
+// LIBQUANT_CUDA_PERSISTENT=0 launches one CTA per tile instead (the kernel is
+// the same; the benchmark compares the two).
 template <typename T, int EL, bool ROW, bool COL>
 void launch_mx3(const MxParams &p, bool, unsigned grid, cudaStream_t s) {
-  mx_quantize_kernel<T, EL, ROW, COL><<<grid, kThreads, 0, s>>>(p);
+  int64_t ntiles = grid;
+  static int resident = 0;
+  if (resident == 0) {
+    int per_sm = 0, dev = 0, sms = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL>, kThreads, 0) != cudaSuccess ||
+        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        per_sm < 1)
+      per_sm = 2, sms = 132;
+    resident = per_sm * sms;
+  }
+  const char *env = getenv("LIBQUANT_CUDA_PERSISTENT");
+  int64_t cap = (env != nullptr && env[0] == '0') ? ntiles : resident;
+  unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
+  mx_quantize_kernel<T, EL, ROW, COL><<<g, kThreads, 0, s>>>(p, ntiles);
 }
 
 template <typename T, int EL>

@@ -67,7 +67,7 @@ __device__ __forceinline__ uint4 sr_words(const SR &sr, uint32_t dir, uint64_t b
 // 16 codes, element i in bits 4i (encodeRN / encodeSR).
 template <bool SRON>
 __device__ __forceinline__ uint64_t encode16(const float (&v)[16], float enc, uint4 w) {
-  uint64_t p = 0;
+  uint32_t half[2] = {0, 0};  // 32-bit halves: cheaper shifts than one 64-bit word
 #pragma unroll
   for (int i = 0; i < 16; i++) {
     float y = __fmul_rn(v[i], enc);
@@ -78,9 +78,9 @@ __device__ __forceinline__ uint64_t encode16(const float (&v)[16], float enc, ui
     } else {
       c = e2m1(y);
     }
-    p |= (uint64_t)c << (4 * i);
+    half[i >> 3] |= c << (4 * (i & 7));
   }
-  return p;
+  return (uint64_t)half[0] | ((uint64_t)half[1] << 32);
 }
 
 // The RHT of 16 values (rht.go): float64 sums, butterfly when every partial sum

@@ -118,7 +118,7 @@ int32_t nvfp4_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *er
 
 int32_t check_mem_device(int32_t id, quant_plugin_error *err) {
   int cur = -1;
-  LQ_CUDA(cudaGetDevice(&cur), "cudaGetDevice");
+  LQ_TRY(current_device(id, &cur, err));
   if (cur != id)
     return fail(err, QUANT_ERROR_INVALID_ARGUMENT,
                 "device: cuda:%d asked for, but the calling thread's current device is cuda:%d; make it current first", id, cur);
