@@ -2,7 +2,7 @@
 // 32 elements, 1×32 blocks rowwise and 32×1 blocks columnwise, equal byte for
 // byte to plugins/mxfp8's CPU kernels:
 //
-//	amax = max |x| over the block (a NaN wins: bit patterns)
+//	amax = max |x| over the block (NaN skipped, as TE's fmaxf reduction does)
 //	e    = RCEIL: float_to_e8m0(fl32(amax · fl32(1/max)))
 //	       FLOOR: max(0, floor_e8m0(amax) − emax), NaN/Inf amax → 0xFF
 //	q_i  = encode(fl32(x_i · 2^(127−e)))
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
       int64_t r = r0 + 4 * warp + i;
       uint32_t m = 0;
 #pragma unroll
-      for (int e = 0; e < 8; e++) m = max(m, mag_bits(v[i][e]));
+      for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
       uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
@@ -149,9 +149,9 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
     uint32_t pm[8];
 #pragma unroll
     for (int e = 0; e < 8; e++) {
-      pm[e] = mag_bits(v[0][e]);
+      pm[e] = 0;
 #pragma unroll
-      for (int i = 1; i < 4; i++) pm[e] = max(pm[e], mag_bits(v[i][e]));
+      for (int i = 0; i < 4; i++) pm[e] = amax_bits_nan_ignored(pm[e], v[i][e]);
     }
     uint4 *pp = reinterpret_cast<uint4 *>(&part[warp][8 * lane]);
     pp[0] = make_uint4(pm[0], pm[1], pm[2], pm[3]);
