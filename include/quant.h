@@ -189,7 +189,35 @@ typedef enum {
  *
  * format "fp8"  : per-tensor FP8. element (E4M3 default, E5M2), scaling.
  *                 current: force_pow2_scales, amax_epsilon.
- *                 delayed: amax_history_len (default 1024), amax_compute_algo, margin. */
+ *                 delayed: amax_history_len (default 1024), amax_compute_algo, margin.
+ * format "mxfp8": MXFP8, one E8M0 scale per 32 elements (1x32 rowwise, 32x1
+ *                 columnwise). element (E4M3 default, E5M2), scale_rounding
+ *                 (QUANT_SCALE_RCEIL default, QUANT_SCALE_FLOOR), gemm_swizzled_scales.
+ *                 Both flattened dims must be multiples of 32. Buffers per
+ *                 direction: data [M, K] (columnwise NOT transposed), scale_inv
+ *                 E8M0 rowwise [pad128(M), pad4(K/32)], columnwise
+ *                 [pad4(M/32), pad128(K)]; padding is zero.
+ * format "mxfp4": MXFP4, E2M1 elements packed two per byte (even index in the
+ *                 low nibble) with one E8M0 scale per 32. element (E2M1 only),
+ *                 scale_rounding, gemm_swizzled_scales. Both dims multiples of
+ *                 32. Data uint8 rowwise [M, K/2], columnwise transposed
+ *                 [K, M/2]; scale_inv rowwise [pad128(M), pad4(K/32)],
+ *                 columnwise [pad128(K), pad4(M/32)].
+ *                 With gemm_swizzled_scales the MX scale_inv buffers keep their
+ *                 shape and hold the cuBLAS swizzled layout instead;
+ *                 quant_qtensor_set_gemm_swizzled_scales converts either way.
+ *                 MX formats can only drop a usage (update_usage).
+ * format "fp8_block": FP8 block scaling (DeepSeek style), E4M3 only (E5M2 is
+ *                 rejected). block_dims 1 (1x128 blocks, default) or 2
+ *                 (128x128), fp32_scales (default: power-of-two scales),
+ *                 amax_epsilon. Any shape; the last blocks may be partial.
+ *                 Data rowwise [M, K], columnwise transposed [K, M]; FP32
+ *                 scale_inv 1-D rowwise [ceil(K/128), pad4(M)], columnwise
+ *                 [ceil(M/128), pad4(K)]; 2-D rowwise [ceil(M/128),
+ *                 pad4(ceil(K/128))], columnwise [ceil(K/128), pad4(ceil(M/128))].
+ *                 2-D tensors can derive columnwise from rowwise.
+ * Block formats compute their scales per block: they ignore
+ * quant_quantize_options.amax, and quant_compute_amax reports max |x|. */
 typedef struct {
   size_t struct_size;          /* sizeof(quant_quantizer_config) */
   const char *format;          /* registered format name, e.g. "fp8" */
@@ -300,7 +328,8 @@ quant_status quant_qtensor_free(quant_qtensor *tensor);
 
 /* Makes the tensor hold exactly the directions in usage (TransformerEngine's
  * update_usage): a missing direction is created from the other where the format
- * allows it without re-quantizing (fp8: columnwise from rowwise), an extra one
+ * allows it without re-quantizing (fp8 and 2-D fp8_block: columnwise from
+ * rowwise), an extra one
  * is dropped. Fails with QUANT_ERROR_STATE, changing nothing, when a direction
  * cannot be derived, when the tensor is hybrid and would need one, or when a
  * persistent tensor would drop one. */

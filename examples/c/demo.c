@@ -78,7 +78,7 @@ int main(void) {
   uint16_t *xb = malloc(n * sizeof *xb);
   int64_t shape[2] = {ROWS, COLS};
   DLTensor in;
-  demo_case cases[16];
+  demo_case cases[32];
   int nc = 0, k, rc = 0;
 
   if (!x || !ref || !out || !xb) return 1;
@@ -128,6 +128,50 @@ int main(void) {
   cases[nc].cfg.scaling = QUANT_SCALING_DELAYED;
   cases[nc].cfg.margin = 1;
   cases[nc++].warmup_steps = 1;
+
+  cases[nc].label = "mxfp8 e4m3, RCEIL (TE)";
+  cases[nc].cfg = config("mxfp8");
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "mxfp8 e4m3, FLOOR (OCP)";
+  cases[nc].cfg = config("mxfp8");
+  cases[nc].cfg.scale_rounding = QUANT_SCALE_FLOOR;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "mxfp8 e5m2, RCEIL, swizzled scales";
+  cases[nc].cfg = config("mxfp8");
+  cases[nc].cfg.element = QUANT_ELEMENT_E5M2;
+  cases[nc].cfg.gemm_swizzled_scales = 1;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "mxfp4 e2m1, RCEIL";
+  cases[nc].cfg = config("mxfp4");
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "mxfp4 e2m1, FLOOR (OCP)";
+  cases[nc].cfg = config("mxfp4");
+  cases[nc].cfg.scale_rounding = QUANT_SCALE_FLOOR;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "fp8 block 1x128, pow2 scales";
+  cases[nc].cfg = config("fp8_block");
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "fp8 block 1x128, fp32 scales";
+  cases[nc].cfg = config("fp8_block");
+  cases[nc].cfg.fp32_scales = 1;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "fp8 block 128x128, pow2 scales";
+  cases[nc].cfg = config("fp8_block");
+  cases[nc].cfg.block_dims = 2;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "fp8 block 128x128, fp32 scales";
+  cases[nc].cfg = config("fp8_block");
+  cases[nc].cfg.block_dims = 2;
+  cases[nc].cfg.fp32_scales = 1;
+  cases[nc++].warmup_steps = 0;
 
   printf("libquant %s: %d x %d BF16 activations (sigma 1, 0.1%% 20x outliers), CPU\n\n", quant_version(), ROWS, COLS);
   printf("%-38s %-10s %-10s %11s %10s %8s\n", "quantizer", "format", "direction", "max |err|", "rel RMS", "SQNR dB");

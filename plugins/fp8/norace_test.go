@@ -1,0 +1,5 @@
+//go:build !race
+
+package fp8
+
+const raceEnabled = false

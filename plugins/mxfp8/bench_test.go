@@ -1,0 +1,74 @@
+package mxfp8
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"libquant/host"
+)
+
+// benchInput is a 4096×4096 BF16 tensor of normal values.
+func benchInput(b *testing.B) host.Tensor {
+	const m, k = 4096, 4096
+	x := make([]float32, m*k)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	in, _ := newInput(b, host.BFloat16, m, k, x)
+	return in
+}
+
+// runQuantizeBench re-quantizes in into one tensor b.N times through the host
+// (buffers reused) and reports GB/s: input bytes plus every output byte
+// (data and scales of each direction) over the time.
+func runQuantizeBench(b *testing.B, in host.Tensor, p host.Params, usage host.Usage) {
+	q, err := host.NewQuantizer(p, usage)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Release()
+	layout, err := q.Layout(in.Shape)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bytes := in.Bytes()
+	for _, l := range layout {
+		bytes += l.Bytes()
+	}
+	t, err := q.Quantize(in, host.QuantizeOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer t.Free()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := q.QuantizeInto(in, host.QuantizeOptions{}, t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+}
+
+var benchUsages = []struct {
+	name  string
+	usage host.Usage
+}{{"rowwise", host.Rowwise}, {"columnwise", host.Columnwise}, {"both", host.BothUsages}}
+
+// BenchmarkQuantize/<format>_<direction>: 4096×4096 BF16 (bench/numpy_mx.py
+// parses these names).
+func BenchmarkQuantize(b *testing.B) {
+	in := benchInput(b)
+	for _, f := range []struct {
+		name string
+		p    host.Params
+	}{
+		{"mxfp8", host.Params{Format: NameMXFP8}},
+		{"mxfp8_floor", host.Params{Format: NameMXFP8, ScaleRounding: host.ScaleFLOOR}},
+		{"mxfp4", host.Params{Format: NameMXFP4}},
+	} {
+		for _, u := range benchUsages {
+			b.Run(f.name+"_"+u.name, func(b *testing.B) { runQuantizeBench(b, in, f.p, u.usage) })
+		}
+	}
+}

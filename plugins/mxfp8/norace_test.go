@@ -1,0 +1,5 @@
+//go:build !race
+
+package mxfp8
+
+const raceEnabled = false
