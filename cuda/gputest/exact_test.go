@@ -22,6 +22,7 @@ import (
 	"libquant/internal/numeric"
 	"libquant/internal/testutil"
 	_ "libquant/plugins/fp8"
+	_ "libquant/plugins/mxfp8"
 )
 
 var cpu = host.Device{Type: host.CPU}
