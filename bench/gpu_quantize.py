@@ -165,6 +165,7 @@ FORMATS = [
     ("fp8 delayed e4m3", "fp8", {"scaling": 1}, 0),
     ("mxfp8 e4m3", "mxfp8", {}, 0),
     ("mxfp8 e4m3 one CTA per tile", "mxfp8", {"_env": ("LIBQUANT_CUDA_PERSISTENT", "0")}, 0),
+    ("mxfp8 e4m3 persistent", "mxfp8", {"_env": ("LIBQUANT_CUDA_PERSISTENT", "1")}, 0),
     ("mxfp8 e4m3 swizzled", "mxfp8", {"gemm_swizzled_scales": 1}, 0),
     ("mxfp4", "mxfp4", {}, 0),
     ("nvfp4 1x16", "nvfp4", {}, 1),

@@ -207,9 +207,12 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
   }
 }
 
-// Persistent launch: as many CTAs as fit on the GPU at once walk all tiles.
-// LIBQUANT_CUDA_PERSISTENT=0 launches one CTA per tile instead (the kernel is
-// the same; the benchmark compares the two).
+// Launch policy, from the H100 measurements in bench/RESULTS.md: MXFP8 with
+// both directions runs a persistent grid (as many CTAs as fit walk all tiles,
+// prefetching: 88 % of copy against 73 % with one CTA per tile); one direction,
+// and MXFP4, run one CTA per tile (87-93 % and better for MXFP4). The kernel is
+// the same either way. LIBQUANT_CUDA_PERSISTENT=0 or 1 forces one policy, for
+// the benchmark.
 template <typename T, int EL, bool ROW, bool COL>
 void launch_mx3(const MxParams &p, bool, unsigned grid, cudaStream_t s) {
   int64_t ntiles = grid;
@@ -223,7 +226,9 @@ void launch_mx3(const MxParams &p, bool, unsigned grid, cudaStream_t s) {
     resident = per_sm * sms;
   }
   const char *env = getenv("LIBQUANT_CUDA_PERSISTENT");
-  int64_t cap = (env != nullptr && env[0] == '0') ? ntiles : resident;
+  bool persistent = ROW && COL && EL != kE2M1;
+  if (env != nullptr && (env[0] == '0' || env[0] == '1')) persistent = env[0] == '1';
+  int64_t cap = persistent ? resident : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
   mx_quantize_kernel<T, EL, ROW, COL><<<g, kThreads, 0, s>>>(p, ntiles);
 }
