@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib test test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
+.PHONY: all demo lib test test-gpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
 
 all: demo
 
@@ -33,7 +33,16 @@ $(BUILD)/demo: examples/c/demo.c examples/c/demo_data.h $(LIB)
 $(BUILD)/test_%: examples/c/test_%.c examples/c/check.h examples/c/demo_data.h $(LIB)
 	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -lpthread -o $@
 
-test: test-go test-c test-cuda-host
+test: test-go test-c test-cuda-host test-gpu
+
+# The GPU exactness tests (cuda/gputest) compare GPU bytes with CPU bytes. Where
+# there is no build/libquant_cuda.so or no GPU they skip: this says so, and why.
+test-gpu: lib
+	@mkdir -p $(BUILD)
+	@$(GO) test -count=1 -v ./cuda/gputest > $(BUILD)/gputest.log 2>&1; rc=$$?; \
+	  echo "== GPU exactness tests (cuda/gputest, log in $(BUILD)/gputest.log):"; \
+	  grep -h -o -E '\.go:[0-9]+: SKIP: .*|^--- FAIL.*|^(ok|FAIL)\s.*' $(BUILD)/gputest.log | sed 's/^\.go:[0-9]*: //' | sort | uniq -c; \
+	  grep -c -E '^\s*--- PASS' $(BUILD)/gputest.log | sed 's/^/   passed subtests: /'; exit $$rc
 
 # Toy native plugins (examples/c/plugin_toy.c) for the plugin-loading tests:
 # a good one and the broken variants a loader must refuse with a clear error.
