@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib test test-go test-c test-header test-symbols test-fault test-threads-race clean
+.PHONY: all demo lib test test-gpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
 
 all: demo
 
@@ -33,7 +33,66 @@ $(BUILD)/demo: examples/c/demo.c examples/c/demo_data.h $(LIB)
 $(BUILD)/test_%: examples/c/test_%.c examples/c/check.h examples/c/demo_data.h $(LIB)
 	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -lpthread -o $@
 
-test: test-go test-c
+test: test-go test-c test-cuda-host test-gpu
+
+# The GPU exactness tests (cuda/gputest) compare GPU bytes with CPU bytes. Where
+# there is no build/libquant_cuda.so or no GPU they skip: this says so, and why.
+test-gpu: lib
+	@mkdir -p $(BUILD)
+	@$(GO) test -count=1 -v ./cuda/gputest > $(BUILD)/gputest.log 2>&1; rc=$$?; \
+	  echo "== GPU exactness tests (cuda/gputest, log in $(BUILD)/gputest.log):"; \
+	  grep -h -o -E '\.go:[0-9]+: SKIP: .*|^--- FAIL.*|^(ok|FAIL)\s.*' $(BUILD)/gputest.log | sed 's/^\.go:[0-9]*: //' | sort | uniq -c; \
+	  grep -c -E '^\s*--- PASS' $(BUILD)/gputest.log | sed 's/^/   passed subtests: /'; exit $$rc
+
+# Toy native plugins (examples/c/plugin_toy.c) for the plugin-loading tests:
+# a good one and the broken variants a loader must refuse with a clear error.
+TOY_PLUGINS := $(BUILD)/libquant_toy.so $(BUILD)/libquant_toy_abi99.so $(BUILD)/libquant_toy_noentry.so $(BUILD)/libquant_toy_fail.so
+PLUGIN_CFLAGS := -std=c99 $(CWARN) $(CFLAGS) -Iinclude -fPIC -shared -fvisibility=hidden
+
+plugins: $(TOY_PLUGINS)
+
+$(BUILD)/libquant_toy.so: examples/c/plugin_toy.c include/quant_plugin.h include/quant.h
+	@mkdir -p $(BUILD)
+	$(CC) $(PLUGIN_CFLAGS) $< -lm -o $@
+$(BUILD)/libquant_toy_abi99.so: examples/c/plugin_toy.c include/quant_plugin.h include/quant.h
+	@mkdir -p $(BUILD)
+	$(CC) $(PLUGIN_CFLAGS) -DTOY_ABI_VERSION=99 $< -lm -o $@
+$(BUILD)/libquant_toy_noentry.so: examples/c/plugin_toy.c include/quant_plugin.h include/quant.h
+	@mkdir -p $(BUILD)
+	$(CC) $(PLUGIN_CFLAGS) -DTOY_NO_ENTRY $< -lm -o $@
+$(BUILD)/libquant_toy_fail.so: examples/c/plugin_toy.c include/quant_plugin.h include/quant.h
+	@mkdir -p $(BUILD)
+	$(CC) $(PLUGIN_CFLAGS) -DTOY_FAIL $< -lm -o $@
+
+$(BUILD)/test_plugin: $(TOY_PLUGINS)
+
+# The CUDA plugin (cuda/ -> build/libquant_cuda.so), built where nvcc is: Hopper
+# machine code (sm_90a) plus compute_90 PTX so that newer GPUs can run it too.
+# libquant.so itself never links CUDA; it loads this file at run time.
+NVCC      ?= nvcc
+CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
+NVCCFLAGS ?= -O3 -std=c++17 -lineinfo
+CUDA_LIB  := $(BUILD)/libquant_cuda.so
+CUDA_SRC  := $(wildcard cuda/*.cu)
+CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
+
+cuda: $(CUDA_LIB)
+
+# Device codecs that compile for the host too, checked exhaustively without a GPU.
+test-cuda-host: $(BUILD)/e2m1_exhaustive
+	$(BUILD)/e2m1_exhaustive
+
+$(BUILD)/e2m1_exhaustive: cuda/hosttest/e2m1_exhaustive.cc cuda/e2m1.h
+	@mkdir -p $(BUILD)
+	$(CXX) -std=c++11 $(CWARN) -O2 -o $@ $<
+
+# One object per file, so that make -j compiles them in parallel.
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) include/quant_plugin.h include/quant.h
+	@mkdir -p $(BUILD)/cuda
+	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -c -o $@ $<
+
+$(CUDA_LIB): $(CUDA_OBJ) cuda/libquant_cuda.map
+	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ)
 
 test-go:
 	$(GO) vet ./...
@@ -66,6 +125,8 @@ test-header: $(LIB)
 	$(CC) -std=c99 $(CWARN) -Iinclude -fsyntax-only -x c examples/c/header_only.c
 	$(CXX) -std=c++11 $(CWARN) -Iinclude -fsyntax-only -x c++ examples/c/header_only.c
 	$(CC) -std=c99 $(CWARN) -Iinclude -fsyntax-only examples/c/header_dlpack_first.c
+	$(CC) -std=c99 $(CWARN) -Iinclude -fsyntax-only -x c examples/c/plugin_header_only.c
+	$(CXX) -std=c++11 $(CWARN) -Iinclude -fsyntax-only -x c++ examples/c/plugin_header_only.c
 	$(CC) -std=c11 $(CWARN) -Wno-unused-parameter -Iinclude -Icapi -I$(BUILD) -fsyntax-only examples/c/header_drift.c
 
 # Only quant_* symbols (and the version node) are exported.
@@ -74,6 +135,8 @@ test-symbols: $(LIB)
 
 test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD)/demo
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
+	@echo "== $(BUILD)/test_plugin with LIBQUANT_PLUGIN_PATH"
+	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
 	$(BUILD)/demo > /dev/null
 
 clean:

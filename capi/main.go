@@ -52,6 +52,7 @@ func call(name string, body func() error) (status C.quant_status) {
 	if faultHook != nil {
 		faultHook(name)
 	}
+	loadDefaultPlugins()
 	if err := body(); err != nil {
 		setError(name + ": " + err.Error())
 		return statusOf(err)

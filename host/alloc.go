@@ -43,7 +43,7 @@ func allocatorFor(dev Device) (Allocator, error) {
 	a, ok := allocators.m[dev.Type]
 	allocators.RUnlock()
 	if !ok {
-		return nil, Errorf(ErrDeviceUnavailable, "no allocator for device %s: no loaded plugin supports it", dev)
+		return nil, Errorf(ErrDeviceUnavailable, "device %s is not available: no loaded plugin manages its memory (%s)", dev, pluginSummary())
 	}
 	return a, nil
 }

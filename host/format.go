@@ -197,7 +197,7 @@ func kernelsFor(format string, dev Device) (Kernels, error) {
 		return k, nil
 	}
 	if dev.Type != CPU {
-		return nil, Errorf(ErrDeviceUnavailable, "format %q has no kernels for device %s: no loaded plugin provides them", format, dev)
+		return nil, Errorf(ErrDeviceUnavailable, "device %s is not available for format %q: no loaded plugin provides its kernels there (%s)", dev, format, pluginSummary())
 	}
 	return nil, Errorf(ErrUnsupported, "format %q has no CPU kernels", format)
 }

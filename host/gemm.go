@@ -196,7 +196,7 @@ func gemmSupport(dev DeviceType, a, b string) GemmSupport {
 		s.Level = GemmEmulated
 		s.Reason = "dequantized tile by tile to FP32, FP32 accumulation"
 	case !haveKernel:
-		s.Reason = fmt.Sprintf("no GPU plugin loaded: no GEMM kernel for %s", dev)
+		s.Reason = fmt.Sprintf("no GEMM kernel for %s: no loaded GPU plugin provides one", dev)
 	default:
 		s.Reason = fmt.Sprintf("the loaded %s GEMM kernel does not run %s × %s", dev, a, b)
 	}
@@ -243,7 +243,7 @@ func Gemm(a *GemmArgs) error {
 	s := gemmSupport(r.Device.Type, r.A.Format(), r.B.Format())
 	k, haveKernel := gemmKernelFor(r.Device)
 	if !haveKernel {
-		return Errorf(ErrDeviceUnavailable, "gemm of %s × %s on %s: no GEMM kernel for this device (no GPU plugin loaded)", r.A.Format(), r.B.Format(), r.Device)
+		return Errorf(ErrDeviceUnavailable, "gemm of %s × %s on %s: no GEMM kernel for this device: no loaded GPU plugin provides one", r.A.Format(), r.B.Format(), r.Device)
 	}
 	if s.Level == GemmUnsupported {
 		return Errorf(ErrUnsupported, "gemm of %s × %s on %s: %s", r.A.Format(), r.B.Format(), r.Device, s.Reason)

@@ -572,6 +572,78 @@ quant_status quant_recipe_free(quant_recipe *recipe);
 /* Returns a new quantizer for role, owned by the caller (quant_quantizer_free). */
 quant_status quant_recipe_quantizer(quant_recipe *recipe, const quant_role *role, quant_quantizer **out);
 
+/* ------------------------------------------------------------------------- */
+/* Plugins                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Native plugins add formats and kernels for other devices (include/
+ * quant_plugin.h is their ABI). libquant loads, on its first call:
+ *  1. every entry of LIBQUANT_PLUGIN_PATH (':'-separated, like PATH): a plugin
+ *     file, or a folder whose libquant_*.so files are loaded;
+ *  2. libquant_cuda.so from the folder libquant.so itself was loaded from,
+ *     unless LIBQUANT_PLUGIN_AUTOLOAD=0.
+ * A plugin that fails to load leaves libquant working without it; the failure
+ * is listed by quant_plugin_get_info with its reason. CUDA tensors need a loaded
+ * CUDA plugin: without one, calls on them fail with
+ * QUANT_ERROR_DEVICE_UNAVAILABLE. */
+
+typedef enum {
+  QUANT_PLUGIN_ORIGIN_EXPLICIT = 0, /* quant_plugin_load */
+  QUANT_PLUGIN_ORIGIN_ENV = 1,      /* LIBQUANT_PLUGIN_PATH */
+  QUANT_PLUGIN_ORIGIN_AUTO = 2      /* libquant_cuda.so next to libquant.so */
+} quant_plugin_origin;
+
+/* Operation bits of a plugin's kernel set. */
+#define QUANT_OP_AMAX 1u
+#define QUANT_OP_QUANTIZE 2u
+#define QUANT_OP_DEQUANTIZE 4u
+#define QUANT_OP_DERIVE 8u
+#define QUANT_OP_SWIZZLE_SCALES 16u
+#define QUANT_OP_GEMM 32u
+
+typedef struct {
+  size_t struct_size;   /* sizeof(quant_plugin_info) */
+  const char *path;     /* the file, as given */
+  const char *name;     /* the plugin's name ("" if it failed before saying) */
+  const char *version;  /* the plugin's own version ("" if unknown) */
+  uint32_t abi_version; /* plugin ABI it was built for (0 if unknown) */
+  int32_t origin;       /* quant_plugin_origin */
+  int32_t status;       /* QUANT_OK when loaded; else the quant_status of the failure */
+  const char *message;  /* "" when loaded; else why it did not load */
+  uint32_t num_formats; /* formats it defines */
+  uint32_t num_kernels; /* kernel sets it provides */
+} quant_plugin_info;
+
+typedef struct {
+  size_t struct_size;     /* sizeof(quant_plugin_kernel_info) */
+  const char *format;     /* format name */
+  int32_t device_type;    /* DLDeviceType the kernels run on */
+  uint32_t ops;           /* QUANT_OP_* bits provided */
+  int32_t defines_format; /* nonzero: the plugin defines this format itself */
+} quant_plugin_kernel_info;
+
+/* Loads a plugin file and registers what it provides. *index (may be NULL)
+ * receives its position in the plugin list. Loading a file already loaded is a
+ * no-op that reports the same index. Fails with QUANT_ERROR_PLUGIN (and loads
+ * nothing) for a missing file, a library without quant_plugin_get, a plugin
+ * built for another plugin ABI version, or an invalid table. */
+quant_status quant_plugin_load(const char *path, size_t *index);
+
+/* The number of entries in the plugin list: loaded plugins, and automatic or
+ * LIBQUANT_PLUGIN_PATH loads that failed. */
+quant_status quant_plugin_count(size_t *count);
+
+/* Describes entry index of the plugin list. The strings stay valid for the life
+ * of the process. info->struct_size must be set. */
+quant_status quant_plugin_get_info(size_t index, quant_plugin_info *info);
+
+/* Describes kernel set `kernel` (0..num_kernels-1) of plugin `index`. */
+quant_status quant_plugin_get_kernel(size_t index, size_t kernel, quant_plugin_kernel_info *info);
+
+/* The name of format `format` (0..num_formats-1) that plugin `index` defines;
+ * valid for the life of the process. */
+quant_status quant_plugin_get_format(size_t index, size_t format, const char **name);
+
 #ifdef __cplusplus
 }
 #endif

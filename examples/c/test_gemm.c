@@ -218,7 +218,7 @@ static void test_gemm_errors(void) {
   yt_gpu.device.device_type = kDLCUDA;
   g.b.tensor = &yt_gpu;
   EXPECT_ERR(quant_gemm(&g), QUANT_ERROR_INVALID_ARGUMENT, "b: on cuda:0 but a is on cpu");
-  /* All on a GPU, and no GPU plugin loaded. */
+  /* All on a GPU, and no GPU plugin with a GEMM kernel (none exists yet). */
   xt_gpu.device.device_type = kDLCUDA;
   dt_gpu.device.device_type = kDLCUDA;
   g.a.qtensor = NULL;
@@ -240,7 +240,7 @@ static size_t test_support(void) {
   CHECK(strcmp(e.format_a, "fp8") == 0 && strcmp(e.format_b, "identity") == 0);
   EXPECT_OK(quant_gemm_support(cuda, "fp8", "fp8", &e));
   CHECK(e.level == QUANT_GEMM_UNSUPPORTED);
-  CHECK(strstr(e.reason, "no GPU plugin loaded") != NULL);
+  CHECK(strstr(e.reason, "no loaded GPU plugin provides one") != NULL);
   EXPECT_ERR(quant_gemm_support(cpu, "fp9", "fp8", &e), QUANT_ERROR_INVALID_ARGUMENT, "format_a");
   EXPECT_ERR(quant_gemm_support(cpu, "fp8", NULL, &e), QUANT_ERROR_INVALID_ARGUMENT, "format_b");
   EXPECT_ERR(quant_gemm_support(cpu, "fp8", "fp8", NULL), QUANT_ERROR_INVALID_ARGUMENT, "entry");

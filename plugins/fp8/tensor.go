@@ -141,6 +141,11 @@ func (d *delayedState) currentScale() float32 {
 	return d.scale.Float32s()[0]
 }
 
+// CastScale and RecordAmax let device kernels run delayed scaling
+// (host.DelayedCast): they cast with the scale and stage the amax they computed.
+func (d *delayedState) CastScale() float32   { return d.currentScale() }
+func (d *delayedState) RecordAmax(a float32) { d.record(a) }
+
 // record max-reduces a quantize's amax into the staging slot h[0] (the atomic
 // max of spec §2.3; NaN is ignored as fmaxf does).
 func (d *delayedState) record(amax float32) {

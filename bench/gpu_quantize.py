@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""GPU quantize benchmark for libquant's CUDA plugin (run on the GPU machine).
+
+Calls libquant's C ABI through ctypes with DLTensors built over PyTorch CUDA
+tensors, the way a framework binding does: buffers allocated by PyTorch from
+quant_quantizer_layout, wrapped once with quant_qtensor_from_buffers, then
+quant_quantize_into on PyTorch's current stream.
+
+For each shape, format and usage it prints the median time (CUDA events, many
+runs, inputs rotated so the L2 cache does not serve them), the effective GB/s
+on the minimum bytes (input read once + every output byte written once), that
+as a fraction of a device-to-device copy measured in the same run, and for
+formats that need a global amax first the fraction of the two-read bound.
+Next to it, where asked, a torch.compile implementation of the same math, and
+for a small shape the host time per call. Before timing, each format's GPU
+bytes are compared with libquant's CPU bytes through the same ABI.
+
+    python3 bench/gpu_quantize.py [--lib build/libquant.so] [--out DIR] [--quick]
+"""
+import argparse
+import ctypes as C
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ---------------------------------------------------------------------------
+# quant.h through ctypes
+# ---------------------------------------------------------------------------
+
+kDLCPU, kDLCUDA = 1, 2
+
+
+class DLDevice(C.Structure):
+    _fields_ = [("device_type", C.c_int32), ("device_id", C.c_int32)]
+
+
+class DLDataType(C.Structure):
+    _fields_ = [("code", C.c_uint8), ("bits", C.c_uint8), ("lanes", C.c_uint16)]
+
+
+class DLTensor(C.Structure):
+    _fields_ = [("data", C.c_void_p), ("device", DLDevice), ("ndim", C.c_int32), ("dtype", DLDataType),
+                ("shape", C.POINTER(C.c_int64)), ("strides", C.POINTER(C.c_int64)), ("byte_offset", C.c_uint64)]
+
+
+class Config(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("format", C.c_char_p), ("usage", C.c_uint32), ("element", C.c_int32),
+                ("scaling", C.c_int32), ("force_pow2_scales", C.c_int32), ("amax_epsilon", C.c_float),
+                ("amax_history_len", C.c_int32), ("amax_compute_algo", C.c_int32), ("margin", C.c_float),
+                ("block_dims", C.c_int32), ("fp32_scales", C.c_int32), ("scale_rounding", C.c_int32),
+                ("gemm_swizzled_scales", C.c_int32), ("rht", C.c_int32), ("rht_sign_mask", C.c_uint32),
+                ("stochastic_rounding", C.c_int32), ("seed", C.c_uint64), ("offset", C.c_uint64), ("dtype", DLDataType)]
+
+
+class Options(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("stream", C.c_void_p), ("amax", C.POINTER(DLTensor)), ("persistent", C.c_int32)]
+
+
+class BufferDesc(C.Structure):
+    _fields_ = [("direction", C.c_uint32), ("kind", C.c_int32), ("dtype", DLDataType), ("ndim", C.c_int32),
+                ("shape", C.c_int64 * 4), ("nbytes", C.c_uint64)]
+
+
+class PluginInfo(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("path", C.c_char_p), ("name", C.c_char_p), ("version", C.c_char_p),
+                ("abi_version", C.c_uint32), ("origin", C.c_int32), ("status", C.c_int32), ("message", C.c_char_p),
+                ("num_formats", C.c_uint32), ("num_kernels", C.c_uint32)]
+
+
+class PluginKernelInfo(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("format", C.c_char_p), ("device_type", C.c_int32), ("ops", C.c_uint32),
+                ("defines_format", C.c_int32)]
+
+
+class Lib:
+    def __init__(self, path):
+        self.l = C.CDLL(path)
+        self.l.quant_last_error.restype = C.c_char_p
+        self.l.quant_status_string.restype = C.c_char_p
+        self.l.quant_abi_version.restype = C.c_uint32
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError("%s: %s: %s" % (what, self.l.quant_status_string(status).decode(),
+                                                self.l.quant_last_error().decode()))
+
+    def __getattr__(self, name):
+        return getattr(self.l, name)
+
+
+_keep = []  # shape arrays the DLTensors point at
+
+
+def dl_from_torch(t, dtype=None, shape=None):
+    """A DLTensor over a contiguous torch tensor (dtype/shape override for raw buffers)."""
+    assert t.is_contiguous()
+    if dtype is None:
+        dtype = {torch.bfloat16: (4, 16), torch.float16: (2, 16), torch.float32: (2, 32), torch.uint8: (1, 8)}[t.dtype]
+        dtype = DLDataType(dtype[0], dtype[1], 1)
+    shape = list(t.shape) if shape is None else list(shape)
+    arr = (C.c_int64 * len(shape))(*shape)
+    _keep.append(arr)
+    dev = DLDevice(kDLCUDA, t.device.index) if t.is_cuda else DLDevice(kDLCPU, 0)
+    return DLTensor(C.c_void_p(t.data_ptr()), dev, len(shape), dtype, arr, None, 0)
+
+
+def config(fmt, usage, **kw):
+    c = Config()
+    c.struct_size = C.sizeof(Config)
+    c.format = fmt.encode()
+    c.usage = usage
+    for k, v in kw.items():
+        setattr(c, k, v)
+    return c
+
+
+class Prepared:
+    """A quantizer and a quantized tensor over torch-allocated buffers."""
+
+    def __init__(self, lib, cfg, shape, device):
+        self.lib = lib
+        self.q = C.c_void_p()
+        lib.check(lib.quant_quantizer_create(C.byref(cfg), C.byref(self.q)), "quant_quantizer_create")
+        sh = (C.c_int64 * 2)(*shape)
+        n = C.c_size_t()
+        lib.check(lib.quant_quantizer_layout(self.q, sh, 2, None, C.c_size_t(0), C.byref(n)), "layout")
+        descs = (BufferDesc * n.value)()
+        lib.check(lib.quant_quantizer_layout(self.q, sh, 2, descs, C.c_size_t(n.value), C.byref(n)), "layout")
+        self.bufs, dls = [], (DLTensor * n.value)()
+        self.out_bytes = 0
+        for i, d in enumerate(descs):
+            b = torch.empty(d.nbytes, dtype=torch.uint8, device=device)
+            self.bufs.append((d.direction, d.kind, b))
+            dls[i] = dl_from_torch(b, dtype=d.dtype, shape=list(d.shape)[:d.ndim])
+            self.out_bytes += d.nbytes
+        self.t = C.c_void_p()
+        lib.check(lib.quant_qtensor_from_buffers(self.q, sh, 2, dls, C.c_size_t(n.value), C.byref(self.t)), "from_buffers")
+
+    def run(self, x_dl, opts):
+        self.lib.check(self.lib.quant_quantize_into(self.q, C.byref(x_dl), C.byref(opts), self.t), "quantize_into")
+
+    def free(self):
+        self.lib.quant_qtensor_free(self.t)
+        self.lib.quant_quantizer_free(self.q)
+
+
+# ---------------------------------------------------------------------------
+# Formats
+# ---------------------------------------------------------------------------
+
+ROW, COL, BOTH = 1, 2, 3
+USAGES = [("rowwise", ROW), ("columnwise", COL), ("both", BOTH)]
+
+# name, format, config fields, global-amax reads of the input before the cast
+FORMATS = [
+    ("fp8 current e4m3", "fp8", {}, 1),
+    ("fp8 delayed e4m3", "fp8", {"scaling": 1}, 0),
+    ("mxfp8 e4m3", "mxfp8", {}, 0),
+    ("mxfp8 e4m3 one CTA per tile", "mxfp8", {"_env": ("LIBQUANT_CUDA_PERSISTENT", "0")}, 0),
+    ("mxfp8 e4m3 persistent", "mxfp8", {"_env": ("LIBQUANT_CUDA_PERSISTENT", "1")}, 0),
+    ("mxfp8 e4m3 swizzled", "mxfp8", {"gemm_swizzled_scales": 1}, 0),
+    ("mxfp4", "mxfp4", {}, 0),
+    ("nvfp4 1x16", "nvfp4", {}, 1),
+    ("nvfp4 1x16 rht", "nvfp4", {"rht": 1}, 2),
+    ("nvfp4 1x16 rht sr", "nvfp4", {"rht": 1, "stochastic_rounding": 1, "seed": 7}, 2),
+    ("nvfp4 16x16", "nvfp4", {"block_dims": 2}, 1),
+    ("fp8_block 1x128", "fp8_block", {}, 0),
+    ("fp8_block 128x128", "fp8_block", {"block_dims": 2}, 0),
+]
+
+
+def served_formats(lib):
+    """Formats the loaded CUDA plugin has kernels for."""
+    n = C.c_size_t()
+    lib.check(lib.quant_plugin_count(C.byref(n)), "plugin_count")
+    out, report = set(), []
+    for i in range(n.value):
+        info = PluginInfo()
+        info.struct_size = C.sizeof(PluginInfo)
+        lib.check(lib.quant_plugin_get_info(C.c_size_t(i), C.byref(info)), "plugin_info")
+        report.append("%s (%s) status=%d %s" % (info.name.decode(), info.path.decode(), info.status, info.message.decode()))
+        for k in range(info.num_kernels):
+            ki = PluginKernelInfo()
+            ki.struct_size = C.sizeof(PluginKernelInfo)
+            lib.check(lib.quant_plugin_get_kernel(C.c_size_t(i), C.c_size_t(k), C.byref(ki)), "plugin_kernel")
+            if ki.device_type == kDLCUDA:
+                out.add(ki.format.decode())
+    return out, report
+
+
+# ---------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------
+
+def time_gpu(fn, iters=50, warmup=5):
+    """Median milliseconds of fn() between CUDA events, one pair per run."""
+    for i in range(warmup):
+        fn(i)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn(i)
+        e.record()
+        times.append((s, e))
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in times)
+
+
+def copy_bandwidth():
+    n = 512 * 1024 * 1024  # 1 GiB of bf16
+    x = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+    y = torch.empty_like(x)
+    ms = time_gpu(lambda i: y.copy_(x), iters=30)
+    del x, y
+    return 2 * n * 2 / (ms * 1e-3) / 1e9
+
+
+# ---------------------------------------------------------------------------
+# torch.compile implementations of the same math (not bit-exact references)
+# ---------------------------------------------------------------------------
+
+def _e8m0_ceil(scale):
+    bits = scale.view(torch.int32)
+    e = (bits >> 23) & 0xFF
+    return e + ((bits & 0x7FFFFF) != 0).to(torch.int32)
+
+
+def torch_fp8_current(x, rows, cols):
+    amax = x.abs().amax().float()
+    scale = 448.0 / amax
+    q = (x.float() * scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+    out = []
+    if rows:
+        out.append(q)
+    if cols:
+        out.append(q.t().contiguous())
+    return out, (1.0 / scale)
+
+
+def _mx_blocks(xf, emax_rcp, qmax):
+    amax = xf.abs().amax(-1, keepdim=True)
+    e = _e8m0_ceil(amax * emax_rcp)
+    f = ((254 - e) << 23).view(torch.float32)
+    return (xf * f).clamp(-qmax, qmax), e.to(torch.uint8)
+
+
+def torch_mxfp8(x, rows, cols):
+    m, k = x.shape
+    out = []
+    xf = x.float()
+    if rows:
+        q, e = _mx_blocks(xf.view(m, k // 32, 32), 1 / 448, 448)
+        out += [q.view(m, k).to(torch.float8_e4m3fn), e]
+    if cols:
+        q, e = _mx_blocks(xf.view(m // 32, 32, k).transpose(1, 2), 1 / 448, 448)
+        out += [q.transpose(1, 2).reshape(m, k).to(torch.float8_e4m3fn), e]
+    return out
+
+
+def _e2m1_codes(y):
+    a = y.abs()
+    c = ((a > 0.25).int() + (a >= 0.75).int() + (a > 1.25).int() + (a >= 1.75).int() + (a > 2.5).int() +
+         (a >= 3.5).int() + (a > 5).int())
+    c = c | ((y < 0).int() << 3)
+    c = c.to(torch.uint8)
+    return c[..., 0::2] | (c[..., 1::2] << 4)
+
+
+def _nvfp4_dir(xf):
+    m, k = xf.shape
+    amax = xf.abs().amax()
+    s_enc = 2688.0 / amax
+    b = xf.view(m, k // 16, 16)
+    bamax = b.abs().amax(-1, keepdim=True)
+    s = (bamax * (s_enc / 6)).clamp(max=448).to(torch.float8_e4m3fn)
+    enc = 1.0 / (s.float() * (1.0 / s_enc))
+    q = _e2m1_codes(b * enc).view(m, k // 2)
+    return q, s
+
+
+def torch_nvfp4(x, rows, cols):
+    out = []
+    xf = x.float()
+    if rows:
+        out += list(_nvfp4_dir(xf))
+    if cols:
+        out += list(_nvfp4_dir(xf.t().contiguous()))
+    return out
+
+
+def torch_mxfp4(x, rows, cols):
+    m, k = x.shape
+    out = []
+    xf = x.float()
+    if rows:
+        q, e = _mx_blocks(xf.view(m, k // 32, 32), 1 / 6, 6)
+        out += [_e2m1_codes(q.view(m, k)), e]
+    if cols:
+        q, e = _mx_blocks(xf.t().contiguous().view(k, m // 32, 32), 1 / 6, 6)
+        out += [_e2m1_codes(q.view(k, m)), e]
+    return out
+
+
+TORCH_IMPLS = {"fp8 current e4m3": torch_fp8_current, "mxfp8 e4m3": torch_mxfp8, "nvfp4 1x16": torch_nvfp4, "mxfp4": torch_mxfp4}
+
+
+# ---------------------------------------------------------------------------
+
+
+def exactness(lib, fmt, fields, usage, stream):
+    """GPU bytes vs CPU bytes through the C ABI on one random input."""
+    shape = (256, 512)
+    x = torch.randn(*shape, dtype=torch.bfloat16, device="cuda") * 3
+    x[0, :7] = float("inf")
+    x[3, 5] = float("nan")
+    x[17] = 0
+    outs = []
+    for dev, xx in (("cuda", x), ("cpu", x.cpu())):
+        p = Prepared(lib, config(fmt, usage, **fields), shape, dev)
+        for _, _, b in p.bufs:
+            b.fill_(0xA5)
+        opts = Options(C.sizeof(Options), C.c_void_p(stream if dev == "cuda" else 0), None, 0)
+        p.run(dl_from_torch(xx), opts)
+        torch.cuda.synchronize()
+        outs.append([b.cpu() for _, _, b in p.bufs])
+        p.free()
+    return all(torch.equal(a, b) for a, b in zip(*outs))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libquant.so"))
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true", help="one shape, fewer runs")
+    ap.add_argument("--compile-budget", type=float, default=150, help="seconds allowed for torch.compile")
+    args = ap.parse_args()
+
+    lib = Lib(args.lib)
+    served, report = served_formats(lib)
+    dev = torch.cuda.get_device_name()
+    print("device:", dev, "| torch", torch.__version__, "| plugins:", "; ".join(report))
+    stream = torch.cuda.current_stream().cuda_stream
+    copy_bw = copy_bandwidth()
+    print("device-to-device copy: %.0f GB/s" % copy_bw)
+
+    rows = []
+    exact = {}
+    shapes = [(8192, 8192), (2048, 7168)] if not args.quick else [(8192, 8192)]
+    compile_left = args.compile_budget
+    for name, fmt, fields, amax_reads in FORMATS:
+        fields = dict(fields)
+        env = fields.pop("_env", None)
+        if env:
+            os.environ[env[0]] = env[1]
+        else:
+            os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
+        if fmt not in served:
+            print("%-24s not served by the CUDA plugin: skipped" % name)
+            continue
+        for uname, usage in USAGES:
+            try:
+                exact[(name, uname)] = exactness(lib, fmt, fields, usage, stream)
+            except Exception as e:  # noqa: BLE001 - a row failing must not stop the table
+                exact[(name, uname)] = "error: %s" % e
+        for shape in shapes:
+            xs = [torch.randn(*shape, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+            dls = [dl_from_torch(x) for x in xs]
+            in_bytes = xs[0].numel() * 2
+            for uname, usage in USAGES:
+                row = {"format": name, "shape": "%dx%d" % shape, "usage": uname, "exact": exact.get((name, uname))}
+                try:
+                    p = Prepared(lib, config(fmt, usage, **fields), shape, "cuda")
+                    opts = Options(C.sizeof(Options), C.c_void_p(stream), None, 0)
+                    ms = time_gpu(lambda i: p.run(dls[i % 3], opts), iters=20 if args.quick else 60)
+                    min_bytes = in_bytes + p.out_bytes
+                    gbs = min_bytes / (ms * 1e-3) / 1e9
+                    row.update(ms=ms, gbs=gbs, copy_frac=gbs / copy_bw)
+                    if amax_reads:
+                        bound = (min_bytes + amax_reads * in_bytes) / (ms * 1e-3) / 1e9
+                        row["two_read_frac"] = bound / copy_bw
+                        # The global-amax pass alone (quant_compute_amax), to
+                        # split the time between the two passes.
+                        amax_t = torch.empty(2, dtype=torch.float32, device="cuda")
+                        adl = dl_from_torch(amax_t)
+                        row["amax_ms"] = time_gpu(lambda i: lib.check(lib.quant_compute_amax(p.q, C.byref(dls[i % 3]), C.byref(adl), C.c_void_p(stream)), "amax"), iters=20)
+                    p.free()
+                except Exception as e:  # noqa: BLE001
+                    row["error"] = str(e)
+                impl = TORCH_IMPLS.get(name)
+                if impl is not None and shape == (8192, 8192) and uname in ("rowwise", "both") and compile_left > 0:
+                    t0 = time.time()
+                    try:
+                        f = torch.compile(lambda x, impl=impl, r=usage & 1, c=usage & 2: impl(x, r, c))
+                        f(xs[0])
+                        tms = time_gpu(lambda i: f(xs[i % 3]), iters=20)
+                        row["torch_compile_ms"] = tms
+                        row["speedup_vs_compile"] = tms / row["ms"] if "ms" in row else None
+                    except Exception as e:  # noqa: BLE001
+                        row["torch_compile_error"] = str(e)[:200]
+                    compile_left -= time.time() - t0
+                rows.append(row)
+                print(fmt_row(row), flush=True)
+            del xs
+
+    # Host overhead per call on a small shape (enqueue time, no sync), against
+    # an empty ctypes call into libquant.
+    overhead = {}
+    os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
+    for name, fmt, fields, _ in FORMATS:
+        fields = {k: v for k, v in fields.items() if not k.startswith("_")}
+        if fmt not in served or name not in ("fp8 current e4m3", "mxfp8 e4m3", "nvfp4 1x16", "fp8 delayed e4m3"):
+            continue
+        x = torch.randn(128, 256, dtype=torch.bfloat16, device="cuda")
+        p = Prepared(lib, config(fmt, BOTH, **fields), (128, 256), "cuda")
+        xd = dl_from_torch(x)
+        opts = Options(C.sizeof(Options), C.c_void_p(stream), None, 0)
+        for _ in range(100):
+            p.run(xd, opts)
+        torch.cuda.synchronize()
+        n = 2000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            p.run(xd, opts)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        for _ in range(n):
+            lib.quant_abi_version()
+        t3 = time.perf_counter()
+        overhead[name] = ((t1 - t0) / n * 1e6, (t3 - t2) / n * 1e6)
+        p.free()
+
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = ["Device: %s; torch %s; %s; copy %.0f GB/s (read+write, same run)." % (dev, torch.__version__, date, copy_bw), "",
+             "| shape | format | usage | exact vs CPU | ms | GB/s | of copy | of two-read bound | amax pass ms | torch.compile ms | speedup |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["shape"], r["format"], r["usage"], r.get("exact"), f2(r.get("ms"), 3), f2(r.get("gbs"), 0),
+            pct(r.get("copy_frac")), pct(r.get("two_read_frac")), f2(r.get("amax_ms"), 3), f2(r.get("torch_compile_ms"), 3),
+            ("%.1fx" % r["speedup_vs_compile"]) if r.get("speedup_vs_compile") else r.get("error", r.get("torch_compile_error", ""))[:60]))
+    lines += ["", "Host time per quant_quantize_into call, 128x256 BF16, both directions (enqueue only, via ctypes):", ""]
+    for name, (us, base) in overhead.items():
+        lines.append("- %s: %.1f us per call (an empty ctypes call into libquant: %.1f us)" % (name, us, base))
+    text = "\n".join(lines)
+    print()
+    print(text)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench_gpu.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(args.out, "bench_gpu.json"), "w") as f:
+        json.dump({"device": dev, "date": date, "copy_gbs": copy_bw, "rows": rows,
+                   "overhead_us": overhead, "command": " ".join(sys.argv)}, f, indent=1, default=str)
+
+
+def f2(v, d):
+    return "" if v is None else ("%." + str(d) + "f") % v
+
+
+def pct(v):
+    return "" if v is None else "%.0f%%" % (100 * v)
+
+
+def fmt_row(r):
+    return "%-10s %-24s %-10s exact=%-5s %8s ms %6s GB/s %5s of copy %5s two-read  compile %s ms %s" % (
+        r["shape"], r["format"], r["usage"], r.get("exact"), f2(r.get("ms"), 3), f2(r.get("gbs"), 0), pct(r.get("copy_frac")),
+        pct(r.get("two_read_frac")), f2(r.get("torch_compile_ms"), 3), r.get("error", r.get("torch_compile_error", "")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+// Shared pieces of the CUDA plugin: error handling, argument access, and the
+// bit-exact device codecs. Every device codec here is the line-for-line
+// counterpart of a Go function in internal/numeric or a plugin, named in its
+// comment; the GPU exactness tests compare the two byte for byte.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "e2m1.h"
+#include "quant_plugin.h"
+
+namespace lq {
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+inline int32_t fail(quant_plugin_error *err, int32_t status, const char *fmt, ...) {
+  if (err != nullptr) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+// No GPU, no driver, or a device that cannot be used is "device not
+// available" (what the host reports when no plugin serves CUDA at all).
+inline bool device_missing(cudaError_t e) {
+  return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice ||
+         e == cudaErrorDevicesUnavailable || e == cudaErrorSystemDriverMismatch || e == cudaErrorSystemNotReady;
+}
+
+inline int32_t cuda_status(cudaError_t e) {
+  if (e == cudaErrorMemoryAllocation) return QUANT_ERROR_OUT_OF_MEMORY;
+  return device_missing(e) ? QUANT_ERROR_DEVICE_UNAVAILABLE : QUANT_ERROR_PLUGIN;
+}
+
+// The calling thread's current device, or a device-unavailable status naming
+// the device the caller asked for.
+inline int32_t current_device(int32_t want, int *cur, quant_plugin_error *err) {
+  cudaError_t e = cudaGetDevice(cur);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return fail(err, cuda_status(e), "device cuda:%d is not available: %s (%s)", want, cudaGetErrorString(e), cudaGetErrorName(e));
+  }
+  return QUANT_OK;
+}
+
+// Every CUDA call is checked; a failure becomes a status and a message naming
+// the step.
+#define LQ_CUDA(call, ...)                                                                      \
+  do {                                                                                         \
+    cudaError_t lq_e_ = (call);                                                                \
+    if (lq_e_ != cudaSuccess) {                                                                \
+      char lq_what_[256];                                                                      \
+      snprintf(lq_what_, sizeof lq_what_, __VA_ARGS__);                                        \
+      return ::lq::fail(err, ::lq::cuda_status(lq_e_), "%s: %s (%s)", lq_what_,               \
+                        cudaGetErrorString(lq_e_), cudaGetErrorName(lq_e_));                   \
+    }                                                                                          \
+  } while (0)
+
+// After each launch: the launch error (bad configuration, no kernel image for
+// this GPU) is reported at once; execution errors surface at the next sync.
+#define LQ_LAUNCHED(...) LQ_CUDA(cudaGetLastError(), __VA_ARGS__)
+
+#define LQ_TRY(expr)                     \
+  do {                                   \
+    int32_t lq_s_ = (expr);              \
+    if (lq_s_ != QUANT_OK) return lq_s_; \
+  } while (0)
+
+// ---------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------
+
+enum class InType { F32, BF16, F16 };
+
+inline bool dtype_is(DLDataType t, uint8_t code, uint8_t bits) {
+  return t.code == code && t.bits == bits && t.lanes == 1;
+}
+
+inline int32_t input_type(const quant_plugin_tensor &t, const char *arg, InType *out, quant_plugin_error *err) {
+  if (dtype_is(t.dtype, kDLFloat, 32)) *out = InType::F32;
+  else if (dtype_is(t.dtype, kDLBfloat, 16)) *out = InType::BF16;
+  else if (dtype_is(t.dtype, kDLFloat, 16)) *out = InType::F16;
+  else
+    return fail(err, QUANT_ERROR_UNSUPPORTED, "%s: DLPack dtype (code %d, bits %d) not supported (want float32, bfloat16 or float16)",
+                arg, t.dtype.code, t.dtype.bits);
+  return QUANT_OK;
+}
+
+inline size_t in_size(InType t) { return t == InType::F32 ? 4 : 2; }
+
+// The calling thread's current device must be the tensor's: work runs in the
+// caller's context, and switching devices behind its back is not ours to do.
+inline int32_t check_device(const quant_plugin_tensor &t, const char *arg, quant_plugin_error *err) {
+  if (t.device_type != kDLCUDA)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%s: not on a CUDA device (device type %d)", arg, t.device_type);
+  int cur = -1;
+  LQ_TRY(current_device(t.device_id, &cur, err));
+  if (cur != t.device_id)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT,
+                "%s: is on cuda:%d but the calling thread's current device is cuda:%d; make cuda:%d current first "
+                "(cudaSetDevice, torch.cuda.device)",
+                arg, t.device_id, cur, t.device_id);
+  return QUANT_OK;
+}
+
+inline const quant_plugin_tensor *find_buffer(const quant_plugin_storage &st, int32_t kind) {
+  for (uint32_t i = 0; i < st.num_buffers && i < QUANT_PLUGIN_MAX_BUFFERS; i++)
+    if (st.kinds[i] == kind) return &st.buffers[i];
+  return nullptr;
+}
+
+inline int64_t numel(const quant_plugin_tensor &t) {
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; i++) n *= t.shape[i];
+  return n;
+}
+
+// A buffer of the storage, checked to have the kind, the dtype bits and the
+// number of elements the layout promises.
+inline int32_t get_buffer(const quant_plugin_storage &st, int32_t kind, const char *what, int64_t want_numel,
+                          void **out, quant_plugin_error *err) {
+  const quant_plugin_tensor *b = find_buffer(st, kind);
+  if (b == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%s: the storage has no such buffer", what);
+  if (want_numel >= 0 && numel(*b) != want_numel)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%s: has %lld elements, want %lld", what, (long long)numel(*b),
+                (long long)want_numel);
+  if (b->device_type != kDLCUDA)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%s: not on a CUDA device", what);
+  *out = b->data;
+  return QUANT_OK;
+}
+
+inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+inline cudaStream_t stream_of(void *s) { return reinterpret_cast<cudaStream_t>(s); }
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t pad_to(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// ---------------------------------------------------------------------------
+// Device codecs
+// ---------------------------------------------------------------------------
+
+// Input element widened to float32 (exact for every input type).
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+template <typename T> struct InTraits;
+template <> struct InTraits<float> { static constexpr InType kind = InType::F32; };
+template <> struct InTraits<__nv_bfloat16> { static constexpr InType kind = InType::BF16; };
+template <> struct InTraits<__half> { static constexpr InType kind = InType::F16; };
+
+// Loads 8 consecutive input elements as float32. VEC: 16-byte aligned vector
+// loads (the caller checked alignment); otherwise element by element.
+template <typename T, bool VEC>
+__device__ __forceinline__ void load8(const T *p, float (&v)[8]) {
+  if constexpr (VEC && sizeof(T) == 2) {
+    uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
+    const T *h = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = to_f32(h[i]);
+  } else if constexpr (VEC && sizeof(T) == 4) {
+    float4 a = __ldg(reinterpret_cast<const float4 *>(p));
+    float4 b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = to_f32(p[i]);
+  }
+}
+
+// |x| as a bit pattern: magnitudes order like their bit patterns.
+__device__ __forceinline__ uint32_t mag_bits(float x) { return __float_as_uint(x) & 0x7FFFFFFFu; }
+
+// host.AmaxCPU's per-element rule: NaN ignored (fmaxf), Inf counted.
+__device__ __forceinline__ uint32_t amax_bits_nan_ignored(uint32_t m, float x) {
+  uint32_t a = mag_bits(x);
+  return (a <= 0x7F800000u && a > m) ? a : m;
+}
+
+// FP8 encoders: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, the function
+// numeric.EncodeE4M3 / EncodeE5M2 define (spec §1.2, §1.3).
+enum class Fp8 { E4M3, E5M2 };
+
+template <Fp8 F>
+__device__ __forceinline__ uint16_t fp8x2(float lo, float hi) {
+  return (uint16_t)__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE,
+                                            F == Fp8::E4M3 ? __NV_E4M3 : __NV_E5M2);
+}
+
+template <Fp8 F>
+__device__ __forceinline__ uint8_t fp8(float x) {
+  return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, F == Fp8::E4M3 ? __NV_E4M3 : __NV_E5M2);
+}
+
+// Decodes an FP8 code exactly (through FP16, which holds every FP8 value).
+template <Fp8 F>
+__device__ __forceinline__ float fp8_decode(uint8_t c) {
+  __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, F == Fp8::E4M3 ? __NV_E4M3 : __NV_E5M2);
+  return __half2float(__half(h));
+}
+
+// numeric.EncodeE2M1: RNE to E2M1 with saturation; NaN gives +6 (code 7); a
+// negative value that rounds to 0 keeps its sign (code 8). lq_e2m1 (e2m1.h)
+// is checked against the threshold definition on every float32 pattern.
+__device__ __forceinline__ uint32_t e2m1(float x) { return lq_e2m1(x); }
+
+// numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6).
+__device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t rbits) {
+  uint32_t b = __float_as_uint(x);
+  uint32_t a = b & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 7;
+  float ax = __uint_as_float(a);
+  float step = 2.0f;
+  if (ax < 2.0f) step = 0.5f;
+  else if (ax < 4.0f) step = 1.0f;
+  float t = __fadd_rn(__fmul_rn(__fmul_rn((float)(rbits & 0xFFu), 1.0f / 256.0f), step), ax);
+  uint32_t c;
+  if (t < 2.0f) c = (uint32_t)__fmul_rn(t, 2.0f);
+  else if (t < 4.0f) c = 2u + (uint32_t)t;
+  else if (t < 6.0f) c = 6u;
+  else c = 7u;
+  return ((b >> 28) & 8u) | c;
+}
+
+// numeric.DecodeE2M1: 0, 0.5, 1, 1.5, 2, 3, 4, 6 (codes 8..15 negative),
+// computed rather than looked up so that nothing goes to local memory.
+__device__ __forceinline__ float e2m1_decode(uint32_t c) {
+  uint32_t e = (c >> 1) & 3u;
+  float mant = (c & 1u) ? 1.5f : 1.0f;
+  float m = e == 0 ? ((c & 1u) ? 0.5f : 0.0f) : mant * __uint_as_float((e + 126u) << 23);
+  return (c & 8u) ? -m : m;
+}
+
+// numeric.Float32ToE8M0RoundUp (TE's float_to_e8m0, spec §4.3).
+__device__ __forceinline__ uint32_t e8m0_round_up(float x) {
+  uint32_t b = __float_as_uint(x);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return 0xFF;
+  if (b == 0x7F800000u) return 0xFE;
+  uint32_t e = (b >> 23) & 0xFFu;
+  uint32_t m = b & 0x7FFFFFu;
+  if (m != 0 && e != 0xFE && !(e == 0 && m <= 0x400000u)) e++;
+  return e & 0xFFu;
+}
+
+// numeric.Float32ToE8M0Floor.
+__device__ __forceinline__ uint32_t e8m0_floor(float x) {
+  uint32_t b = __float_as_uint(x) & 0x7FFFFFFFu;
+  if (b >= 0x7F800000u) return 0xFF;
+  if (b < 0x00800000u) return 0;
+  return b >> 23;
+}
+
+// numeric.DecodeE8M0 and E8M0Reciprocal.
+__device__ __forceinline__ float e8m0_decode(uint32_t b) {
+  if (b == 0xFF) return __uint_as_float(0x7FFFFFFFu);
+  if (b == 0) return __uint_as_float(0x00400000u);
+  return __uint_as_float(b << 23);
+}
+__device__ __forceinline__ float e8m0_rcp(uint32_t b) {
+  if (b == 0xFF) return __uint_as_float(0x7FFFFFFFu);
+  if (b == 254) return __uint_as_float(0x00400000u);
+  return __uint_as_float((254u - b) << 23);
+}
+
+// numeric.Float32ToBF16 (NaN keeps sign and payload, made quiet).
+__device__ __forceinline__ uint16_t f32_to_bf16_bits(float x) {
+  uint32_t b = __float_as_uint(x);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((b >> 16) | 0x40u);
+  b += 0x7FFFu + ((b >> 16) & 1u);
+  return (uint16_t)(b >> 16);
+}
+
+// numeric.Float32ToFP16 (IEEE overflow to Inf, RNE subnormals, NaN kept quiet).
+__device__ __forceinline__ uint16_t f32_to_f16_bits(float x) {
+  uint32_t b = __float_as_uint(x);
+  uint32_t sign = (b >> 16) & 0x8000u;
+  uint32_t a = b & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
+  if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);
+  if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)rintf(__uint_as_float(a) * 16777216.0f));
+  uint32_t e = ((a >> 23) - 127u + 15u) << 10;
+  uint32_t m = a & 0x7FFFFFu;
+  m += (1u << 12) - 1u + ((m >> 13) & 1u);
+  return (uint16_t)(sign | (e + (m >> 13)));  // Go: e+m>>shift is e + (m>>shift)
+}
+
+// numeric.Float64ToBF16: one rounding from float64; every NaN is 0x7FC0.
+__device__ __forceinline__ uint16_t f64_to_bf16_bits(double x) {
+  if (x != x) return 0x7FC0;
+  uint64_t b = (uint64_t)__double_as_longlong(x);
+  uint16_t sign = (uint16_t)((b >> 48) & 0x8000u);
+  uint64_t a = b & ~(1ull << 63);
+  if (a < 0x3810000000000000ull) return sign | (uint16_t)rint(__longlong_as_double((long long)a) * 0x1p133);
+  a += (1ull << 44) - 1 + ((a >> 45) & 1ull);
+  int e = (int)(a >> 52) - 1023 + 127;
+  if (e >= 255) return sign | 0x7F80u;
+  return sign | (uint16_t)(e << 7) | (uint16_t)((a >> 45) & 0x7Fu);
+}
+
+// Stores a float into an output element with host.StoreFloat32's rounding.
+__device__ __forceinline__ void store_out(float *p, float x) { *p = x; }
+__device__ __forceinline__ void store_out(__nv_bfloat16 *p, float x) {
+  *reinterpret_cast<uint16_t *>(p) = f32_to_bf16_bits(x);
+}
+__device__ __forceinline__ void store_out(__half *p, float x) { *reinterpret_cast<uint16_t *>(p) = f32_to_f16_bits(x); }
+
+// fp8.ScaleFromAmax (TE's compute_scale_from_amax, spec §3.2).
+__device__ __forceinline__ float scale_from_amax(float amax, float fp8_max, bool pow2, float eps, float value_for_inf) {
+  if (amax < eps) amax = eps;
+  if (isinf(amax) || amax == 0.0f || amax != amax) return 1.0f;
+  float s = __fdiv_rn(fp8_max, amax);
+  if (isinf(s)) s = value_for_inf;
+  if (pow2) s = __uint_as_float(__float_as_uint(s) & 0xFF800000u);
+  return s;
+}
+
+// numeric.Philox4x32_10.
+__device__ __forceinline__ uint4 philox4x32_10(uint4 ctr, uint2 key) {
+  uint32_t c0 = ctr.x, c1 = ctr.y, c2 = ctr.z, c3 = ctr.w, k0 = key.x, k1 = key.y;
+#pragma unroll
+  for (int r = 0; r < 10; r++) {
+    if (r > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    uint32_t lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
+    uint32_t lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+  }
+  return make_uint4(c0, c1, c2, c3);
+}
+
+// Warp-wide max of unsigned values.
+__device__ __forceinline__ uint32_t warp_max(uint32_t v) { return __reduce_max_sync(0xFFFFFFFFu, v); }
+
+// The GEMM-swizzled position of compact scale (i, j) (swizzle.Index, spec §4.7).
+__device__ __forceinline__ int64_t swizzle_index(int64_t i, int64_t j, int64_t cols) {
+  return ((i / 128) * (cols / 4) + j / 4) * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4;
+}
+
+// Launch geometry helper: enough blocks to fill the GPU a few times.
+inline int grid_cap() {
+  static int sms = 0;
+  if (sms == 0) {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0)
+      sms = n;
+    else
+      sms = 132;
+  }
+  return sms * 8;
+}
+
+// The global amax (max |x|, NaN ignored) of a 2-D input into *out (device),
+// which it zeroes first (fp8_tensor.cu).
+int32_t global_amax(const quant_plugin_tensor &in, InType t, float *out, cudaStream_t s, quant_plugin_error *err);
+
+}  // namespace lq
+
+// Entry points of the kernel families (one .cu file each).
+extern "C" {
+int32_t lq_fp8_amax(const quant_plugin_amax_args *a, quant_plugin_error *err);
+int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
+int32_t lq_fp8_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
+int32_t lq_fp8_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
+int32_t lq_global_amax(const quant_plugin_amax_args *a, quant_plugin_error *err);
+int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
+int32_t lq_mx_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
+int32_t lq_mx_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err);
+int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
+int32_t lq_block_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
+int32_t lq_block_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
+int32_t lq_nvfp4_amax(const quant_plugin_amax_args *a, quant_plugin_error *err);
+int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
+int32_t lq_nvfp4_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
+int32_t lq_nvfp4_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
+int32_t lq_nvfp4_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err);
+}

@@ -1,0 +1,481 @@
+// Per-tensor FP8 ("fp8": current and delayed scaling, E4M3/E5M2; spec §2, §3)
+// and the global amax every per-tensor format shares. The bytes equal
+// plugins/fp8's CPU kernels:
+//
+//	current: amax = max |x| (NaN ignored) or the caller's; scale =
+//	         ScaleFromAmax(amax, fp8_max, pow2, eps, FLT_MAX)
+//	delayed: scale from the quantizer state; amax = max |x| is written and staged
+//	q = RNE_sat_fp8(fl32(x · scale)); scale_inv = 1/scale; columnwise data is
+//	the transpose [K, M].
+//
+// Current scaling reads the input twice (amax, then cast); delayed scaling
+// casts and reduces the amax in one pass. Rowwise + columnwise come from one
+// cast kernel that stages 128×64 tiles in shared memory.
+#include <float.h>
+
+#include "common.cuh"
+
+namespace lq {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Block-wide max of v, then one atomicMax of the result into *out (float bits;
+// non-negative floats order like their bits).
+__device__ __forceinline__ void block_max_atomic(uint32_t v, uint32_t *out) {
+  __shared__ uint32_t red[32];
+  v = warp_max(v);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    int nw = (blockDim.x + 31) >> 5;
+    v = lane < nw ? red[lane] : 0;
+    v = warp_max(v);
+    if (lane == 0 && v != 0) atomicMax(out, v);
+  }
+}
+
+// max |x| over n elements, NaN ignored, into *out (which the caller zeroed).
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(kThreads) amax_kernel(const T *__restrict__ x, int64_t n, uint32_t *out) {
+  uint32_t m = 0;
+  int64_t groups = n / 8;
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  // Four groups of 8 per iteration, so that several loads are in flight.
+  for (; g + 3 * stride < groups; g += 4 * stride) {
+    float v[4][8];
+#pragma unroll
+    for (int u = 0; u < 4; u++) load8<T, VEC>(x + (g + u * stride) * 8, v[u]);
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+#pragma unroll
+      for (int i = 0; i < 8; i++) m = amax_bits_nan_ignored(m, v[u][i]);
+  }
+  for (; g < groups; g += stride) {
+    float v[8];
+    load8<T, VEC>(x + g * 8, v);
+#pragma unroll
+    for (int i = 0; i < 8; i++) m = amax_bits_nan_ignored(m, v[i]);
+  }
+  if (blockIdx.x == 0 && threadIdx.x < (n & 7)) m = amax_bits_nan_ignored(m, to_f32(x[groups * 8 + threadIdx.x]));
+  block_max_atomic(m, out);
+}
+
+template <typename T>
+int32_t launch_amax(const void *x, int64_t n, uint32_t *out, cudaStream_t s, quant_plugin_error *err) {
+  int64_t groups = n / 8;
+  int64_t blocks = ceil_div(groups > 0 ? groups : 1, kThreads * 4);
+  if (blocks > grid_cap()) blocks = grid_cap();
+  if (blocks < 1) blocks = 1;
+  if (aligned16(x))
+    amax_kernel<T, true><<<(unsigned)blocks, kThreads, 0, s>>>((const T *)x, n, out);
+  else
+    amax_kernel<T, false><<<(unsigned)blocks, kThreads, 0, s>>>((const T *)x, n, out);
+  LQ_LAUNCHED("amax kernel launch");
+  return QUANT_OK;
+}
+
+// Parameters of one per-tensor cast.
+struct CastParams {
+  const void *in;
+  int64_t m, k;
+  uint8_t *row, *col;                    // data buffers (NULL: direction not asked)
+  float *row_scale_inv, *col_scale_inv;  // scale_inv [1]
+  float *row_amax, *col_amax;            // amax [1]
+  const float *amax_src;                 // current scaling: where the amax is
+  uint32_t *amax_accum;                  // delayed scaling: the amax is reduced here
+  float delayed_scale;
+  float fp8_max, eps;
+  int pow2, delayed;
+};
+
+__device__ __forceinline__ float cast_scale(const CastParams &p) {
+  return p.delayed ? p.delayed_scale : scale_from_amax(*p.amax_src, p.fp8_max, p.pow2 != 0, p.eps, FLT_MAX);
+}
+
+// One CTA writes the scalars: scale_inv = 1/scale at cast time (spec §2.3), and
+// with current scaling the amax into each direction (delayed scaling's amax is
+// only known after the last CTA; the host copies it).
+__device__ __forceinline__ void write_scalars(const CastParams &p, float scale) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  float si = __frcp_rn(scale);
+  if (p.row_scale_inv) *p.row_scale_inv = si;
+  if (p.col_scale_inv) *p.col_scale_inv = si;
+  if (!p.delayed) {
+    float a = *p.amax_src;
+    if (p.row_amax && p.row_amax != p.amax_src) *p.row_amax = a;
+    if (p.col_amax && p.col_amax != p.amax_src) *p.col_amax = a;
+  }
+}
+
+// Rowwise only: a flat pass over m·k elements, 8 per step.
+template <typename T, Fp8 F, bool VEC, bool AMAX>
+__global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
+  float scale = cast_scale(p);
+  write_scalars(p, scale);
+  const T *x = (const T *)p.in;
+  int64_t n = p.m * p.k, groups = n / 8;
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  uint32_t m = 0;
+  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
+    float v[8];
+    load8<T, VEC>(x + g * 8, v);
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      if (AMAX) {
+        m = amax_bits_nan_ignored(m, v[2 * i]);
+        m = amax_bits_nan_ignored(m, v[2 * i + 1]);
+      }
+      w[i] = fp8x2<F>(__fmul_rn(v[2 * i], scale), __fmul_rn(v[2 * i + 1], scale));
+    }
+    if (VEC) {
+      *reinterpret_cast<uint2 *>(p.row + g * 8) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        p.row[g * 8 + 2 * i] = (uint8_t)(w[i] & 0xFF);
+        p.row[g * 8 + 2 * i + 1] = (uint8_t)(w[i] >> 8);
+      }
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x < (n & 7)) {
+    int64_t i = groups * 8 + threadIdx.x;
+    float v = to_f32(x[i]);
+    if (AMAX) m = amax_bits_nan_ignored(m, v);
+    p.row[i] = fp8<F>(__fmul_rn(v, scale));
+  }
+  if (AMAX) block_max_atomic(m, p.amax_accum);
+}
+
+// Rowwise and/or columnwise (the transpose) from 128×64 tiles: the tile is
+// read once, cast, written rowwise, and staged in shared memory so that the
+// transposed rows go out as 32-byte runs.
+constexpr int kTileR = 128, kTileC = 64, kStride = kTileC + 4;
+
+template <typename T, Fp8 F, bool ROW, bool AMAX>
+__global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, int vec_ok) {
+  __shared__ uint8_t q[kTileR * kStride];
+  float scale = cast_scale(p);
+  write_scalars(p, scale);
+  const T *x = (const T *)p.in;
+  int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
+  int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
+  bool full = vec_ok && r0 + kTileR <= p.m && c0 + kTileC <= p.k;
+  uint32_t m = 0;
+#pragma unroll
+  for (int it = 0; it < (kTileR * kTileC / 8) / kThreads; it++) {
+    int c = threadIdx.x + it * kThreads;
+    int row = c >> 3, ch = c & 7;
+    int64_t gr = r0 + row, gc = c0 + ch * 8;
+    float v[8];
+    if (full) {
+      load8<T, true>(x + gr * p.k + gc, v);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; e++) v[e] = (gr < p.m && gc + e < p.k) ? to_f32(x[gr * p.k + gc + e]) : 0.0f;
+    }
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      if (AMAX) {
+        m = amax_bits_nan_ignored(m, v[2 * i]);
+        m = amax_bits_nan_ignored(m, v[2 * i + 1]);
+      }
+      w[i] = fp8x2<F>(__fmul_rn(v[2 * i], scale), __fmul_rn(v[2 * i + 1], scale));
+    }
+    uint32_t lo = w[0] | (w[1] << 16), hi = w[2] | (w[3] << 16);
+    uint32_t *s = reinterpret_cast<uint32_t *>(&q[row * kStride + ch * 8]);
+    s[0] = lo;
+    s[1] = hi;
+    if (ROW) {
+      if (full) {
+        *reinterpret_cast<uint2 *>(p.row + gr * p.k + gc) = make_uint2(lo, hi);
+      } else if (gr < p.m) {
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          if (gc + e < p.k) p.row[gr * p.k + gc + e] = (uint8_t)((e < 4 ? lo : hi) >> (8 * (e & 3)));
+      }
+    }
+  }
+  __syncthreads();
+  // Columnwise: warp w writes rows r0 + 32·(w/2) .. +31 of transposed columns
+  // c0 + 32·(w%2) + lane; reading one byte column per lane is conflict-free.
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int rc = warp >> 1, oc = (warp & 1) * 32 + lane;
+  uint32_t packed[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    uint32_t b = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) b |= (uint32_t)q[(rc * 32 + i * 4 + j) * kStride + oc] << (8 * j);
+    packed[i] = b;
+  }
+  int64_t gc = c0 + oc, gr = r0 + rc * 32;
+  if (full) {
+    uint4 *dst = reinterpret_cast<uint4 *>(p.col + gc * p.m + gr);
+    dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+  } else if (gc < p.k) {
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+      if (gr + i < p.m) p.col[gc * p.m + gr + i] = (uint8_t)(packed[i >> 2] >> (8 * (i & 3)));
+  }
+  if (AMAX) block_max_atomic(m, p.amax_accum);
+}
+
+template <typename T, Fp8 F>
+int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err) {
+  int64_t n = p.m * p.k;
+  if (p.col == nullptr) {
+    bool vec = aligned16(p.in) && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
+    int64_t blocks = ceil_div(n / 8 > 0 ? n / 8 : 1, kThreads);
+    if (blocks > grid_cap()) blocks = grid_cap();
+    if (vec) {
+      if (p.delayed) cast_flat_kernel<T, F, true, true><<<(unsigned)blocks, kThreads, 0, s>>>(p);
+      else cast_flat_kernel<T, F, true, false><<<(unsigned)blocks, kThreads, 0, s>>>(p);
+    } else {
+      if (p.delayed) cast_flat_kernel<T, F, false, true><<<(unsigned)blocks, kThreads, 0, s>>>(p);
+      else cast_flat_kernel<T, F, false, false><<<(unsigned)blocks, kThreads, 0, s>>>(p);
+    }
+    LQ_LAUNCHED("fp8 cast kernel launch");
+    return QUANT_OK;
+  }
+  int64_t tiles = ceil_div(p.m, kTileR) * ceil_div(p.k, kTileC);
+  if (tiles < 1) tiles = 1;
+  if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: [%lld, %lld] has too many tiles", (long long)p.m, (long long)p.k);
+  int vec_ok = aligned16(p.in) && aligned16(p.col) && p.k % 8 == 0 && p.m % 16 == 0 &&
+               (p.row == nullptr || (reinterpret_cast<uintptr_t>(p.row) & 7) == 0);
+  unsigned g = (unsigned)tiles;
+  if (p.row != nullptr) {
+    if (p.delayed) cast_transpose_kernel<T, F, true, true><<<g, kThreads, 0, s>>>(p, vec_ok);
+    else cast_transpose_kernel<T, F, true, false><<<g, kThreads, 0, s>>>(p, vec_ok);
+  } else {
+    if (p.delayed) cast_transpose_kernel<T, F, false, true><<<g, kThreads, 0, s>>>(p, vec_ok);
+    else cast_transpose_kernel<T, F, false, false><<<g, kThreads, 0, s>>>(p, vec_ok);
+  }
+  LQ_LAUNCHED("fp8 cast-transpose kernel launch");
+  return QUANT_OK;
+}
+
+// Dequantize: x = fl32(decode(q) · scale_inv), rounded to the output dtype;
+// columnwise data is read transposed.
+template <typename O, Fp8 F>
+__global__ void dequant_flat_kernel(const uint8_t *__restrict__ q, const float *scale_inv, O *out, int64_t n) {
+  float si = *scale_inv;
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    store_out(out + i, __fmul_rn(fp8_decode<F>(q[i]), si));
+}
+
+// out[r][c] = f(col[c][r]) for the [k, m] columnwise data, through 32×32 tiles.
+template <typename O, Fp8 F>
+__global__ void dequant_transposed_kernel(const uint8_t *__restrict__ col, const float *scale_inv, O *out, int64_t m,
+                                          int64_t k) {
+  __shared__ uint8_t t[32][33];
+  float si = *scale_inv;
+  int64_t tiles_m = (m + 31) / 32;
+  int64_t m0 = (int64_t)(blockIdx.x % tiles_m) * 32, k0 = (int64_t)(blockIdx.x / tiles_m) * 32;
+  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+    int64_t kk = k0 + j, mm = m0 + threadIdx.x;
+    if (kk < k && mm < m) t[j][threadIdx.x] = col[kk * m + mm];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+    int64_t mm = m0 + j, kk = k0 + threadIdx.x;
+    if (mm < m && kk < k) store_out(out + mm * k + kk, __fmul_rn(fp8_decode<F>(t[threadIdx.x][j]), si));
+  }
+}
+
+// dst[c][r] = src[r][c] for bytes: [m, k] -> [k, m].
+__global__ void transpose_bytes_kernel(const uint8_t *__restrict__ src, uint8_t *dst, int64_t m, int64_t k) {
+  __shared__ uint8_t t[32][33];
+  int64_t tiles_k = (k + 31) / 32;
+  int64_t k0 = (int64_t)(blockIdx.x % tiles_k) * 32, m0 = (int64_t)(blockIdx.x / tiles_k) * 32;
+  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+    int64_t mm = m0 + j, kk = k0 + threadIdx.x;
+    if (mm < m && kk < k) t[j][threadIdx.x] = src[mm * k + kk];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+    int64_t kk = k0 + j, mm = m0 + threadIdx.x;
+    if (kk < k && mm < m) dst[kk * m + mm] = t[threadIdx.x][j];
+  }
+}
+
+struct Fp8Dir {
+  uint8_t *data = nullptr;
+  float *scale_inv = nullptr, *amax = nullptr;
+};
+
+int32_t fp8_storage(const quant_plugin_storage &st, int64_t n, const char *dir, Fp8Dir *out, quant_plugin_error *err) {
+  if (st.num_buffers == 0) return QUANT_OK;
+  char what[64];
+  snprintf(what, sizeof what, "%s data", dir);
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, n, (void **)&out->data, err));
+  snprintf(what, sizeof what, "%s scale_inv", dir);
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, 1, (void **)&out->scale_inv, err));
+  snprintf(what, sizeof what, "%s amax", dir);
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_AMAX, what, 1, (void **)&out->amax, err));
+  return QUANT_OK;
+}
+
+int32_t element_of(const quant_plugin_params *p, Fp8 *f, quant_plugin_error *err) {
+  switch (p->element) {
+    case QUANT_ELEMENT_DEFAULT:
+    case QUANT_ELEMENT_E4M3: *f = Fp8::E4M3; return QUANT_OK;
+    case QUANT_ELEMENT_E5M2: *f = Fp8::E5M2; return QUANT_OK;
+  }
+  return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params.element: %d is not e4m3 or e5m2", p->element);
+}
+
+}  // namespace
+
+// The global amax of an input (shared with nvfp4): zeroes *out, then reduces.
+int32_t global_amax(const quant_plugin_tensor &in, InType t, float *out, cudaStream_t s, quant_plugin_error *err) {
+  int64_t n = in.shape[0] * in.shape[1];
+  LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the amax");
+  switch (t) {
+    case InType::F32: return launch_amax<float>(in.data, n, (uint32_t *)out, s, err);
+    case InType::BF16: return launch_amax<__nv_bfloat16>(in.data, n, (uint32_t *)out, s, err);
+    case InType::F16: return launch_amax<__half>(in.data, n, (uint32_t *)out, s, err);
+  }
+  return fail(err, QUANT_ERROR_INTERNAL, "input type");
+}
+
+}  // namespace lq
+
+using namespace lq;
+
+// amax of fp8 (and of the MX formats, which report the plain global amax too).
+extern "C" int32_t lq_global_amax(const quant_plugin_amax_args *a, quant_plugin_error *err) {
+  InType t;
+  LQ_TRY(input_type(a->input, "input", &t, err));
+  LQ_TRY(check_device(a->input, "input", err));
+  LQ_TRY(check_device(a->out, "out", err));
+  if (numel(a->out) != 2) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: want 2 elements");
+  cudaStream_t s = stream_of(a->stream);
+  float *out = (float *)a->out.data;
+  float *slot = (a->want & QUANT_USAGE_ROWWISE) ? out : out + 1;
+  LQ_TRY(global_amax(a->input, t, slot, s, err));
+  if ((a->want & QUANT_USAGE_ROWWISE) && (a->want & QUANT_USAGE_COLUMNWISE))
+    LQ_CUDA(cudaMemcpyAsync(out + 1, out, sizeof(float), cudaMemcpyDeviceToDevice, s), "copying the amax");
+  return QUANT_OK;
+}
+
+extern "C" int32_t lq_fp8_amax(const quant_plugin_amax_args *a, quant_plugin_error *err) { return lq_global_amax(a, err); }
+
+extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
+  InType t;
+  LQ_TRY(input_type(a->input, "input", &t, err));
+  LQ_TRY(check_device(a->input, "input", err));
+  Fp8 f;
+  LQ_TRY(element_of(a->params, &f, err));
+  int64_t m = a->input.shape[0], k = a->input.shape[1], n = m * k;
+  Fp8Dir row, col;
+  LQ_TRY(fp8_storage(a->out[0], n, "rowwise", &row, err));
+  LQ_TRY(fp8_storage(a->out[1], n, "columnwise", &col, err));
+  if (row.data == nullptr && col.data == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
+  cudaStream_t s = stream_of(a->stream);
+  CastParams p{};
+  p.in = a->input.data;
+  p.m = m;
+  p.k = k;
+  p.row = row.data;
+  p.col = col.data;
+  p.row_scale_inv = row.scale_inv;
+  p.col_scale_inv = col.scale_inv;
+  p.row_amax = row.amax;
+  p.col_amax = col.amax;
+  p.fp8_max = f == Fp8::E4M3 ? 448.0f : 57344.0f;
+  p.eps = a->params->amax_epsilon;
+  p.pow2 = a->params->force_pow2_scales;
+  float *first_amax = row.amax ? row.amax : col.amax;
+  if (a->has_delayed_scale) {
+    p.delayed = 1;
+    p.delayed_scale = a->delayed_scale;
+    p.amax_accum = (uint32_t *)first_amax;
+    LQ_CUDA(cudaMemsetAsync(first_amax, 0, sizeof(float), s), "zeroing the amax");
+  } else if (a->amax_in.data != nullptr) {
+    LQ_TRY(check_device(a->amax_in, "options.amax", err));
+    if (numel(a->amax_in) != 2 || !dtype_is(a->amax_in.dtype, kDLFloat, 32))
+      return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "options.amax: want float32 [2]");
+    p.amax_src = (const float *)a->amax_in.data + (row.data ? 0 : 1);
+  } else {
+    LQ_TRY(global_amax(a->input, t, first_amax, s, err));
+    p.amax_src = first_amax;
+  }
+  int32_t st = QUANT_ERROR_INTERNAL;
+  switch (t) {
+    case InType::F32: st = f == Fp8::E4M3 ? launch_cast<float, Fp8::E4M3>(p, s, err) : launch_cast<float, Fp8::E5M2>(p, s, err); break;
+    case InType::BF16:
+      st = f == Fp8::E4M3 ? launch_cast<__nv_bfloat16, Fp8::E4M3>(p, s, err) : launch_cast<__nv_bfloat16, Fp8::E5M2>(p, s, err);
+      break;
+    case InType::F16: st = f == Fp8::E4M3 ? launch_cast<__half, Fp8::E4M3>(p, s, err) : launch_cast<__half, Fp8::E5M2>(p, s, err); break;
+  }
+  LQ_TRY(st);
+  if (p.delayed && row.amax && col.amax)
+    LQ_CUDA(cudaMemcpyAsync(col.amax, row.amax, sizeof(float), cudaMemcpyDeviceToDevice, s), "copying the amax");
+  return QUANT_OK;
+}
+
+namespace {
+template <typename O>
+int32_t launch_dequant(const uint8_t *q, const float *si, void *out, int64_t m, int64_t k, bool colwise, Fp8 f, cudaStream_t s,
+                       quant_plugin_error *err) {
+  if (!colwise) {
+    int64_t blocks = ceil_div(m * k > 0 ? m * k : 1, 256);
+    if (blocks > grid_cap()) blocks = grid_cap();
+    if (f == Fp8::E4M3) dequant_flat_kernel<O, Fp8::E4M3><<<(unsigned)blocks, 256, 0, s>>>(q, si, (O *)out, m * k);
+    else dequant_flat_kernel<O, Fp8::E5M2><<<(unsigned)blocks, 256, 0, s>>>(q, si, (O *)out, m * k);
+  } else {
+    int64_t tiles = ceil_div(m, 32) * ceil_div(k, 32);
+    if (tiles < 1) tiles = 1;
+    dim3 block(32, 8);
+    if (f == Fp8::E4M3) dequant_transposed_kernel<O, Fp8::E4M3><<<(unsigned)tiles, block, 0, s>>>(q, si, (O *)out, m, k);
+    else dequant_transposed_kernel<O, Fp8::E5M2><<<(unsigned)tiles, block, 0, s>>>(q, si, (O *)out, m, k);
+  }
+  LQ_LAUNCHED("fp8 dequantize kernel launch");
+  return QUANT_OK;
+}
+}  // namespace
+
+extern "C" int32_t lq_fp8_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err) {
+  LQ_TRY(check_device(a->out, "out", err));
+  InType ot;
+  LQ_TRY(input_type(a->out, "out", &ot, err));
+  Fp8 f;
+  LQ_TRY(element_of(a->params, &f, err));
+  Fp8Dir d;
+  bool colwise = a->direction == QUANT_DIRECTION_COLUMNWISE;
+  LQ_TRY(fp8_storage(a->storage, a->m * a->k, colwise ? "columnwise" : "rowwise", &d, err));
+  if (d.data == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "storage: empty");
+  cudaStream_t s = stream_of(a->stream);
+  switch (ot) {
+    case InType::F32: return launch_dequant<float>(d.data, d.scale_inv, a->out.data, a->m, a->k, colwise, f, s, err);
+    case InType::BF16: return launch_dequant<__nv_bfloat16>(d.data, d.scale_inv, a->out.data, a->m, a->k, colwise, f, s, err);
+    case InType::F16: return launch_dequant<__half>(d.data, d.scale_inv, a->out.data, a->m, a->k, colwise, f, s, err);
+  }
+  return fail(err, QUANT_ERROR_INTERNAL, "output type");
+}
+
+extern "C" int32_t lq_fp8_derive(const quant_plugin_derive_args *a, quant_plugin_error *err) {
+  if (a->from_direction != QUANT_DIRECTION_ROWWISE || a->to_direction != QUANT_DIRECTION_COLUMNWISE)
+    return fail(err, QUANT_ERROR_STATE, "fp8: only columnwise data can be derived, from rowwise data");
+  Fp8Dir from, to;
+  int64_t n = a->m * a->k;
+  LQ_TRY(fp8_storage(a->from, n, "from", &from, err));
+  LQ_TRY(fp8_storage(a->to, n, "to", &to, err));
+  if (from.data == nullptr || to.data == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "storage: empty");
+  cudaStream_t s = stream_of(a->stream);
+  int64_t tiles = ceil_div(a->m, 32) * ceil_div(a->k, 32);
+  if (tiles > 0) {
+    transpose_bytes_kernel<<<(unsigned)tiles, dim3(32, 8), 0, s>>>(from.data, to.data, a->m, a->k);
+    LQ_LAUNCHED("fp8 transpose kernel launch");
+  }
+  LQ_CUDA(cudaMemcpyAsync(to.scale_inv, from.scale_inv, 4, cudaMemcpyDeviceToDevice, s), "copying scale_inv");
+  LQ_CUDA(cudaMemcpyAsync(to.amax, from.amax, 4, cudaMemcpyDeviceToDevice, s), "copying amax");
+  return QUANT_OK;
+}

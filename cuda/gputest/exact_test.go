@@ -1,0 +1,570 @@
+// Package gputest checks that the CUDA plugin (build/libquant_cuda.so) writes
+// the same bytes as the CPU kernels for every registered format, direction and
+// option, on random, adversarial and all-bit-pattern inputs and odd shapes.
+// It runs on a GPU machine (go test -c here, the binary there) and skips,
+// saying why, where there is no plugin or no CUDA device (CI).
+package gputest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"libquant/host"
+	"libquant/internal/numeric"
+	"libquant/internal/testutil"
+	_ "libquant/plugins/fp8"
+	_ "libquant/plugins/mxfp8"
+)
+
+var cpu = host.Device{Type: host.CPU}
+var gpu = host.Device{Type: host.CUDA, ID: 0}
+
+var setup = struct {
+	once sync.Once
+	skip string
+	err  error
+}{}
+
+// pluginPath is LIBQUANT_CUDA_PLUGIN, or build/libquant_cuda.so found from the
+// working directory upwards.
+func pluginPath() string {
+	if p := os.Getenv("LIBQUANT_CUDA_PLUGIN"); p != "" {
+		return p
+	}
+	dir, _ := os.Getwd()
+	for i := 0; i < 4 && dir != ""; i++ {
+		p := filepath.Join(dir, "build", "libquant_cuda.so")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		dir = filepath.Dir(dir)
+	}
+	return ""
+}
+
+// needGPU loads the plugin once and skips the test, saying why, when there is
+// no plugin file or no CUDA device. A plugin file that exists but fails to load
+// is a failure.
+func needGPU(t *testing.T) {
+	t.Helper()
+	setup.once.Do(func() {
+		p := pluginPath()
+		if p == "" {
+			setup.skip = "SKIP: no libquant_cuda.so (build it with `make cuda` where nvcc is, or set LIBQUANT_CUDA_PLUGIN)"
+			return
+		}
+		if _, err := host.LoadPlugin(p, host.PluginExplicit); err != nil {
+			setup.err = err
+			return
+		}
+		n, err := host.DeviceCount(host.CUDA)
+		if err != nil {
+			setup.err = err
+			return
+		}
+		if n == 0 {
+			setup.skip = "SKIP: libquant_cuda.so loaded, but there is no CUDA device"
+		}
+	})
+	if setup.err != nil {
+		t.Fatalf("loading the CUDA plugin: %v", setup.err)
+	}
+	if setup.skip != "" {
+		t.Skip(setup.skip)
+	}
+	runtime.LockOSThread() // CUDA's current device is per thread
+	t.Cleanup(runtime.UnlockOSThread)
+}
+
+func gpuTensor(t *testing.T, dt host.DType, shape []int64) host.Tensor {
+	t.Helper()
+	x, err := host.AllocTensor(gpu, dt, shape, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { host.FreeTensor(x, 0) })
+	return x
+}
+
+func toGPU(t *testing.T, c host.Tensor) host.Tensor {
+	t.Helper()
+	g := gpuTensor(t, c.DType, c.Shape)
+	require.NoError(t, host.CopyTensor(g, c, 0))
+	return g
+}
+
+func toCPU(t *testing.T, g host.Tensor) host.Tensor {
+	t.Helper()
+	c := testutil.Tensor(t, g.DType, g.Shape...)
+	require.NoError(t, host.CopyTensor(c, g, 0))
+	require.NoError(t, host.Synchronize(gpu, 0))
+	return c
+}
+
+// poisoned allocates a GPU tensor filled with the byte p, so that bytes a
+// kernel fails to write show up as differences.
+func poisoned(t *testing.T, dt host.DType, shape []int64, p byte) host.Tensor {
+	t.Helper()
+	g := gpuTensor(t, dt, shape)
+	require.NoError(t, host.MemsetTensor(g, p, 0))
+	return g
+}
+
+// requireSameBytes compares two buffers byte for byte, naming the first
+// differences.
+func requireSameBytes(t *testing.T, what string, want, got []byte) {
+	t.Helper()
+	require.Equal(t, len(want), len(got), "%s: sizes", what)
+	var diffs []string
+	n := 0
+	for i := range want {
+		if want[i] != got[i] {
+			n++
+			if len(diffs) < 8 {
+				diffs = append(diffs, fmt.Sprintf("[%d] cpu %#02x gpu %#02x", i, want[i], got[i]))
+			}
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%s: %d of %d bytes differ: %s", what, n, len(want), strings.Join(diffs, ", "))
+	}
+}
+
+// requireSameValues compares dequantized outputs: equal bits, or both NaN (a
+// NaN's payload is the hardware's: GPUs produce the canonical NaN).
+func requireSameValues(t *testing.T, what string, want, got host.Tensor) {
+	t.Helper()
+	n := int(want.NumElements())
+	bad := 0
+	var diffs []string
+	for i := 0; i < n; i++ {
+		var a, b float64
+		var same bool
+		switch want.DType {
+		case host.Float32:
+			x, y := want.Float32s()[i], got.Float32s()[i]
+			a, b = float64(x), float64(y)
+			same = math.Float32bits(x) == math.Float32bits(y) || (x != x && y != y)
+		default:
+			x, y := want.Uint16s()[i], got.Uint16s()[i]
+			fx, fy := numeric.BF16ToFloat32(x), numeric.BF16ToFloat32(y)
+			if want.DType == host.Float16 {
+				fx, fy = numeric.FP16ToFloat32(x), numeric.FP16ToFloat32(y)
+			}
+			a, b = float64(fx), float64(fy)
+			same = x == y || (fx != fx && fy != fy)
+		}
+		if !same {
+			bad++
+			if len(diffs) < 8 {
+				diffs = append(diffs, fmt.Sprintf("[%d] cpu %g gpu %g", i, a, b))
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d values differ: %s", what, bad, n, strings.Join(diffs, ", "))
+	}
+}
+
+// input makes a CPU input of one of the value kinds.
+func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) host.Tensor {
+	t.Helper()
+	n := int(m * k)
+	switch kind {
+	case "normal":
+		x, _ := testutil.Input(t, dt, testutil.Normal(n, 1.5, seed), m, k)
+		return x
+	case "wide":
+		// Magnitudes over 2^-30..2^30 with blocks of very different scale.
+		r := rand.New(rand.NewPCG(seed, 3))
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(60)-30)))
+		}
+		x, _ := testutil.Input(t, dt, v, m, k)
+		return x
+	case "adversarial":
+		x, _ := testutil.Input(t, dt, testutil.Adversarial(n, seed), m, k)
+		return x
+	case "finite-adversarial":
+		v := testutil.Adversarial(n, seed)
+		for i, x := range v {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				v[i] = 0
+			}
+		}
+		x, _ := testutil.Input(t, dt, v, m, k)
+		return x
+	case "bits":
+		// Every 16-bit pattern in turn (bf16/fp16), or random float32 bits.
+		x := testutil.Tensor(t, dt, m, k)
+		r := rand.New(rand.NewPCG(seed, 5))
+		if dt == host.Float32 {
+			for i := range x.Float32s() {
+				x.Float32s()[i] = math.Float32frombits(r.Uint32())
+			}
+		} else {
+			off := r.IntN(65536)
+			for i := range x.Uint16s() {
+				x.Uint16s()[i] = uint16(i + off)
+			}
+		}
+		return x
+	case "zeros-and-ones":
+		v := make([]float32, n)
+		for i := range v {
+			if (i/64)%3 == 1 {
+				v[i] = float32(i%7) - 3
+			}
+		}
+		x, _ := testutil.Input(t, dt, v, m, k)
+		return x
+	}
+	t.Fatalf("input kind %q", kind)
+	return host.Tensor{}
+}
+
+// storageBytes copies every buffer of a direction back to the CPU.
+func storageBytes(t *testing.T, qt *host.QTensor, d host.Direction) map[host.BufferKind][]byte {
+	t.Helper()
+	st, ok := qt.Storage(d)
+	if !ok {
+		return nil
+	}
+	out := map[host.BufferKind][]byte{}
+	for _, b := range st.Buffers {
+		if b.Tensor.Device.Type == host.CPU {
+			out[b.Kind] = append([]byte(nil), b.Tensor.Bytes8()...)
+		} else {
+			out[b.Kind] = append([]byte(nil), toCPU(t, b.Tensor).Bytes8()...)
+		}
+	}
+	return out
+}
+
+func compareTensors(t *testing.T, what string, cq, gq *host.QTensor) {
+	t.Helper()
+	require.Equal(t, cq.Usage(), gq.Usage(), "%s: usage", what)
+	for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
+		want, got := storageBytes(t, cq, d), storageBytes(t, gq, d)
+		require.Equal(t, len(want), len(got), "%s %s: buffers", what, d)
+		for kind, w := range want {
+			requireSameBytes(t, fmt.Sprintf("%s %s %s", what, d, kind), w, got[kind])
+		}
+	}
+}
+
+// quantizeBoth quantizes x on the CPU with qc and on the GPU with qg into
+// caller-owned buffers poisoned with p, and returns both tensors.
+func quantizeBoth(t *testing.T, qc, qg *host.Quantizer, x host.Tensor, p byte, amax []float32) (*host.QTensor, *host.QTensor) {
+	t.Helper()
+	var copt, gopt host.QuantizeOptions
+	if amax != nil {
+		a := testutil.Tensor(t, host.Float32, 2)
+		copy(a.Float32s(), amax)
+		ga := toGPU(t, a)
+		copt.AmaxIn, gopt.AmaxIn = &a, &ga
+	}
+	cq, err := qc.Quantize(x, copt)
+	require.NoError(t, err)
+	t.Cleanup(cq.Free)
+	layout, err := qg.Layout(x.Shape)
+	require.NoError(t, err)
+	bufs := make([]host.Tensor, len(layout))
+	for i, l := range layout {
+		bufs[i] = poisoned(t, l.DType, l.Shape, p)
+	}
+	gq, err := qg.NewQTensorFromBuffers(x.Shape, bufs)
+	require.NoError(t, err)
+	t.Cleanup(gq.Free)
+	require.NoError(t, qg.QuantizeInto(toGPU(t, x), gopt, gq))
+	require.NoError(t, host.Synchronize(gpu, 0))
+	return cq, gq
+}
+
+// dequantizeBoth compares every direction's dequantized values in FP32 and BF16.
+func dequantizeBoth(t *testing.T, what string, cq, gq *host.QTensor) {
+	t.Helper()
+	m, k := cq.Dims2D()
+	for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
+		if !cq.Usage().Has(d.Usage()) {
+			continue
+		}
+		for _, dt := range []host.DType{host.Float32, host.BFloat16} {
+			want := testutil.Tensor(t, dt, m, k)
+			require.NoError(t, cq.Dequantize(d, want, 0))
+			g := poisoned(t, dt, []int64{m, k}, 0xC3)
+			require.NoError(t, gq.Dequantize(d, g, 0))
+			requireSameValues(t, fmt.Sprintf("%s dequantize %s to %s", what, d, dt), want, toCPU(t, g))
+		}
+	}
+}
+
+type config struct {
+	name string
+	p    host.Params
+}
+
+// shapes per format: the dims the format accepts, odd ones included.
+var shapes = map[string][][2]int64{
+	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}},
+	"mxfp8":     {{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}},
+	"mxfp4":     {{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}},
+	"nvfp4":     {{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}},
+	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}},
+}
+
+func configs() map[string][]config {
+	return map[string][]config{
+		"fp8": {
+			{"e4m3", host.Params{}},
+			{"e5m2", host.Params{Element: host.ElementE5M2}},
+			{"e4m3 pow2 eps", host.Params{ForcePow2Scales: true, AmaxEpsilon: 1e-3}},
+		},
+		"mxfp8": {
+			{"e4m3", host.Params{}},
+			{"e5m2", host.Params{Element: host.ElementE5M2}},
+			{"e4m3 floor", host.Params{ScaleRounding: host.ScaleFLOOR}},
+			{"e4m3 swizzled", host.Params{GEMMSwizzledScales: true}},
+		},
+		"mxfp4": {
+			{"rceil", host.Params{}},
+			{"floor swizzled", host.Params{ScaleRounding: host.ScaleFLOOR, GEMMSwizzledScales: true}},
+		},
+		"nvfp4": {
+			{"1d", host.Params{}},
+			{"1d swizzled", host.Params{GEMMSwizzledScales: true}},
+			{"1d rht", host.Params{RHT: host.RHTDefault}},
+			{"1d rht mask", host.Params{RHT: host.RHTCustomMask, RHTSignMask: 0x1234}},
+			{"1d sr", host.Params{StochasticRounding: true, Seed: 0x1234567890ABCDEF, Offset: 77}},
+			{"1d rht sr", host.Params{RHT: host.RHTDefault, StochasticRounding: true, Seed: 5, Offset: 1 << 40}},
+			{"2d", host.Params{BlockDims: 2}},
+			{"2d sr", host.Params{BlockDims: 2, StochasticRounding: true, Seed: 9}},
+		},
+		"fp8_block": {
+			{"1x128", host.Params{}},
+			{"128x128", host.Params{BlockDims: 2}},
+			{"1x128 fp32 scales", host.Params{FP32Scales: true}},
+			{"128x128 fp32 scales eps", host.Params{BlockDims: 2, FP32Scales: true, AmaxEpsilon: 1e-2}},
+		},
+	}
+}
+
+var kinds = []string{"normal", "wide", "adversarial", "bits", "zeros-and-ones"}
+
+// TestQuantizeMatchesCPU: every registered format the plugin serves, every
+// config, usage, input dtype, value kind and shape.
+func TestQuantizeMatchesCPU(t *testing.T) {
+	needGPU(t)
+	registered := map[string]bool{}
+	for _, n := range host.FormatNames() {
+		registered[n] = true
+	}
+	served := map[string]bool{}
+	for _, p := range host.Plugins() {
+		for _, k := range p.Kernels {
+			if k.Device == host.CUDA {
+				served[k.Format] = true
+			}
+		}
+	}
+	for format, cfgs := range configs() {
+		if !registered[format] || !served[format] {
+			t.Logf("SKIP %s: registered=%v, served by the CUDA plugin=%v", format, registered[format], served[format])
+			continue
+		}
+		for _, c := range cfgs {
+			for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+				for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
+					if c.p.RHT != host.RHTOff && dt != host.BFloat16 {
+						continue // the RHT takes BF16 only (spec §5.5)
+					}
+					name := fmt.Sprintf("%s/%s/%s/%s", format, c.name, usage, dt)
+					t.Run(name, func(t *testing.T) {
+						p := c.p
+						p.Format = format
+						qc, err := host.NewQuantizer(p, usage)
+						require.NoError(t, err)
+						defer qc.Release()
+						qg, err := host.NewQuantizer(p, usage)
+						require.NoError(t, err)
+						defer qg.Release()
+						for si, sh := range shapes[format] {
+							for ki, kind := range kinds {
+								seed := uint64(si*100 + ki)
+								x := input(t, dt, kind, sh[0], sh[1], seed)
+								what := fmt.Sprintf("%v %s", sh, kind)
+								cq, gq := quantizeBoth(t, qc, qg, x, byte(0xA5+si), nil)
+								compareTensors(t, what, cq, gq)
+								if si < 3 || kind == "normal" {
+									dequantizeBoth(t, what, cq, gq)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestAmaxAndCallerAmaxMatchCPU: the amax pass, and quantize with a caller's
+// amax (options.amax, e.g. after an all-reduce).
+func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
+	needGPU(t)
+	for _, c := range []host.Params{
+		{Format: "fp8"}, {Format: "fp8_block"}, {Format: "nvfp4"}, {Format: "nvfp4", RHT: host.RHTDefault}, {Format: "nvfp4", BlockDims: 2}, {Format: "mxfp8"},
+	} {
+		if _, err := host.LookupFormat(c.Format); err != nil {
+			t.Logf("SKIP %s: not registered", c.Format)
+			continue
+		}
+		t.Run(fmt.Sprintf("%s rht=%d dims=%d", c.Format, c.RHT, c.BlockDims), func(t *testing.T) {
+			q, err := host.NewQuantizer(c, host.BothUsages)
+			require.NoError(t, err)
+			defer q.Release()
+			for _, kind := range []string{"normal", "adversarial", "bits"} {
+				x := input(t, host.BFloat16, kind, 256, 512, 42)
+				want := testutil.Tensor(t, host.Float32, 2)
+				require.NoError(t, q.ComputeAmax(x, want, 0))
+				g := poisoned(t, host.Float32, []int64{2}, 0x7B)
+				require.NoError(t, q.ComputeAmax(toGPU(t, x), g, 0))
+				requireSameBytes(t, kind+" amax", want.Bytes8(), toCPU(t, g).Bytes8())
+				if c.Format == "mxfp8" || c.Format == "fp8_block" {
+					continue // block formats take no global amax
+				}
+				a := want.Float32s()
+				amax := []float32{a[0] * 1.5, a[1] * 0.75}
+				if c.BlockDims == 2 {
+					amax[1] = amax[0]
+				}
+				cq, gq := quantizeBoth(t, q, q, x, 0x3C, amax)
+				compareTensors(t, kind+" with options.amax", cq, gq)
+			}
+		})
+	}
+}
+
+// TestDelayedScalingMatchesCPU: a few steps of quantize + update, the scale and
+// history included.
+func TestDelayedScalingMatchesCPU(t *testing.T) {
+	needGPU(t)
+	for _, el := range []host.Element{host.ElementE4M3, host.ElementE5M2} {
+		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+			t.Run(fmt.Sprintf("%s/%s", el, usage), func(t *testing.T) {
+				p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, Element: el, AmaxHistoryLen: 4, Margin: 1}
+				qc, err := host.NewQuantizer(p, usage)
+				require.NoError(t, err)
+				defer qc.Release()
+				qg, err := host.NewQuantizer(p, usage)
+				require.NoError(t, err)
+				defer qg.Release()
+				for step := 0; step < 4; step++ {
+					kind := []string{"normal", "wide", "adversarial", "normal"}[step]
+					x := input(t, host.BFloat16, kind, 130, 260, uint64(step))
+					cq, gq := quantizeBoth(t, qc, qg, x, 0x99, nil)
+					compareTensors(t, fmt.Sprintf("step %d", step), cq, gq)
+					cs, _ := qc.DelayedState(host.DirRowwise)
+					gs, _ := qg.DelayedState(host.DirRowwise)
+					requireSameBytes(t, "history", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
+					require.NoError(t, cs.Update(nil))
+					require.NoError(t, gs.Update(nil))
+					requireSameBytes(t, "scale", cs.Scale().Bytes8(), gs.Scale().Bytes8())
+				}
+			})
+		}
+	}
+}
+
+// TestDeriveAndSwizzleMatchCPU: update_usage (columnwise from rowwise) and the
+// scale layout conversion, on the GPU against the CPU.
+func TestDeriveAndSwizzleMatchCPU(t *testing.T) {
+	needGPU(t)
+	cases := []struct {
+		p       host.Params
+		derive  bool
+		swizzle bool
+		shape   [2]int64
+	}{
+		{host.Params{Format: "fp8"}, true, false, [2]int64{130, 70}},
+		{host.Params{Format: "fp8_block", BlockDims: 2}, true, false, [2]int64{300, 260}},
+		{host.Params{Format: "nvfp4", BlockDims: 2}, true, true, [2]int64{144, 272}},
+		{host.Params{Format: "nvfp4"}, false, true, [2]int64{144, 272}},
+		{host.Params{Format: "mxfp8"}, false, true, [2]int64{96, 288}},
+		{host.Params{Format: "mxfp4"}, false, true, [2]int64{96, 288}},
+	}
+	for _, c := range cases {
+		if _, err := host.LookupFormat(c.p.Format); err != nil {
+			t.Logf("SKIP %s: not registered", c.p.Format)
+			continue
+		}
+		t.Run(fmt.Sprintf("%s dims=%d", c.p.Format, c.p.BlockDims), func(t *testing.T) {
+			usage := host.BothUsages
+			if c.derive {
+				usage = host.Rowwise
+			}
+			qc, err := host.NewQuantizer(c.p, usage)
+			require.NoError(t, err)
+			defer qc.Release()
+			x := input(t, host.BFloat16, "normal", c.shape[0], c.shape[1], 11)
+			cq, gq := quantizeBoth(t, qc, qc, x, 0x11, nil)
+			if c.derive {
+				require.NoError(t, cq.UpdateUsage(host.BothUsages, 0))
+				require.NoError(t, gq.UpdateUsage(host.BothUsages, 0))
+				require.NoError(t, host.Synchronize(gpu, 0))
+				compareTensors(t, "derived", cq, gq)
+			}
+			if c.swizzle {
+				for _, sw := range []bool{true, false} {
+					require.NoError(t, cq.SetGEMMSwizzledScales(sw, 0))
+					require.NoError(t, gq.SetGEMMSwizzledScales(sw, 0))
+					require.NoError(t, host.Synchronize(gpu, 0))
+					compareTensors(t, fmt.Sprintf("swizzled=%v", sw), cq, gq)
+				}
+			}
+		})
+	}
+}
+
+// TestMixedDevicesAreRefused: one call never mixes CPU and GPU memory.
+func TestMixedDevicesAreRefused(t *testing.T) {
+	needGPU(t)
+	q, err := host.NewQuantizer(host.Params{Format: "fp8"}, host.BothUsages)
+	require.NoError(t, err)
+	defer q.Release()
+	x := input(t, host.BFloat16, "normal", 64, 64, 1)
+	gq, err := q.Quantize(toGPU(t, x), host.QuantizeOptions{})
+	require.NoError(t, err)
+	defer gq.Free()
+	cpuOut := testutil.Tensor(t, host.Float32, 64, 64)
+	err = gq.Dequantize(host.DirRowwise, cpuOut, 0)
+	require.ErrorIs(t, err, host.ErrInvalidArgument)
+	require.ErrorContains(t, err, "on cpu but the tensor is on cuda:0")
+	err = q.QuantizeInto(x, host.QuantizeOptions{}, gq)
+	require.ErrorIs(t, err, host.ErrInvalidArgument)
+	require.ErrorContains(t, err, "input: on cpu but dst is on cuda:0")
+	a := testutil.Tensor(t, host.Float32, 2)
+	_, err = q.Quantize(toGPU(t, x), host.QuantizeOptions{AmaxIn: &a})
+	require.ErrorContains(t, err, "amax: on cpu but the input is on cuda:0")
+}
+
+// TestDeviceMismatchIsAnError: a tensor said to be on another device than the
+// current one is refused by the plugin, not silently used.
+func TestDeviceMismatchIsAnError(t *testing.T) {
+	needGPU(t)
+	q, err := host.NewQuantizer(host.Params{Format: "fp8"}, host.Rowwise)
+	require.NoError(t, err)
+	defer q.Release()
+	g := toGPU(t, input(t, host.BFloat16, "normal", 8, 8, 1))
+	g.Device.ID = 7
+	_, err = q.Quantize(g, host.QuantizeOptions{})
+	require.Error(t, err)
+	require.ErrorContains(t, err, "cuda:7")
+}

@@ -1,0 +1,433 @@
+// MX formats ("mxfp8": E4M3/E5M2, "mxfp4": E2M1; spec §4): one E8M0 scale per
+// 32 elements, 1×32 blocks rowwise and 32×1 blocks columnwise, equal byte for
+// byte to plugins/mxfp8's CPU kernels:
+//
+//	amax = max |x| over the block (NaN skipped, as TE's fmaxf reduction does)
+//	e    = RCEIL: float_to_e8m0(fl32(amax · fl32(1/max)))
+//	       FLOOR: max(0, floor_e8m0(amax) − emax), NaN/Inf amax → 0xFF
+//	q_i  = encode(fl32(x_i · 2^(127−e)))
+//
+// One pass: each CTA reads a 32×256 tile once and writes both directions from
+// registers; the columnwise block amaxes meet in shared memory. Scales go out
+// compact or GEMM-swizzled as the spec asks, padding zeroed.
+#include <stdlib.h>
+
+#include "common.cuh"
+
+namespace lq {
+namespace {
+
+constexpr int kThreads = 256, kTileR = 32, kTileC = 256;
+
+enum El { kE4M3 = 0, kE5M2 = 1, kE2M1 = 2 };
+
+template <int EL>
+__device__ __forceinline__ uint32_t mx_exponent(float amax, int floor) {
+  constexpr uint32_t emax = EL == kE4M3 ? 8 : EL == kE5M2 ? 15 : 2;
+  constexpr uint32_t rcp = EL == kE4M3 ? 0x3B124925u : EL == kE5M2 ? 0x37924925u : 0x3E2AAAABu;
+  if (floor) {
+    uint32_t b = e8m0_floor(amax);
+    if (b == 0xFF) return b;
+    return b < emax ? 0 : b - emax;
+  }
+  return e8m0_round_up(__fmul_rn(amax, __uint_as_float(rcp)));
+}
+
+// A scale buffer: compact (row-major [rows, cols], or j-major for mxfp8
+// columnwise) or swizzled; i is the non-contraction index, j the block index.
+struct ScaleOut {
+  uint8_t *buf = nullptr;
+  int64_t pad_i = 0, pad_j = 0;
+  int j_major = 0, swizzled = 0;
+  __device__ __forceinline__ int64_t index(int64_t i, int64_t j) const {
+    if (swizzled) return swizzle_index(i, j, pad_j);
+    if (j_major) return j * pad_i + i;
+    return i * pad_j + j;
+  }
+};
+
+struct MxParams {
+  const void *in;
+  int64_t m, k;
+  uint8_t *row, *col;  // data
+  ScaleOut row_s, col_s;
+  int floor;
+  int vec;  // the input is 16-byte aligned: vector loads
+};
+
+// Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32 bits).
+template <int EL>
+__device__ __forceinline__ uint2 encode8(const float (&v)[8], float f) {
+  if constexpr (EL == kE2M1) {
+    uint32_t w = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) w |= e2m1(__fmul_rn(v[i], f)) << (4 * i);
+    return make_uint2(w, 0);
+  } else {
+    constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = fp8x2<F>(__fmul_rn(v[2 * i], f), __fmul_rn(v[2 * i + 1], f));
+    return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+  }
+}
+
+// 8 input elements as raw 16-byte words (two for float32), so that the next
+// tile's loads can be in flight while this one is processed.
+template <typename T>
+struct Raw8 {
+  uint4 w[sizeof(T) == 4 ? 2 : 1];
+};
+
+template <typename T>
+__device__ __forceinline__ void raw_load(const T *p, Raw8<T> &r) {
+#pragma unroll
+  for (int j = 0; j < (int)(sizeof(T) == 4 ? 2 : 1); j++) r.w[j] = __ldg(reinterpret_cast<const uint4 *>(p) + j);
+}
+
+template <typename T>
+__device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
+  const T *h = reinterpret_cast<const T *>(&r.w[0]);
+#pragma unroll
+  for (int i = 0; i < 8; i++) v[i] = to_f32(h[i]);
+}
+
+// A persistent grid walks the tiles; with vector loads (an aligned input) the
+// next tile is loaded into registers before the current one is processed, so
+// that loads stay in flight through the compute and the stores.
+template <typename T, int EL, bool ROW, bool COL>
+__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64_t ntiles) {
+  __shared__ uint32_t part[kThreads / 32][kTileC];
+  __shared__ float colf[kTileC];
+  __shared__ uint16_t colb[EL == kE2M1 ? kTileC : 1][kTileR / 4 + 1];
+  const T *x = (const T *)p.in;
+  int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  Raw8<T> next[4];
+  auto prefetch = [&](int64_t tile) {
+    int64_t r0 = (tile / tiles_c) * kTileR, gc = (tile % tiles_c) * kTileC + 8 * lane;
+    if (gc < p.k) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) raw_load<T>(x + (r0 + 4 * warp + i) * p.k + gc, next[i]);
+    }
+  };
+  if (p.vec && (int64_t)blockIdx.x < ntiles) prefetch(blockIdx.x);
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  int64_t r0 = (tile / tiles_c) * kTileR, c0 = (tile % tiles_c) * kTileC;
+  int64_t gc = c0 + 8 * lane;
+  bool valid = gc < p.k;  // k is a multiple of 32: a 4-lane block is valid or not as a whole
+  float v[4][8];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    int64_t r = r0 + 4 * warp + i;
+    if (valid && p.vec) raw_convert<T>(next[i], v[i]);
+    else if (valid) load8<T, false>(x + r * p.k + gc, v[i]);
+    else
+#pragma unroll
+      for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
+  }
+  if (p.vec && tile + gridDim.x < ntiles) prefetch(tile + gridDim.x);
+  if (ROW) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      int64_t r = r0 + 4 * warp + i;
+      uint32_t m = 0;
+#pragma unroll
+      for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
+      m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
+      m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
+      uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
+      uint2 q = encode8<EL>(v[i], e8m0_rcp(e8));
+      if (valid) {
+        if (EL == kE2M1) *reinterpret_cast<uint32_t *>(p.row + (r * p.k + gc) / 2) = q.x;
+        else *reinterpret_cast<uint2 *>(p.row + r * p.k + gc) = q;
+        if ((lane & 3) == 0) p.row_s.buf[p.row_s.index(r, gc / 32)] = (uint8_t)e8;
+      }
+    }
+  }
+  if (COL) {
+    uint32_t pm[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+      pm[e] = 0;
+#pragma unroll
+      for (int i = 0; i < 4; i++) pm[e] = amax_bits_nan_ignored(pm[e], v[i][e]);
+    }
+    uint4 *pp = reinterpret_cast<uint4 *>(&part[warp][8 * lane]);
+    pp[0] = make_uint4(pm[0], pm[1], pm[2], pm[3]);
+    pp[1] = make_uint4(pm[4], pm[5], pm[6], pm[7]);
+    __syncthreads();
+    {
+      int t = threadIdx.x;
+      uint32_t m = part[0][t];
+#pragma unroll
+      for (int w = 1; w < kThreads / 32; w++) m = max(m, part[w][t]);
+      uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
+      colf[t] = e8m0_rcp(e8);
+      if (c0 + t < p.k) p.col_s.buf[p.col_s.index(c0 + t, r0 / 32)] = (uint8_t)e8;
+    }
+    __syncthreads();
+    float f[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) f[e] = colf[8 * lane + e];
+    if constexpr (EL == kE2M1) {
+      // Transposed [K, M/2]: column c's 32 codes are 16 bytes; this thread holds
+      // rows 4w..4w+3, two bytes of each of its 8 columns.
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        uint32_t c[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) c[i] = e2m1(__fmul_rn(v[i][e], f[e]));
+        colb[8 * lane + e][warp] = (uint16_t)(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12));
+      }
+      __syncthreads();
+      int t = threadIdx.x;
+      if (c0 + t < p.k) {
+        uint32_t w[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) w[j] = (uint32_t)colb[t][2 * j] | ((uint32_t)colb[t][2 * j + 1] << 16);
+        *reinterpret_cast<uint4 *>(p.col + (c0 + t) * (p.m / 2) + r0 / 2) = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    } else {
+      // Not transposed [M, K] (spec §4.5): same place as the rowwise data.
+      constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
+      if (valid) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          int64_t r = r0 + 4 * warp + i;
+          uint32_t w[4];
+#pragma unroll
+          for (int j = 0; j < 4; j++) w[j] = fp8x2<F>(__fmul_rn(v[i][2 * j], f[2 * j]), __fmul_rn(v[i][2 * j + 1], f[2 * j + 1]));
+          *reinterpret_cast<uint2 *>(p.col + r * p.k + gc) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+        }
+      }
+    }
+  }
+  if (COL) __syncthreads();  // the next tile reuses the shared arrays
+  }
+}
+
+// Launch policy, from the H100 measurements in bench/RESULTS.md: MXFP8 with
+// both directions runs a persistent grid (as many CTAs as fit walk all tiles,
+// prefetching: 88 % of copy against 73 % with one CTA per tile); one direction,
+// and MXFP4, run one CTA per tile (87-93 % and better for MXFP4). The kernel is
+// the same either way. LIBQUANT_CUDA_PERSISTENT=0 or 1 forces one policy, for
+// the benchmark.
+template <typename T, int EL, bool ROW, bool COL>
+void launch_mx3(const MxParams &p, bool, unsigned grid, cudaStream_t s) {
+  int64_t ntiles = grid;
+  static int resident = 0;
+  if (resident == 0) {
+    int per_sm = 0, dev = 0, sms = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL>, kThreads, 0) != cudaSuccess ||
+        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        per_sm < 1)
+      per_sm = 2, sms = 132;
+    resident = per_sm * sms;
+  }
+  const char *env = getenv("LIBQUANT_CUDA_PERSISTENT");
+  bool persistent = ROW && COL && EL != kE2M1;
+  if (env != nullptr && (env[0] == '0' || env[0] == '1')) persistent = env[0] == '1';
+  int64_t cap = persistent ? resident : ntiles;
+  unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
+  mx_quantize_kernel<T, EL, ROW, COL><<<g, kThreads, 0, s>>>(p, ntiles);
+}
+
+template <typename T, int EL>
+void launch_mx2(const MxParams &p, bool vec, unsigned grid, cudaStream_t s) {
+  if (p.row && p.col) launch_mx3<T, EL, true, true>(p, vec, grid, s);
+  else if (p.row) launch_mx3<T, EL, true, false>(p, vec, grid, s);
+  else launch_mx3<T, EL, false, true>(p, vec, grid, s);
+}
+
+template <typename T>
+void launch_mx1(const MxParams &p, int el, bool vec, unsigned grid, cudaStream_t s) {
+  if (el == kE4M3) launch_mx2<T, kE4M3>(p, vec, grid, s);
+  else if (el == kE5M2) launch_mx2<T, kE5M2>(p, vec, grid, s);
+  else launch_mx2<T, kE2M1>(p, vec, grid, s);
+}
+
+struct MxGeom {
+  int el;          // kE4M3, kE5M2, kE2M1
+  bool packed;     // mxfp4
+};
+
+int32_t mx_geom(const quant_plugin_params *p, MxGeom *g, quant_plugin_error *err) {
+  bool fp4 = strncmp(p->format, "mxfp4", sizeof p->format) == 0;
+  if (fp4) {
+    if (p->element != QUANT_ELEMENT_DEFAULT && p->element != QUANT_ELEMENT_E2M1)
+      return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params.element: mxfp4 elements are e2m1");
+    *g = MxGeom{kE2M1, true};
+    return QUANT_OK;
+  }
+  switch (p->element) {
+    case QUANT_ELEMENT_DEFAULT:
+    case QUANT_ELEMENT_E4M3: *g = MxGeom{kE4M3, false}; return QUANT_OK;
+    case QUANT_ELEMENT_E5M2: *g = MxGeom{kE5M2, false}; return QUANT_OK;
+  }
+  return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params.element: %d not supported by mxfp8", p->element);
+}
+
+// The scale layout of a direction (plugins/mxfp8 scaleLayoutOf): valid (ni, nj),
+// padded (pad128, pad4).
+void scale_geom(const MxGeom &g, bool colwise, int64_t m, int64_t k, int swizzled, ScaleOut *s, int64_t *ni, int64_t *nj) {
+  *ni = colwise ? k : m;
+  *nj = colwise ? m / 32 : k / 32;
+  s->pad_i = pad_to(*ni, 128);
+  s->pad_j = pad_to(*nj, 4);
+  s->j_major = colwise && !g.packed;
+  s->swizzled = swizzled;
+}
+
+int32_t mx_dir(const quant_plugin_storage &st, const MxGeom &g, bool colwise, int64_t m, int64_t k, int swizzled, uint8_t **data,
+               ScaleOut *s, bool *padded, quant_plugin_error *err) {
+  int64_t ni, nj;
+  scale_geom(g, colwise, m, k, swizzled, s, &ni, &nj);
+  const char *dir = colwise ? "columnwise" : "rowwise";
+  char what[64];
+  snprintf(what, sizeof what, "%s data", dir);
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, g.packed ? m * k / 2 : m * k, (void **)data, err));
+  snprintf(what, sizeof what, "%s scale_inv", dir);
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, s->pad_i * s->pad_j, (void **)&s->buf, err));
+  *padded = s->pad_i != ni || s->pad_j != nj;
+  return QUANT_OK;
+}
+
+int32_t check_mx_dims(int64_t m, int64_t k, quant_plugin_error *err) {
+  if (m % 32 != 0 || k % 32 != 0)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "shape: [%lld, %lld]: both dims must be multiples of 32 (spec §4.2)",
+                (long long)m, (long long)k);
+  return QUANT_OK;
+}
+
+// Dequantize: x = fl32(2^(e−127) · float(q)), rounded to the output dtype.
+template <typename O, int EL>
+__global__ void mx_dequantize_kernel(const uint8_t *__restrict__ q, ScaleOut s, O *out, int64_t m, int64_t k, int colwise) {
+  int64_t n = m * k, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    int64_t r = idx / k, c = idx % k;
+    uint32_t sb = colwise ? s.buf[s.index(c, r / 32)] : s.buf[s.index(r, c / 32)];
+    float v;
+    if constexpr (EL == kE2M1) {
+      uint32_t code = colwise ? (q[c * (m / 2) + r / 2] >> (4 * (r & 1))) & 0xF : (q[idx / 2] >> (4 * (c & 1))) & 0xF;
+      v = e2m1_decode(code);
+    } else {
+      v = fp8_decode<EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2>(q[idx]);
+    }
+    store_out(out + idx, __fmul_rn(e8m0_decode(sb), v));
+  }
+}
+
+template <typename O>
+void launch_mx_deq(const uint8_t *q, const ScaleOut &s, void *out, int64_t m, int64_t k, int colwise, int el, cudaStream_t st) {
+  int64_t blocks = ceil_div(m * k > 0 ? m * k : 1, 256);
+  if (blocks > grid_cap()) blocks = grid_cap();
+  unsigned g = (unsigned)blocks;
+  if (el == kE4M3) mx_dequantize_kernel<O, kE4M3><<<g, 256, 0, st>>>(q, s, (O *)out, m, k, colwise);
+  else if (el == kE5M2) mx_dequantize_kernel<O, kE5M2><<<g, 256, 0, st>>>(q, s, (O *)out, m, k, colwise);
+  else mx_dequantize_kernel<O, kE2M1><<<g, 256, 0, st>>>(q, s, (O *)out, m, k, colwise);
+}
+
+// Scale layout conversion: dst[to(i, j)] = src[from(i, j)] for valid (i, j),
+// 0 in the padding (plugins/mxfp8 SwizzleScales).
+__global__ void mx_reswizzle_kernel(const uint8_t *__restrict__ src, ScaleOut from, ScaleOut to, int64_t ni, int64_t nj) {
+  int64_t n = to.pad_i * to.pad_j, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    int64_t i = idx / to.pad_j, j = idx % to.pad_j;
+    to.buf[to.index(i, j)] = (i < ni && j < nj) ? src[from.index(i, j)] : 0;
+  }
+}
+
+}  // namespace
+}  // namespace lq
+
+using namespace lq;
+
+extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
+  InType t;
+  LQ_TRY(input_type(a->input, "input", &t, err));
+  LQ_TRY(check_device(a->input, "input", err));
+  MxGeom g;
+  LQ_TRY(mx_geom(a->params, &g, err));
+  int64_t m = a->input.shape[0], k = a->input.shape[1];
+  LQ_TRY(check_mx_dims(m, k, err));
+  MxParams p{};
+  p.in = a->input.data;
+  p.m = m;
+  p.k = k;
+  p.floor = a->params->scale_rounding == QUANT_SCALE_FLOOR;
+  cudaStream_t s = stream_of(a->stream);
+  bool padded[2] = {false, false};
+  if (a->out[0].num_buffers) LQ_TRY(mx_dir(a->out[0], g, false, m, k, a->params->gemm_swizzled_scales, &p.row, &p.row_s, &padded[0], err));
+  if (a->out[1].num_buffers) LQ_TRY(mx_dir(a->out[1], g, true, m, k, a->params->gemm_swizzled_scales, &p.col, &p.col_s, &padded[1], err));
+  if (p.row == nullptr && p.col == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
+  // Padding scales are 0 (plugins/mxfp8 zeroPadding); the kernel writes the rest.
+  if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
+  if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
+  int64_t tiles = (m / kTileR) * ceil_div(k, kTileC);
+  if (tiles == 0) return QUANT_OK;
+  if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
+  bool vec = aligned16(a->input.data) && (p.row == nullptr || (reinterpret_cast<uintptr_t>(p.row) & 7) == 0) &&
+             (p.col == nullptr || aligned16(p.col));
+  if (!vec && ((p.row && (reinterpret_cast<uintptr_t>(p.row) & 7)) || (p.col && !aligned16(p.col))))
+    return fail(err, QUANT_ERROR_UNSUPPORTED, "out: data buffers must be 16-byte aligned on the GPU");
+  p.vec = aligned16(a->input.data);
+  unsigned grid = (unsigned)tiles;
+  switch (t) {
+    case InType::F32: launch_mx1<float>(p, g.el, vec, grid, s); break;
+    case InType::BF16: launch_mx1<__nv_bfloat16>(p, g.el, vec, grid, s); break;
+    case InType::F16: launch_mx1<__half>(p, g.el, vec, grid, s); break;
+  }
+  LQ_LAUNCHED("mx quantize kernel launch");
+  return QUANT_OK;
+}
+
+extern "C" int32_t lq_mx_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err) {
+  LQ_TRY(check_device(a->out, "out", err));
+  InType ot;
+  LQ_TRY(input_type(a->out, "out", &ot, err));
+  MxGeom g;
+  LQ_TRY(mx_geom(a->params, &g, err));
+  LQ_TRY(check_mx_dims(a->m, a->k, err));
+  bool colwise = a->direction == QUANT_DIRECTION_COLUMNWISE, padded;
+  uint8_t *q;
+  ScaleOut sc;
+  LQ_TRY(mx_dir(a->storage, g, colwise, a->m, a->k, a->params->gemm_swizzled_scales, &q, &sc, &padded, err));
+  cudaStream_t s = stream_of(a->stream);
+  switch (ot) {
+    case InType::F32: launch_mx_deq<float>(q, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
+    case InType::BF16: launch_mx_deq<__nv_bfloat16>(q, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
+    case InType::F16: launch_mx_deq<__half>(q, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
+  }
+  LQ_LAUNCHED("mx dequantize kernel launch");
+  return QUANT_OK;
+}
+
+extern "C" int32_t lq_mx_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err) {
+  MxGeom g;
+  LQ_TRY(mx_geom(a->params, &g, err));
+  LQ_TRY(check_mx_dims(a->m, a->k, err));
+  bool colwise = a->direction == QUANT_DIRECTION_COLUMNWISE, padded;
+  uint8_t *q;
+  ScaleOut from;
+  LQ_TRY(mx_dir(a->storage, g, colwise, a->m, a->k, a->params->gemm_swizzled_scales, &q, &from, &padded, err));
+  ScaleOut to = from;
+  to.swizzled = a->swizzled != 0;
+  if (to.swizzled == from.swizzled) return QUANT_OK;
+  int64_t ni = colwise ? a->k : a->m, nj = colwise ? a->m / 32 : a->k / 32;
+  int64_t n = from.pad_i * from.pad_j;
+  cudaStream_t s = stream_of(a->stream);
+  uint8_t *tmp = nullptr;
+  LQ_CUDA(cudaMallocAsync((void **)&tmp, n, s), "allocating %lld bytes for the scale copy", (long long)n);
+  cudaError_t e = cudaMemcpyAsync(tmp, from.buf, n, cudaMemcpyDeviceToDevice, s);
+  if (e == cudaSuccess) {
+    int64_t blocks = ceil_div(n, 256);
+    if (blocks > grid_cap()) blocks = grid_cap();
+    mx_reswizzle_kernel<<<(unsigned)blocks, 256, 0, s>>>(tmp, from, to, ni, nj);
+    e = cudaGetLastError();
+  }
+  cudaError_t fe = cudaFreeAsync(tmp, s);
+  LQ_CUDA(e, "scale swizzle");
+  LQ_CUDA(fe, "freeing the scale copy");
+  return QUANT_OK;
+}

@@ -1,0 +1,649 @@
+// NVFP4 ("nvfp4", spec §5): E2M1 in 1×16 blocks (or 16×16 tiles), an E4M3
+// scale per block and an FP32 global amax per direction, the 16-point random
+// Hadamard transform of the columnwise copy and counter-based stochastic
+// rounding. Bytes equal plugins/nvfp4's CPU kernels, whose definitions this
+// follows line by line (scale.go, rht.go, stochastic.go, kernels.go):
+//
+//	S_enc = fminf(2688/amax, FLT_MAX), 1 when amax == 0 or S_enc == 0
+//	S_dec = fl32(1/(double)S_enc)
+//	code  = e4m3(fl32(bamax · fl32(S_enc · fl32(1/6))))     bamax: NaN ignored
+//	enc_b = fminf(1/fl32(float(code) · S_dec), FLT_MAX)
+//	q     = e2m1(fl32(x · enc_b))  or stochastic rounding with Philox bits
+//
+// The global amaxes come first (one read of the input, two with the RHT), then
+// one kernel reads 64×128 tiles once and writes both directions: rowwise from
+// registers, columnwise (transposed, through the RHT when on) from shared
+// memory.
+#include <float.h>
+
+#include "common.cuh"
+
+namespace lq {
+namespace {
+
+constexpr int kThreads = 256, kTileR = 64, kTileC = 128, kStride = kTileC + 4;
+
+struct GlobalScale {
+  float s_enc_div6, s_dec;
+};
+
+// GlobalEncodeScale, GlobalDecodeScale (scale.go).
+__device__ __forceinline__ GlobalScale global_scale(float amax) {
+  float s = __fdiv_rn(2688.0f, amax);
+  if (!(s <= FLT_MAX)) s = FLT_MAX;
+  if (amax == 0.0f || s == 0.0f) s = 1.0f;
+  GlobalScale g;
+  g.s_enc_div6 = __fmul_rn(s, __uint_as_float(0x3E2AAAABu));
+  g.s_dec = (float)(1.0 / (double)s);
+  return g;
+}
+
+// blockScale (scale.go): the E4M3 scale code and the element factor.
+__device__ __forceinline__ float block_scale(const GlobalScale &g, float bamax, uint32_t *code) {
+  *code = fp8<Fp8::E4M3>(__fmul_rn(bamax, g.s_enc_div6));
+  float enc = __frcp_rn(__fmul_rn(fp8_decode<Fp8::E4M3>((uint8_t)*code), g.s_dec));
+  return enc > FLT_MAX ? FLT_MAX : enc;
+}
+
+// amaxBits over 16 values: NaN ignored.
+__device__ __forceinline__ uint32_t amax16(const float (&v)[16]) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 16; i++) m = amax_bits_nan_ignored(m, v[i]);
+  return m;
+}
+
+struct SR {
+  uint2 key;
+  uint32_t off0, off1;
+};
+
+// The block's four Philox words (stochastic.go): counter (b, b>>32 | dir<<31,
+// offset), key seed.
+__device__ __forceinline__ uint4 sr_words(const SR &sr, uint32_t dir, uint64_t b) {
+  return philox4x32_10(make_uint4((uint32_t)b, (uint32_t)(b >> 32) | (dir << 31), sr.off0, sr.off1), sr.key);
+}
+
+// 16 codes, element i in bits 4i (encodeRN / encodeSR).
+template <bool SRON>
+__device__ __forceinline__ uint64_t encode16(const float (&v)[16], float enc, uint4 w) {
+  uint32_t half[2] = {0, 0};  // 32-bit halves: cheaper shifts than one 64-bit word
+#pragma unroll
+  for (int i = 0; i < 16; i++) {
+    float y = __fmul_rn(v[i], enc);
+    uint32_t c;
+    if (SRON) {
+      uint32_t word = i < 4 ? w.x : i < 8 ? w.y : i < 12 ? w.z : w.w;
+      c = e2m1_sr(y, (word >> (8 * (i & 3))) & 0xFFu);
+    } else {
+      c = e2m1(y);
+    }
+    half[i >> 3] |= c << (4 * (i & 7));
+  }
+  return (uint64_t)half[0] | ((uint64_t)half[1] << 32);
+}
+
+// The RHT of 16 values (rht.go): float64 sums, butterfly when every partial sum
+// is exact, else in ascending i; times 1/4; a zero made +0. y holds the sums.
+__device__ __forceinline__ bool hadamard_neg(int i, int j) { return __popc(i & j) & 1; }
+
+// One butterfly stage of fwht16 (constant H, so y stays in registers).
+template <int H>
+__device__ __forceinline__ void wht_stage(double (&y)[16]) {
+#pragma unroll
+  for (int i = 0; i < 16; i += 2 * H)
+#pragma unroll
+    for (int j = 0; j < H; j++) {
+      double a = y[i + j], b = y[i + j + H];
+      y[i + j] = a + b;
+      y[i + j + H] = a - b;
+    }
+}
+
+__device__ __forceinline__ void rht_forward(const float (&v)[16], uint32_t mask, double (&y)[16]) {
+  uint32_t lo = 255, hi = 0;
+  bool special = false;
+#pragma unroll
+  for (int i = 0; i < 16; i++) {
+    uint32_t a = mag_bits(v[i]);
+    if (a == 0) continue;
+    uint32_t e = a >> 23;
+    if (e == 255) special = true;
+    if (e == 0) e = 1;
+    lo = min(lo, e);
+    hi = max(hi, e);
+  }
+  if (special || hi <= lo + 41) {
+#pragma unroll
+    for (int i = 0; i < 16; i++) y[i] = ((mask >> i) & 1) ? -(double)v[i] : (double)v[i];
+    wht_stage<1>(y);
+    wht_stage<2>(y);
+    wht_stage<4>(y);
+    wht_stage<8>(y);
+  } else {
+    // Fully unrolled, so that v and y stay in registers.
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      double acc = 0.0;
+#pragma unroll
+      for (int i = 0; i < 16; i++) {
+        double t = ((mask >> i) & 1) ? -(double)v[i] : (double)v[i];
+        if (hadamard_neg(i, j)) t = -t;
+        acc = i == 0 ? t : acc + t;
+      }
+      y[j] = acc;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 16; j++) {
+    y[j] *= 0.25;
+    if (y[j] == 0.0) y[j] = 0.0;
+  }
+}
+
+// rhtBF16: the transform rounded once to BF16, widened back.
+__device__ __forceinline__ void rht_bf16(float (&v)[16], uint32_t mask) {
+  double y[16];
+  rht_forward(v, mask, y);
+#pragma unroll
+  for (int j = 0; j < 16; j++) v[j] = __uint_as_float((uint32_t)f64_to_bf16_bits(y[j]) << 16);
+}
+
+struct ScaleBuf {
+  uint8_t *buf = nullptr;
+  int64_t pad_j = 0;  // pad4(stored cols / 16)
+  int swizzled = 0;
+  __device__ __forceinline__ int64_t index(int64_t i, int64_t j) const {
+    return swizzled ? swizzle_index(i, j, pad_j) : i * pad_j + j;
+  }
+};
+
+struct NvParams {
+  const void *in;
+  int64_t m, k;
+  uint8_t *row, *col;
+  ScaleBuf row_s, col_s;
+  const float *row_amax, *col_amax;
+  uint32_t mask;
+  int rht;
+  int vec;  // the input is 16-byte aligned: vector loads
+  SR sr;
+};
+
+// Loads 16 input elements as float32 (vector loads when aligned).
+template <typename T>
+__device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
+  float a[8], b[8];
+  if (vec) {
+    load8<T, true>(p, a);
+    load8<T, true>(p + 8, b);
+  } else {
+    load8<T, false>(p, a);
+    load8<T, false>(p + 8, b);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    v[i] = a[i];
+    v[8 + i] = b[i];
+  }
+}
+
+// 1×16 blocks (tile1D).
+template <typename T, bool ROW, bool COL, bool SRON, bool RHT>
+__global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
+  __shared__ float tile[kTileR * kStride];
+  const T *x = (const T *)p.in;
+  int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
+  int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
+  GlobalScale grow, gcol;
+  if (ROW) grow = global_scale(*p.row_amax);
+  if (COL) gcol = global_scale(*p.col_amax);
+  int64_t kb = p.k / 16, mb = p.m / 16;
+#pragma unroll
+  for (int it = 0; it < 2; it++) {
+    int lr = threadIdx.x / 8 + 32 * it, cb = threadIdx.x % 8;
+    int64_t r = r0 + lr, c = c0 + 16 * cb;
+    bool valid = r < p.m && c < p.k;
+    float v[16];
+    if (valid) load16<T>(x + r * p.k + c, v, p.vec);
+    else
+#pragma unroll
+      for (int i = 0; i < 16; i++) v[i] = 0.0f;
+    if (ROW && valid) {
+      uint32_t code;
+      float enc = block_scale(grow, __uint_as_float(amax16(v)), &code);
+      uint4 w = make_uint4(0, 0, 0, 0);
+      if (SRON) w = sr_words(p.sr, 0, (uint64_t)r * kb + c / 16);
+      uint64_t q = encode16<SRON>(v, enc, w);
+      *reinterpret_cast<uint2 *>(p.row + r * (p.k / 2) + c / 2) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+      p.row_s.buf[p.row_s.index(r, c / 16)] = (uint8_t)code;
+    }
+    if (COL) {
+      float4 *s = reinterpret_cast<float4 *>(&tile[lr * kStride + 16 * cb]);
+#pragma unroll
+      for (int i = 0; i < 4; i++) s[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+    }
+  }
+  if (COL) {
+    __syncthreads();
+    // Thread t: column c0 + t%128, row blocks 2·(t/128) and 2·(t/128)+1 of the
+    // tile; stored row c, stored block (r0/16 + b).
+    int lc = threadIdx.x % kTileC, h = threadIdx.x / kTileC;
+    int64_t c = c0 + lc;
+#pragma unroll
+    for (int bb = 0; bb < 2; bb++) {
+      int lb = 2 * h + bb;
+      int64_t rb = r0 / 16 + lb;
+      if (c >= p.k || rb >= mb) continue;
+      float v[16];
+#pragma unroll
+      for (int i = 0; i < 16; i++) v[i] = tile[(16 * lb + i) * kStride + lc];
+      if (RHT) rht_bf16(v, p.mask);
+      uint32_t code;
+      float enc = block_scale(gcol, __uint_as_float(amax16(v)), &code);
+      uint4 w = make_uint4(0, 0, 0, 0);
+      if (SRON) w = sr_words(p.sr, 1, (uint64_t)c * mb + rb);
+      uint64_t q = encode16<SRON>(v, enc, w);
+      *reinterpret_cast<uint2 *>(p.col + c * (p.m / 2) + rb * 8) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+      p.col_s.buf[p.col_s.index(c, rb)] = (uint8_t)code;
+    }
+  }
+}
+
+// 16×16 tiles (tile2D): one amax and scale per tile; each element is rounded
+// once (SR with the rowwise bits); columnwise holds the transposed codes and
+// both directions repeat the tile's scale over its 16 stored rows.
+template <typename T, bool ROW, bool COL, bool SRON>
+__global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
+  __shared__ uint32_t bam[kTileR][kTileC / 16];
+  __shared__ uint64_t codes[kTileR][kTileC / 16];
+  __shared__ uint8_t tcode[kTileR / 16][kTileC / 16];
+  const T *x = (const T *)p.in;
+  int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
+  int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
+  GlobalScale g = global_scale(ROW ? *p.row_amax : *p.col_amax);
+  int64_t kb = p.k / 16, mb = p.m / 16;
+  float v[2][16];
+#pragma unroll
+  for (int it = 0; it < 2; it++) {
+    int lr = threadIdx.x / 8 + 32 * it, cb = threadIdx.x % 8;
+    int64_t r = r0 + lr, c = c0 + 16 * cb;
+    if (r < p.m && c < p.k) load16<T>(x + r * p.k + c, v[it], p.vec);
+    else
+#pragma unroll
+      for (int i = 0; i < 16; i++) v[it][i] = 0.0f;
+    bam[lr][cb] = amax16(v[it]);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int it = 0; it < 2; it++) {
+    int lr = threadIdx.x / 8 + 32 * it, cb = threadIdx.x % 8;
+    int64_t r = r0 + lr, c = c0 + 16 * cb;
+    int tr = lr / 16;
+    uint32_t m = 0;
+#pragma unroll
+    for (int i = 0; i < 16; i++) m = max(m, bam[16 * tr + i][cb]);
+    uint32_t code;
+    float enc = block_scale(g, __uint_as_float(m), &code);
+    uint4 w = make_uint4(0, 0, 0, 0);
+    bool valid = r < p.m && c < p.k;
+    if (SRON && valid) w = sr_words(p.sr, 0, (uint64_t)r * kb + c / 16);
+    uint64_t q = encode16<SRON>(v[it], enc, w);
+    codes[lr][cb] = q;
+    if ((lr & 15) == 0) tcode[tr][cb] = (uint8_t)code;
+    if (ROW && valid) {
+      *reinterpret_cast<uint2 *>(p.row + r * (p.k / 2) + c / 2) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+      p.row_s.buf[p.row_s.index(r, c / 16)] = (uint8_t)code;
+    }
+  }
+  if (COL) {
+    __syncthreads();
+    int lc = threadIdx.x % kTileC, h = threadIdx.x / kTileC;
+    int64_t c = c0 + lc;
+#pragma unroll
+    for (int bb = 0; bb < 2; bb++) {
+      int lb = 2 * h + bb;
+      int64_t rb = r0 / 16 + lb;
+      if (c >= p.k || rb >= mb) continue;
+      uint64_t q = 0;
+#pragma unroll
+      for (int i = 0; i < 16; i++) q |= ((codes[16 * lb + i][lc / 16] >> (4 * (lc % 16))) & 0xFull) << (4 * i);
+      *reinterpret_cast<uint2 *>(p.col + c * (p.m / 2) + rb * 8) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+      p.col_s.buf[p.col_s.index(c, rb)] = tcode[lb][lc / 16];
+    }
+  }
+}
+
+// Columnwise amax with the RHT (rhtAmax): max |y| over the BF16-rounded
+// transform of every 16-row chunk of every column, NaN ignored. BF16 rounding
+// is monotone, so rounding each |y| before the max equals rounding the max.
+__global__ void __launch_bounds__(kThreads) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
+                                                           uint32_t mask, uint32_t *out) {
+  int64_t n = (m / 16) * k, stride = (int64_t)gridDim.x * blockDim.x;
+  double best = 0.0;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    int64_t c = idx % k, b = idx / k;
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++) v[i] = __bfloat162float(x[(16 * b + i) * k + c]);
+    double y[16];
+    rht_forward(v, mask, y);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      double a = fabs(y[j]);
+      if (a > best) best = a;
+    }
+  }
+  uint32_t bits = (uint32_t)f64_to_bf16_bits(best) << 16;
+  __shared__ uint32_t red[32];
+  bits = warp_max(bits);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) red[warp] = bits;
+  __syncthreads();
+  if (warp == 0) {
+    bits = lane < (int)(blockDim.x >> 5) ? red[lane] : 0;
+    bits = warp_max(bits);
+    if (lane == 0 && bits != 0) atomicMax(out, bits);
+  }
+}
+
+struct NvSpec {
+  bool two_d, rht, sr;
+  uint32_t mask;
+  int swizzled;
+};
+
+int32_t nv_spec(const quant_plugin_params *p, NvSpec *s, quant_plugin_error *err) {
+  if (p->element != QUANT_ELEMENT_DEFAULT && p->element != QUANT_ELEMENT_E2M1)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params.element: nvfp4 elements are e2m1");
+  if (p->block_dims != 0 && p->block_dims != 1 && p->block_dims != 2)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params.block_dims: %d is not 1 or 2", p->block_dims);
+  s->two_d = p->block_dims == 2;
+  s->rht = p->rht != QUANT_RHT_OFF;
+  s->mask = p->rht == QUANT_RHT_CUSTOM_MASK ? (p->rht_sign_mask & 0xFFFFu) : 0xD7E8u;
+  s->sr = p->stochastic_rounding != 0;
+  s->swizzled = p->gemm_swizzled_scales;
+  if (s->rht && s->two_d) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params.rht: not with 16×16 tiles");
+  return QUANT_OK;
+}
+
+int32_t check_nv_dims(int64_t m, int64_t k, quant_plugin_error *err) {
+  if (m % 16 != 0 || k % 16 != 0)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "shape: [%lld, %lld]: both dims must be multiples of 16 (spec §5.1)",
+                (long long)m, (long long)k);
+  return QUANT_OK;
+}
+
+struct NvDir {
+  uint8_t *data = nullptr;
+  ScaleBuf s;
+  float *amax = nullptr;
+  int64_t scale_bytes = 0;
+  bool padded = false;
+};
+
+// A direction's buffers (Layout in format.go): data [rows, cols/2], scale_inv
+// [pad128(rows), pad4(cols/16)], amax [1], with [rows, cols] = [M, K] rowwise
+// and [K, M] columnwise.
+int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t k, int swizzled, NvDir *d, quant_plugin_error *err) {
+  int64_t rows = colwise ? k : m, cols = colwise ? m : k;
+  int64_t pr = pad_to(rows, 128), pc = pad_to(cols / 16, 4);
+  const char *dir = colwise ? "columnwise" : "rowwise";
+  char what[64];
+  snprintf(what, sizeof what, "%s data", dir);
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, rows * cols / 2, (void **)&d->data, err));
+  snprintf(what, sizeof what, "%s scale_inv", dir);
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, pr * pc, (void **)&d->s.buf, err));
+  snprintf(what, sizeof what, "%s amax", dir);
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_AMAX, what, 1, (void **)&d->amax, err));
+  d->s.pad_j = pc;
+  d->s.swizzled = swizzled;
+  d->scale_bytes = pr * pc;
+  d->padded = pr != rows || pc != cols / 16;
+  if ((reinterpret_cast<uintptr_t>(d->data) & 7) != 0)
+    return fail(err, QUANT_ERROR_UNSUPPORTED, "%s data: must be 8-byte aligned on the GPU", dir);
+  return QUANT_OK;
+}
+
+template <typename T, bool ROW, bool COL, bool SRON>
+void launch_nv4(const NvParams &p, bool rht, bool two_d, unsigned grid, cudaStream_t s) {
+  if (two_d) nvfp4_2d_kernel<T, ROW, COL, SRON><<<grid, kThreads, 0, s>>>(p);
+  else if (rht) nvfp4_1d_kernel<T, ROW, COL, SRON, true><<<grid, kThreads, 0, s>>>(p);
+  else nvfp4_1d_kernel<T, ROW, COL, SRON, false><<<grid, kThreads, 0, s>>>(p);
+}
+
+template <typename T, bool ROW, bool COL>
+void launch_nv3(const NvParams &p, const NvSpec &sp, bool, unsigned grid, cudaStream_t s) {
+  if (sp.sr) launch_nv4<T, ROW, COL, true>(p, sp.rht, sp.two_d, grid, s);
+  else launch_nv4<T, ROW, COL, false>(p, sp.rht, sp.two_d, grid, s);
+}
+
+template <typename T>
+void launch_nv(const NvParams &p, const NvSpec &sp, bool vec, unsigned grid, cudaStream_t s) {
+  if (p.row && p.col) launch_nv3<T, true, true>(p, sp, vec, grid, s);
+  else if (p.row) launch_nv3<T, true, false>(p, sp, vec, grid, s);
+  else launch_nv3<T, false, true>(p, sp, vec, grid, s);
+}
+
+int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, cudaStream_t s, quant_plugin_error *err) {
+  int64_t m = in.shape[0], k = in.shape[1];
+  LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the columnwise amax");
+  int64_t n = (m / 16) * k;
+  int64_t blocks = ceil_div(n > 0 ? n : 1, kThreads);
+  if (blocks > grid_cap()) blocks = grid_cap();
+  rht_amax_kernel<<<(unsigned)blocks, kThreads, 0, s>>>((const __nv_bfloat16 *)in.data, m, k, mask, (uint32_t *)out);
+  LQ_LAUNCHED("rht amax kernel launch");
+  return QUANT_OK;
+}
+
+int32_t rht_dtype_error(quant_plugin_error *err) {
+  return fail(err, QUANT_ERROR_INVALID_ARGUMENT,
+              "input: the random Hadamard transform of nvfp4's columnwise copy needs bfloat16 input (spec §5.5)");
+}
+
+// Dequantize: x = fl32(e2m1 · fl32(fl32(float(scale) · amax) · fl32(1/2688))).
+template <typename O>
+__global__ void nvfp4_dequantize_kernel(const uint8_t *__restrict__ q, ScaleBuf s, const float *amaxp, O *out, int64_t m,
+                                        int64_t k, int colwise) {
+  float amax = *amaxp;
+  int64_t n = m * k, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    int64_t r = idx / k, c = idx % k;
+    int64_t sr = colwise ? c : r, sc = colwise ? r : c, cols = colwise ? m : k;
+    uint32_t code = (q[sr * (cols / 2) + sc / 2] >> (4 * (sc & 1))) & 0xF;
+    float fin = __fmul_rn(__fmul_rn(fp8_decode<Fp8::E4M3>(s.buf[s.index(sr, sc / 16)]), amax), __uint_as_float(0x39C30C31u));
+    store_out(out + idx, __fmul_rn(e2m1_decode(code), fin));
+  }
+}
+
+// Derive (16×16 only): columnwise from rowwise by transposing the nibbles of
+// every tile and moving its scale (Derive in kernels.go).
+__global__ void nvfp4_derive_kernel(const uint8_t *__restrict__ src, ScaleBuf ss, uint8_t *dst, ScaleBuf ds, int64_t m, int64_t k) {
+  int64_t mb = m / 16, n = k * mb, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    int64_t kk = idx / mb, b = idx % mb;  // stored row kk, block b of the columnwise copy
+    uint64_t q = 0;
+    for (int i = 0; i < 16; i++) {
+      int64_t r = 16 * b + i;
+      q |= (uint64_t)((src[r * (k / 2) + kk / 2] >> (4 * (kk & 1))) & 0xF) << (4 * i);
+    }
+    *reinterpret_cast<uint2 *>(dst + kk * (m / 2) + b * 8) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+    ds.buf[ds.index(kk, b)] = ss.buf[ss.index(16 * b, kk / 16)];
+  }
+}
+
+// Swizzle/Unswizzle of the whole padded matrix (SwizzleScales in kernels.go).
+__global__ void nvfp4_swizzle_kernel(const uint8_t *__restrict__ src, uint8_t *dst, int64_t rows, int64_t cols, int to_swizzled) {
+  int64_t n = rows * cols, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    int64_t i = idx / cols, j = idx % cols, s = swizzle_index(i, j, cols);
+    if (to_swizzled) dst[s] = src[idx];
+    else dst[idx] = src[s];
+  }
+}
+
+}  // namespace
+}  // namespace lq
+
+using namespace lq;
+
+extern "C" int32_t lq_nvfp4_amax(const quant_plugin_amax_args *a, quant_plugin_error *err) {
+  InType t;
+  LQ_TRY(input_type(a->input, "input", &t, err));
+  LQ_TRY(check_device(a->input, "input", err));
+  LQ_TRY(check_device(a->out, "out", err));
+  if (numel(a->out) != 2) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: want 2 elements");
+  NvSpec sp;
+  LQ_TRY(nv_spec(a->params, &sp, err));
+  int64_t m = a->input.shape[0], k = a->input.shape[1];
+  LQ_TRY(check_nv_dims(m, k, err));
+  cudaStream_t s = stream_of(a->stream);
+  float *out = (float *)a->out.data;
+  bool col_rht = (a->want & QUANT_USAGE_COLUMNWISE) && sp.rht;
+  if (col_rht && t != InType::BF16) return rht_dtype_error(err);
+  bool want_row = a->want & QUANT_USAGE_ROWWISE, want_plain_col = (a->want & QUANT_USAGE_COLUMNWISE) && !sp.rht;
+  if (want_row || want_plain_col) {
+    LQ_TRY(global_amax(a->input, t, want_row ? out : out + 1, s, err));
+    if (want_row && want_plain_col) LQ_CUDA(cudaMemcpyAsync(out + 1, out, 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
+  }
+  if (col_rht) LQ_TRY(rht_amax(a->input, sp.mask, out + 1, s, err));
+  return QUANT_OK;
+}
+
+extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
+  InType t;
+  LQ_TRY(input_type(a->input, "input", &t, err));
+  LQ_TRY(check_device(a->input, "input", err));
+  NvSpec sp;
+  LQ_TRY(nv_spec(a->params, &sp, err));
+  int64_t m = a->input.shape[0], k = a->input.shape[1];
+  LQ_TRY(check_nv_dims(m, k, err));
+  NvDir row, col;
+  bool has_row = a->out[0].num_buffers > 0, has_col = a->out[1].num_buffers > 0;
+  if (!has_row && !has_col) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
+  if (has_row) LQ_TRY(nv_dir(a->out[0], false, m, k, sp.swizzled, &row, err));
+  if (has_col) LQ_TRY(nv_dir(a->out[1], true, m, k, sp.swizzled, &col, err));
+  if (has_col && sp.rht && t != InType::BF16) return rht_dtype_error(err);
+  cudaStream_t s = stream_of(a->stream);
+  // Global amaxes (amaxes in kernels.go), into the storages' amax buffers.
+  if (a->amax_in.data != nullptr) {
+    LQ_TRY(check_device(a->amax_in, "options.amax", err));
+    if (numel(a->amax_in) != 2 || !dtype_is(a->amax_in.dtype, kDLFloat, 32))
+      return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "options.amax: want float32 [2]");
+    const float *in = (const float *)a->amax_in.data;
+    const float *row_src = in, *col_src = in + 1;
+    if (sp.two_d) row_src = col_src = has_row ? in : in + 1;
+    if (has_row) LQ_CUDA(cudaMemcpyAsync(row.amax, row_src, 4, cudaMemcpyDeviceToDevice, s), "copying the rowwise amax");
+    if (has_col) LQ_CUDA(cudaMemcpyAsync(col.amax, col_src, 4, cudaMemcpyDeviceToDevice, s), "copying the columnwise amax");
+  } else {
+    if (has_row) LQ_TRY(global_amax(a->input, t, row.amax, s, err));
+    if (has_col) {
+      if (sp.rht) LQ_TRY(rht_amax(a->input, sp.mask, col.amax, s, err));
+      else if (has_row) LQ_CUDA(cudaMemcpyAsync(col.amax, row.amax, 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
+      else LQ_TRY(global_amax(a->input, t, col.amax, s, err));
+    }
+  }
+  if (has_row && row.padded) LQ_CUDA(cudaMemsetAsync(row.s.buf, 0, row.scale_bytes, s), "zeroing rowwise scale padding");
+  if (has_col && col.padded) LQ_CUDA(cudaMemsetAsync(col.s.buf, 0, col.scale_bytes, s), "zeroing columnwise scale padding");
+  NvParams p{};
+  p.in = a->input.data;
+  p.m = m;
+  p.k = k;
+  p.row = row.data;
+  p.col = col.data;
+  p.row_s = row.s;
+  p.col_s = col.s;
+  p.row_amax = row.amax;
+  p.col_amax = col.amax;
+  p.mask = sp.mask;
+  p.rht = sp.rht;
+  uint64_t seed = a->params->seed, off = a->params->offset;
+  p.sr.key = make_uint2((uint32_t)seed, (uint32_t)(seed >> 32));
+  p.sr.off0 = (uint32_t)off;
+  p.sr.off1 = (uint32_t)(off >> 32);
+  int64_t tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
+  if (tiles == 0) return QUANT_OK;
+  if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
+  bool vec = aligned16(a->input.data);
+  p.vec = vec;
+  unsigned grid = (unsigned)tiles;
+  switch (t) {
+    case InType::F32: launch_nv<float>(p, sp, vec, grid, s); break;
+    case InType::BF16: launch_nv<__nv_bfloat16>(p, sp, vec, grid, s); break;
+    case InType::F16: launch_nv<__half>(p, sp, vec, grid, s); break;
+  }
+  LQ_LAUNCHED("nvfp4 quantize kernel launch");
+  return QUANT_OK;
+}
+
+extern "C" int32_t lq_nvfp4_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err) {
+  LQ_TRY(check_device(a->out, "out", err));
+  InType ot;
+  LQ_TRY(input_type(a->out, "out", &ot, err));
+  NvSpec sp;
+  LQ_TRY(nv_spec(a->params, &sp, err));
+  LQ_TRY(check_nv_dims(a->m, a->k, err));
+  bool colwise = a->direction == QUANT_DIRECTION_COLUMNWISE;
+  NvDir d;
+  LQ_TRY(nv_dir(a->storage, colwise, a->m, a->k, sp.swizzled, &d, err));
+  cudaStream_t s = stream_of(a->stream);
+  int64_t blocks = ceil_div(a->m * a->k > 0 ? a->m * a->k : 1, 256);
+  if (blocks > grid_cap()) blocks = grid_cap();
+  unsigned g = (unsigned)blocks;
+  switch (ot) {
+    case InType::F32: nvfp4_dequantize_kernel<float><<<g, 256, 0, s>>>(d.data, d.s, d.amax, (float *)a->out.data, a->m, a->k, colwise); break;
+    case InType::BF16:
+      nvfp4_dequantize_kernel<__nv_bfloat16><<<g, 256, 0, s>>>(d.data, d.s, d.amax, (__nv_bfloat16 *)a->out.data, a->m, a->k, colwise);
+      break;
+    case InType::F16: nvfp4_dequantize_kernel<__half><<<g, 256, 0, s>>>(d.data, d.s, d.amax, (__half *)a->out.data, a->m, a->k, colwise); break;
+  }
+  LQ_LAUNCHED("nvfp4 dequantize kernel launch");
+  return QUANT_OK;
+}
+
+extern "C" int32_t lq_nvfp4_derive(const quant_plugin_derive_args *a, quant_plugin_error *err) {
+  NvSpec sp;
+  LQ_TRY(nv_spec(a->params, &sp, err));
+  if (!sp.two_d || a->from_direction != QUANT_DIRECTION_ROWWISE || a->to_direction != QUANT_DIRECTION_COLUMNWISE)
+    return fail(err, QUANT_ERROR_STATE, "nvfp4: only 16×16-scaled columnwise data can be derived, from rowwise data");
+  LQ_TRY(check_nv_dims(a->m, a->k, err));
+  NvDir from, to;
+  LQ_TRY(nv_dir(a->from, false, a->m, a->k, sp.swizzled, &from, err));
+  LQ_TRY(nv_dir(a->to, true, a->m, a->k, sp.swizzled, &to, err));
+  cudaStream_t s = stream_of(a->stream);
+  if (to.padded) LQ_CUDA(cudaMemsetAsync(to.s.buf, 0, to.scale_bytes, s), "zeroing scale padding");
+  LQ_CUDA(cudaMemcpyAsync(to.amax, from.amax, 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
+  int64_t n = a->k * (a->m / 16);
+  if (n > 0) {
+    int64_t blocks = ceil_div(n, 256);
+    if (blocks > grid_cap()) blocks = grid_cap();
+    nvfp4_derive_kernel<<<(unsigned)blocks, 256, 0, s>>>(from.data, from.s, to.data, to.s, a->m, a->k);
+    LQ_LAUNCHED("nvfp4 derive kernel launch");
+  }
+  return QUANT_OK;
+}
+
+extern "C" int32_t lq_nvfp4_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err) {
+  NvSpec sp;
+  LQ_TRY(nv_spec(a->params, &sp, err));
+  LQ_TRY(check_nv_dims(a->m, a->k, err));
+  bool colwise = a->direction == QUANT_DIRECTION_COLUMNWISE;
+  NvDir d;
+  LQ_TRY(nv_dir(a->storage, colwise, a->m, a->k, sp.swizzled, &d, err));
+  if ((a->swizzled != 0) == (sp.swizzled != 0)) return QUANT_OK;
+  int64_t rows = pad_to(colwise ? a->k : a->m, 128), cols = d.s.pad_j, n = rows * cols;
+  cudaStream_t s = stream_of(a->stream);
+  uint8_t *tmp = nullptr;
+  LQ_CUDA(cudaMallocAsync((void **)&tmp, n, s), "allocating %lld bytes for the scale copy", (long long)n);
+  cudaError_t e = cudaMemcpyAsync(tmp, d.s.buf, n, cudaMemcpyDeviceToDevice, s);
+  if (e == cudaSuccess && n > 0) {
+    int64_t blocks = ceil_div(n, 256);
+    if (blocks > grid_cap()) blocks = grid_cap();
+    nvfp4_swizzle_kernel<<<(unsigned)blocks, 256, 0, s>>>(tmp, d.s.buf, rows, cols, a->swizzled != 0);
+    e = cudaGetLastError();
+  }
+  cudaError_t fe = cudaFreeAsync(tmp, s);
+  LQ_CUDA(e, "scale swizzle");
+  LQ_CUDA(fe, "freeing the scale copy");
+  return QUANT_OK;
+}

@@ -1,0 +1,232 @@
+package host
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include "quant_plugin.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// DLPack type codes (dlpack.h v1.1) of the dtypes buffers can have.
+var dlpackOf = map[DType][2]uint8{
+	Float32:  {C.kDLFloat, 32},
+	Float16:  {C.kDLFloat, 16},
+	BFloat16: {C.kDLBfloat, 16},
+	Float64:  {C.kDLFloat, 64},
+	Uint8:    {C.kDLUInt, 8},
+	Int32:    {C.kDLInt, 32},
+	Int64:    {C.kDLInt, 64},
+	E4M3:     {C.kDLFloat8_e4m3fn, 8},
+	E5M2:     {C.kDLFloat8_e5m2, 8},
+	E8M0:     {C.kDLFloat8_e8m0fnu, 8},
+}
+
+func dlDType(d DType) (C.DLDataType, error) {
+	c, ok := dlpackOf[d]
+	if !ok {
+		return C.DLDataType{}, Errorf(ErrUnsupported, "dtype %s has no DLPack code for plugins", d)
+	}
+	return C.DLDataType{code: C.uint8_t(c[0]), bits: C.uint8_t(c[1]), lanes: 1}, nil
+}
+
+func dtypeFromDLPlugin(t C.DLDataType) (DType, bool) {
+	if t.lanes != 1 {
+		return 0, false
+	}
+	for d, c := range dlpackOf {
+		if uint8(t.code) == c[0] && uint8(t.bits) == c[1] {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// paramsToC fills a C parameter block from p.
+func paramsToC(p Params, c *C.quant_plugin_params) error {
+	*c = C.quant_plugin_params{}
+	c.struct_size = C.uint32_t(C.sizeof_quant_plugin_params)
+	if len(p.Format) >= C.QUANT_PLUGIN_FORMAT_LEN {
+		return Errorf(ErrInvalidArgument, "config.format: %q is longer than %d bytes", p.Format, C.QUANT_PLUGIN_FORMAT_LEN-1)
+	}
+	for i := 0; i < len(p.Format); i++ {
+		c.format[i] = C.char(p.Format[i])
+	}
+	c.element = C.int32_t(p.Element)
+	c.scaling = C.int32_t(p.Scaling)
+	c.force_pow2_scales = cBool(p.ForcePow2Scales)
+	c.amax_epsilon = C.float(p.AmaxEpsilon)
+	c.amax_history_len = C.int32_t(p.AmaxHistoryLen)
+	c.amax_compute_algo = C.int32_t(p.AmaxAlgo)
+	c.margin = C.float(p.Margin)
+	c.block_dims = C.int32_t(p.BlockDims)
+	c.fp32_scales = cBool(p.FP32Scales)
+	c.scale_rounding = C.int32_t(p.ScaleRounding)
+	c.gemm_swizzled_scales = cBool(p.GEMMSwizzledScales)
+	c.rht = C.int32_t(p.RHT)
+	c.rht_sign_mask = C.uint32_t(p.RHTSignMask)
+	c.stochastic_rounding = cBool(p.StochasticRounding)
+	c.seed = C.uint64_t(p.Seed)
+	c.offset = C.uint64_t(p.Offset)
+	if p.HoldDType != DTypeInvalid {
+		dt, err := dlDType(p.HoldDType)
+		if err != nil {
+			return err
+		}
+		c.dtype = dt
+	}
+	return nil
+}
+
+// paramsFromC reads a C parameter block back (after a plugin's check filled
+// defaults).
+func paramsFromC(c *C.quant_plugin_params) (Params, error) {
+	c.format[len(c.format)-1] = 0
+	p := Params{
+		Format:             C.GoString(&c.format[0]),
+		Element:            Element(c.element),
+		Scaling:            Scaling(c.scaling),
+		ForcePow2Scales:    c.force_pow2_scales != 0,
+		AmaxEpsilon:        float32(c.amax_epsilon),
+		AmaxHistoryLen:     int32(c.amax_history_len),
+		AmaxAlgo:           AmaxAlgo(c.amax_compute_algo),
+		Margin:             float32(c.margin),
+		BlockDims:          int32(c.block_dims),
+		FP32Scales:         c.fp32_scales != 0,
+		ScaleRounding:      ScaleRounding(c.scale_rounding),
+		GEMMSwizzledScales: c.gemm_swizzled_scales != 0,
+		RHT:                RHTMode(c.rht),
+		RHTSignMask:        uint32(c.rht_sign_mask),
+		StochasticRounding: c.stochastic_rounding != 0,
+		Seed:               uint64(c.seed),
+		Offset:             uint64(c.offset),
+	}
+	if c.dtype != (C.DLDataType{}) {
+		dt, ok := dtypeFromDLPlugin(c.dtype)
+		if !ok {
+			return Params{}, Errorf(ErrPlugin, "params.dtype: DLPack (code %d, bits %d) is not a libquant dtype", c.dtype.code, c.dtype.bits)
+		}
+		p.HoldDType = dt
+	}
+	return p, nil
+}
+
+func cBool(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tensorToC describes t; shape overrides t.Shape when non-nil (the 2-D view of
+// an input).
+func tensorToC(t Tensor, shape []int64, c *C.quant_plugin_tensor) error {
+	if shape == nil {
+		shape = t.Shape
+	}
+	if len(shape) > C.QUANT_PLUGIN_MAX_DIMS {
+		return Errorf(ErrUnsupported, "tensor of rank %d: plugins take at most %d dims", len(shape), C.QUANT_PLUGIN_MAX_DIMS)
+	}
+	dt, err := dlDType(t.DType)
+	if err != nil {
+		return err
+	}
+	c.data = t.Ptr
+	c.dtype = dt
+	c.device_type = C.int32_t(t.Device.Type)
+	c.device_id = C.int32_t(t.Device.ID)
+	c.ndim = C.int32_t(len(shape))
+	for i, d := range shape {
+		c.shape[i] = C.int64_t(d)
+	}
+	return nil
+}
+
+func storageToC(st *Storage, c *C.quant_plugin_storage) error {
+	if st == nil {
+		return nil
+	}
+	if len(st.Buffers) > C.QUANT_PLUGIN_MAX_BUFFERS {
+		return Errorf(ErrUnsupported, "storage of %s has %d buffers: plugins take at most %d", st.FormatName(), len(st.Buffers), C.QUANT_PLUGIN_MAX_BUFFERS)
+	}
+	c.num_buffers = C.uint32_t(len(st.Buffers))
+	for i, b := range st.Buffers {
+		c.kinds[i] = C.int32_t(b.Kind)
+		if err := tensorToC(b.Tensor, nil, &c.buffers[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// statusError maps a plugin's status and message to a host error.
+func statusError(plugin string, status int32, msg string) error {
+	kind := ErrPlugin
+	switch status {
+	case 1:
+		kind = ErrInvalidArgument
+	case 3:
+		kind = ErrUnsupported
+	case 4:
+		kind = ErrDeviceUnavailable
+	case 5:
+		kind = ErrOutOfMemory
+	case 6:
+		kind = ErrBufferTooSmall
+	case 7:
+		kind = ErrState
+	}
+	return Errorf(kind, "plugin %s: %s", plugin, msg)
+}
+
+// callArgs holds a call's argument block and error buffer in C memory, so that
+// no Go memory crosses into the plugin.
+type callArgs struct {
+	args unsafe.Pointer
+	err  *C.quant_plugin_error
+}
+
+func newCallArgs(size C.size_t) (callArgs, error) {
+	a := C.calloc(1, size)
+	e := (*C.quant_plugin_error)(C.calloc(1, C.sizeof_quant_plugin_error))
+	if a == nil || e == nil {
+		C.free(a)
+		C.free(unsafe.Pointer(e))
+		return callArgs{}, Errorf(ErrOutOfMemory, "plugin call arguments")
+	}
+	return callArgs{a, e}, nil
+}
+
+func (c callArgs) free() {
+	C.free(c.args)
+	C.free(unsafe.Pointer(c.err))
+}
+
+// invoke calls fn(args, err) and maps a failure to an error naming what.
+func (c callArgs) invoke(plugin string, fn unsafe.Pointer, what string) error {
+	if fn == nil {
+		return Errorf(ErrUnsupported, "plugin %s: provides no %s", plugin, what)
+	}
+	r1, _, _ := purego.SyscallN(uintptr(fn), uintptr(c.args), uintptr(unsafe.Pointer(c.err)))
+	if status := int32(r1); status != 0 {
+		return statusError(plugin, status, fmt.Sprintf("%s: %s", what, errMessage(c.err)))
+	}
+	return nil
+}
+
+// paramsRoundTrip converts p to the C parameter block and back; the tests use
+// it to check that every Params field crosses the plugin ABI.
+func paramsRoundTrip(p Params) (Params, error) {
+	c := (*C.quant_plugin_params)(C.calloc(1, C.sizeof_quant_plugin_params))
+	defer C.free(unsafe.Pointer(c))
+	if err := paramsToC(p, c); err != nil {
+		return Params{}, err
+	}
+	return paramsFromC(c)
+}
