@@ -61,3 +61,26 @@ func Float32ToFP16(x float32) uint16 {
 	m += 1<<(shift-1) - 1 + (m>>shift)&1
 	return sign | uint16(e+m>>shift)
 }
+
+// Float64ToBF16 rounds x to bfloat16 directly (one rounding, to nearest even),
+// with IEEE overflow to ±Inf and bfloat16 subnormals. Every NaN gives the
+// canonical quiet NaN 0x7FC0. For a float32 x it equals Float32ToBF16.
+func Float64ToBF16(x float64) uint16 {
+	if x != x {
+		return 0x7FC0
+	}
+	b := math.Float64bits(x)
+	sign := uint16(b>>48) & 0x8000
+	a := b &^ (1 << 63)
+	if a < 0x3810000000000000 { // < 2^-126: subnormal bf16, step 2^-133; the scaling is exact
+		return sign | uint16(math.RoundToEven(math.Float64frombits(a)*0x1p133))
+	}
+	// Keep 7 of 52 mantissa bits with RNE; a carry rolls into the exponent.
+	const shift = 45
+	a += 1<<(shift-1) - 1 + (a>>shift)&1
+	e := int(a>>52) - 1023 + 127
+	if e >= 255 { // overflow (and Inf)
+		return sign | 0x7F80
+	}
+	return sign | uint16(e)<<7 | uint16(a>>shift)&0x7F
+}
