@@ -473,3 +473,17 @@ func TestFloat64ToBF16(t *testing.T) {
 	require.Equal(t, uint16(0x8000), Float64ToBF16(math.Copysign(0, -1)))
 	require.Equal(t, uint16(0x7F80), Float64ToBF16(1e300))
 }
+
+func TestRoundToBF16MatchesFloat64ToBF16(t *testing.T) {
+	src := []float64{0, math.Copysign(0, -1), 1, -1.00390625, 1 + math.Ldexp(1, -8) + math.Ldexp(1, -40),
+		math.Ldexp(3, -135), math.Ldexp(1, -126), math.Ldexp(511, 119), math.Inf(1), math.NaN(), 1e300, -1e-300}
+	for _, x := range randomFloat32s(5000, 13) {
+		src = append(src, float64(x)*1.0000001)
+	}
+	dst := make([]float32, len(src))
+	RoundToBF16(dst, src)
+	for i, x := range src {
+		require.Equal(t, Float64ToBF16(x), uint16(math.Float32bits(dst[i])>>16), "x=%g", x)
+		require.Zero(t, math.Float32bits(dst[i])&0xFFFF, "x=%g: a bf16 value", x)
+	}
+}

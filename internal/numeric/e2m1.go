@@ -27,36 +27,60 @@ var e2m1Table = func() (t [16]float32) {
 	return
 }()
 
-// Magnitude bits of the round-to-nearest thresholds of spec §1.5. A value on an
-// inclusive bound ("≤ 0.25 → 0") stays below it, one on an exclusive bound
-// ("< 0.75 → 0.5") goes above: ties go to the even code.
-const (
-	e2m1Le025 = 0x3E800000     // 0.25: ≤ gives code 0
-	e2m1Lt075 = 0x3F400000 - 1 // 0.75: ≥ gives code 2
-	e2m1Le125 = 0x3FA00000     // 1.25: ≤ gives code 2
-	e2m1Lt175 = 0x3FE00000 - 1 // 1.75: ≥ gives code 4
-	e2m1Le250 = 0x40200000     // 2.5:  ≤ gives code 4
-	e2m1Lt350 = 0x40600000 - 1 // 3.5:  ≥ gives code 6
-	e2m1Le500 = 0x40A00000     // 5:    ≤ gives code 6
-)
-
 // EncodeE2M1 converts x to E2M1 with round-to-nearest-even and saturation to ±6
 // (spec §1.5 thresholds). NaN gives +6 (the satfinite edge of spec §1.5).
 // A negative x that rounds to zero keeps its sign (code 8), as the hardware
 // conversion does (spec §13 item 3).
 //
-// The code is the number of thresholds the magnitude's bit pattern exceeds,
-// counted without branches: for t, a < 2^31, (t - a) >> 31 is 1 exactly when
-// a > t. Infinities exceed every threshold and saturate.
+// Every threshold of §1.5 (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5) has a zero in
+// the low 21 bits of its float32 pattern, so the sign, exponent and top two
+// mantissa bits (b >> 21), together with whether the low 21 bits are zero,
+// decide the code: one lookup in a 4 KiB table built from the threshold rule.
 func EncodeE2M1(x float32) uint8 {
 	b := math.Float32bits(x)
+	exact := ((b & 0x1FFFFF) - 1) >> 31 // 1 when the low 21 bits are zero
+	return e2m1EncodeTable[b>>21<<1|exact]
+}
+
+// e2m1EncodeTable[(b>>21)<<1 | exact] is the code of the float32 pattern b.
+var e2m1EncodeTable = func() (t [4096]uint8) {
+	for i := range t {
+		b := uint32(i>>1) << 21
+		if i&1 == 0 {
+			b |= 1 // any value strictly inside the 2^21-ulp bucket encodes alike
+		}
+		t[i] = encodeE2M1Compare(b)
+	}
+	return
+}()
+
+// encodeE2M1Compare is the threshold rule of spec §1.5 on a float32 pattern.
+func encodeE2M1Compare(b uint32) uint8 {
 	a := b & 0x7FFFFFFF
 	if a > 0x7F800000 {
 		return 7
 	}
-	c := (e2m1Le025-a)>>31 + (e2m1Lt075-a)>>31 + (e2m1Le125-a)>>31 + (e2m1Lt175-a)>>31 +
-		(e2m1Le250-a)>>31 + (e2m1Lt350-a)>>31 + (e2m1Le500-a)>>31
-	return uint8(b>>28)&8 | uint8(c)
+	v := math.Float32frombits(a)
+	var c uint8
+	switch {
+	case v <= 0.25:
+		c = 0
+	case v < 0.75:
+		c = 1
+	case v <= 1.25:
+		c = 2
+	case v < 1.75:
+		c = 3
+	case v <= 2.5:
+		c = 4
+	case v < 3.5:
+		c = 5
+	case v <= 5:
+		c = 6
+	default:
+		c = 7
+	}
+	return uint8(b>>28)&8 | c
 }
 
 // StochasticRoundE2M1 converts x to E2M1 with stochastic rounding, following
@@ -72,36 +96,37 @@ func EncodeE2M1(x float32) uint8 {
 //	result = q with the sign of x (a negative x that ends at 0 gives code 8);
 //	NaN gives +6 (code 7).
 //
-// u·step is exact in float32 (8 significant bits times a power of two), so
-// fmaf(u, step, |x|) is the float32 sum fl32(u·step + |x|), computed here as a
-// plain float32 addition.
+// u·step = rbits·2^(e-8) with step = 2^e is exact in float32, so fmaf(u, step,
+// |x|) is the float32 sum fl32(u·step + |x|), a plain float32 addition here.
+// The floor onto t's region grid is the largest E2M1 magnitude ≤ t; every
+// grid point has a zero in the low 21 bits of its float32 pattern, so t >> 21
+// indexes a table of it.
 func StochasticRoundE2M1(x float32, rbits uint8) uint8 {
 	b := math.Float32bits(x)
 	a := b & 0x7FFFFFFF
-	if a > 0x7F800000 {
-		return 7
-	}
-	ax := math.Float32frombits(a)
-	step := float32(2)
-	if ax < 2 {
-		step = 0.5
-	} else if ax < 4 {
-		step = 1
-	}
-	t := float32(float32(rbits)*(1.0/256)*step) + ax
-	var c uint8
-	switch {
-	case t < 2:
-		c = uint8(t * 2) // floor(t / 0.5) is the code of 0, 0.5, 1, 1.5
-	case t < 4:
-		c = 2 + uint8(t) // floor(t) of 2 or 3: codes 4, 5
-	case t < 6:
-		c = 6 // floor(t/2)·2 = 4
-	default:
-		c = 7 // 6, and everything above clamps to it
-	}
-	return uint8(b>>28)&8 | c
+	// u·step as rbits times 2^-9, 2^-8 or 2^-7: the exponent field of the
+	// factor is 118 plus one for each of |x| ≥ 2, |x| ≥ 4.
+	e := 118 + (0x3FFFFFFF-a)>>31 + (0x407FFFFF-a)>>31
+	t := float32(float32(rbits)*math.Float32frombits(e<<23)) + math.Float32frombits(a)
+	sign := (b >> 28 & 8) &^ ((0x7F800000 - a) >> 31 << 3) // none for NaN: its result is +6
+	return uint8(sign) | e2m1FloorTable[math.Float32bits(t)>>21]
 }
+
+// e2m1FloorTable[t >> 21] is the code of the largest E2M1 magnitude ≤ t for a
+// non-negative float32 pattern t, 6 (code 7) at and above 6 and for NaN.
+var e2m1FloorTable = func() (tab [1024]uint8) {
+	for i := range tab {
+		v := math.Float32frombits(uint32(i) << 21)
+		c := uint8(7)
+		if v == v {
+			for c > 0 && e2m1Values[c] > v {
+				c--
+			}
+		}
+		tab[i] = c
+	}
+	return
+}()
 
 // PackE2M1 packs two codes into one byte: the even-index element in the low nibble
 // (spec §1.5).
