@@ -1,0 +1,718 @@
+package nvfp4
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+
+	"libquant/host"
+	"libquant/internal/numeric"
+	"libquant/internal/parallel"
+	"libquant/internal/swizzle"
+)
+
+// kernels are NVFP4's CPU kernels. They work on tiles of 16 rows × up to
+// tileW columns, in parallel over tiles; every tile is self-contained (its
+// blocks, scales and random bits depend only on their own position), so the
+// bytes never depend on GOMAXPROCS or on the order tiles run in.
+type kernels struct{}
+
+var (
+	_ host.Kernels              = kernels{}
+	_ host.TileDequantizer      = kernels{}
+	_ host.ScaleSwizzler        = kernels{}
+	_ host.TransformDequantizer = kernels{}
+)
+
+// tileW is the width of a tile in elements: 16 rows of tileW BF16 values are
+// 4 KiB, which stays in L1 while both directions read it.
+const tileW = 128
+
+// scaleLayout addresses a direction's E4M3 scale_inv buffer, compact row-major
+// [pad128(rows), cols] or GEMM-swizzled (spec §4.7, §5.3).
+type scaleLayout struct {
+	buf      []byte
+	rows     int // pad128(stored rows)
+	cols     int // pad4(stored cols / 16)
+	swizzled bool
+}
+
+func newScaleLayout(st *host.Storage, spec *Spec, rows, cols int64) (scaleLayout, error) {
+	pr, pc := scaleShape(rows, cols)
+	buf := st.MustBuffer(host.BufScaleInv).Bytes8()
+	if int64(len(buf)) != pr*pc {
+		return scaleLayout{}, host.Errorf(host.ErrInvalidArgument, "nvfp4: scale_inv buffer has %d bytes, want %d×%d", len(buf), pr, pc)
+	}
+	return scaleLayout{buf: buf, rows: int(pr), cols: int(pc), swizzled: spec.p.GEMMSwizzledScales}, nil
+}
+
+func (l *scaleLayout) at(i, j int) int {
+	if l.swizzled {
+		return swizzle.Index(i, j, l.cols)
+	}
+	return i*l.cols + j
+}
+
+// zeroPadding zeroes every scale outside the valid [rows, blocks] region
+// (padding rows and columns; spec §5.3, §13 item 12), in either layout.
+func (l *scaleLayout) zeroPadding(rows, blocks int) {
+	for i := 0; i < l.rows; i++ {
+		j0 := blocks
+		if i >= rows {
+			j0 = 0
+		}
+		for j := j0; j < l.cols; j++ {
+			l.buf[l.at(i, j)] = 0
+		}
+	}
+}
+
+// dirOut is one direction's output of a quantize.
+type dirOut struct {
+	on           bool
+	dir          host.Direction
+	data         []byte
+	rowBytes     int // stored cols / 2
+	blocksPerRow int // stored cols / 16
+	scales       scaleLayout
+	g            globalScale
+}
+
+func newDirOut(st *host.Storage, spec *Spec, dir host.Direction, m, k int64) (dirOut, error) {
+	rows, cols := storedDims(m, k, dir)
+	d := dirOut{on: true, dir: dir, rowBytes: int(cols / 2), blocksPerRow: int(cols / BlockSize)}
+	d.data = st.MustBuffer(host.BufData).Bytes8()
+	if int64(len(d.data)) != rows*cols/2 {
+		return d, host.Errorf(host.ErrInvalidArgument, "nvfp4: %s data buffer has %d bytes, want %d", dir, len(d.data), rows*cols/2)
+	}
+	var err error
+	d.scales, err = newScaleLayout(st, spec, rows, cols)
+	return d, err
+}
+
+// job is one quantize call.
+type job struct {
+	in    host.Tensor
+	m, k  int
+	row   dirOut
+	col   dirOut
+	twoD  bool
+	rht   bool
+	signs [16]float64
+	sr    bool
+	srs   srStream
+}
+
+func (kernels) Amax(r *host.AmaxRequest) error {
+	s, err := specOf(r.Spec)
+	if err != nil {
+		return err
+	}
+	if err := checkDims(r.M, r.K); err != nil {
+		return err
+	}
+	out := r.Out.Float32s()
+	colRHT := r.Want.Has(host.Columnwise) && s.rht
+	if colRHT && r.Input.DType != host.BFloat16 {
+		return rhtDTypeError(r.Input.DType)
+	}
+	if r.Want.Has(host.Rowwise) || (r.Want.Has(host.Columnwise) && !colRHT) {
+		a := host.AmaxCPU(r.Input)
+		if r.Want.Has(host.Rowwise) {
+			out[0] = a
+		}
+		if r.Want.Has(host.Columnwise) {
+			out[1] = a
+		}
+	}
+	if colRHT {
+		out[1] = rhtAmax(r.Input, int(r.M), int(r.K), s.mask)
+	}
+	return nil
+}
+
+func specOf(s host.Spec) (*Spec, error) {
+	sp, ok := s.(*Spec)
+	if !ok {
+		return nil, host.Errorf(host.ErrInvalidArgument, "nvfp4: spec of format %q is not an nvfp4 spec", s.Params().Format)
+	}
+	return sp, nil
+}
+
+func rhtDTypeError(dt host.DType) error {
+	return host.Errorf(host.ErrInvalidArgument, "input: dtype %s not supported with config.rht: the random Hadamard transform of nvfp4's columnwise copy needs bfloat16 input (spec §5.5)", dt)
+}
+
+// Quantize writes the requested directions (spec §5.2-§5.6). Global amaxes
+// (§5.4): rowwise = amax(x); columnwise = amax(x), or with the RHT the amax of
+// the BF16-rounded transform of xᵀ (TE takes it with max.xorsign.abs.bf16x2 on
+// the BF16 MMA outputs, hadamard_transform.cu). AmaxIn replaces both.
+func (kernels) Quantize(r *host.QuantizeRequest) error {
+	s, err := specOf(r.Spec)
+	if err != nil {
+		return err
+	}
+	if err := checkDims(r.M, r.K); err != nil {
+		return err
+	}
+	j := &job{in: r.Input, m: int(r.M), k: int(r.K), twoD: s.TwoD(), rht: s.rht, signs: rhtSigns(s.mask),
+		sr: s.p.StochasticRounding, srs: newSRStream(s.p)}
+	rowSt, colSt := r.Out[host.DirRowwise], r.Out[host.DirColumnwise]
+	if colSt != nil && s.rht && r.Input.DType != host.BFloat16 {
+		return rhtDTypeError(r.Input.DType)
+	}
+	if rowSt != nil {
+		if j.row, err = newDirOut(rowSt, s, host.DirRowwise, r.M, r.K); err != nil {
+			return err
+		}
+	}
+	if colSt != nil {
+		if j.col, err = newDirOut(colSt, s, host.DirColumnwise, r.M, r.K); err != nil {
+			return err
+		}
+	}
+	rowAmax, colAmax, err := j.amaxes(r.AmaxIn)
+	if err != nil {
+		return err
+	}
+	j.row.g, j.col.g = newGlobalScale(rowAmax), newGlobalScale(colAmax)
+	for _, d := range []*dirOut{&j.row, &j.col} {
+		if !d.on {
+			continue
+		}
+		st := r.Out[d.dir]
+		st.MustBuffer(host.BufAmax).Float32s()[0] = d.g.amax
+		rows, _ := storedDims(r.M, r.K, d.dir)
+		d.scales.zeroPadding(int(rows), d.blocksPerRow)
+	}
+	bands, tiles := j.m/BlockSize, (j.k+tileW-1)/tileW
+	parallel.For(bands*tiles, 1, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			if j.twoD {
+				j.tile2D(t/tiles, t%tiles*tileW)
+			} else {
+				j.tile1D(t/tiles, t%tiles*tileW)
+			}
+		}
+	})
+	return nil
+}
+
+// amaxes returns the global amax of each direction (spec §5.4).
+func (j *job) amaxes(in *host.Tensor) (row, col float32, err error) {
+	if in != nil {
+		a := in.Float32s()
+		for i, name := range []string{"rowwise", "columnwise"} {
+			if a[i] < 0 {
+				return 0, 0, host.Errorf(host.ErrInvalidArgument, "options.amax: %s amax %g is negative", name, a[i])
+			}
+		}
+		row, col = a[0], a[1]
+		if j.twoD {
+			// One quantize gives both directions of a 16×16 tensor the same
+			// codes, so they must share one amax (spec §5.3, §5.4).
+			if j.row.on && j.col.on && math.Float32bits(row) != math.Float32bits(col) {
+				return 0, 0, host.Errorf(host.ErrInvalidArgument, "options.amax: 16×16 (block_dims 2) nvfp4 uses one amax for both directions; got rowwise %g, columnwise %g", row, col)
+			}
+			if !j.row.on {
+				row = col
+			}
+			col = row
+		}
+		return row, col, nil
+	}
+	needPlain := j.row.on || (j.col.on && !j.rht) || j.twoD
+	if needPlain {
+		row = host.AmaxCPU(j.in)
+		col = row
+	}
+	if j.col.on && j.rht {
+		col = rhtAmax(j.in, j.m, j.k, maskOf(&j.signs))
+	}
+	return row, col, nil
+}
+
+func maskOf(signs *[16]float64) (m uint16) {
+	for i, s := range signs {
+		if s < 0 {
+			m |= 1 << i
+		}
+	}
+	return
+}
+
+// loadTile reads rows r0..r0+15, columns c0..c0+w-1 of the input into tile
+// (row stride tileW) as float32 (exact for every input dtype).
+func loadTile(in host.Tensor, k, r0, c0, w int, tile *[BlockSize * tileW]float32) {
+	for i := 0; i < BlockSize; i++ {
+		host.LoadFloat32(in, int64((r0+i)*k+c0), tile[i*tileW:i*tileW+w])
+	}
+}
+
+// tile1D quantizes band b (rows 16b..16b+15) × columns c0..c0+tileW-1 in 1×16
+// blocks: each row's 16-element runs rowwise, each column's 16-element run
+// (after the RHT when on) columnwise. BF16 input, the common case, is read as
+// raw bits; other dtypes are widened to float32 first.
+func (j *job) tile1D(b, c0 int) {
+	if j.in.DType == host.BFloat16 {
+		j.tile1DBF16(b, c0)
+		return
+	}
+	var tile [BlockSize * tileW]float32
+	w := min(tileW, j.k-c0)
+	r0 := b * BlockSize
+	loadTile(j.in, j.k, r0, c0, w, &tile)
+	if j.row.on {
+		for i := 0; i < BlockSize; i++ {
+			for cb := 0; cb < w/BlockSize; cb++ {
+				x := (*[16]float32)(tile[i*tileW+cb*BlockSize:])
+				j.block(&j.row, x, blockAmax(x), r0+i, c0/BlockSize+cb)
+			}
+		}
+	}
+	if j.col.on {
+		var v [16]float32
+		for c := 0; c < w; c++ {
+			for i := range v {
+				v[i] = tile[i*tileW+c]
+			}
+			if j.rht {
+				rhtBF16(&v, &j.signs)
+			}
+			j.block(&j.col, &v, blockAmax(&v), c0+c, b)
+		}
+	}
+}
+
+// tile1DBF16 is tile1D for BF16 input.
+func (j *job) tile1DBF16(b, c0 int) {
+	var raw [BlockSize * tileW]uint16
+	w := min(tileW, j.k-c0)
+	r0 := b * BlockSize
+	in := j.in.Uint16s()
+	for i := 0; i < BlockSize; i++ {
+		copy(raw[i*tileW:i*tileW+w], in[(r0+i)*j.k+c0:])
+	}
+	if j.row.on {
+		for i := 0; i < BlockSize; i++ {
+			for cb := 0; cb < w/BlockSize; cb++ {
+				j.blockBF16(&j.row, (*[16]uint16)(raw[i*tileW+cb*BlockSize:]), r0+i, c0/BlockSize+cb)
+			}
+		}
+	}
+	if j.col.on {
+		var h [16]uint16
+		var x [16]float32
+		for c := 0; c < w; c++ {
+			for i := range h {
+				h[i] = raw[i*tileW+c]
+			}
+			if !j.rht {
+				j.blockBF16(&j.col, &h, c0+c, b)
+				continue
+			}
+			for i, v := range h {
+				x[i] = math.Float32frombits(uint32(v) << 16)
+			}
+			rhtBF16(&x, &j.signs)
+			j.block(&j.col, &x, blockAmax(&x), c0+c, b)
+		}
+	}
+}
+
+// blockBF16 is block for 16 BF16 values given as bits.
+func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int) {
+	if j.sr {
+		var x [16]float32
+		for i, v := range h {
+			x[i] = math.Float32frombits(uint32(v) << 16)
+		}
+		j.block(d, &x, blockAmax(&x), r, cb)
+		return
+	}
+	code, encB := d.g.blockScale(amaxBF16(h))
+	d.scales.buf[d.scales.at(r, cb)] = code
+	binary.LittleEndian.PutUint64(d.data[r*d.rowBytes+cb*8:], encodeRNBF16(h, encB))
+}
+
+// amaxBF16 is max |x| over 16 BF16 values as a float32, NaN ignored. NaN is
+// rare, so the fast loop takes plain magnitudes and only a maximum above Inf
+// (a NaN was there) takes the masking loop.
+func amaxBF16(h *[16]uint16) float32 {
+	var m0, m1 uint16
+	for i := 0; i < 16; i += 2 {
+		m0 = max(m0, h[i]&0x7FFF)
+		m1 = max(m1, h[i+1]&0x7FFF)
+	}
+	m := max(m0, m1)
+	if m > 0x7F80 {
+		m = 0
+		for _, v := range h {
+			if a := v & 0x7FFF; a <= 0x7F80 {
+				m = max(m, a)
+			}
+		}
+	}
+	return math.Float32frombits(uint32(m) << 16)
+}
+
+// encodeRNBF16 is encodeRN of 16 BF16 values given as bits.
+func encodeRNBF16(h *[16]uint16, encB float32) uint64 {
+	var p0, p1 uint64
+	for i := 0; i < 16; i += 2 {
+		y0 := math.Float32frombits(uint32(h[i])<<16) * encB
+		y1 := math.Float32frombits(uint32(h[i+1])<<16) * encB
+		p0 |= uint64(numeric.EncodeE2M1(y0)) << (4 * i)
+		p1 |= uint64(numeric.EncodeE2M1(y1)) << (4 * (i + 1))
+	}
+	return p0 | p1
+}
+
+// block quantizes the 1×16 block cb of stored row r of direction d, whose
+// amax is bamax.
+func (j *job) block(d *dirOut, x *[16]float32, bamax float32, r, cb int) {
+	code, encB := d.g.blockScale(bamax)
+	d.scales.buf[d.scales.at(r, cb)] = code
+	var packed uint64
+	if j.sr {
+		w := j.srs.block(d.dir, uint64(r)*uint64(d.blocksPerRow)+uint64(cb))
+		packed = encodeSR(x, encB, &w)
+	} else {
+		packed = encodeRN(x, encB)
+	}
+	binary.LittleEndian.PutUint64(d.data[r*d.rowBytes+cb*8:], packed)
+}
+
+// tile2D quantizes band b × columns c0.. in 16×16 tiles: one amax and scale per
+// tile (spec §5.1, §5.3), each element rounded once; rowwise stores the codes
+// as they are, columnwise their transpose, and both replicate the tile's scale
+// over its 16 stored rows, the 1×16 layout the GEMM reads.
+func (j *job) tile2D(b, c0 int) {
+	var tile [BlockSize * tileW]float32
+	w := min(tileW, j.k-c0)
+	r0 := b * BlockSize
+	loadTile(j.in, j.k, r0, c0, w, &tile)
+	g := &j.row.g // both directions share the amax of a 2-D tensor
+	if !j.row.on {
+		g = &j.col.g
+	}
+	blocksPerRow := j.k / BlockSize
+	for t := 0; t < w/BlockSize; t++ {
+		var m uint32
+		for i := 0; i < BlockSize; i++ {
+			m = max(m, amaxBits((*[16]float32)(tile[i*tileW+t*BlockSize:])))
+		}
+		code, encB := g.blockScale(math.Float32frombits(m))
+		cb := c0/BlockSize + t
+		var rows [BlockSize]uint64
+		for i := 0; i < BlockSize; i++ {
+			x := (*[16]float32)(tile[i*tileW+t*BlockSize:])
+			if j.sr {
+				words := j.srs.block(host.DirRowwise, uint64(r0+i)*uint64(blocksPerRow)+uint64(cb))
+				rows[i] = encodeSR(x, encB, &words)
+			} else {
+				rows[i] = encodeRN(x, encB)
+			}
+		}
+		if j.row.on {
+			for i, p := range rows {
+				binary.LittleEndian.PutUint64(j.row.data[(r0+i)*j.row.rowBytes+cb*8:], p)
+				j.row.scales.buf[j.row.scales.at(r0+i, cb)] = code
+			}
+		}
+		if j.col.on {
+			cols := transposeNibbles(&rows)
+			for jj, p := range cols {
+				k := c0 + t*BlockSize + jj
+				binary.LittleEndian.PutUint64(j.col.data[k*j.col.rowBytes+b*8:], p)
+				j.col.scales.buf[j.col.scales.at(k, b)] = code
+			}
+		}
+	}
+}
+
+// transposeNibbles transposes a 16×16 tile of codes held as 16 rows of 16
+// nibbles (element c of a row in bits 4c..4c+3).
+func transposeNibbles(rows *[16]uint64) (cols [16]uint64) {
+	for i, r := range rows {
+		for c := 0; c < 16; c++ {
+			cols[c] |= (r >> (4 * c) & 0xF) << (4 * i)
+		}
+	}
+	return
+}
+
+// amaxBits is the bit pattern of max |x| over a block, NaN ignored (fmaxf, as
+// TE's block reduction): magnitudes order like their bit patterns.
+func amaxBits(x *[16]float32) uint32 {
+	var m0, m1, m2, m3 uint32 // four chains for instruction-level parallelism
+	for i := 0; i < 16; i += 4 {
+		m0 = max(m0, absNoNaN(x[i]))
+		m1 = max(m1, absNoNaN(x[i+1]))
+		m2 = max(m2, absNoNaN(x[i+2]))
+		m3 = max(m3, absNoNaN(x[i+3]))
+	}
+	return max(m0, m1, m2, m3)
+}
+
+// absNoNaN is the magnitude bit pattern of v, 0 for NaN.
+func absNoNaN(v float32) uint32 {
+	a := math.Float32bits(v) & 0x7FFFFFFF
+	return a &^ uint32(int32(0x7F800000-a)>>31)
+}
+
+func blockAmax(x *[16]float32) float32 { return math.Float32frombits(amaxBits(x)) }
+
+// encodeRN is q_i = RNE_sat_e2m1(fl32(x_i · enc_b)) for 16 elements, packed two
+// a byte, the even element low (spec §1.5, §5.2).
+func encodeRN(x *[16]float32, encB float32) uint64 {
+	var p uint64
+	for i, v := range x {
+		p |= uint64(numeric.EncodeE2M1(float32(v*encB))) << (4 * i)
+	}
+	return p
+}
+
+// encodeSR is the stochastic-rounding counterpart of encodeRN: element i takes
+// byte i%4 of word i/4 (spec §5.6; stochastic.go).
+func encodeSR(x *[16]float32, encB float32, w *[4]uint32) uint64 {
+	var p uint64
+	for i, v := range x {
+		rb := uint8(w[i>>2] >> (8 * (i & 3)))
+		p |= uint64(numeric.StochasticRoundE2M1(float32(v*encB), rb)) << (4 * i)
+	}
+	return p
+}
+
+// rhtAmax is max |y| over the BF16-rounded transform of every columnwise chunk
+// (spec §5.4), NaN ignored. BF16 rounding is monotone and symmetric, so it
+// rounds the float64 maximum once instead of every element.
+func rhtAmax(in host.Tensor, m, k int, mask uint16) float32 {
+	signs := rhtSigns(mask)
+	bands, tiles := m/BlockSize, (k+tileW-1)/tileW
+	var mu sync.Mutex
+	var best float64
+	parallel.For(bands*tiles, 1, func(lo, hi int) {
+		var tile [BlockSize * tileW]float32
+		var v [16]float32
+		var y [16]float64
+		var local float64
+		for t := lo; t < hi; t++ {
+			b, c0 := t/tiles, t%tiles*tileW
+			w := min(tileW, k-c0)
+			loadTile(in, k, b*BlockSize, c0, w, &tile)
+			for c := 0; c < w; c++ {
+				for i := range v {
+					v[i] = tile[i*tileW+c]
+				}
+				rhtSums(&v, &signs, &y)
+				for _, x := range y {
+					if a := math.Abs(x); a > local { // NaN compares false
+						local = a
+					}
+				}
+			}
+		}
+		mu.Lock()
+		best = max(best, local)
+		mu.Unlock()
+	})
+	// max |z/4| = max |z| / 4, exactly.
+	return numeric.BF16ToFloat32(numeric.Float64ToBF16(best * 0.25))
+}
+
+// storageView is a direction's buffers read back for dequantize, derive and
+// the GEMM tiles.
+type storageView struct {
+	data     []byte
+	rowBytes int
+	scales   scaleLayout
+	amax     float32
+	rows     int // stored rows
+	cols     int // stored cols
+}
+
+func viewOf(st *host.Storage, dir host.Direction, m, k int64) (storageView, *Spec, error) {
+	s, err := specOf(st.Spec)
+	if err != nil {
+		return storageView{}, nil, err
+	}
+	if err := checkDims(m, k); err != nil {
+		return storageView{}, nil, err
+	}
+	rows, cols := storedDims(m, k, dir)
+	v := storageView{data: st.MustBuffer(host.BufData).Bytes8(), rowBytes: int(cols / 2), rows: int(rows), cols: int(cols)}
+	if int64(len(v.data)) != rows*cols/2 {
+		return v, nil, host.Errorf(host.ErrInvalidArgument, "nvfp4: %s data buffer has %d bytes, want %d", dir, len(v.data), rows*cols/2)
+	}
+	if v.scales, err = newScaleLayout(st, s, rows, cols); err != nil {
+		return v, nil, err
+	}
+	v.amax = st.MustBuffer(host.BufAmax).Float32s()[0]
+	return v, s, nil
+}
+
+// codes returns the 16 codes of block cb of stored row r, element c in bits 4c.
+func (v *storageView) codes(r, cb int) uint64 {
+	return binary.LittleEndian.Uint64(v.data[r*v.rowBytes+cb*8:])
+}
+
+func (v *storageView) scale(r, cb int) uint8 { return v.scales.buf[v.scales.at(r, cb)] }
+
+func (kernels) Dequantize(r *host.DequantizeRequest) error { return dequantize(r, false) }
+
+// DequantizeUntransformed undoes the RHT of a transformed columnwise copy
+// (rhtInverse); other directions dequantize as usual.
+func (kernels) DequantizeUntransformed(r *host.DequantizeRequest) error { return dequantize(r, true) }
+
+// dequantize writes x = fl32(e2m1 · final_scale) with final_scale =
+// DequantScale(S_dec_b_fp8, amax) (spec §5.2), then rounds to the output dtype.
+// Columnwise data is stored transposed; values go back to their logical [M, K]
+// place. A transformed columnwise copy gives the transformed values unless
+// undo is set.
+func dequantize(r *host.DequantizeRequest, undo bool) error {
+	v, s, err := viewOf(r.Storage, r.Dir, r.M, r.K)
+	if err != nil {
+		return err
+	}
+	undo = undo && s.rht && r.Dir == host.DirColumnwise
+	signs := rhtSigns(s.mask)
+	table := numeric.E2M1Table()
+	bands, tiles := v.rows/BlockSize, (v.cols+tileW-1)/tileW
+	k := int(r.K)
+	parallel.For(bands*tiles, 1, func(lo, hi int) {
+		var tile [BlockSize * tileW]float32
+		var col [BlockSize]float32
+		for t := lo; t < hi; t++ {
+			b, c0 := t/tiles, t%tiles*tileW
+			w := min(tileW, v.cols-c0)
+			for i := 0; i < BlockSize; i++ {
+				sr := b*BlockSize + i
+				for cb := 0; cb < w/BlockSize; cb++ {
+					codes := v.codes(sr, c0/BlockSize+cb)
+					final := DequantScale(v.scale(sr, c0/BlockSize+cb), v.amax)
+					x := (*[16]float32)(tile[i*tileW+cb*BlockSize:])
+					for e := range x {
+						x[e] = float32(table[codes>>(4*e)&0xF] * final)
+					}
+					if undo {
+						rhtInverse(x, &signs)
+					}
+				}
+			}
+			if r.Dir == host.DirRowwise {
+				for i := 0; i < BlockSize; i++ {
+					host.StoreFloat32(r.Out, int64((b*BlockSize+i)*k+c0), tile[i*tileW:i*tileW+w])
+				}
+				continue
+			}
+			// Stored row kk = 16b+i, stored column m = c0+c is logical (m, kk).
+			for c := 0; c < w; c++ {
+				for i := range col {
+					col[i] = tile[i*tileW+c]
+				}
+				host.StoreFloat32(r.Out, int64((c0+c)*k+b*BlockSize), col[:])
+			}
+		}
+	})
+	return nil
+}
+
+// Derive builds the columnwise copy of a 16×16-scaled tensor from its rowwise
+// data without re-quantizing (NVFP4TensorStorage._create_columnwise, spec
+// §5.3): the nibbles are transposed, each tile's scale moves to the transposed
+// tile, and the amax is copied.
+func (kernels) Derive(r *host.DeriveRequest) error {
+	s, err := specOf(r.Spec)
+	if err != nil {
+		return err
+	}
+	if !s.Derivable(r.FromDir, r.ToDir) {
+		return host.Errorf(host.ErrState, "nvfp4: %s data cannot be derived from %s data (only 16×16-scaled columnwise from rowwise)", r.ToDir, r.FromDir)
+	}
+	src, _, err := viewOf(r.From, r.FromDir, r.M, r.K)
+	if err != nil {
+		return err
+	}
+	dst, _, err := viewOf(r.To, r.ToDir, r.M, r.K)
+	if err != nil {
+		return err
+	}
+	dst.scales.zeroPadding(dst.rows, dst.cols/BlockSize)
+	r.To.MustBuffer(host.BufAmax).Float32s()[0] = src.amax
+	mb, kb := src.rows/BlockSize, src.cols/BlockSize
+	parallel.For(mb, 1, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			for t := 0; t < kb; t++ {
+				var rows [BlockSize]uint64
+				for i := range rows {
+					rows[i] = src.codes(b*BlockSize+i, t)
+				}
+				code := src.scale(b*BlockSize, t)
+				for jj, p := range transposeNibbles(&rows) {
+					kk := t*BlockSize + jj
+					binary.LittleEndian.PutUint64(dst.data[kk*dst.rowBytes+b*8:], p)
+					dst.scales.buf[dst.scales.at(kk, b)] = code
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// SwizzleScales converts a direction's scale_inv between the compact and the
+// GEMM-swizzled layout in place (spec §4.7, §5.3): padding stays in place as
+// zeros in both.
+func (kernels) SwizzleScales(st *host.Storage, dir host.Direction, m, k int64, swizzled bool) error {
+	if err := checkDims(m, k); err != nil {
+		return err
+	}
+	rows, cols := storedDims(m, k, dir)
+	pr, pc := scaleShape(rows, cols)
+	buf := st.MustBuffer(host.BufScaleInv).Bytes8()
+	if int64(len(buf)) != pr*pc {
+		return host.Errorf(host.ErrInvalidArgument, "nvfp4: %s scale_inv buffer has %d bytes, want %d×%d", dir, len(buf), pr, pc)
+	}
+	src := append([]byte(nil), buf...)
+	if swizzled {
+		swizzle.Swizzle(buf, src, int(pr), int(pc))
+	} else {
+		swizzle.Unswizzle(buf, src, int(pr), int(pc))
+	}
+	return nil
+}
+
+// TensorScale is the per-tensor factor fl32(amax · fl32(1/(6·448))) of a
+// direction (spec §5.2); DequantizeTile leaves it out.
+func (kernels) TensorScale(st *host.Storage, _ host.Direction) float32 {
+	return TensorScale(st.MustBuffer(host.BufAmax).Float32s()[0])
+}
+
+// DequantizeTile writes e2m1 · float(S_dec_b_fp8) (exact in float32) for the
+// logical tile [r0, r1) × [c0, c1). Multiplied by TensorScale it is the
+// dequantized value up to float32 rounding: dequantize rounds
+// fl32(fl32(s·amax)·f)·e2m1, this (e2m1·s)·fl32(amax·f). A columnwise copy
+// stored with the RHT gives transformed values: a GEMM contracting two such
+// operands over M gets the untransformed product, since H·Hᵀ = I (spec §5.5).
+func (kernels) DequantizeTile(st *host.Storage, dir host.Direction, m, k, r0, r1, c0, c1 int64, dst []float32, ld int, transposed bool) {
+	v, _, err := viewOf(st, dir, m, k)
+	if err != nil {
+		panic(err) // the GEMM checked the storage when it planned the tiles
+	}
+	table := numeric.E2M1Table()
+	for r := int(r0); r < int(r1); r++ {
+		for c := int(c0); c < int(c1); c++ {
+			sr, sc := r, c // stored position
+			if dir == host.DirColumnwise {
+				sr, sc = c, r
+			}
+			code := v.data[sr*v.rowBytes+sc/2] >> (4 * (sc & 1)) & 0xF
+			x := table[code] * numeric.DecodeE4M3(v.scale(sr, sc/BlockSize))
+			if transposed {
+				dst[(c-int(c0))*ld+(r-int(r0))] = x
+			} else {
+				dst[(r-int(r0))*ld+(c-int(c0))] = x
+			}
+		}
+	}
+}
