@@ -487,3 +487,30 @@ func TestRoundToBF16MatchesFloat64ToBF16(t *testing.T) {
 		require.Zero(t, math.Float32bits(dst[i])&0xFFFF, "x=%g: a bf16 value", x)
 	}
 }
+
+func TestPhiloxTwoChains(t *testing.T) {
+	for i := uint32(0); i < 200; i++ {
+		ca := [4]uint32{i, i * 7, ^i, i << 9}
+		cb := [4]uint32{i + 1, 3, i * 11, 0xFFFFFFFF - i}
+		key := [2]uint32{i * 0x9E37, ^i}
+		a, b := Philox4x32_10x2(ca, cb, key)
+		require.Equal(t, Philox4x32_10(ca, key), a)
+		require.Equal(t, Philox4x32_10(cb, key), b)
+	}
+}
+
+func TestFloat64ToBF16Normal(t *testing.T) {
+	xs := []float64{1, -3.75, math.Ldexp(1, -126), math.Nextafter(math.Ldexp(1, 128), 0), math.Ldexp(511, 119),
+		0, math.Copysign(0, -1), math.Ldexp(1, -127), math.Ldexp(1, 128), math.Inf(1), math.NaN()}
+	for _, x := range randomFloat32s(20000, 17) {
+		xs = append(xs, float64(x)*(1+1e-9))
+	}
+	for _, x := range xs {
+		h, ok := Float64ToBF16Normal(x)
+		a := math.Abs(x)
+		require.Equal(t, a >= math.Ldexp(1, -126) && a < math.Ldexp(1, 128), ok, "x=%g", x)
+		if ok {
+			require.Equal(t, Float64ToBF16(x), h, "x=%g", x)
+		}
+	}
+}

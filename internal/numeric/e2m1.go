@@ -102,14 +102,17 @@ func encodeE2M1Compare(b uint32) uint8 {
 // grid point has a zero in the low 21 bits of its float32 pattern, so t >> 21
 // indexes a table of it.
 func StochasticRoundE2M1(x float32, rbits uint8) uint8 {
-	b := math.Float32bits(x)
-	a := b & 0x7FFFFFFF
+	a := math.Float32bits(x) &^ (1 << 31)
+	if a > 0x7F800000 {
+		return 7 // NaN, whatever its sign
+	}
 	// u·step as rbits times 2^-9, 2^-8 or 2^-7: the exponent field of the
 	// factor is 118 plus one for each of |x| ≥ 2, |x| ≥ 4.
 	e := 118 + (0x3FFFFFFF-a)>>31 + (0x407FFFFF-a)>>31
-	t := float32(float32(rbits)*math.Float32frombits(e<<23)) + math.Float32frombits(a)
-	sign := (b >> 28 & 8) &^ ((0x7F800000 - a) >> 31 << 3) // none for NaN: its result is +6
-	return uint8(sign) | e2m1FloorTable[math.Float32bits(t)>>21]
+	// The product is exact, so a fused multiply-add, where the compiler emits
+	// one, gives the same t as the separate add: both are fmaf's result.
+	t := float32(rbits)*math.Float32frombits(e<<23) + math.Float32frombits(a)
+	return uint8(math.Float32bits(x)>>28)&8 | e2m1FloorTable[math.Float32bits(t)>>21]
 }
 
 // e2m1FloorTable[t >> 21] is the code of the largest E2M1 magnitude ≤ t for a

@@ -78,6 +78,17 @@ func Float64ToBF16(x float64) uint16 {
 	return float64ToBF16Edge(x)
 }
 
+// Float64ToBF16Normal is Float64ToBF16's common case, small enough to inline
+// in a hot loop: ok is false, and h meaningless, when |x| is outside
+// [2^-126, 2^128) (zero, subnormal, overflow, Inf, NaN), where the caller
+// falls back to Float64ToBF16.
+func Float64ToBF16Normal(x float64) (h uint16, ok bool) {
+	b := math.Float64bits(x)
+	a := b &^ (1 << 63)
+	a += 1<<44 - 1 + (a>>45)&1
+	return uint16(b>>48)&0x8000 | uint16(a>>45-896<<7), b&^(1<<63)-0x3810000000000000 < 0x47F0000000000000-0x3810000000000000
+}
+
 // float64ToBF16Edge is Float64ToBF16 outside the normal range: subnormals and
 // zero, Inf and overflow, NaN.
 func float64ToBF16Edge(x float64) uint16 {

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,13 +53,18 @@ func BenchmarkQuantize(b *testing.B) {
 				bytes += l.Bytes()
 			}
 			b.ReportAllocs()
+			cpu0 := cpuTime()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if err := q.QuantizeInto(in.t, host.QuantizeOptions{}, qt); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
 			b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			// CPU time of the process (all threads) per op: on a shared machine
+			// it moves less than wall time when other work competes for the cores.
+			b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/float64(b.N), "cpu-ms/op")
 		})
 	}
 }
@@ -97,4 +104,13 @@ func TestDumpForNumPy(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, c.name+"."+d.String()), out, 0o644))
 		}
 	}
+}
+
+// cpuTime is the user+system CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -90,17 +90,16 @@ func newDirOut(st *host.Storage, spec *Spec, dir host.Direction, m, k int64) (di
 	return d, err
 }
 
-// job is one quantize call.
+// job is one quantize pass over a [m, k] input.
 type job struct {
-	in    host.Tensor
-	m, k  int
-	row   dirOut
-	col   dirOut
-	twoD  bool
-	rht   bool
-	signs [16]float64
-	sr    bool
-	srs   srStream
+	in   host.Tensor
+	src  []uint16 // the input's bits when it is BF16
+	m, k int
+	row  dirOut
+	col  dirOut
+	twoD bool
+	sr   bool
+	srs  srStream
 }
 
 func (kernels) Amax(r *host.AmaxRequest) error {
@@ -126,7 +125,8 @@ func (kernels) Amax(r *host.AmaxRequest) error {
 		}
 	}
 	if colRHT {
-		out[1] = rhtAmax(r.Input, int(r.M), int(r.K), s.mask)
+		signs := rhtSigns(s.mask)
+		out[1] = rhtTransform(r.Input.Uint16s(), int(r.M), int(r.K), &signs, nil)
 	}
 	return nil
 }
@@ -147,6 +147,10 @@ func rhtDTypeError(dt host.DType) error {
 // (§5.4): rowwise = amax(x); columnwise = amax(x), or with the RHT the amax of
 // the BF16-rounded transform of xᵀ (TE takes it with max.xorsign.abs.bf16x2 on
 // the BF16 MMA outputs, hadamard_transform.cu). AmaxIn replaces both.
+//
+// With the RHT the transform of xᵀ is written once, as BF16 [K, M], to a
+// pooled scratch buffer (TE's unfused path does the same, §5.5); its amax
+// comes with it, and the columnwise copy quantizes its rows.
 func (kernels) Quantize(r *host.QuantizeRequest) error {
 	s, err := specOf(r.Spec)
 	if err != nil {
@@ -155,10 +159,14 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 	if err := checkDims(r.M, r.K); err != nil {
 		return err
 	}
-	j := &job{in: r.Input, m: int(r.M), k: int(r.K), twoD: s.TwoD(), rht: s.rht, signs: rhtSigns(s.mask),
-		sr: s.p.StochasticRounding, srs: newSRStream(s.p)}
+	m, k := int(r.M), int(r.K)
 	rowSt, colSt := r.Out[host.DirRowwise], r.Out[host.DirColumnwise]
-	if colSt != nil && s.rht && r.Input.DType != host.BFloat16 {
+	j := &job{in: r.Input, m: m, k: k, twoD: s.TwoD(), sr: s.p.StochasticRounding, srs: newSRStream(s.p)}
+	if r.Input.DType == host.BFloat16 {
+		j.src = r.Input.Uint16s()
+	}
+	rht := colSt != nil && s.rht
+	if rht && r.Input.DType != host.BFloat16 {
 		return rhtDTypeError(r.Input.DType)
 	}
 	if rowSt != nil {
@@ -166,24 +174,51 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 			return err
 		}
 	}
+	var col dirOut
 	if colSt != nil {
-		if j.col, err = newDirOut(colSt, s, host.DirColumnwise, r.M, r.K); err != nil {
+		if col, err = newDirOut(colSt, s, host.DirColumnwise, r.M, r.K); err != nil {
 			return err
 		}
 	}
-	rowAmax, colAmax, err := j.amaxes(r.AmaxIn)
+	// t quantizes the transposed, transformed copy as the rows of a [K, M] input.
+	t := &job{}
+	var rhtAmax float32
+	if rht {
+		scratch := getScratch(m * k)
+		defer putScratch(scratch)
+		signs := rhtSigns(s.mask)
+		rhtAmax = rhtTransform(j.src, m, k, &signs, *scratch)
+		*t = job{in: host.Tensor{DType: host.BFloat16, Shape: []int64{r.K, r.M}}, src: *scratch, m: k, k: m,
+			row: col, sr: j.sr, srs: j.srs}
+	} else {
+		j.col = col
+	}
+	rowAmax, colAmax, err := amaxes(r.AmaxIn, j, rht, rhtAmax)
 	if err != nil {
 		return err
 	}
-	j.row.g, j.col.g = newGlobalScale(rowAmax), newGlobalScale(colAmax)
-	for _, d := range []*dirOut{&j.row, &j.col} {
+	for _, d := range []*dirOut{&j.row, &j.col, &t.row} {
 		if !d.on {
 			continue
 		}
-		st := r.Out[d.dir]
-		st.MustBuffer(host.BufAmax).Float32s()[0] = d.g.amax
+		a := rowAmax
+		if d.dir == host.DirColumnwise {
+			a = colAmax
+		}
+		d.g = newGlobalScale(a)
+		r.Out[d.dir].MustBuffer(host.BufAmax).Float32s()[0] = a
 		rows, _ := storedDims(r.M, r.K, d.dir)
 		d.scales.zeroPadding(int(rows), d.blocksPerRow)
+	}
+	j.run()
+	t.run()
+	return nil
+}
+
+// run quantizes every tile of the job, in parallel.
+func (j *job) run() {
+	if !j.row.on && !j.col.on {
+		return
 	}
 	bands, tiles := j.m/BlockSize, (j.k+tileW-1)/tileW
 	parallel.For(bands*tiles, 1, func(lo, hi int) {
@@ -195,11 +230,12 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 			}
 		}
 	})
-	return nil
 }
 
-// amaxes returns the global amax of each direction (spec §5.4).
-func (j *job) amaxes(in *host.Tensor) (row, col float32, err error) {
+// amaxes returns the global amax of each direction (spec §5.4): AmaxIn when
+// given, else amax(x), and for a transformed columnwise copy rhtAmax.
+func amaxes(in *host.Tensor, j *job, rht bool, rhtAmax float32) (row, col float32, err error) {
+	colOn := j.col.on || rht
 	if in != nil {
 		a := in.Float32s()
 		for i, name := range []string{"rowwise", "columnwise"} {
@@ -211,7 +247,7 @@ func (j *job) amaxes(in *host.Tensor) (row, col float32, err error) {
 		if j.twoD {
 			// One quantize gives both directions of a 16×16 tensor the same
 			// codes, so they must share one amax (spec §5.3, §5.4).
-			if j.row.on && j.col.on && math.Float32bits(row) != math.Float32bits(col) {
+			if j.row.on && colOn && math.Float32bits(row) != math.Float32bits(col) {
 				return 0, 0, host.Errorf(host.ErrInvalidArgument, "options.amax: 16×16 (block_dims 2) nvfp4 uses one amax for both directions; got rowwise %g, columnwise %g", row, col)
 			}
 			if !j.row.on {
@@ -221,25 +257,30 @@ func (j *job) amaxes(in *host.Tensor) (row, col float32, err error) {
 		}
 		return row, col, nil
 	}
-	needPlain := j.row.on || (j.col.on && !j.rht) || j.twoD
-	if needPlain {
+	if j.row.on || j.col.on {
 		row = host.AmaxCPU(j.in)
 		col = row
 	}
-	if j.col.on && j.rht {
-		col = rhtAmax(j.in, j.m, j.k, maskOf(&j.signs))
+	if rht {
+		col = rhtAmax
 	}
 	return row, col, nil
 }
 
-func maskOf(signs *[16]float64) (m uint16) {
-	for i, s := range signs {
-		if s < 0 {
-			m |= 1 << i
-		}
+// scratchPool recycles the BF16 buffers of transformed columnwise copies, so
+// that repeated quantizes do not allocate.
+var scratchPool sync.Pool
+
+func getScratch(n int) *[]uint16 {
+	if p, ok := scratchPool.Get().(*[]uint16); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
 	}
-	return
+	b := make([]uint16, n)
+	return &b
 }
+
+func putScratch(p *[]uint16) { scratchPool.Put(p) }
 
 // loadTile reads rows r0..r0+15, columns c0..c0+w-1 of the input into tile
 // (row stride tileW) as float32 (exact for every input dtype).
@@ -251,7 +292,7 @@ func loadTile(in host.Tensor, k, r0, c0, w int, tile *[BlockSize * tileW]float32
 
 // tile1D quantizes band b (rows 16b..16b+15) × columns c0..c0+tileW-1 in 1×16
 // blocks: each row's 16-element runs rowwise, each column's 16-element run
-// (after the RHT when on) columnwise. BF16 input, the common case, is read as
+// columnwise (a transformed columnwise copy is a separate job, see Quantize). BF16 input, the common case, is read as
 // raw bits; other dtypes are widened to float32 first.
 func (j *job) tile1D(b, c0 int) {
 	if j.in.DType == host.BFloat16 {
@@ -259,27 +300,27 @@ func (j *job) tile1D(b, c0 int) {
 		return
 	}
 	var tile [BlockSize * tileW]float32
+	var ws tileWords
 	w := min(tileW, j.k-c0)
-	r0 := b * BlockSize
+	r0, cb0, nb := b*BlockSize, c0/BlockSize, w/BlockSize
 	loadTile(j.in, j.k, r0, c0, w, &tile)
 	if j.row.on {
 		for i := 0; i < BlockSize; i++ {
-			for cb := 0; cb < w/BlockSize; cb++ {
+			words := j.words(&j.row, r0+i, cb0, 1, nb, &ws)
+			for cb := 0; cb < nb; cb++ {
 				x := (*[16]float32)(tile[i*tileW+cb*BlockSize:])
-				j.block(&j.row, x, blockAmax(x), r0+i, c0/BlockSize+cb)
+				j.block(&j.row, x, blockAmax(x), r0+i, cb0+cb, words.at(cb))
 			}
 		}
 	}
 	if j.col.on {
 		var v [16]float32
+		words := j.words(&j.col, c0, b, j.col.blocksPerRow, w, &ws)
 		for c := 0; c < w; c++ {
 			for i := range v {
 				v[i] = tile[i*tileW+c]
 			}
-			if j.rht {
-				rhtBF16(&v, &j.signs)
-			}
-			j.block(&j.col, &v, blockAmax(&v), c0+c, b)
+			j.block(&j.col, &v, blockAmax(&v), c0+c, b, words.at(c))
 		}
 	}
 }
@@ -287,47 +328,66 @@ func (j *job) tile1D(b, c0 int) {
 // tile1DBF16 is tile1D for BF16 input.
 func (j *job) tile1DBF16(b, c0 int) {
 	var raw [BlockSize * tileW]uint16
+	var ws tileWords
 	w := min(tileW, j.k-c0)
-	r0 := b * BlockSize
-	in := j.in.Uint16s()
-	for i := 0; i < BlockSize; i++ {
-		copy(raw[i*tileW:i*tileW+w], in[(r0+i)*j.k+c0:])
-	}
-	if j.row.on {
+	r0, cb0, nb := b*BlockSize, c0/BlockSize, w/BlockSize
+	if j.row.on { // rows are contiguous in the input: no copy
 		for i := 0; i < BlockSize; i++ {
-			for cb := 0; cb < w/BlockSize; cb++ {
-				j.blockBF16(&j.row, (*[16]uint16)(raw[i*tileW+cb*BlockSize:]), r0+i, c0/BlockSize+cb)
+			words := j.words(&j.row, r0+i, cb0, 1, nb, &ws)
+			row := j.src[(r0+i)*j.k+c0:]
+			for cb := 0; cb < nb; cb++ {
+				j.blockBF16(&j.row, (*[16]uint16)(row[cb*BlockSize:]), r0+i, cb0+cb, words.at(cb))
 			}
 		}
 	}
 	if j.col.on {
+		for i := 0; i < BlockSize; i++ {
+			copy(raw[i*tileW:i*tileW+w], j.src[(r0+i)*j.k+c0:])
+		}
 		var h [16]uint16
-		var x [16]float32
+		words := j.words(&j.col, c0, b, j.col.blocksPerRow, w, &ws)
 		for c := 0; c < w; c++ {
 			for i := range h {
 				h[i] = raw[i*tileW+c]
 			}
-			if !j.rht {
-				j.blockBF16(&j.col, &h, c0+c, b)
-				continue
-			}
-			for i, v := range h {
-				x[i] = math.Float32frombits(uint32(v) << 16)
-			}
-			rhtBF16(&x, &j.signs)
-			j.block(&j.col, &x, blockAmax(&x), c0+c, b)
+			j.blockBF16(&j.col, &h, c0+c, b, words.at(c))
 		}
 	}
 }
 
+// tileWords holds the stochastic-rounding words of up to tileW blocks.
+type tileWords [tileW][4]uint32
+
+// wordsOf is a view of tileWords, nil when rounding to nearest.
+type wordsOf = *tileWords
+
+func (w wordsOf) at(i int) *[4]uint32 {
+	if w == nil {
+		return nil
+	}
+	return &w[i]
+}
+
+// words draws the random words of the n blocks (r, cb), (r+step... ) of
+// direction d that a tile quantizes: stored row r, block column cb, then every
+// rowStride-th block after it (1 along a row; a row of blocks further down a
+// column). Nil when rounding to nearest.
+func (j *job) words(d *dirOut, r, cb, rowStride, n int, ws *tileWords) wordsOf {
+	if !j.sr {
+		return nil
+	}
+	j.srs.fill(d.dir, uint64(r)*uint64(d.blocksPerRow)+uint64(cb), uint64(rowStride), n, ws)
+	return ws
+}
+
 // blockBF16 is block for 16 BF16 values given as bits.
-func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int) {
-	if j.sr {
+func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int, words *[4]uint32) {
+	if words != nil {
 		var x [16]float32
 		for i, v := range h {
 			x[i] = math.Float32frombits(uint32(v) << 16)
 		}
-		j.block(d, &x, blockAmax(&x), r, cb)
+		j.block(d, &x, blockAmax(&x), r, cb, words)
 		return
 	}
 	code, encB := d.g.blockScale(amaxBF16(h))
@@ -338,7 +398,10 @@ func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int) {
 // amaxBF16 is max |x| over 16 BF16 values as a float32, NaN ignored. NaN is
 // rare, so the fast loop takes plain magnitudes and only a maximum above Inf
 // (a NaN was there) takes the masking loop.
-func amaxBF16(h *[16]uint16) float32 {
+func amaxBF16(h *[16]uint16) float32 { return math.Float32frombits(uint32(amaxBF16Bits(h)) << 16) }
+
+// amaxBF16Bits is amaxBF16 as a BF16 magnitude pattern.
+func amaxBF16Bits(h *[16]uint16) uint16 {
 	var m0, m1 uint16
 	for i := 0; i < 16; i += 2 {
 		m0 = max(m0, h[i]&0x7FFF)
@@ -353,30 +416,38 @@ func amaxBF16(h *[16]uint16) float32 {
 			}
 		}
 	}
-	return math.Float32frombits(uint32(m) << 16)
+	return m
 }
 
-// encodeRNBF16 is encodeRN of 16 BF16 values given as bits.
+// encodeRNBF16 is encodeRN of 16 BF16 values given as bits (unrolled: constant
+// shifts, no loop).
 func encodeRNBF16(h *[16]uint16, encB float32) uint64 {
-	var p0, p1 uint64
-	for i := 0; i < 16; i += 2 {
-		y0 := math.Float32frombits(uint32(h[i])<<16) * encB
-		y1 := math.Float32frombits(uint32(h[i+1])<<16) * encB
-		p0 |= uint64(numeric.EncodeE2M1(y0)) << (4 * i)
-		p1 |= uint64(numeric.EncodeE2M1(y1)) << (4 * (i + 1))
-	}
-	return p0 | p1
+	return uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[0])<<16)*encB))<<0 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[1])<<16)*encB))<<4 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[2])<<16)*encB))<<8 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[3])<<16)*encB))<<12 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[4])<<16)*encB))<<16 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[5])<<16)*encB))<<20 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[6])<<16)*encB))<<24 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[7])<<16)*encB))<<28 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[8])<<16)*encB))<<32 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[9])<<16)*encB))<<36 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[10])<<16)*encB))<<40 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[11])<<16)*encB))<<44 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[12])<<16)*encB))<<48 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[13])<<16)*encB))<<52 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[14])<<16)*encB))<<56 |
+		uint64(numeric.EncodeE2M1(math.Float32frombits(uint32(h[15])<<16)*encB))<<60
 }
 
 // block quantizes the 1×16 block cb of stored row r of direction d, whose
-// amax is bamax.
-func (j *job) block(d *dirOut, x *[16]float32, bamax float32, r, cb int) {
+// amax is bamax, rounding stochastically with words when they are given.
+func (j *job) block(d *dirOut, x *[16]float32, bamax float32, r, cb int, words *[4]uint32) {
 	code, encB := d.g.blockScale(bamax)
 	d.scales.buf[d.scales.at(r, cb)] = code
 	var packed uint64
-	if j.sr {
-		w := j.srs.block(d.dir, uint64(r)*uint64(d.blocksPerRow)+uint64(cb))
-		packed = encodeSR(x, encB, &w)
+	if words != nil {
+		packed = encodeSR(x, encB, words)
 	} else {
 		packed = encodeRN(x, encB)
 	}
@@ -389,27 +460,61 @@ func (j *job) block(d *dirOut, x *[16]float32, bamax float32, r, cb int) {
 // over its 16 stored rows, the 1×16 layout the GEMM reads.
 func (j *job) tile2D(b, c0 int) {
 	var tile [BlockSize * tileW]float32
+	var ws tileWords
 	w := min(tileW, j.k-c0)
 	r0 := b * BlockSize
-	loadTile(j.in, j.k, r0, c0, w, &tile)
+	bf16 := j.src != nil
+	if !bf16 {
+		loadTile(j.in, j.k, r0, c0, w, &tile)
+	}
 	g := &j.row.g // both directions share the amax of a 2-D tensor
 	if !j.row.on {
 		g = &j.col.g
 	}
-	blocksPerRow := j.k / BlockSize
+	bpr := j.k / BlockSize
 	for t := 0; t < w/BlockSize; t++ {
-		var m uint32
-		for i := 0; i < BlockSize; i++ {
-			m = max(m, amaxBits((*[16]float32)(tile[i*tileW+t*BlockSize:])))
-		}
-		code, encB := g.blockScale(math.Float32frombits(m))
 		cb := c0/BlockSize + t
+		// The tile's amax.
+		var bamax float32
+		if bf16 {
+			var m uint16
+			for i := 0; i < BlockSize; i++ {
+				m = max(m, amaxBF16Bits((*[16]uint16)(j.src[(r0+i)*j.k+cb*BlockSize:])))
+			}
+			bamax = math.Float32frombits(uint32(m) << 16)
+		} else {
+			var m uint32
+			for i := 0; i < BlockSize; i++ {
+				m = max(m, amaxBits((*[16]float32)(tile[i*tileW+t*BlockSize:])))
+			}
+			bamax = math.Float32frombits(m)
+		}
+		code, encB := g.blockScale(bamax)
+		// 16×16 tensors round each element once, with the bits of its rowwise
+		// block (dir 0), whichever directions are stored.
+		var words wordsOf
+		if j.sr {
+			j.srs.fill(host.DirRowwise, uint64(r0)*uint64(bpr)+uint64(cb), uint64(bpr), BlockSize, &ws)
+			words = &ws
+		}
 		var rows [BlockSize]uint64
 		for i := 0; i < BlockSize; i++ {
-			x := (*[16]float32)(tile[i*tileW+t*BlockSize:])
-			if j.sr {
-				words := j.srs.block(host.DirRowwise, uint64(r0+i)*uint64(blocksPerRow)+uint64(cb))
-				rows[i] = encodeSR(x, encB, &words)
+			var x *[16]float32
+			if bf16 {
+				h := (*[16]uint16)(j.src[(r0+i)*j.k+cb*BlockSize:])
+				if words == nil {
+					rows[i] = encodeRNBF16(h, encB)
+					continue
+				}
+				x = new([16]float32) // stays on the stack
+				for e, v := range h {
+					x[e] = math.Float32frombits(uint32(v) << 16)
+				}
+			} else {
+				x = (*[16]float32)(tile[i*tileW+t*BlockSize:])
+			}
+			if words != nil {
+				rows[i] = encodeSR(x, encB, words.at(i))
 			} else {
 				rows[i] = encodeRN(x, encB)
 			}
@@ -421,8 +526,8 @@ func (j *job) tile2D(b, c0 int) {
 			}
 		}
 		if j.col.on {
-			cols := transposeNibbles(&rows)
-			for jj, p := range cols {
+			transposeNibbles(&rows)
+			for jj, p := range rows {
 				k := c0 + t*BlockSize + jj
 				binary.LittleEndian.PutUint64(j.col.data[k*j.col.rowBytes+b*8:], p)
 				j.col.scales.buf[j.col.scales.at(k, b)] = code
@@ -431,15 +536,31 @@ func (j *job) tile2D(b, c0 int) {
 	}
 }
 
-// transposeNibbles transposes a 16×16 tile of codes held as 16 rows of 16
-// nibbles (element c of a row in bits 4c..4c+3).
-func transposeNibbles(rows *[16]uint64) (cols [16]uint64) {
-	for i, r := range rows {
-		for c := 0; c < 16; c++ {
-			cols[c] |= (r >> (4 * c) & 0xF) << (4 * i)
+// transposeNibbles transposes in place a 16×16 tile of codes held as 16 rows
+// of 16 nibbles (element c of a row in bits 4c..4c+3): the recursive block
+// swap of Hacker's Delight §7-3 — exchange the off-diagonal 8×8 blocks, then
+// the 4×4 blocks inside each quadrant, then 2×2, then single nibbles.
+func transposeNibbles(r *[16]uint64) {
+	swap := func(i, j int, mask uint64, shift uint) {
+		a, b := r[i], r[j]
+		r[i] = a&mask | (b&mask)<<shift
+		r[j] = b&^mask | (a&^mask)>>shift
+	}
+	for i := 0; i < 8; i++ {
+		swap(i, i+8, 0x00000000FFFFFFFF, 32)
+	}
+	for i := 0; i < 16; i += 8 {
+		for k := i; k < i+4; k++ {
+			swap(k, k+4, 0x0000FFFF0000FFFF, 16)
 		}
 	}
-	return
+	for i := 0; i < 16; i += 4 {
+		swap(i, i+2, 0x00FF00FF00FF00FF, 8)
+		swap(i+1, i+3, 0x00FF00FF00FF00FF, 8)
+	}
+	for i := 0; i < 16; i += 2 {
+		swap(i, i+1, 0x0F0F0F0F0F0F0F0F, 4)
+	}
 }
 
 // amaxBits is the bit pattern of max |x| over a block, NaN ignored (fmaxf, as
@@ -464,61 +585,92 @@ func absNoNaN(v float32) uint32 {
 func blockAmax(x *[16]float32) float32 { return math.Float32frombits(amaxBits(x)) }
 
 // encodeRN is q_i = RNE_sat_e2m1(fl32(x_i · enc_b)) for 16 elements, packed two
-// a byte, the even element low (spec §1.5, §5.2).
+// a byte, the even element low (spec §1.5, §5.2); unrolled.
 func encodeRN(x *[16]float32, encB float32) uint64 {
-	var p uint64
-	for i, v := range x {
-		p |= uint64(numeric.EncodeE2M1(float32(v*encB))) << (4 * i)
-	}
-	return p
+	return uint64(numeric.EncodeE2M1(x[0]*encB))<<0 |
+		uint64(numeric.EncodeE2M1(x[1]*encB))<<4 |
+		uint64(numeric.EncodeE2M1(x[2]*encB))<<8 |
+		uint64(numeric.EncodeE2M1(x[3]*encB))<<12 |
+		uint64(numeric.EncodeE2M1(x[4]*encB))<<16 |
+		uint64(numeric.EncodeE2M1(x[5]*encB))<<20 |
+		uint64(numeric.EncodeE2M1(x[6]*encB))<<24 |
+		uint64(numeric.EncodeE2M1(x[7]*encB))<<28 |
+		uint64(numeric.EncodeE2M1(x[8]*encB))<<32 |
+		uint64(numeric.EncodeE2M1(x[9]*encB))<<36 |
+		uint64(numeric.EncodeE2M1(x[10]*encB))<<40 |
+		uint64(numeric.EncodeE2M1(x[11]*encB))<<44 |
+		uint64(numeric.EncodeE2M1(x[12]*encB))<<48 |
+		uint64(numeric.EncodeE2M1(x[13]*encB))<<52 |
+		uint64(numeric.EncodeE2M1(x[14]*encB))<<56 |
+		uint64(numeric.EncodeE2M1(x[15]*encB))<<60
 }
 
 // encodeSR is the stochastic-rounding counterpart of encodeRN: element i takes
-// byte i%4 of word i/4 (spec §5.6; stochastic.go).
+// byte i%4 of word i/4 (spec §5.6; stochastic.go); unrolled.
 func encodeSR(x *[16]float32, encB float32, w *[4]uint32) uint64 {
-	var p uint64
-	for i, v := range x {
-		rb := uint8(w[i>>2] >> (8 * (i & 3)))
-		p |= uint64(numeric.StochasticRoundE2M1(float32(v*encB), rb)) << (4 * i)
-	}
-	return p
+	return uint64(numeric.StochasticRoundE2M1(x[0]*encB, uint8(w[0]>>0)))<<0 |
+		uint64(numeric.StochasticRoundE2M1(x[1]*encB, uint8(w[0]>>8)))<<4 |
+		uint64(numeric.StochasticRoundE2M1(x[2]*encB, uint8(w[0]>>16)))<<8 |
+		uint64(numeric.StochasticRoundE2M1(x[3]*encB, uint8(w[0]>>24)))<<12 |
+		uint64(numeric.StochasticRoundE2M1(x[4]*encB, uint8(w[1]>>0)))<<16 |
+		uint64(numeric.StochasticRoundE2M1(x[5]*encB, uint8(w[1]>>8)))<<20 |
+		uint64(numeric.StochasticRoundE2M1(x[6]*encB, uint8(w[1]>>16)))<<24 |
+		uint64(numeric.StochasticRoundE2M1(x[7]*encB, uint8(w[1]>>24)))<<28 |
+		uint64(numeric.StochasticRoundE2M1(x[8]*encB, uint8(w[2]>>0)))<<32 |
+		uint64(numeric.StochasticRoundE2M1(x[9]*encB, uint8(w[2]>>8)))<<36 |
+		uint64(numeric.StochasticRoundE2M1(x[10]*encB, uint8(w[2]>>16)))<<40 |
+		uint64(numeric.StochasticRoundE2M1(x[11]*encB, uint8(w[2]>>24)))<<44 |
+		uint64(numeric.StochasticRoundE2M1(x[12]*encB, uint8(w[3]>>0)))<<48 |
+		uint64(numeric.StochasticRoundE2M1(x[13]*encB, uint8(w[3]>>8)))<<52 |
+		uint64(numeric.StochasticRoundE2M1(x[14]*encB, uint8(w[3]>>16)))<<56 |
+		uint64(numeric.StochasticRoundE2M1(x[15]*encB, uint8(w[3]>>24)))<<60
 }
 
-// rhtAmax is max |y| over the BF16-rounded transform of every columnwise chunk
-// (spec §5.4), NaN ignored. BF16 rounding is monotone and symmetric, so it
-// rounds the float64 maximum once instead of every element.
-func rhtAmax(in host.Tensor, m, k int, mask uint16) float32 {
-	signs := rhtSigns(mask)
+// rhtTransform computes the transform of every 16-element chunk of xᵀ (the
+// columns of the BF16 input src [m, k], 16 rows at a time) and returns the
+// amax of its BF16 values (spec §5.4), NaN ignored. With dst non-nil it stores
+// the BF16 bits there as [k, m], the columnwise copy's stored layout.
+func rhtTransform(src []uint16, m, k int, signs *[16]float64, dst []uint16) float32 {
 	bands, tiles := m/BlockSize, (k+tileW-1)/tileW
 	var mu sync.Mutex
-	var best float64
+	var best uint16
 	parallel.For(bands*tiles, 1, func(lo, hi int) {
-		var tile [BlockSize * tileW]float32
-		var v [16]float32
-		var y [16]float64
-		var local float64
+		var raw [BlockSize * tileW]uint16
+		var h, tmp [16]uint16
+		var m0, m1 uint16
 		for t := lo; t < hi; t++ {
 			b, c0 := t/tiles, t%tiles*tileW
 			w := min(tileW, k-c0)
-			loadTile(in, k, b*BlockSize, c0, w, &tile)
+			r0 := b * BlockSize
+			for i := 0; i < BlockSize; i++ {
+				copy(raw[i*tileW:i*tileW+w], src[(r0+i)*k+c0:])
+			}
 			for c := 0; c < w; c++ {
-				for i := range v {
-					v[i] = tile[i*tileW+c]
+				for i := range h {
+					h[i] = raw[i*tileW+c]
 				}
-				rhtSums(&v, &signs, &y)
-				for _, x := range y {
-					if a := math.Abs(x); a > local { // NaN compares false
-						local = a
-					}
+				out := &tmp
+				if dst != nil {
+					out = (*[16]uint16)(dst[(c0+c)*m+r0:])
+				}
+				rhtChunk(&h, signs, out)
+				for i := 0; i < 16; i += 2 {
+					m0 = max(m0, absBF16(out[i]))
+					m1 = max(m1, absBF16(out[i+1]))
 				}
 			}
 		}
 		mu.Lock()
-		best = max(best, local)
+		best = max(best, m0, m1)
 		mu.Unlock()
 	})
-	// max |z/4| = max |z| / 4, exactly.
-	return numeric.BF16ToFloat32(numeric.Float64ToBF16(best * 0.25))
+	return numeric.BF16ToFloat32(best)
+}
+
+// absBF16 is the magnitude of a BF16 pattern, 0 for NaN.
+func absBF16(h uint16) uint16 {
+	a := h & 0x7FFF
+	return a &^ uint16(int16(0x7F80-a)>>15)
 }
 
 // storageView is a direction's buffers read back for dequantize, derive and
@@ -649,7 +801,8 @@ func (kernels) Derive(r *host.DeriveRequest) error {
 					rows[i] = src.codes(b*BlockSize+i, t)
 				}
 				code := src.scale(b*BlockSize, t)
-				for jj, p := range transposeNibbles(&rows) {
+				transposeNibbles(&rows)
+				for jj, p := range rows {
 					kk := t*BlockSize + jj
 					binary.LittleEndian.PutUint64(dst.data[kk*dst.rowBytes+b*8:], p)
 					dst.scales.buf[dst.scales.at(kk, b)] = code

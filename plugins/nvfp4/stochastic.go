@@ -54,3 +54,19 @@ func SRBlockBits(seed, offset uint64, dir host.Direction, b uint64) [4]uint32 {
 func (s *srStream) block(dir host.Direction, b uint64) [4]uint32 {
 	return numeric.Philox4x32_10([4]uint32{uint32(b), uint32(b>>32) | uint32(dir)<<31, s.off[0], s.off[1]}, s.key)
 }
+
+// fill draws the words of the n blocks first, first+stride, ... of direction
+// dir into w, two Philox chains at a time: the same words block gives.
+func (s *srStream) fill(dir host.Direction, first, stride uint64, n int, w *tileWords) {
+	hi := uint32(dir) << 31
+	i := 0
+	for ; i+1 < n; i += 2 {
+		a, b := first+uint64(i)*stride, first+uint64(i+1)*stride
+		w[i], w[i+1] = numeric.Philox4x32_10x2(
+			[4]uint32{uint32(a), uint32(a>>32) | hi, s.off[0], s.off[1]},
+			[4]uint32{uint32(b), uint32(b>>32) | hi, s.off[0], s.off[1]}, s.key)
+	}
+	if i < n {
+		w[i] = s.block(dir, first+uint64(i)*stride)
+	}
+}

@@ -116,3 +116,19 @@ func TestTileDequantizer(t *testing.T) {
 		}
 	}
 }
+
+func TestTransposeNibbles(t *testing.T) {
+	var rows [16]uint64
+	for i := range rows {
+		for c := 0; c < 16; c++ {
+			rows[i] |= uint64((i*7+c*3+i*c)&0xF) << (4 * c)
+		}
+	}
+	got := rows
+	transposeNibbles(&got)
+	for i := 0; i < 16; i++ {
+		for c := 0; c < 16; c++ {
+			require.Equal(t, rows[c]>>(4*i)&0xF, got[i]>>(4*c)&0xF, "(%d,%d)", i, c)
+		}
+	}
+}
