@@ -111,7 +111,10 @@ func TestQuantizeMatchesReference(t *testing.T) {
 			if ic.fp32 && dtype != host.Float32 {
 				continue
 			}
-			for _, sh := range shapes {
+			for si, sh := range shapes {
+				if dtype != host.BFloat16 && si != 1 {
+					continue // the dtype only changes the load: one shape (partial tiles, padding) covers it
+				}
 				for _, oc := range options {
 					name := fmt.Sprintf("%s/%s/%dx%d/%s", dtype, ic.name, sh[0], sh[1], oc.name)
 					t.Run(name, func(t *testing.T) {
