@@ -115,7 +115,7 @@ func TestEncodersAgainstRationalReference(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			sets := map[string][]float32{
-				"every bf16 pattern": allBF16(),
+				"every bf16 pattern":  allBF16(),
 				"boundaries and ties": boundaryInputs(c.ref),
 				"random float32":      randomFloat32s(200000, 7),
 			}
