@@ -222,11 +222,13 @@ func (j *job) run() {
 	}
 	bands, tiles := j.m/BlockSize, (j.k+tileW-1)/tileW
 	parallel.For(bands*tiles, 1, func(lo, hi int) {
+		cc := getCodeCache()
+		defer putCodeCache(cc)
 		for t := lo; t < hi; t++ {
 			if j.twoD {
-				j.tile2D(t/tiles, t%tiles*tileW)
+				j.tile2D(t/tiles, t%tiles*tileW, cc)
 			} else {
-				j.tile1D(t/tiles, t%tiles*tileW)
+				j.tile1D(t/tiles, t%tiles*tileW, cc)
 			}
 		}
 	})
@@ -294,9 +296,9 @@ func loadTile(in host.Tensor, k, r0, c0, w int, tile *[BlockSize * tileW]float32
 // blocks: each row's 16-element runs rowwise, each column's 16-element run
 // columnwise (a transformed columnwise copy is a separate job, see Quantize). BF16 input, the common case, is read as
 // raw bits; other dtypes are widened to float32 first.
-func (j *job) tile1D(b, c0 int) {
+func (j *job) tile1D(b, c0 int, cc *codeCache) {
 	if j.in.DType == host.BFloat16 {
-		j.tile1DBF16(b, c0)
+		j.tile1DBF16(b, c0, cc)
 		return
 	}
 	var tile [BlockSize * tileW]float32
@@ -326,7 +328,7 @@ func (j *job) tile1D(b, c0 int) {
 }
 
 // tile1DBF16 is tile1D for BF16 input.
-func (j *job) tile1DBF16(b, c0 int) {
+func (j *job) tile1DBF16(b, c0 int, cc *codeCache) {
 	var raw [BlockSize * tileW]uint16
 	var ws tileWords
 	w := min(tileW, j.k-c0)
@@ -336,7 +338,7 @@ func (j *job) tile1DBF16(b, c0 int) {
 			words := j.words(&j.row, r0+i, cb0, 1, nb, &ws)
 			row := j.src[(r0+i)*j.k+c0:]
 			for cb := 0; cb < nb; cb++ {
-				j.blockBF16(&j.row, (*[16]uint16)(row[cb*BlockSize:]), r0+i, cb0+cb, words.at(cb))
+				j.blockBF16(&j.row, (*[16]uint16)(row[cb*BlockSize:]), r0+i, cb0+cb, words.at(cb), cc)
 			}
 		}
 	}
@@ -350,7 +352,7 @@ func (j *job) tile1DBF16(b, c0 int) {
 			for i := range h {
 				h[i] = raw[i*tileW+c]
 			}
-			j.blockBF16(&j.col, &h, c0+c, b, words.at(c))
+			j.blockBF16(&j.col, &h, c0+c, b, words.at(c), cc)
 		}
 	}
 }
@@ -381,7 +383,7 @@ func (j *job) words(d *dirOut, r, cb, rowStride, n int, ws *tileWords) wordsOf {
 }
 
 // blockBF16 is block for 16 BF16 values given as bits.
-func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int, words *[4]uint32) {
+func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int, words *[4]uint32, cc *codeCache) {
 	if words != nil {
 		var x [16]float32
 		for i, v := range h {
@@ -390,33 +392,37 @@ func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int, words *[4]uint32) {
 		j.block(d, &x, blockAmax(&x), r, cb, words)
 		return
 	}
-	code, encB := d.g.blockScale(amaxBF16(h))
+	m, nan := blockMaxBF16(h)
+	code, encB := d.g.blockScale(math.Float32frombits(uint32(m) << 16))
 	d.scales.buf[d.scales.at(r, cb)] = code
-	binary.LittleEndian.PutUint64(d.data[r*d.rowBytes+cb*8:], encodeRNBF16(h, encB))
+	var packed uint64
+	if nan {
+		packed = encodeRNBF16(h, encB)
+	} else {
+		packed = encodeRNTable(h, cc.table(d, code))
+	}
+	binary.LittleEndian.PutUint64(d.data[r*d.rowBytes+cb*8:], packed)
 }
 
-// amaxBF16 is max |x| over 16 BF16 values as a float32, NaN ignored. NaN is
-// rare, so the fast loop takes plain magnitudes and only a maximum above Inf
-// (a NaN was there) takes the masking loop.
-func amaxBF16(h *[16]uint16) float32 { return math.Float32frombits(uint32(amaxBF16Bits(h)) << 16) }
-
-// amaxBF16Bits is amaxBF16 as a BF16 magnitude pattern.
-func amaxBF16Bits(h *[16]uint16) uint16 {
+// blockMaxBF16 is max |x| over 16 BF16 values as a BF16 magnitude pattern, NaN
+// ignored, and whether a NaN was there.
+func blockMaxBF16(h *[16]uint16) (m uint16, nan bool) {
 	var m0, m1 uint16
 	for i := 0; i < 16; i += 2 {
 		m0 = max(m0, h[i]&0x7FFF)
 		m1 = max(m1, h[i+1]&0x7FFF)
 	}
-	m := max(m0, m1)
-	if m > 0x7F80 {
-		m = 0
-		for _, v := range h {
-			if a := v & 0x7FFF; a <= 0x7F80 {
-				m = max(m, a)
-			}
+	m = max(m0, m1)
+	if m <= 0x7F80 {
+		return m, false
+	}
+	m = 0
+	for _, v := range h {
+		if a := v & 0x7FFF; a <= 0x7F80 {
+			m = max(m, a)
 		}
 	}
-	return m
+	return m, true
 }
 
 // encodeRNBF16 is encodeRN of 16 BF16 values given as bits (unrolled: constant
@@ -458,7 +464,7 @@ func (j *job) block(d *dirOut, x *[16]float32, bamax float32, r, cb int, words *
 // tile (spec §5.1, §5.3), each element rounded once; rowwise stores the codes
 // as they are, columnwise their transpose, and both replicate the tile's scale
 // over its 16 stored rows, the 1×16 layout the GEMM reads.
-func (j *job) tile2D(b, c0 int) {
+func (j *job) tile2D(b, c0 int, cc *codeCache) {
 	var tile [BlockSize * tileW]float32
 	var ws tileWords
 	w := min(tileW, j.k-c0)
@@ -467,19 +473,22 @@ func (j *job) tile2D(b, c0 int) {
 	if !bf16 {
 		loadTile(j.in, j.k, r0, c0, w, &tile)
 	}
-	g := &j.row.g // both directions share the amax of a 2-D tensor
+	gd := &j.row // both directions share the amax of a 2-D tensor
 	if !j.row.on {
-		g = &j.col.g
+		gd = &j.col
 	}
+	g := &gd.g
 	bpr := j.k / BlockSize
 	for t := 0; t < w/BlockSize; t++ {
 		cb := c0/BlockSize + t
 		// The tile's amax.
 		var bamax float32
+		nan := false
 		if bf16 {
 			var m uint16
 			for i := 0; i < BlockSize; i++ {
-				m = max(m, amaxBF16Bits((*[16]uint16)(j.src[(r0+i)*j.k+cb*BlockSize:])))
+				bm, bn := blockMaxBF16((*[16]uint16)(j.src[(r0+i)*j.k+cb*BlockSize:]))
+				m, nan = max(m, bm), nan || bn
 			}
 			bamax = math.Float32frombits(uint32(m) << 16)
 		} else {
@@ -503,7 +512,11 @@ func (j *job) tile2D(b, c0 int) {
 			if bf16 {
 				h := (*[16]uint16)(j.src[(r0+i)*j.k+cb*BlockSize:])
 				if words == nil {
-					rows[i] = encodeRNBF16(h, encB)
+					if nan {
+						rows[i] = encodeRNBF16(h, encB)
+					} else {
+						rows[i] = encodeRNTable(h, cc.table(gd, code))
+					}
 					continue
 				}
 				x = new([16]float32) // stays on the stack

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/internal/numeric"
 )
 
 // TestUpdateUsage: a 16×16 tensor derives its columnwise copy from rowwise data
@@ -129,6 +130,26 @@ func TestTransposeNibbles(t *testing.T) {
 	for i := 0; i < 16; i++ {
 		for c := 0; c < 16; c++ {
 			require.Equal(t, rows[c]>>(4*i)&0xF, got[i]>>(4*c)&0xF, "(%d,%d)", i, c)
+		}
+	}
+}
+
+// TestCodeTable: every entry of a code table is the direct encoding, for
+// factors of every kind (the zero-scale FLT_MAX, subnormal-scale huge ones,
+// ordinary, tiny), over all 2^15 BF16 magnitudes up to Inf.
+func TestCodeTable(t *testing.T) {
+	g := newGlobalScale(1000)
+	factors := []float32{math.MaxFloat32, 1, 1.0000001, 0.37, 3e-20, 2.5e30, 1e-45}
+	for c := 0; c < 0x7F; c += 9 { // the non-negative codes a block scale can have
+		factors = append(factors, g.encB[c])
+	}
+	var tab codeTable
+	for _, e := range factors {
+		tab.fill(e)
+		for a := 0; a <= 0x7F80; a++ {
+			x := math.Float32frombits(uint32(a) << 16)
+			require.Equal(t, numeric.EncodeE2M1(x*e), tab[a], "enc_b %g, magnitude %#04x", e, a)
+			require.Equal(t, numeric.EncodeE2M1(-x*e), tab[a]|8, "enc_b %g, magnitude %#04x negated", e, a)
 		}
 	}
 }
