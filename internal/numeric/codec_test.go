@@ -508,7 +508,8 @@ func TestPhiloxTwoChains(t *testing.T) {
 		ca := [4]uint32{i, i * 7, ^i, i << 9}
 		cb := [4]uint32{i + 1, 3, i * 11, 0xFFFFFFFF - i}
 		key := [2]uint32{i * 0x9E37, ^i}
-		a, b := Philox4x32_10x2(ca, cb, key)
+		var a, b [4]uint32
+		Philox4x32_10x2(ca, cb, key, &a, &b)
 		require.Equal(t, Philox4x32_10(ca, key), a)
 		require.Equal(t, Philox4x32_10(cb, key), b)
 	}

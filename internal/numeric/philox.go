@@ -56,9 +56,9 @@ func Philox4x32_10(ctr [4]uint32, key [2]uint32) [4]uint32 {
 	return [4]uint32{c0, c1, c2, c3}
 }
 
-// Philox4x32_10x2 is Philox4x32_10 of two counters under one key, computed
-// as two interleaved chains so that their multiplies overlap.
-func Philox4x32_10x2(ctrA, ctrB [4]uint32, key [2]uint32) (a, b [4]uint32) {
+// Philox4x32_10x2 stores Philox4x32_10 of two counters under one key in a and
+// b, computed as two interleaved chains so that their multiplies overlap.
+func Philox4x32_10x2(ctrA, ctrB [4]uint32, key [2]uint32, a, b *[4]uint32) {
 	a0, a1, a2, a3 := ctrA[0], ctrA[1], ctrA[2], ctrA[3]
 	b0, b1, b2, b3 := ctrB[0], ctrB[1], ctrB[2], ctrB[3]
 	k0, k1 := key[0], key[1]
@@ -102,5 +102,6 @@ func Philox4x32_10x2(ctrA, ctrB [4]uint32, key [2]uint32) (a, b [4]uint32) {
 	p0, p1, q0, q1 = philoxM0*uint64(a0), philoxM1*uint64(a2), philoxM0*uint64(b0), philoxM1*uint64(b2)
 	a0, a1, a2, a3 = uint32(p1>>32)^a1^k0, uint32(p1), uint32(p0>>32)^a3^k1, uint32(p0)
 	b0, b1, b2, b3 = uint32(q1>>32)^b1^k0, uint32(q1), uint32(q0>>32)^b3^k1, uint32(q0)
-	return [4]uint32{a0, a1, a2, a3}, [4]uint32{b0, b1, b2, b3}
+	*a = [4]uint32{a0, a1, a2, a3}
+	*b = [4]uint32{b0, b1, b2, b3}
 }

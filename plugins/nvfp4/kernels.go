@@ -384,21 +384,16 @@ func (j *job) words(d *dirOut, r, cb, rowStride, n int, ws *tileWords) wordsOf {
 
 // blockBF16 is block for 16 BF16 values given as bits.
 func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int, words *[4]uint32, cc *codeCache) {
-	if words != nil {
-		var x [16]float32
-		for i, v := range h {
-			x[i] = math.Float32frombits(uint32(v) << 16)
-		}
-		j.block(d, &x, blockAmax(&x), r, cb, words)
-		return
-	}
 	m, nan := blockMaxBF16(h)
 	code, encB := d.g.blockScale(math.Float32frombits(uint32(m) << 16))
 	d.scales.buf[d.scales.at(r, cb)] = code
 	var packed uint64
-	if nan {
+	switch {
+	case words != nil:
+		packed = encodeSRBF16(h, encB, words)
+	case nan:
 		packed = encodeRNBF16(h, encB)
-	} else {
+	default:
 		packed = encodeRNTable(h, cc.table(d, code))
 	}
 	binary.LittleEndian.PutUint64(d.data[r*d.rowBytes+cb*8:], packed)
@@ -423,6 +418,26 @@ func blockMaxBF16(h *[16]uint16) (m uint16, nan bool) {
 		}
 	}
 	return m, true
+}
+
+// encodeSRBF16 is encodeSR of 16 BF16 values given as bits (unrolled).
+func encodeSRBF16(h *[16]uint16, encB float32, w *[4]uint32) uint64 {
+	return uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[0])<<16)*encB, uint8(w[0]>>0)))<<0 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[1])<<16)*encB, uint8(w[0]>>8)))<<4 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[2])<<16)*encB, uint8(w[0]>>16)))<<8 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[3])<<16)*encB, uint8(w[0]>>24)))<<12 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[4])<<16)*encB, uint8(w[1]>>0)))<<16 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[5])<<16)*encB, uint8(w[1]>>8)))<<20 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[6])<<16)*encB, uint8(w[1]>>16)))<<24 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[7])<<16)*encB, uint8(w[1]>>24)))<<28 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[8])<<16)*encB, uint8(w[2]>>0)))<<32 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[9])<<16)*encB, uint8(w[2]>>8)))<<36 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[10])<<16)*encB, uint8(w[2]>>16)))<<40 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[11])<<16)*encB, uint8(w[2]>>24)))<<44 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[12])<<16)*encB, uint8(w[3]>>0)))<<48 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[13])<<16)*encB, uint8(w[3]>>8)))<<52 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[14])<<16)*encB, uint8(w[3]>>16)))<<56 |
+		uint64(numeric.StochasticRoundE2M1(math.Float32frombits(uint32(h[15])<<16)*encB, uint8(w[3]>>24)))<<60
 }
 
 // encodeRNBF16 is encodeRN of 16 BF16 values given as bits (unrolled: constant
@@ -508,24 +523,19 @@ func (j *job) tile2D(b, c0 int, cc *codeCache) {
 		}
 		var rows [BlockSize]uint64
 		for i := 0; i < BlockSize; i++ {
-			var x *[16]float32
 			if bf16 {
 				h := (*[16]uint16)(j.src[(r0+i)*j.k+cb*BlockSize:])
-				if words == nil {
-					if nan {
-						rows[i] = encodeRNBF16(h, encB)
-					} else {
-						rows[i] = encodeRNTable(h, cc.table(gd, code))
-					}
-					continue
+				switch {
+				case words != nil:
+					rows[i] = encodeSRBF16(h, encB, words.at(i))
+				case nan:
+					rows[i] = encodeRNBF16(h, encB)
+				default:
+					rows[i] = encodeRNTable(h, cc.table(gd, code))
 				}
-				x = new([16]float32) // stays on the stack
-				for e, v := range h {
-					x[e] = math.Float32frombits(uint32(v) << 16)
-				}
-			} else {
-				x = (*[16]float32)(tile[i*tileW+t*BlockSize:])
+				continue
 			}
+			x := (*[16]float32)(tile[i*tileW+t*BlockSize:])
 			if words != nil {
 				rows[i] = encodeSR(x, encB, words.at(i))
 			} else {

@@ -62,9 +62,9 @@ func (s *srStream) fill(dir host.Direction, first, stride uint64, n int, w *tile
 	i := 0
 	for ; i+1 < n; i += 2 {
 		a, b := first+uint64(i)*stride, first+uint64(i+1)*stride
-		w[i], w[i+1] = numeric.Philox4x32_10x2(
+		numeric.Philox4x32_10x2(
 			[4]uint32{uint32(a), uint32(a>>32) | hi, s.off[0], s.off[1]},
-			[4]uint32{uint32(b), uint32(b>>32) | hi, s.off[0], s.off[1]}, s.key)
+			[4]uint32{uint32(b), uint32(b>>32) | hi, s.off[0], s.off[1]}, s.key, &w[i], &w[i+1])
 	}
 	if i < n {
 		w[i] = s.block(dir, first+uint64(i)*stride)
