@@ -76,6 +76,10 @@ type dirOut struct {
 	blocksPerRow int // stored cols / 16
 	scales       scaleLayout
 	g            globalScale
+	// am, when set, holds every block's amax as a BF16 magnitude pattern, bit
+	// 15 set when the block holds a NaN (row-major over [stored rows,
+	// blocksPerRow]): the first pass's result, which the quantize pass reuses.
+	am []uint16
 }
 
 func newDirOut(st *host.Storage, spec *Spec, dir host.Direction, m, k int64) (dirOut, error) {
@@ -98,8 +102,10 @@ type job struct {
 	row  dirOut
 	col  dirOut
 	twoD bool
-	sr   bool
-	srs  srStream
+	// tileAm is am for 16×16 tiles ([M/16, K/16]), when the first pass made it.
+	tileAm []uint16
+	sr     bool
+	srs    srStream
 }
 
 func (kernels) Amax(r *host.AmaxRequest) error {
@@ -126,7 +132,7 @@ func (kernels) Amax(r *host.AmaxRequest) error {
 	}
 	if colRHT {
 		signs := rhtSigns(s.mask)
-		out[1] = rhtTransform(r.Input.Uint16s(), int(r.M), int(r.K), &signs, nil)
+		out[1] = rhtTransform(r.Input.Uint16s(), int(r.M), int(r.K), &signs, nil, nil)
 	}
 	return nil
 }
@@ -184,16 +190,38 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 	t := &job{}
 	var rhtAmax float32
 	if rht {
-		scratch := getScratch(m * k)
+		scratch, am := getScratch(m*k), getScratch(m*k/BlockSize)
 		defer putScratch(scratch)
+		defer putScratch(am)
 		signs := rhtSigns(s.mask)
-		rhtAmax = rhtTransform(j.src, m, k, &signs, *scratch)
+		rhtAmax = rhtTransform(j.src, m, k, &signs, *scratch, *am)
 		*t = job{in: host.Tensor{DType: host.BFloat16, Shape: []int64{r.K, r.M}}, src: *scratch, m: k, k: m,
 			row: col, sr: j.sr, srs: j.srs}
+		t.row.am = *am
 	} else {
 		j.col = col
 	}
-	rowAmax, colAmax, err := amaxes(r.AmaxIn, j, rht, rhtAmax)
+	// BF16 input: a first pass records every block's amax, and with them the
+	// global amax, for the quantize pass.
+	var plainAmax float32
+	plain := j.row.on || j.col.on
+	if plain && j.src != nil {
+		if j.twoD {
+			buf := getScratch(m / BlockSize * (k / BlockSize))
+			defer putScratch(buf)
+			j.tileAm = *buf
+		} else {
+			if j.row.on {
+				buf := getScratch(m * k / BlockSize)
+				defer putScratch(buf)
+				j.row.am = *buf
+			}
+		}
+		plainAmax = j.blockMaxima()
+	} else if plain {
+		plainAmax = host.AmaxCPU(j.in)
+	}
+	rowAmax, colAmax, err := amaxes(r.AmaxIn, j, rht, rhtAmax, plainAmax)
 	if err != nil {
 		return err
 	}
@@ -235,8 +263,9 @@ func (j *job) run() {
 }
 
 // amaxes returns the global amax of each direction (spec §5.4): AmaxIn when
-// given, else amax(x), and for a transformed columnwise copy rhtAmax.
-func amaxes(in *host.Tensor, j *job, rht bool, rhtAmax float32) (row, col float32, err error) {
+// given, else amax(x) (plainAmax), and for a transformed columnwise copy
+// rhtAmax.
+func amaxes(in *host.Tensor, j *job, rht bool, rhtAmax, plainAmax float32) (row, col float32, err error) {
 	colOn := j.col.on || rht
 	if in != nil {
 		a := in.Float32s()
@@ -259,10 +288,7 @@ func amaxes(in *host.Tensor, j *job, rht bool, rhtAmax float32) (row, col float3
 		}
 		return row, col, nil
 	}
-	if j.row.on || j.col.on {
-		row = host.AmaxCPU(j.in)
-		col = row
-	}
+	row, col = plainAmax, plainAmax
 	if rht {
 		col = rhtAmax
 	}
@@ -384,7 +410,14 @@ func (j *job) words(d *dirOut, r, cb, rowStride, n int, ws *tileWords) wordsOf {
 
 // blockBF16 is block for 16 BF16 values given as bits.
 func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int, words *[4]uint32, cc *codeCache) {
-	m, nan := blockMaxBF16(h)
+	var m uint16
+	var nan bool
+	if d.am != nil {
+		v := d.am[r*d.blocksPerRow+cb]
+		m, nan = v&0x7FFF, v&0x8000 != 0
+	} else {
+		m, nan = blockMaxBF16(h)
+	}
 	code, encB := d.g.blockScale(math.Float32frombits(uint32(m) << 16))
 	d.scales.buf[d.scales.at(r, cb)] = code
 	var packed uint64
@@ -402,14 +435,16 @@ func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int, words *[4]uint32, c
 // blockMaxBF16 is max |x| over 16 BF16 values as a BF16 magnitude pattern, NaN
 // ignored, and whether a NaN was there.
 func blockMaxBF16(h *[16]uint16) (m uint16, nan bool) {
-	var m0, m1 uint16
-	for i := 0; i < 16; i += 2 {
-		m0 = max(m0, h[i]&0x7FFF)
-		m1 = max(m1, h[i+1]&0x7FFF)
-	}
-	m = max(m0, m1)
-	if m <= 0x7F80 {
-		return m, false
+	// A reduction tree on 32-bit values: short dependency chains, no 16-bit
+	// partial-register merges.
+	a := func(i int) uint32 { return uint32(h[i]) & 0x7FFF }
+	t0, t1 := max(a(0), a(1)), max(a(2), a(3))
+	t2, t3 := max(a(4), a(5)), max(a(6), a(7))
+	t4, t5 := max(a(8), a(9)), max(a(10), a(11))
+	t6, t7 := max(a(12), a(13)), max(a(14), a(15))
+	m32 := max(max(t0, t1), max(t2, t3), max(t4, t5), max(t6, t7))
+	if m32 <= 0x7F80 {
+		return uint16(m32), false
 	}
 	m = 0
 	for _, v := range h {
@@ -500,12 +535,9 @@ func (j *job) tile2D(b, c0 int, cc *codeCache) {
 		var bamax float32
 		nan := false
 		if bf16 {
-			var m uint16
-			for i := 0; i < BlockSize; i++ {
-				bm, bn := blockMaxBF16((*[16]uint16)(j.src[(r0+i)*j.k+cb*BlockSize:]))
-				m, nan = max(m, bm), nan || bn
-			}
-			bamax = math.Float32frombits(uint32(m) << 16)
+			v := j.tileAm[b*bpr+cb]
+			nan = v&0x8000 != 0
+			bamax = math.Float32frombits(uint32(v&0x7FFF) << 16)
 		} else {
 			var m uint32
 			for i := 0; i < BlockSize; i++ {
@@ -652,15 +684,16 @@ func encodeSR(x *[16]float32, encB float32, w *[4]uint32) uint64 {
 // rhtTransform computes the transform of every 16-element chunk of xᵀ (the
 // columns of the BF16 input src [m, k], 16 rows at a time) and returns the
 // amax of its BF16 values (spec §5.4), NaN ignored. With dst non-nil it stores
-// the BF16 bits there as [k, m], the columnwise copy's stored layout.
-func rhtTransform(src []uint16, m, k int, signs *[16]float64, dst []uint16) float32 {
+// the BF16 bits there as [k, m], the columnwise copy's stored layout, and with
+// am non-nil each chunk's amax there as blockMaxima does.
+func rhtTransform(src []uint16, m, k int, signs *[16]float64, dst, am []uint16) float32 {
 	bands, tiles := m/BlockSize, (k+tileW-1)/tileW
 	var mu sync.Mutex
 	var best uint16
 	parallel.For(bands*tiles, 1, func(lo, hi int) {
 		var raw [BlockSize * tileW]uint16
 		var h, tmp [16]uint16
-		var m0, m1 uint16
+		var m0 uint16
 		for t := lo; t < hi; t++ {
 			b, c0 := t/tiles, t%tiles*tileW
 			w := min(tileW, k-c0)
@@ -677,24 +710,21 @@ func rhtTransform(src []uint16, m, k int, signs *[16]float64, dst []uint16) floa
 					out = (*[16]uint16)(dst[(c0+c)*m+r0:])
 				}
 				rhtChunk(&h, signs, out)
-				for i := 0; i < 16; i += 2 {
-					m0 = max(m0, absBF16(out[i]))
-					m1 = max(m1, absBF16(out[i+1]))
+				bm, bn := blockMaxBF16(out)
+				m0 = max(m0, bm)
+				if am != nil {
+					am[(c0+c)*(m/BlockSize)+b] = bm | nanBit(bn)
 				}
 			}
 		}
 		mu.Lock()
-		best = max(best, m0, m1)
+		best = max(best, m0)
 		mu.Unlock()
 	})
-	return numeric.BF16ToFloat32(best)
+	return bf16Value(best)
 }
 
-// absBF16 is the magnitude of a BF16 pattern, 0 for NaN.
-func absBF16(h uint16) uint16 {
-	a := h & 0x7FFF
-	return a &^ uint16(int16(0x7F80-a)>>15)
-}
+func bf16Value(h uint16) float32 { return numeric.BF16ToFloat32(h) }
 
 // storageView is a direction's buffers read back for dequantize, derive and
 // the GEMM tiles.
