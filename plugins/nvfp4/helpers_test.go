@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -133,5 +132,3 @@ func dequantized(t testing.TB, qt *host.QTensor, dir host.Direction, undo bool) 
 	require.NoError(t, qt.DequantizeWith(dir, out, host.DequantizeOptions{UndoTransform: undo}))
 	return append([]float32(nil), out.Float32s()...)
 }
-
-func bytesOf(p unsafe.Pointer, n int) []byte { return unsafe.Slice((*byte)(p), n) }

@@ -122,19 +122,6 @@ func rhtSums(v *[16]float32, signs *[16]float64, z *[16]float64) {
 	}
 }
 
-// rhtForward computes the float64 transform of v before the BF16 rounding:
-// y_j = z_j/4 (exact: no float64 under- or overflow from BF16 inputs), with
-// an exact zero made +0 (the sign of a zero sum is not the inputs' to choose).
-func rhtForward(v *[16]float32, signs *[16]float64, y *[16]float64) {
-	rhtSums(v, signs, y)
-	for j := range y {
-		y[j] *= 0.25
-		if y[j] == 0 {
-			y[j] = 0
-		}
-	}
-}
-
 // hadamardSign reports whether H16[i][j] = -1.
 func hadamardSign(i, j int) bool {
 	b := i & j
@@ -238,10 +225,9 @@ func bf16Out(y float64) uint16 {
 	return numeric.Float64ToBF16(y)
 }
 
-// RHTBF16 replaces the 16 BF16 values in v (widened to float32) by their
-// transform rounded to BF16 (widened back): the values the columnwise copy
-// quantizes.
-// The values must be BF16 values (their low 16 bits zero).
+// RHTBF16 replaces the 16 BF16 values in v (widened to float32: their low 16
+// bits are zero) by their transform rounded to BF16 (widened back): the
+// values the columnwise copy quantizes.
 func RHTBF16(v *[16]float32, signMask uint16) {
 	signs := rhtSigns(signMask)
 	var h, out [16]uint16

@@ -99,10 +99,10 @@ func TestRHTIsOrthogonal(t *testing.T) {
 		}
 		signs := rhtSigns(uint16(rng.Uint32()))
 		var y [16]float64
-		rhtForward(&x, &signs, &y)
+		rhtSums(&x, &signs, &y)
 		v := [16]float32{}
 		for i := range v {
-			v[i] = float32(y[i])
+			v[i] = float32(y[i] / 4)
 		}
 		rhtInverse(&v, &signs)
 		for i := range x {
