@@ -725,4 +725,3 @@ func rhtTransform(src []uint16, m, k int, signs *[16]float64, dst, am []uint16) 
 }
 
 func bf16Value(h uint16) float32 { return numeric.BF16ToFloat32(h) }
-
