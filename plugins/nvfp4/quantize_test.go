@@ -381,6 +381,11 @@ func TestResultsIndependentOfThreads(t *testing.T) {
 				first = got
 				continue
 			}
+			if i == 1 { // one multi-worker run against the reference too
+				wantRow, wantCol := refQuantize(in.vals, refOptionsOf(p))
+				requireSameDirection(t, wantRow, got[0], "rowwise vs reference")
+				requireSameDirection(t, wantCol, got[1], "columnwise vs reference")
+			}
 			requireSameDirection(t, first[0], got[0], fmt.Sprintf("rowwise GOMAXPROCS=%d", procs))
 			requireSameDirection(t, first[1], got[1], fmt.Sprintf("columnwise GOMAXPROCS=%d", procs))
 		}
@@ -462,4 +467,16 @@ func TestStochasticRoundingIsUnbiased(t *testing.T) {
 	}
 	// Sanity: the test would see round-to-nearest's error (it is no weaker than the noise).
 	require.Greater(t, rnBias/float64(m*k), 3*math.Abs(srBias)/float64(m*k))
+}
+
+// refOptionsOf mirrors params in the reference's options.
+func refOptionsOf(p host.Params) refOptions {
+	o := refOptions{twoD: p.BlockDims == 2, sr: p.StochasticRounding, seed: p.Seed, offset: p.Offset, swizzled: p.GEMMSwizzledScales}
+	switch p.RHT {
+	case host.RHTDefault:
+		o.rht, o.mask = true, DefaultRHTSignMask
+	case host.RHTCustomMask:
+		o.rht, o.mask = true, uint16(p.RHTSignMask)
+	}
+	return o
 }
