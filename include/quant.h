@@ -342,7 +342,8 @@ quant_status quant_qtensor_free(quant_qtensor *tensor);
 
 /* Makes the tensor hold exactly the directions in usage (TransformerEngine's
  * update_usage): a missing direction is created from the other where the format
- * allows it without re-quantizing (fp8: columnwise from rowwise), an extra one
+ * allows it without re-quantizing (fp8: columnwise from rowwise; nvfp4 with
+ * block_dims 2: columnwise from rowwise), an extra one
  * is dropped. Fails with QUANT_ERROR_STATE, changing nothing, when a direction
  * cannot be derived, when the tensor is hybrid and would need one, or when a
  * persistent tensor would drop one. */
