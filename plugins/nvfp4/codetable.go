@@ -31,6 +31,11 @@ type codeTable [1 << 15]uint8
 type codeCache struct {
 	built  [2][256]uint64 // 1<<32 | bits of the enc_b tables[d][c] holds; 0 if none
 	tables [2][256]*codeTable
+	// scales[d][a] memoizes 1 + the E4M3 scale code of a block whose amax is
+	// BF16 magnitude a (0: not computed yet) under the global scale whose
+	// sEncDiv6 scaleKey[d] holds: a block's scale code depends on nothing else.
+	scaleKey [2]uint64
+	scales   [2][1 << 15]uint16
 }
 
 var codeCaches sync.Pool
@@ -58,6 +63,23 @@ func (cc *codeCache) table(d *dirOut, c uint8) *codeTable {
 		cc.built[d.dir][c] = key
 	}
 	return cc.tables[d.dir][c]
+}
+
+// scaleCode is d.g.blockScale's code for a block amax given as a BF16
+// magnitude a (a ≤ 0x7F80), memoized.
+func (cc *codeCache) scaleCode(d *dirOut, a uint16) uint8 {
+	key := 1<<32 | uint64(math.Float32bits(d.g.sEncDiv6))
+	memo := &cc.scales[d.dir]
+	if cc.scaleKey[d.dir] != key {
+		clear(memo[:])
+		cc.scaleKey[d.dir] = key
+	}
+	if v := memo[a&0x7FFF]; v != 0 {
+		return uint8(v - 1)
+	}
+	c, _ := d.g.blockScale(math.Float32frombits(uint32(a) << 16))
+	memo[a&0x7FFF] = uint16(c) + 1
+	return c
 }
 
 // fill sets t[a] = EncodeE2M1(fl32(x(a) · encB)) for every finite or infinite

@@ -418,7 +418,8 @@ func (j *job) blockBF16(d *dirOut, h *[16]uint16, r, cb int, words *[4]uint32, c
 	} else {
 		m, nan = blockMaxBF16(h)
 	}
-	code, encB := d.g.blockScale(math.Float32frombits(uint32(m) << 16))
+	code := cc.scaleCode(d, m)
+	encB := d.g.encB[code]
 	d.scales.buf[d.scales.at(r, cb)] = code
 	var packed uint64
 	switch {
@@ -531,21 +532,22 @@ func (j *job) tile2D(b, c0 int, cc *codeCache) {
 	bpr := j.k / BlockSize
 	for t := 0; t < w/BlockSize; t++ {
 		cb := c0/BlockSize + t
-		// The tile's amax.
-		var bamax float32
+		// The tile's amax and scale.
+		var code uint8
+		var encB float32
 		nan := false
 		if bf16 {
 			v := j.tileAm[b*bpr+cb]
 			nan = v&0x8000 != 0
-			bamax = math.Float32frombits(uint32(v&0x7FFF) << 16)
+			code = cc.scaleCode(gd, v&0x7FFF)
+			encB = g.encB[code]
 		} else {
 			var m uint32
 			for i := 0; i < BlockSize; i++ {
 				m = max(m, amaxBits((*[16]float32)(tile[i*tileW+t*BlockSize:])))
 			}
-			bamax = math.Float32frombits(m)
+			code, encB = g.blockScale(math.Float32frombits(m))
 		}
-		code, encB := g.blockScale(bamax)
 		// 16×16 tensors round each element once, with the bits of its rowwise
 		// block (dir 0), whichever directions are stored.
 		var words wordsOf
