@@ -130,6 +130,13 @@ type TransformDequantizer interface {
 	DequantizeUntransformed(r *DequantizeRequest) error
 }
 
+// TransformedSpec is implemented by specs that may store a direction in a
+// transformed domain; host uses it to refuse an undo-transform dequantize on a
+// device whose kernels cannot do it, instead of returning transformed values.
+type TransformedSpec interface {
+	Transformed(dir Direction) bool
+}
+
 type kernelKey struct {
 	format string
 	device DeviceType

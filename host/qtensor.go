@@ -142,8 +142,14 @@ func (t *QTensor) DequantizeWith(dir Direction, out Tensor, opts DequantizeOptio
 		return err
 	}
 	req := &DequantizeRequest{Spec: st.Spec, Storage: st, Dir: dir, M: t.m, K: t.k, Out: out, Stream: opts.Stream}
-	if td, ok := k.(TransformDequantizer); ok && opts.UndoTransform {
-		return td.DequantizeUntransformed(req)
+	if opts.UndoTransform {
+		if td, ok := k.(TransformDequantizer); ok {
+			return td.DequantizeUntransformed(req)
+		}
+		if ts, ok := st.Spec.(TransformedSpec); ok && ts.Transformed(dir) {
+			return Errorf(ErrUnsupported, "undo_transform: the %s kernels on %s cannot undo the %s transform of the %s data; dequantize on the CPU",
+				st.FormatName(), t.device, st.FormatName(), dir)
+		}
 	}
 	return k.Dequantize(req)
 }

@@ -138,6 +138,12 @@ func (s *Spec) Derivable(from, to host.Direction) bool {
 // NewState: NVFP4 is stateless (current scaling from this tensor's amax).
 func (s *Spec) NewState() (host.State, error) { return nil, nil }
 
+// Transformed reports whether a direction is stored as its RHT (spec §5.5:
+// only the columnwise copy, and only with RHT on).
+func (s *Spec) Transformed(dir host.Direction) bool { return s.rht && dir == host.DirColumnwise }
+
+var _ host.TransformedSpec = (*Spec)(nil)
+
 // RoleParams returns the parameters of TE's per-role NVFP4 defaults (spec §5.1)
 // for the recipe layer: tensorType is a QuantizerRole tensor type (spec §8.2).
 //
