@@ -296,6 +296,31 @@ func quant_dequantize(t *C.capi_const_qtensor, direction C.uint32_t, out *C.DLTe
 	})
 }
 
+//export quant_dequantize_ex
+func quant_dequantize_ex(t *C.capi_const_qtensor, options *C.capi_const_dequantize_options, out *C.DLTensor) C.quant_status {
+	return call("quant_dequantize_ex", func() error {
+		e, err := getQTensorPtr(unsafe.Pointer(t), "tensor")
+		if err != nil {
+			return err
+		}
+		var o C.quant_dequantize_options
+		if options != nil {
+			if err := readStruct("options", unsafe.Pointer(options), unsafe.Pointer(&o), unsafe.Sizeof(o), unsafe.Sizeof(o.struct_size)); err != nil {
+				return err
+			}
+		}
+		dir, err := directionArg(o.direction, true)
+		if err != nil {
+			return invalid("options.%s", err.Error())
+		}
+		ot, err := tensorFromDL("out", unsafe.Pointer(out))
+		if err != nil {
+			return err
+		}
+		return e.t.DequantizeWith(dir, ot, host.DequantizeOptions{Stream: uintptr(o.stream), UndoTransform: o.undo_transform != 0})
+	})
+}
+
 //export quant_qtensor_from_buffers
 func quant_qtensor_from_buffers(q *C.capi_const_quantizer, shape *C.capi_const_int64, ndim C.int32_t,
 	buffers *C.capi_const_DLTensor, count C.size_t, out **C.quant_qtensor) C.quant_status {

@@ -19,6 +19,7 @@ import (
 	"libquant/host"
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/mxfp8"
+	_ "libquant/plugins/nvfp4"
 )
 
 func main() {}

@@ -120,6 +120,23 @@ type Kernels interface {
 	Derive(r *DeriveRequest) error
 }
 
+// TransformDequantizer is implemented by the kernels of formats that can store a
+// direction in a transformed domain (nvfp4's random Hadamard transform of the
+// columnwise copy, spec §5.5). Their Dequantize returns the stored, transformed
+// values; DequantizeUntransformed maps them back to the input's domain. A
+// direction stored without a transform gives what Dequantize gives. Kernels
+// that do not implement it store every direction untransformed.
+type TransformDequantizer interface {
+	DequantizeUntransformed(r *DequantizeRequest) error
+}
+
+// TransformedSpec is implemented by specs that may store a direction in a
+// transformed domain; host uses it to refuse an undo-transform dequantize on a
+// device whose kernels cannot do it, instead of returning transformed values.
+type TransformedSpec interface {
+	Transformed(dir Direction) bool
+}
+
 type kernelKey struct {
 	format string
 	device DeviceType

@@ -96,8 +96,23 @@ func freeDirs(dirs [2]*Storage, stream uintptr) {
 
 // Dequantize writes direction dir of t into out, which must be FP32, BF16 or FP16
 // with t's element count, contiguous, on t's device. dir < 0 picks rowwise when
-// present, else columnwise (spec §8.3).
+// present, else columnwise (spec §8.3). Values stored in a transformed domain
+// come back transformed; DequantizeWith can undo the transform.
 func (t *QTensor) Dequantize(dir Direction, out Tensor, stream uintptr) error {
+	return t.DequantizeWith(dir, out, DequantizeOptions{Stream: stream})
+}
+
+// DequantizeOptions are the optional inputs of a dequantize.
+type DequantizeOptions struct {
+	Stream uintptr
+	// UndoTransform maps values a format stores in a transformed domain (see
+	// TransformDequantizer) back to the input's domain. Without it the stored
+	// values come back as they are.
+	UndoTransform bool
+}
+
+// DequantizeWith is Dequantize with options.
+func (t *QTensor) DequantizeWith(dir Direction, out Tensor, opts DequantizeOptions) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if dir < 0 {
@@ -126,7 +141,17 @@ func (t *QTensor) Dequantize(dir Direction, out Tensor, stream uintptr) error {
 	if err != nil {
 		return err
 	}
-	return k.Dequantize(&DequantizeRequest{Spec: st.Spec, Storage: st, Dir: dir, M: t.m, K: t.k, Out: out, Stream: stream})
+	req := &DequantizeRequest{Spec: st.Spec, Storage: st, Dir: dir, M: t.m, K: t.k, Out: out, Stream: opts.Stream}
+	if opts.UndoTransform {
+		if td, ok := k.(TransformDequantizer); ok {
+			return td.DequantizeUntransformed(req)
+		}
+		if ts, ok := st.Spec.(TransformedSpec); ok && ts.Transformed(dir) {
+			return Errorf(ErrUnsupported, "undo_transform: the %s kernels on %s cannot undo the %s transform of the %s data; dequantize on the CPU",
+				st.FormatName(), t.device, st.FormatName(), dir)
+		}
+	}
+	return k.Dequantize(req)
 }
 
 // Layout describes the buffers a quantizer would produce for shape, per

@@ -2,12 +2,15 @@ package host_test
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/internal/cmem"
 	tu "libquant/internal/testutil"
 	_ "libquant/plugins/fp8"
+	_ "libquant/plugins/nvfp4"
 )
 
 func newQ(t *testing.T, p host.Params, u host.Usage) *host.Quantizer {
@@ -159,4 +162,39 @@ func TestFromBuffersValidation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{2, 4, 8}, qt.Shape())
 	qt.Free()
+}
+
+// fakeDevice is a device whose memory is the C heap and whose nvfp4 kernels
+// are the CPU ones without DequantizeUntransformed, like a GPU plugin that has
+// no undo-RHT kernel.
+const fakeDevice host.DeviceType = 42
+
+type cHeap struct{}
+
+func (cHeap) Alloc(_ host.Device, n int64, _ uintptr) (unsafe.Pointer, error) { return cmem.Alloc(n) }
+func (cHeap) Free(_ host.Device, p unsafe.Pointer, _ uintptr)                  { cmem.Free(p) }
+
+type plainKernels struct{ host.Kernels }
+
+func TestUndoTransformIsRefusedWhereKernelsCannotDoIt(t *testing.T) {
+	cpuK, err := host.KernelsFor("nvfp4", host.Device{Type: host.CPU})
+	require.NoError(t, err)
+	host.RegisterAllocator(fakeDevice, cHeap{})
+	host.RegisterKernels("nvfp4", fakeDevice, plainKernels{cpuK})
+	dev := host.Device{Type: fakeDevice}
+
+	in, _ := tu.Input(t, host.BFloat16, tu.Normal(32*32, 1, 9), 32, 32)
+	in.Device = dev
+	q := newQ(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, 0)
+	qt, err := q.Quantize(in, host.QuantizeOptions{})
+	require.NoError(t, err)
+	defer qt.Free()
+	out := tu.Tensor(t, host.Float32, 32, 32)
+	out.Device = dev
+	err = qt.DequantizeWith(host.DirColumnwise, out, host.DequantizeOptions{UndoTransform: true})
+	require.ErrorIs(t, err, host.ErrUnsupported)
+	require.ErrorContains(t, err, "undo_transform")
+	// Rowwise data is never transformed, and plain dequantize still works.
+	require.NoError(t, qt.DequantizeWith(host.DirRowwise, out, host.DequantizeOptions{UndoTransform: true}))
+	require.NoError(t, qt.DequantizeWith(host.DirColumnwise, out, host.DequantizeOptions{}))
 }

@@ -216,7 +216,30 @@ typedef enum {
  *                 [ceil(M/128), pad4(K)]; 2-D rowwise [ceil(M/128),
  *                 pad4(ceil(K/128))], columnwise [ceil(K/128), pad4(ceil(M/128))].
  *                 2-D tensors can derive columnwise from rowwise.
- * Block formats compute their scales per block: they ignore
+ * format "nvfp4": NVFP4, TransformerEngine's bytes. E2M1 elements (element: default or
+ *                 E2M1) with an E4M3 scale per 1x16 block and an FP32 global amax per
+ *                 direction. Both dims of the 2-D view [M, K] must be multiples of 16.
+ *                 Buffers per direction: data uint8 [M, K/2] rowwise, [K, M/2] columnwise
+ *                 (the transpose; element 2i in the low nibble of byte i); scale_inv E4M3
+ *                 [pad128(M), pad4(K/16)] rowwise, [pad128(K), pad4(M/16)] columnwise
+ *                 (padding zero); amax FP32 [1] (part of the data: dequantize and the
+ *                 GEMM read it). Values decode as e2m1 * scale_inv * amax / (6 * 448).
+ *                 block_dims: 1 (1x16 blocks, default) or 2 (16x16 tiles, for weights:
+ *                 both directions hold the same codes, and quant_qtensor_update_usage
+ *                 can build the columnwise copy from rowwise data).
+ *                 gemm_swizzled_scales: write scale_inv in the GEMM-swizzled layout
+ *                 (quant_qtensor_set_gemm_swizzled_scales converts either way).
+ *                 rht: QUANT_RHT_DEFAULT (sign mask 0xD7E8) or QUANT_RHT_CUSTOM_MASK
+ *                 (rht_sign_mask, 16 bits, only then) stores the columnwise copy as the
+ *                 16-point random Hadamard transform of the data (rowwise data is never
+ *                 transformed); needs BF16 input whenever the columnwise copy is made, and
+ *                 block_dims 1. Dequantize returns the transformed values unless
+ *                 quant_dequantize_ex is asked to undo it.
+ *                 stochastic_rounding: round elements stochastically; seed and offset
+ *                 (only with it) key the random bits, which depend on nothing else
+ *                 (not on threads or devices): equal seed and offset give equal bytes.
+ *                 Advance offset (or seed) every step.
+ * mxfp8, mxfp4 and fp8_block compute their scales per block: they ignore
  * quant_quantize_options.amax, and quant_compute_amax reports max |x|. */
 typedef struct {
   size_t struct_size;          /* sizeof(quant_quantizer_config) */
@@ -233,9 +256,9 @@ typedef struct {
   int32_t fp32_scales;         /* fp8_block: nonzero keeps FP32 scales instead of powers of two */
   int32_t scale_rounding;      /* quant_scale_rounding (MX formats) */
   int32_t gemm_swizzled_scales;/* nonzero: write scales in the GEMM-swizzled layout */
-  int32_t rht;                 /* quant_rht (NVFP4) */
+  int32_t rht;                 /* quant_rht (nvfp4) */
   uint32_t rht_sign_mask;      /* with QUANT_RHT_CUSTOM_MASK: bit i set flips sign i (16 bits) */
-  int32_t stochastic_rounding; /* NVFP4: nonzero rounds stochastically */
+  int32_t stochastic_rounding; /* nvfp4: nonzero rounds stochastically */
   uint64_t seed;               /* stochastic rounding: random stream key */
   uint64_t offset;             /* stochastic rounding: position in the stream */
   DLDataType dtype;            /* identity: the dtype held; {0,0,0} keeps the input's */
@@ -314,8 +337,26 @@ quant_status quant_quantize_into(quant_quantizer *quantizer, const DLTensor *inp
 
 /* Dequantizes into out (FP32, BF16 or FP16, the tensor's element count,
  * contiguous, on its device). direction QUANT_DIRECTION_ANY uses rowwise data
- * when present, else columnwise. */
+ * when present, else columnwise. Values a format stores in a transformed
+ * domain come back as stored, still transformed (nvfp4's columnwise copy with
+ * rht set holds the random Hadamard transform of the data, and this returns
+ * it); quant_dequantize_ex can undo the transform. */
 quant_status quant_dequantize(const quant_qtensor *tensor, uint32_t direction, DLTensor *out, void *stream);
+
+/* Options of quant_dequantize_ex. Zero-initialised fields give
+ * quant_dequantize's behaviour. */
+typedef struct {
+  size_t struct_size;     /* sizeof(quant_dequantize_options) */
+  uint32_t direction;     /* QUANT_DIRECTION_*; ANY: rowwise when present, else columnwise */
+  int32_t undo_transform; /* nonzero: map values stored in a transformed domain back to the
+                             input's domain (nvfp4 with rht: the inverse Hadamard transform of
+                             the columnwise copy); directions stored untransformed are unaffected */
+  void *stream;           /* cudaStream_t for CUDA tensors; ignored on the CPU */
+} quant_dequantize_options;
+
+/* quant_dequantize with options; options may be NULL (the defaults above). */
+quant_status quant_dequantize_ex(const quant_qtensor *tensor, const quant_dequantize_options *options,
+                                 DLTensor *out);
 
 /* Assembles a tensor over caller-owned buffers, given in the order
  * quant_quantizer_layout lists them for this shape. The buffers are borrowed:
@@ -328,8 +369,8 @@ quant_status quant_qtensor_free(quant_qtensor *tensor);
 
 /* Makes the tensor hold exactly the directions in usage (TransformerEngine's
  * update_usage): a missing direction is created from the other where the format
- * allows it without re-quantizing (fp8 and 2-D fp8_block: columnwise from
- * rowwise), an extra one
+ * allows it without re-quantizing (fp8, 2-D fp8_block and nvfp4 with
+ * block_dims 2: columnwise from rowwise), an extra one
  * is dropped. Fails with QUANT_ERROR_STATE, changing nothing, when a direction
  * cannot be derived, when the tensor is hybrid and would need one, or when a
  * persistent tensor would drop one. */

@@ -23,6 +23,7 @@ import (
 	"libquant/internal/testutil"
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/mxfp8"
+	_ "libquant/plugins/nvfp4"
 )
 
 var cpu = host.Device{Type: host.CPU}

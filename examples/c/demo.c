@@ -1,6 +1,7 @@
 /* libquant demo: quantizes one activation-like matrix with every format option
  * libquant has, dequantizes each direction, and prints the error against the
- * original. Run with `make demo`. */
+ * original (a transformed copy, nvfp4's RHT columnwise one, is transformed back
+ * first). Run with `make demo`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,11 @@ static int run_case(const demo_case *c, const DLTensor *in, const float *ref, fl
   uint32_t dirs[2] = {QUANT_DIRECTION_ROWWISE, QUANT_DIRECTION_COLUMNWISE};
   int d, step;
   quant_qtensor_info info;
+  quant_dequantize_options dopt;
 
+  memset(&dopt, 0, sizeof dopt);
+  dopt.struct_size = sizeof dopt;
+  dopt.undo_transform = 1;
   s = quant_quantizer_create(&c->cfg, &q);
   if (s != QUANT_OK) return fail(c->label, s);
   for (step = 0; step < c->warmup_steps; step++) {
@@ -54,7 +59,9 @@ static int run_case(const demo_case *c, const DLTensor *in, const float *ref, fl
   for (d = 0; d < 2; d++) {
     demo_error e;
     if (!(info.usage & dirs[d])) continue;
-    if ((s = quant_dequantize(t, dirs[d], &o, NULL)) != QUANT_OK) return fail("dequantize", s);
+    /* undo_transform: nvfp4's RHT columnwise copy is compared in the data's domain. */
+    dopt.direction = dirs[d];
+    if ((s = quant_dequantize_ex(t, &dopt, &o)) != QUANT_OK) return fail("dequantize", s);
     e = demo_compare(ref, out, (size_t)ROWS * COLS);
     printf("%-38s %-10s %-10s %11.4g %10.3e %8.2f\n", c->label,
            d == 0 ? info.rowwise_format : info.columnwise_format, d == 0 ? "rowwise" : "columnwise",
@@ -208,6 +215,33 @@ int main(void) {
   cases[nc].cfg = config("fp8_block");
   cases[nc].cfg.block_dims = 2;
   cases[nc].cfg.fp32_scales = 1;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "nvfp4 1x16";
+  cases[nc].cfg = config("nvfp4");
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "nvfp4 16x16 (weights)";
+  cases[nc].cfg = config("nvfp4");
+  cases[nc].cfg.block_dims = 2;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "nvfp4 1x16, RHT (inputs)";
+  cases[nc].cfg = config("nvfp4");
+  cases[nc].cfg.rht = QUANT_RHT_DEFAULT;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "nvfp4 1x16, stochastic rounding";
+  cases[nc].cfg = config("nvfp4");
+  cases[nc].cfg.stochastic_rounding = 1;
+  cases[nc].cfg.seed = 1;
+  cases[nc++].warmup_steps = 0;
+
+  cases[nc].label = "nvfp4 1x16, RHT + SR (grads)";
+  cases[nc].cfg = config("nvfp4");
+  cases[nc].cfg.rht = QUANT_RHT_DEFAULT;
+  cases[nc].cfg.stochastic_rounding = 1;
+  cases[nc].cfg.seed = 1;
   cases[nc++].warmup_steps = 0;
 
   printf("libquant %s: %d x %d BF16 activations (sigma 1, 0.1%% 20x outliers), CPU\n\n", quant_version(), ROWS, COLS);

@@ -295,3 +295,240 @@ func TestE8M0(t *testing.T) {
 		require.Equal(t, uint8(exp-1+127), Float32ToE8M0Floor(a), "floor x=%g", a)
 	}
 }
+
+func TestEncodeE2M1EveryFloat32Sample(t *testing.T) {
+	// The branch-free encoder against the threshold table of spec §1.5 written
+	// as comparisons on values, over a dense sweep of float32 bit patterns.
+	bounds := []struct {
+		v         float64
+		inclusive bool
+	}{{0.25, true}, {0.75, false}, {1.25, true}, {1.75, false}, {2.5, true}, {3.5, false}, {5, true}}
+	ref := func(x float32) uint8 {
+		if x != x {
+			return 7
+		}
+		var s uint8
+		if math.Signbit(float64(x)) {
+			s = 8
+		}
+		v := math.Abs(float64(x))
+		var c uint8
+		for _, b := range bounds {
+			if v > b.v || (!b.inclusive && v == b.v) {
+				c++
+			}
+		}
+		return s | c
+	}
+	check := func(b uint32) {
+		x := math.Float32frombits(b)
+		if got, want := EncodeE2M1(x), ref(x); got != want {
+			t.Fatalf("x=%g (%#08x): got %d want %d", x, b, got, want)
+		}
+	}
+	for b := uint64(0); b < 1<<32; b += 4093 {
+		check(uint32(b))
+	}
+	// Every bucket start of the table (b with zero low 21 bits: the thresholds
+	// and their exact hits) and its neighbours.
+	for i := uint64(0); i < 1<<11; i++ {
+		b := uint32(i << 21)
+		check(b)
+		check(b + 1)
+		check(b - 1)
+	}
+}
+
+func TestStochasticRoundE2M1(t *testing.T) {
+	// Spec §5.6 edges and grid steps: u = rbits/256.
+	negZero := float32(math.Copysign(0, -1))
+	tests := []struct {
+		name  string
+		x     float32
+		rbits uint8
+		want  uint8
+	}{
+		{"grid point stays with u=0", 1.5, 0, 3},
+		{"grid point stays with max u", 1.5, 255, 3},
+		{"0.25 with u<0.5 floors to 0", 0.25, 127, 0},
+		{"0.25 with u=0.5 reaches 0.5", 0.25, 128, 1},
+		{"1.75 crosses into step-1 region: t=2", 1.75, 128, 4},
+		{"2.5 with u=0.5 reaches 3", 2.5, 128, 5},
+		{"2.5 with u just below 0.5 floors to 2", 2.5, 127, 4},
+		{"3.5 crosses to 4", 3.5, 128, 6},
+		{"5 with u=0.5 reaches 6", 5, 128, 7},
+		{"5 with u<0.5 stays at 4", 5, 127, 6},
+		{"above 6 clamps", 7, 0, 7},
+		{"inf clamps", float32(math.Inf(1)), 0, 7},
+		{"-inf clamps with sign", float32(math.Inf(-1)), 0, 15},
+		{"nan is +6", float32(math.NaN()), 9, 7},
+		{"-nan is +6", -float32(math.NaN()), 9, 7},
+		{"-0 keeps sign", negZero, 0, 8},
+		{"-0.2 rounds down to -0", -0.2, 0, 8},
+		{"-0.2 rounds up to -0.5", -0.2, 255, 9},
+		{"-4.5 with u=0.75 is -6", -4.5, 192, 15},
+		{"-4.5 with u<0.75 is -4", -4.5, 191, 14},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, StochasticRoundE2M1(tt.x, tt.rbits), tt.name)
+	}
+	// Every output is one of the two grid neighbours of a finite x in [-6, 6].
+	for _, x := range randomFloat32s(20000, 5) {
+		if !(math.Abs(float64(x)) <= 6) {
+			continue
+		}
+		lo := EncodeE2M1(x)
+		for r := 0; r < 256; r += 17 {
+			q := DecodeE2M1(StochasticRoundE2M1(x, uint8(r)))
+			below, above := e2m1Neighbours(float64(x))
+			require.True(t, float64(q) == below || float64(q) == above, "x=%g r=%d q=%g (rn %g)", x, r, q, DecodeE2M1(lo))
+		}
+	}
+}
+
+// e2m1Neighbours returns the grid values just below-or-at and at-or-above x.
+func e2m1Neighbours(x float64) (below, above float64) {
+	grid := []float64{-6, -4, -3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3, 4, 6}
+	below, above = -6, 6
+	for _, g := range grid {
+		if g <= x {
+			below = g
+		}
+		if g >= x && g < above {
+			above = g
+		}
+	}
+	return
+}
+
+func TestStochasticRoundE2M1IsUnbiased(t *testing.T) {
+	// Over all 256 values of rbits, E[q] - x lies in (-step/256, step/256]:
+	// P(up) counts the k with k/256·step ≥ hi - x, which is within 1/256 of the
+	// exact fraction, and the float32 rounding of t adds at most one more k.
+	// For x on a multiple of step/256 the mean is exact.
+	for _, x := range randomFloat32s(5000, 11) {
+		ax := math.Abs(float64(x))
+		if !(ax <= 6) {
+			continue
+		}
+		step := 2.0
+		if ax < 2 {
+			step = 0.5
+		} else if ax < 4 {
+			step = 1
+		}
+		var sum float64
+		for r := 0; r < 256; r++ {
+			sum += float64(DecodeE2M1(StochasticRoundE2M1(x, uint8(r))))
+		}
+		bias := sum/256 - float64(x)
+		require.LessOrEqual(t, math.Abs(bias), step/256, "x=%g", x)
+	}
+	for k := 0; k <= 6*512; k++ { // multiples of 1/512 ≤ 6: exact on the step-0.5 grid of 1/512
+		x := float64(k) / 512
+		step := 2.0
+		if x < 2 {
+			step = 0.5
+		} else if x < 4 {
+			step = 1
+		}
+		if math.Mod(x*256/step, 1) != 0 {
+			continue
+		}
+		var sum float64
+		for r := 0; r < 256; r++ {
+			sum += float64(DecodeE2M1(StochasticRoundE2M1(float32(x), uint8(r))))
+		}
+		require.Equal(t, x, sum/256, "x=%g", x)
+	}
+}
+
+func TestPhiloxKnownAnswers(t *testing.T) {
+	// Random123 tests/kat_vectors, philox4x32 10.
+	tests := []struct {
+		ctr  [4]uint32
+		key  [2]uint32
+		want [4]uint32
+	}{
+		{[4]uint32{0, 0, 0, 0}, [2]uint32{0, 0}, [4]uint32{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+		{[4]uint32{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, [2]uint32{0xffffffff, 0xffffffff},
+			[4]uint32{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+		{[4]uint32{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, [2]uint32{0xa4093822, 0x299f31d0},
+			[4]uint32{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, Philox4x32_10(tt.ctr, tt.key), "ctr %x key %x", tt.ctr, tt.key)
+	}
+}
+
+func TestFloat64ToBF16(t *testing.T) {
+	// Equal to the float32 rounding for every float32 (sampled densely) ...
+	for b := uint64(0); b < 1<<32; b += 7919 {
+		x := math.Float32frombits(uint32(b))
+		want := Float32ToBF16(x)
+		if x != x {
+			want = 0x7FC0
+		}
+		if got := Float64ToBF16(float64(x)); got != want {
+			t.Fatalf("x=%g (%#08x): got %#04x want %#04x", x, uint32(b), got, want)
+		}
+	}
+	// ... and a single rounding where float64 → float32 → bf16 would round twice:
+	// 1 + 2^-8 + 2^-40 is above the bf16 tie 1 + 2^-8, but its float32 rounding
+	// lands on the tie, which then goes to even (1).
+	x := 1 + math.Ldexp(1, -8) + math.Ldexp(1, -40)
+	require.Equal(t, uint16(0x3F81), Float64ToBF16(x))
+	require.Equal(t, uint16(0x3F80), Float32ToBF16(float32(x)), "the double rounding this avoids")
+	// Subnormal ties and overflow.
+	require.Equal(t, uint16(0x0000), Float64ToBF16(math.Ldexp(1, -134)), "half the smallest subnormal ties to 0")
+	require.Equal(t, uint16(0x0001), Float64ToBF16(math.Ldexp(1, -134)+math.Ldexp(1, -180)))
+	require.Equal(t, uint16(0x8001), Float64ToBF16(-math.Ldexp(3, -135)))
+	require.Equal(t, uint16(0x0080), Float64ToBF16(math.Ldexp(1, -126)-math.Ldexp(1, -140)), "rounds up to the smallest normal")
+	require.Equal(t, uint16(0x7F7F), Float64ToBF16(math.Ldexp(255, 120)+math.Ldexp(1, 118)), "just below the overflow tie")
+	require.Equal(t, uint16(0x7F80), Float64ToBF16(math.Ldexp(511, 119)), "the overflow tie goes to Inf")
+	require.Equal(t, uint16(0xFF80), Float64ToBF16(math.Inf(-1)))
+	require.Equal(t, uint16(0x8000), Float64ToBF16(math.Copysign(0, -1)))
+	require.Equal(t, uint16(0x7F80), Float64ToBF16(1e300))
+}
+
+func TestRoundToBF16MatchesFloat64ToBF16(t *testing.T) {
+	src := []float64{0, math.Copysign(0, -1), 1, -1.00390625, 1 + math.Ldexp(1, -8) + math.Ldexp(1, -40),
+		math.Ldexp(3, -135), math.Ldexp(1, -126), math.Ldexp(511, 119), math.Inf(1), math.NaN(), 1e300, -1e-300}
+	for _, x := range randomFloat32s(5000, 13) {
+		src = append(src, float64(x)*1.0000001)
+	}
+	dst := make([]float32, len(src))
+	RoundToBF16(dst, src)
+	for i, x := range src {
+		require.Equal(t, Float64ToBF16(x), uint16(math.Float32bits(dst[i])>>16), "x=%g", x)
+		require.Zero(t, math.Float32bits(dst[i])&0xFFFF, "x=%g: a bf16 value", x)
+	}
+}
+
+func TestPhiloxTwoChains(t *testing.T) {
+	for i := uint32(0); i < 200; i++ {
+		ca := [4]uint32{i, i * 7, ^i, i << 9}
+		cb := [4]uint32{i + 1, 3, i * 11, 0xFFFFFFFF - i}
+		key := [2]uint32{i * 0x9E37, ^i}
+		var a, b [4]uint32
+		Philox4x32_10x2(ca, cb, key, &a, &b)
+		require.Equal(t, Philox4x32_10(ca, key), a)
+		require.Equal(t, Philox4x32_10(cb, key), b)
+	}
+}
+
+func TestFloat64ToBF16Normal(t *testing.T) {
+	xs := []float64{1, -3.75, math.Ldexp(1, -126), math.Nextafter(math.Ldexp(1, 128), 0), math.Ldexp(511, 119),
+		0, math.Copysign(0, -1), math.Ldexp(1, -127), math.Ldexp(1, 128), math.Inf(1), math.NaN()}
+	for _, x := range randomFloat32s(20000, 17) {
+		xs = append(xs, float64(x)*(1+1e-9))
+	}
+	for _, x := range xs {
+		h, ok := Float64ToBF16Normal(x)
+		a := math.Abs(x)
+		require.Equal(t, a >= math.Ldexp(1, -126) && a < math.Ldexp(1, 128), ok, "x=%g", x)
+		if ok {
+			require.Equal(t, Float64ToBF16(x), h, "x=%g", x)
+		}
+	}
+}

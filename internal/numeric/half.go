@@ -61,3 +61,64 @@ func Float32ToFP16(x float32) uint16 {
 	m += 1<<(shift-1) - 1 + (m>>shift)&1
 	return sign | uint16(e+m>>shift)
 }
+
+// Float64ToBF16 rounds x to bfloat16 directly (one rounding, to nearest even),
+// with IEEE overflow to ±Inf and bfloat16 subnormals. Every NaN gives the
+// canonical quiet NaN 0x7FC0. For a float32 x it equals Float32ToBF16.
+func Float64ToBF16(x float64) uint16 {
+	b := math.Float64bits(x)
+	a := b &^ (1 << 63)
+	if a-0x3810000000000000 < 0x47F0000000000000-0x3810000000000000 {
+		// 2^-126 ≤ |x| < 2^128: keep 7 of 52 mantissa bits with RNE; a carry
+		// rolls into the exponent, up to 255 (Inf) exactly when RNE overflows.
+		// The bf16 exponent is the float64 one minus 1023-127 = 896.
+		a += 1<<44 - 1 + (a>>45)&1
+		return uint16(b>>48)&0x8000 | uint16(a>>45-896<<7)
+	}
+	return float64ToBF16Edge(x)
+}
+
+// Float64ToBF16Normal is Float64ToBF16's common case, small enough to inline
+// in a hot loop: ok is false, and h meaningless, when |x| is outside
+// [2^-126, 2^128) (zero, subnormal, overflow, Inf, NaN), where the caller
+// falls back to Float64ToBF16.
+func Float64ToBF16Normal(x float64) (h uint16, ok bool) {
+	b := math.Float64bits(x)
+	a := b &^ (1 << 63)
+	a += 1<<44 - 1 + (a>>45)&1
+	return uint16(b>>48)&0x8000 | uint16(a>>45-896<<7), b&^(1<<63)-0x3810000000000000 < 0x47F0000000000000-0x3810000000000000
+}
+
+// float64ToBF16Edge is Float64ToBF16 outside the normal range: subnormals and
+// zero, Inf and overflow, NaN.
+func float64ToBF16Edge(x float64) uint16 {
+	if x != x {
+		return 0x7FC0
+	}
+	b := math.Float64bits(x)
+	sign := uint16(b>>48) & 0x8000
+	a := b &^ (1 << 63)
+	if a < 0x3810000000000000 { // < 2^-126: subnormal bf16, step 2^-133; the scaling is exact
+		return sign | uint16(math.RoundToEven(math.Float64frombits(a)*0x1p133))
+	}
+	return sign | 0x7F80 // ≥ 2^128, Inf included
+}
+
+// RoundToBF16 rounds each src[i] once to bfloat16 (Float64ToBF16) and stores
+// its exact float32 value in dst[i], for kernels that keep BF16 values in
+// float32 registers.
+func RoundToBF16(dst []float32, src []float64) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		b := math.Float64bits(x)
+		a := b &^ (1 << 63)
+		var h uint16
+		if a-0x3810000000000000 < 0x47F0000000000000-0x3810000000000000 {
+			a += 1<<44 - 1 + (a>>45)&1
+			h = uint16(b>>48)&0x8000 | uint16(a>>45-896<<7)
+		} else {
+			h = float64ToBF16Edge(x)
+		}
+		dst[i] = math.Float32frombits(uint32(h) << 16)
+	}
+}
