@@ -69,10 +69,15 @@ func registered(names ...string) (missing []string) {
 // wgrad dY.col × X.col.
 func TestHybridTrainingGEMMs(t *testing.T) {
 	scenarios := []hybridScenario{
+		// TE's mxfp8_fwd_nvfp4_bwd_factory with NVFP4's per-role settings
+		// (spec §5.1): the input's and the grad's columnwise copies in the RHT
+		// domain (wgrad reads both there), grads stochastically rounded, the
+		// weight's backward side plain 1×16 NVFP4.
 		{name: "mxfp8_fwd_nvfp4_bwd",
-			fwd:      host.Params{Format: "mxfp8"},
-			bwdInput: host.Params{Format: "nvfp4"}, bwdWeight: host.Params{Format: "nvfp4"},
-			grad: host.Params{Format: "nvfp4"}},
+			fwd:       host.Params{Format: "mxfp8"},
+			bwdInput:  host.Params{Format: "nvfp4", RHT: host.RHTDefault},
+			bwdWeight: host.Params{Format: "nvfp4"},
+			grad:      host.Params{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 7}},
 		{name: "fp8_e4m3_fwd_e5m2_bwd",
 			fwd:      host.Params{Format: "fp8"},
 			bwdInput: host.Params{Format: "fp8", Element: host.ElementE5M2}, bwdWeight: host.Params{Format: "fp8", Element: host.ElementE5M2},

@@ -6,4 +6,5 @@ import (
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/identity"
 	_ "libquant/plugins/mxfp8"
+	_ "libquant/plugins/nvfp4"
 )
