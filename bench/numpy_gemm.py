@@ -85,14 +85,14 @@ def main():
     for label, _ in blases:
         print(f"  NumPy [{label}] loaded: {', '.join(libs.get(label, [])) or '?'}")
     cols = [label for label, _ in blases]
-    head = f"{'case':<30}" + "".join(f" {('NumPy ' + c)[:18]:>18}" for c in cols) + f" {'Go':>8} {'Go/best NumPy':>14}"
+    head = f"{'case':<30}" + "".join(f" {'NumPy ' + c:>20}" for c in cols) + f" {'Go':>8} {'Go/best NumPy':>14}"
     print(head)
     for n in sizes:
         best = max(best_np[(c, n)] for c in cols)
-        print(f"{'numpy float32 matmul/' + str(n):<30}" + "".join(f" {best_np[(c, n)]:>18.1f}" for c in cols))
+        print(f"{'numpy float32 matmul/' + str(n):<30}" + "".join(f" {best_np[(c, n)]:>20.1f}" for c in cols))
         for case in sorted(k for k in best_go if k.endswith(f"/{n}")):
             g = best_go[case]
-            print(f"{case:<30}" + "".join(f" {'':>18}" for _ in cols) + f" {g:>8.1f} {g / best:>13.2f}x")
+            print(f"{case:<30}" + "".join(f" {'':>20}" for _ in cols) + f" {g:>8.1f} {g / best:>13.2f}x")
     sys.stdout.flush()
 
 
