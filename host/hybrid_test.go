@@ -197,3 +197,35 @@ func abs32(v float32) float32 {
 	}
 	return v
 }
+
+// TestIdentityFormat: identity keeps the input's dtype unless config.dtype
+// sets one (its layout is then unknown until a quantize), casts with RNE to a
+// narrower dtype, and serves both directions from one buffer.
+func TestIdentityFormat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 30))
+	keep := newQ(t, host.Params{Format: "identity"}, 0)
+	_, err := keep.Layout([]int64{4, 8})
+	require.ErrorIs(t, err, host.ErrInvalidArgument)
+	require.ErrorContains(t, err, "config.dtype")
+	bf := newQ(t, host.Params{Format: "identity", HoldDType: host.BFloat16}, 0)
+	l, err := bf.Layout([]int64{2, 4, 8})
+	require.NoError(t, err)
+	require.Len(t, l, 1, "one buffer for both directions")
+	require.Equal(t, host.BFloat16, l[0].DType)
+	require.Equal(t, []int64{8, 8}, l[0].Shape)
+	_, err = host.NewQuantizer(host.Params{Format: "identity", HoldDType: host.E4M3}, 0)
+	require.ErrorContains(t, err, "config.dtype")
+	_, err = host.NewQuantizer(host.Params{Format: "identity", Margin: 1}, 0)
+	require.ErrorContains(t, err, "config.margin")
+
+	x := randTensor(t, rng, host.Float32, 1, 8, 8)
+	q := quantize(t, keep, x)
+	require.Equal(t, values(x), dequantize(t, q, host.DirColumnwise), "kept FP32 exactly")
+	st, _ := q.Storage(host.DirRowwise)
+	require.Equal(t, host.Float32, st.MustBuffer(host.BufData).DType)
+	b := quantize(t, bf, x)
+	rounded := tu.Tensor(t, host.BFloat16, 8, 8)
+	host.StoreFloat32(rounded, 0, values(x)) // RNE to BF16
+	require.Equal(t, values(rounded), dequantize(t, b, host.DirRowwise))
+	require.Equal(t, host.BothUsages, b.Usage())
+}

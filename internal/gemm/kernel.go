@@ -3,6 +3,7 @@ package gemm
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 )
 
 // Kernel is a micro-kernel: it computes one MR×NR tile of the product from a
@@ -47,8 +48,8 @@ func kernelGo(mr, nr, k int, pa, pb, pc *float32, ldc int, acc bool) {
 	}
 	sum := s[:mr*nr]
 	if k > 0 {
-		a := unsafeSlice(pa, k*mr)
-		b := unsafeSlice(pb, k*nr)
+		a := unsafe.Slice(pa, k*mr)
+		b := unsafe.Slice(pb, k*nr)
 		for p := 0; p < k; p++ {
 			bp := b[p*nr : p*nr+nr]
 			for i, ai := range a[p*mr : p*mr+mr] {
@@ -59,7 +60,7 @@ func kernelGo(mr, nr, k int, pa, pb, pc *float32, ldc int, acc bool) {
 			}
 		}
 	}
-	c := unsafeSlice(pc, (mr-1)*ldc+nr)
+	c := unsafe.Slice(pc, (mr-1)*ldc+nr)
 	for i := 0; i < mr; i++ {
 		dst := c[i*ldc : i*ldc+nr]
 		src := sum[i*nr : i*nr+nr]
