@@ -98,6 +98,9 @@ test-go:
 	$(GO) vet ./...
 	$(GO) vet -tags capitest ./capi
 	$(GO) test -race -timeout 20m ./...
+	# The portable GEMM path, as a build without assembly runs it.
+	$(GO) vet -tags noasm ./internal/gemm
+	$(GO) test -tags noasm ./internal/gemm ./host
 
 # examples/c/test_threads.c's 16 pthreads call the ABI inside a Go test binary,
 # so the exports' Go side runs under the race detector (capi/threads_capitest.go).

@@ -33,16 +33,18 @@ def timeit(fn, min_time=1.0, warmup=1):
     return times[len(times) // 2]
 
 
-def go_bench(pkg, pattern, benchtime="1x", count=1):
-    """Runs `go test -bench pattern pkg` and returns {case: GB/s} for benchmarks
-    that report a GB/s metric. case is the benchmark name after its first '/',
-    without the -N GOMAXPROCS suffix."""
+def go_bench(pkg, pattern, benchtime="1x", count=1, metric="GB/s"):
+    """Runs `go test -bench pattern pkg` and returns {case: value} for
+    benchmarks that report the custom metric (b.ReportMetric), "GB/s" by
+    default or e.g. "GFLOP/s"; the best of count runs is kept. case is the
+    benchmark name after its first '/', without the -N GOMAXPROCS suffix."""
     cmd = ["go", "test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime,
            "-count", str(count), pkg]
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     res = {}
+    pat = re.compile(r"^Benchmark[^/\s]+/(\S+?)(-\d+)?\s.*?([\d.]+) " + re.escape(metric) + r"(\s|$)")
     for line in out.splitlines():
-        m = re.match(r"^Benchmark[^/\s]+/(\S+?)(-\d+)?\s.*?([\d.]+) GB/s", line)
+        m = pat.match(line)
         if m:
             res[m.group(1)] = max(res.get(m.group(1), 0.0), float(m.group(3)))
     return res

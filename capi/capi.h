@@ -20,5 +20,14 @@ typedef const quant_quantize_options capi_const_options;
 typedef const quant_dequantize_options capi_const_dequantize_options;
 typedef const int64_t capi_const_int64;
 typedef const float capi_const_float;
+typedef const char capi_const_char;
+typedef const quant_gemm_args capi_const_gemm_args;
+typedef const quant_role capi_const_role;
+typedef const quant_recipe_config capi_const_recipe_config;
+typedef const quant_recipe_rule capi_const_recipe_rule;
+
+quant_recipe *capi_recipe_handle(uintptr_t h);
+quant_status capi_call_recipe_callback(quant_recipe_callback cb, void *user_data, const quant_role *role,
+                                       quant_quantizer **out);
 
 #endif

@@ -105,6 +105,8 @@ func kindMismatch(arg, want string, got any) error {
 		have = "a quantizer"
 	case *qtensorEntry:
 		have = "a quantized tensor"
+	case *recipeEntry:
+		have = "a recipe"
 	}
 	return host.Errorf(errInvalidHandle, "%s: handle is %s, not %s", arg, have, want)
 }
@@ -114,31 +116,26 @@ func getQuantizer(p *C.quant_quantizer, arg string) (*quantizerEntry, error) {
 }
 
 func getQuantizerPtr(p unsafe.Pointer, arg string) (*quantizerEntry, error) {
-	if p == nil {
-		return nil, invalid("%s: is NULL", arg)
-	}
-	v, ok := lookupHandle(p)
-	if !ok {
-		return nil, host.Errorf(errInvalidHandle, "%s: %p is not a live quantizer (freed, or not from libquant)", arg, p)
-	}
-	e, ok := v.(*quantizerEntry)
-	if !ok {
-		return nil, kindMismatch(arg, "a quantizer", v)
-	}
-	return e, nil
+	return getEntry[quantizerEntry](p, arg, "quantizer")
 }
 
 func getQTensorPtr(p unsafe.Pointer, arg string) (*qtensorEntry, error) {
+	return getEntry[qtensorEntry](p, arg, "quantized tensor")
+}
+
+// getEntry resolves a handle argument to the entry of type T it must hold;
+// what names the kind for the messages.
+func getEntry[T any](p unsafe.Pointer, arg, what string) (*T, error) {
 	if p == nil {
 		return nil, invalid("%s: is NULL", arg)
 	}
 	v, ok := lookupHandle(p)
 	if !ok {
-		return nil, host.Errorf(errInvalidHandle, "%s: %p is not a live quantized tensor (freed, or not from libquant)", arg, p)
+		return nil, host.Errorf(errInvalidHandle, "%s: %p is not a live %s (freed, or not from libquant)", arg, p, what)
 	}
-	e, ok := v.(*qtensorEntry)
+	e, ok := v.(*T)
 	if !ok {
-		return nil, kindMismatch(arg, "a quantized tensor", v)
+		return nil, kindMismatch(arg, "a "+what, v)
 	}
 	return e, nil
 }

@@ -11,6 +11,25 @@ func sharesStorage(s Spec) bool {
 	return ok && ss.SharesStorage()
 }
 
+// InputSpec is implemented by specs whose layout depends on the input's dtype
+// (identity that keeps the input's dtype, spec §8.4): ForInput returns the
+// spec a quantize of such an input uses, and which its storages keep.
+type InputSpec interface {
+	ForInput(dt DType) Spec
+}
+
+// specsFor resolves q's specs for an input dtype.
+func (q *Quantizer) specsFor(dt DType) [2]Spec {
+	var out [2]Spec
+	for d, s := range q.specs {
+		if is, ok := s.(InputSpec); ok {
+			s = is.ForInput(dt)
+		}
+		out[d] = s
+	}
+	return out
+}
+
 // Quantize quantizes in into a new tensor with q's current usage.
 func (q *Quantizer) Quantize(in Tensor, opts QuantizeOptions) (*QTensor, error) {
 	if err := checkInput(in); err != nil {
@@ -61,6 +80,7 @@ func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) 
 	if dst.persistent {
 		usage |= dst.usageLocked()
 	}
+	specs := q.specsFor(in.DType)
 	// Storages whose layout changed (a recipe change) cannot be reused; they are
 	// replaced if libquant owns them and refused if the caller does.
 	reuse := dst.dirs
@@ -70,7 +90,7 @@ func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) 
 			reuse[d] = nil
 			continue
 		}
-		want, err := q.specs[d].Layout(m, k, Direction(d))
+		want, err := specs[d].Layout(m, k, Direction(d))
 		if err != nil {
 			return err
 		}
@@ -82,7 +102,7 @@ func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) 
 			for _, b := range st.Buffers {
 				if !b.owned {
 					return Errorf(ErrState, "dst: the %s buffers are the caller's and the new %s layout differs from their %s one",
-						Direction(d), q.specs[d].Params().Format, st.FormatName())
+						Direction(d), specs[d].Params().Format, st.FormatName())
 				}
 			}
 			reuse[d] = nil
@@ -112,21 +132,32 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	if usage == 0 {
 		return out, Errorf(ErrInvalidArgument, "quantizer: usage is empty")
 	}
+	specs := q.specsFor(in.DType)
 	var allocated []*Storage
+	type oldSpec struct {
+		st   *Storage
+		spec Spec
+	}
+	var respecified []oldSpec
 	defer func() {
 		if err != nil {
 			for _, s := range allocated {
 				s.Free(opts.Stream)
+			}
+			// A reused storage keeps describing the bytes it still holds.
+			for _, o := range respecified {
+				o.st.Spec = o.spec
 			}
 			out = [2]*Storage{}
 		}
 	}()
 	storage := func(d Direction) (*Storage, error) {
 		if reuse[d] != nil {
-			reuse[d].Spec = q.specs[d]
+			respecified = append(respecified, oldSpec{reuse[d], reuse[d].Spec})
+			reuse[d].Spec = specs[d]
 			return reuse[d], nil
 		}
-		s, err := newStorage(q.specs[d], d, m, k, in.Device, opts.Stream)
+		s, err := newStorage(specs[d], d, m, k, in.Device, opts.Stream)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +165,7 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 		return s, nil
 	}
 	quantize := func(d Direction, src Tensor, outs [2]*Storage) error {
-		spec := q.specs[d]
+		spec := specs[d]
 		kern, err := kernelsFor(spec.Params().Format, in.Device)
 		if err != nil {
 			return err
@@ -144,7 +175,7 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	}
 
 	if !q.hybrid {
-		if sharesStorage(q.specs[0]) {
+		if sharesStorage(specs[0]) {
 			s, err := storage(DirRowwise)
 			if err != nil {
 				return out, err
@@ -173,7 +204,7 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 			row, err = storage(DirRowwise)
 			out[DirRowwise] = row
 		} else {
-			row, err = newStorage(q.specs[DirRowwise], DirRowwise, m, k, in.Device, opts.Stream)
+			row, err = newStorage(specs[DirRowwise], DirRowwise, m, k, in.Device, opts.Stream)
 			if err == nil {
 				defer row.Free(opts.Stream)
 			}
@@ -188,18 +219,11 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	if usage.Has(Columnwise) {
 		src := in
 		if q.source == SourceRowwiseDequantized {
-			tmp, err := AllocTensor(in.Device, in.DType, []int64{m, k}, opts.Stream)
+			tmp, err := dequantizeRowwise(row, in, m, k, opts.Stream)
 			if err != nil {
 				return out, err
 			}
 			defer FreeTensor(tmp, opts.Stream)
-			kern, err := kernelsFor(row.FormatName(), in.Device)
-			if err != nil {
-				return out, err
-			}
-			if err := kern.Dequantize(&DequantizeRequest{Spec: row.Spec, Storage: row, Dir: DirRowwise, M: m, K: k, Out: tmp, Stream: opts.Stream}); err != nil {
-				return out, err
-			}
 			src = tmp
 		}
 		col, err := storage(DirColumnwise)
@@ -212,6 +236,25 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 		}
 	}
 	return out, nil
+}
+
+// dequantizeRowwise returns a new tensor of in's dtype and shape [m, k] holding
+// the dequantized rowwise storage row: the columnwise source of a
+// rowwise_dequantized hybrid (spec §8.3, dequantize(dtype=x.dtype)).
+func dequantizeRowwise(row *Storage, in Tensor, m, k int64, stream uintptr) (Tensor, error) {
+	kern, err := kernelsFor(row.FormatName(), in.Device)
+	if err != nil {
+		return Tensor{}, err
+	}
+	tmp, err := AllocTensor(in.Device, in.DType, []int64{m, k}, stream)
+	if err != nil {
+		return Tensor{}, err
+	}
+	if err := kern.Dequantize(&DequantizeRequest{Spec: row.Spec, Storage: row, Dir: DirRowwise, M: m, K: k, Out: tmp, Stream: stream}); err != nil {
+		FreeTensor(tmp, stream)
+		return Tensor{}, err
+	}
+	return tmp, nil
 }
 
 // NewQTensorFromBuffers assembles a tensor of the given shape over caller-owned

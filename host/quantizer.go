@@ -77,6 +77,40 @@ func NewHybridQuantizer(row, col *Quantizer, source ColumnwiseSource) (*Quantize
 	return q, nil
 }
 
+// Clone returns a new quantizer with q's specs, usage and columnwise source and
+// fresh state of its own (a new delayed-scaling history): what a recipe hands
+// out for each role from one template.
+func (q *Quantizer) Clone() (*Quantizer, error) {
+	if q.hybrid {
+		row, err := q.subs[DirRowwise].Clone()
+		if err != nil {
+			return nil, err
+		}
+		defer row.Release()
+		col, err := q.subs[DirColumnwise].Clone()
+		if err != nil {
+			return nil, err
+		}
+		defer col.Release()
+		h, err := NewHybridQuantizer(row, col, q.source)
+		if err != nil {
+			return nil, err
+		}
+		h.usage = q.Usage()
+		return h, nil
+	}
+	st, err := q.specs[DirRowwise].NewState()
+	if err != nil {
+		return nil, err
+	}
+	c := &Quantizer{specs: q.specs, states: [2]State{st, st}, usage: q.Usage()}
+	c.refs.Store(1)
+	return c, nil
+}
+
+// ColumnwiseSource is a hybrid's columnwise source (SourceOriginal otherwise).
+func (q *Quantizer) ColumnwiseSource() ColumnwiseSource { return q.source }
+
 func checkUsage(u Usage) error {
 	if u&^BothUsages != 0 {
 		return Errorf(ErrInvalidArgument, "usage: %#x has bits other than rowwise (1) and columnwise (2)", uint32(u))
@@ -208,7 +242,32 @@ func (q *Quantizer) ComputeAmax(in Tensor, out Tensor, stream uintptr) error {
 	if err := q.amax(DirRowwise, in, m, k, Rowwise, out, stream); err != nil {
 		return err
 	}
-	return q.amax(DirColumnwise, in, m, k, Columnwise, out, stream)
+	if q.source != SourceRowwiseDequantized {
+		return q.amax(DirColumnwise, in, m, k, Columnwise, out, stream)
+	}
+	// The columnwise side quantizes dequantize(rowwise(x)), not x (spec §8.3),
+	// so its amax is that tensor's: quantize rowwise into a scratch storage
+	// first. (A delayed-scaling rowwise state records the amax it would record
+	// at the quantize anyway; the record is a max, so twice is once.)
+	spec := q.specsFor(in.DType)[DirRowwise]
+	row, err := newStorage(spec, DirRowwise, m, k, in.Device, stream)
+	if err != nil {
+		return err
+	}
+	defer row.Free(stream)
+	kern, err := kernelsFor(spec.Params().Format, in.Device)
+	if err != nil {
+		return err
+	}
+	if err := kern.Quantize(&QuantizeRequest{Spec: spec, Input: in, M: m, K: k, Out: [2]*Storage{row, nil}, State: q.states[DirRowwise], Stream: stream}); err != nil {
+		return err
+	}
+	src, err := dequantizeRowwise(row, in, m, k, stream)
+	if err != nil {
+		return err
+	}
+	defer FreeTensor(src, stream)
+	return q.amax(DirColumnwise, src, m, k, Columnwise, out, stream)
 }
 
 func (q *Quantizer) amax(d Direction, in Tensor, m, k int64, want Usage, out Tensor, stream uintptr) error {

@@ -422,6 +422,198 @@ quant_status quant_delayed_scaling_update(quant_quantizer *quantizer, uint32_t d
                                           const float *reduced_amax);
 
 /* ------------------------------------------------------------------------- */
+/* Hybrid and identity quantizers, persistent tensors                         */
+/* ------------------------------------------------------------------------- */
+
+/* Where a hybrid quantizer's columnwise side takes its input from. */
+typedef enum {
+  QUANT_COLUMNWISE_SOURCE_ORIGINAL = 0,           /* the tensor being quantized */
+  QUANT_COLUMNWISE_SOURCE_ROWWISE_DEQUANTIZED = 1 /* its rowwise-quantized, dequantized value, so that the
+                                                     backward pass sees the forward-quantized tensor */
+} quant_columnwise_source;
+
+/* Creates a hybrid quantizer: the rowwise direction uses rowwise's format and
+ * parameters, the columnwise direction columnwise's (two distinct quantizers,
+ * neither hybrid), so one quantized tensor holds two formats (e.g. MXFP8
+ * forward, NVFP4 backward). The hybrid's own usage bits (default: both) decide
+ * which sides run. It shares the two quantizers' state (delayed scaling) and
+ * keeps them alive: the caller may free its handles at once. A hybrid tensor's
+ * update_usage can only drop directions.
+ *
+ * Identity is a format like any other: config.format "identity" holds the
+ * high-precision values (cast to config.dtype if set, else the input's dtype)
+ * in one buffer that serves both directions; use it on either side of a
+ * hybrid, or from a recipe to keep a role in high precision. */
+quant_status quant_quantizer_create_hybrid(quant_quantizer *rowwise, quant_quantizer *columnwise,
+                                           int32_t columnwise_source, quant_quantizer **out);
+
+/* Marks a tensor persistent (nonzero) or temporary (0). A persistent tensor,
+ * such as a weight kept across steps, never loses a direction: quantize_into
+ * refreshes every direction it holds whatever the quantizer's usage, and
+ * update_usage refuses to drop one (TransformerEngine PR #2929). Same as
+ * quant_quantize_options.persistent at creation. */
+quant_status quant_qtensor_set_persistent(quant_qtensor *tensor, int32_t persistent);
+
+/* ------------------------------------------------------------------------- */
+/* GEMM                                                                       */
+/* ------------------------------------------------------------------------- */
+
+/* One GEMM operand: a quantized tensor, or a plain FP32/BF16/FP16 DLTensor
+ * (set exactly one), and whether the GEMM uses its transpose. */
+typedef struct {
+  const quant_qtensor *qtensor; /* a quantized operand, or NULL */
+  const DLTensor *tensor;       /* a high-precision operand, or NULL */
+  int32_t trans;                /* nonzero: op(X) = X^T, else op(X) = X */
+} quant_gemm_operand;
+
+/* D = alpha * op(A) * op(B) + beta * C + bias   (+ D's old contents if accumulate)
+ *
+ * Row-major. Each operand is taken as its 2-D view [rows, cols] (leading dims
+ * flattened); op(A) is [M, K], op(B) is [K, N]; d (and c) have the 2-D view
+ * [M, N]. Products accumulate in FP32; d is FP32, BF16 or FP16 and the
+ * epilogue runs in FP32 in this order: alpha*sum, + beta*c, + bias[j], + old d.
+ *
+ * A quantized operand is read in the direction its contraction needs
+ * (TransformerEngine's rule): A contracts over its last dim (rowwise data)
+ * unless trans, then over its first (columnwise); B contracts over its first
+ * dim (columnwise) unless trans, then over its last (rowwise). So fprop
+ * Y = X W^T takes X rowwise and W rowwise, dgrad dX = dY W takes dY rowwise and
+ * W columnwise, wgrad dW = dY^T X takes both columnwise. A missing direction
+ * fails with QUANT_ERROR_STATE naming the operand and the direction. Formats
+ * may differ (hybrid tensors, identity, plain tensors); per-tensor factors
+ * (FP8 scale_inv, NVFP4 global scales) are folded into alpha.
+ *
+ * On the CPU every pair is emulated: tiles are dequantized on the fly into an
+ * FP32 blocked GEMM. Other devices need a GEMM kernel from a loaded plugin
+ * (QUANT_ERROR_DEVICE_UNAVAILABLE otherwise); quant_gemm_support says which
+ * pairs run where. */
+typedef struct {
+  size_t struct_size;   /* sizeof(quant_gemm_args) */
+  quant_gemm_operand a; /* A */
+  quant_gemm_operand b; /* B */
+  const float *alpha;   /* NULL: 1 */
+  const float *beta;    /* scale of c; NULL: 1. Must be NULL when c is NULL */
+  const DLTensor *c;    /* optional addend [M, N]; may be d itself */
+  const DLTensor *bias; /* optional [N], added to every row */
+  DLTensor *d;          /* output [M, N], FP32, BF16 or FP16 */
+  int32_t accumulate;   /* nonzero: add the product to d's contents */
+  void *stream;         /* cudaStream_t for device tensors; ignored on the CPU */
+} quant_gemm_args;
+
+/* Runs one GEMM; all tensors on one device. */
+quant_status quant_gemm(const quant_gemm_args *args);
+
+typedef enum {
+  QUANT_GEMM_UNSUPPORTED = 0, /* cannot run: reason says why */
+  QUANT_GEMM_EMULATED = 1,    /* runs by dequantizing to a wider type */
+  QUANT_GEMM_NATIVE = 2       /* the hardware multiplies the formats directly */
+} quant_gemm_support_level;
+
+#define QUANT_GEMM_REASON_LEN 128
+
+/* How operands of two formats multiply on a device. A plain DLTensor operand
+ * counts as format "identity". */
+typedef struct {
+  char format_a[QUANT_FORMAT_NAME_LEN]; /* format of A's direction the GEMM reads */
+  char format_b[QUANT_FORMAT_NAME_LEN]; /* format of B's direction the GEMM reads */
+  int32_t level;                        /* quant_gemm_support_level */
+  char reason[QUANT_GEMM_REASON_LEN];   /* why, in words */
+} quant_gemm_support_entry;
+
+/* Says how format_a x format_b multiply on device (kDLCPU or kDLCUDA). */
+quant_status quant_gemm_support(DLDevice device, const char *format_a, const char *format_b,
+                                quant_gemm_support_entry *entry);
+
+/* The whole table for a device: one entry per ordered pair of registered
+ * formats, sorted. Writes at most capacity entries and the full count to
+ * *count; entries may be NULL to ask for the count. Returns
+ * QUANT_ERROR_BUFFER_TOO_SMALL if capacity < *count (entries non-NULL). */
+quant_status quant_gemm_support_table(DLDevice device, quant_gemm_support_entry *entries, size_t capacity,
+                                      size_t *count);
+
+/* ------------------------------------------------------------------------- */
+/* Recipes and roles                                                          */
+/* ------------------------------------------------------------------------- */
+
+/* A quantizer slot (TransformerEngine's QuantizerRole). NULL and "" are the
+ * empty string; in a rule's pattern an empty field matches anything. */
+typedef struct {
+  const char *module_type; /* "linear", "grouped_linear", "dpa" */
+  const char *tensor_type; /* "input", "weight", "output", "grad_output", "grad_input"; dpa: "qkv", "s", "do", "dp" */
+  const char *name;        /* free-form, e.g. "fc1" */
+} quant_role;
+
+typedef enum {
+  QUANT_RECIPE_FP8_DELAYED = 1, /* format "fp8", delayed scaling */
+  QUANT_RECIPE_FP8_CURRENT = 2, /* format "fp8", current scaling */
+  QUANT_RECIPE_FP8_BLOCK = 3,   /* format "fp8_block": 1x128 activations and grads, 128x128 weights */
+  QUANT_RECIPE_MXFP8 = 4,       /* format "mxfp8" */
+  QUANT_RECIPE_NVFP4 = 5        /* format "nvfp4": RHT on inputs and grads, 16x16 weights, SR on grads */
+} quant_recipe_kind;
+
+typedef enum {
+  QUANT_FP8_FORMAT_DEFAULT = 0, /* HYBRID for FP8 delayed/current, E4M3 for MXFP8 and FP8 block */
+  QUANT_FP8_FORMAT_E4M3 = 1,    /* E4M3 for every role */
+  QUANT_FP8_FORMAT_HYBRID = 2   /* E4M3 forward, E5M2 for grad_output/grad_input (do/dp) */
+} quant_fp8_format;
+
+/* A built-in recipe. Zero fields take TransformerEngine's defaults; fields a
+ * kind does not use must stay zero where noted. Every role's quantizer
+ * produces both directions until its usage is set. */
+typedef struct {
+  size_t struct_size;                  /* sizeof(quant_recipe_config) */
+  int32_t kind;                        /* quant_recipe_kind */
+  int32_t fp8_format;                  /* quant_fp8_format (0 for NVFP4) */
+  float margin;                        /* FP8 delayed */
+  int32_t amax_history_len;            /* FP8 delayed; 0: 1024 */
+  int32_t amax_compute_algo;           /* FP8 delayed: quant_amax_algo */
+  int32_t force_pow2_scales;           /* FP8 current: power-of-two scales */
+  float amax_epsilon;                  /* FP8 current and block: amax floor */
+  int32_t fp32_scales;                 /* FP8 block: FP32 scales instead of powers of two */
+  int32_t disable_rht;                 /* NVFP4: no Hadamard transform (NVTE_NVFP4_DISABLE_RHT) */
+  int32_t disable_stochastic_rounding; /* NVFP4: round grads to nearest */
+  int32_t disable_2d_quantization;     /* NVFP4: 1x16 blocks for weights too */
+  uint64_t seed;                       /* NVFP4 stochastic rounding stream */
+  uint64_t offset;
+} quant_recipe_config;
+
+typedef struct quant_recipe quant_recipe;
+
+/* A custom recipe's factory: set *out to a NEW quantizer for role and return
+ * QUANT_OK, or return an error status (quant_last_error() should say why).
+ * libquant takes over the quantizer: the handle set in *out is consumed, and
+ * quant_recipe_quantizer hands the quantizer to its caller under a new
+ * handle. Setting no quantizer is an error: use an "identity" quantizer to keep
+ * a role in high precision. Called on the thread that called
+ * quant_recipe_quantizer (so concurrently when several threads ask one recipe
+ * at once); it may call back into libquant. */
+typedef quant_status (*quant_recipe_callback)(void *user_data, const quant_role *role, quant_quantizer **out);
+
+/* A declarative rule: roles matching pattern get a copy of quantizer. */
+typedef struct {
+  quant_role pattern;                /* empty fields match anything */
+  const quant_quantizer *quantizer;  /* template: each role gets a clone with its own state */
+} quant_recipe_rule;
+
+/* Creates a built-in recipe. Fails naming the format when it is not
+ * registered in this build. */
+quant_status quant_recipe_create(const quant_recipe_config *config, quant_recipe **out);
+
+/* Creates a custom recipe from a factory callback; user_data is passed to it. */
+quant_status quant_recipe_create_callback(quant_recipe_callback callback, void *user_data, quant_recipe **out);
+
+/* Creates a custom recipe from a rule table: the first rule whose pattern
+ * matches a role wins; no match is an error naming the role. The recipe keeps
+ * its own references to the quantizers: the caller may free its handles. */
+quant_status quant_recipe_create_rules(const quant_recipe_rule *rules, size_t count, quant_recipe **out);
+
+/* Frees a recipe. NULL is a no-op. Quantizers it handed out stay valid. */
+quant_status quant_recipe_free(quant_recipe *recipe);
+
+/* Returns a new quantizer for role, owned by the caller (quant_quantizer_free). */
+quant_status quant_recipe_quantizer(quant_recipe *recipe, const quant_role *role, quant_quantizer **out);
+
+/* ------------------------------------------------------------------------- */
 /* Plugins                                                                    */
 /* ------------------------------------------------------------------------- */
 

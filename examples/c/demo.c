@@ -4,6 +4,7 @@
  * first). Run with `make demo`. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "quant.h"
 #include "demo_data.h"
@@ -68,6 +69,42 @@ static int run_case(const demo_case *c, const DLTensor *in, const float *ref, fl
   }
   quant_qtensor_free(t);
   quant_quantizer_free(q);
+  return 0;
+}
+
+/* Prints which format pairs quant_gemm multiplies on a device, as a matrix
+ * (rows: A's format, columns: B's), then each distinct reason once. */
+static int print_gemm_support(DLDevice dev, const char *label) {
+  static const char *level_names[] = {"-", "emulated", "native"};
+  static const char *legend[] = {"- (unsupported)", "emulated", "native"};
+  quant_gemm_support_entry *t;
+  size_t count = 0, n = 0, i, j, r;
+  quant_status s = quant_gemm_support_table(dev, NULL, 0, &count);
+  if (s != QUANT_OK) return fail("gemm support table", s);
+  t = calloc(count, sizeof *t);
+  if (!t) return 1;
+  if ((s = quant_gemm_support_table(dev, t, count, &count)) != QUANT_OK) {
+    free(t);
+    return fail("gemm support table", s);
+  }
+  while (n * n < count) n++;
+  printf("\nGEMM support on %s (rows: format of A, columns: format of B)\n%-10s", label, "");
+  for (j = 0; j < n; j++) printf(" %-10s", t[j].format_b);
+  printf("\n");
+  for (i = 0; i < n; i++) {
+    printf("%-10s", t[i * n].format_a);
+    for (j = 0; j < n; j++) {
+      int lv = t[i * n + j].level;
+      printf(" %-10s", lv >= 0 && lv <= 2 ? level_names[lv] : "?");
+    }
+    printf("\n");
+  }
+  for (i = 0; i < count; i++) {
+    for (r = 0; r < i && strcmp(t[r].reason, t[i].reason) != 0; r++) {
+    }
+    if (r == i) printf("  %s: %s\n", legend[t[i].level >= 0 && t[i].level <= 2 ? t[i].level : 0], t[i].reason);
+  }
+  free(t);
   return 0;
 }
 
@@ -210,6 +247,11 @@ int main(void) {
   printf("libquant %s: %d x %d BF16 activations (sigma 1, 0.1%% 20x outliers), CPU\n\n", quant_version(), ROWS, COLS);
   printf("%-38s %-10s %-10s %11s %10s %8s\n", "quantizer", "format", "direction", "max |err|", "rel RMS", "SQNR dB");
   for (k = 0; k < nc; k++) rc |= run_case(&cases[k], &in, ref, out);
+  {
+    DLDevice cpu = {kDLCPU, 0}, cuda = {kDLCUDA, 0};
+    rc |= print_gemm_support(cpu, "cpu");
+    rc |= print_gemm_support(cuda, "cuda:0");
+  }
   free(x);
   free(ref);
   free(out);

@@ -1,0 +1,3 @@
+package main
+
+import _ "libquant/plugins/identity" // format "identity" (spec §8.4)

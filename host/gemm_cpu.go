@@ -1,0 +1,126 @@
+package host
+
+import (
+	"libquant/internal/gemm"
+)
+
+func init() { RegisterGemmKernel(CPU, cpuGemm{}) }
+
+// cpuGemm is the CPU GEMM: every format pair is emulated. Operands are
+// dequantized tile by tile into the packed panels of internal/gemm's blocked
+// FP32 product (no full-size dequantized copy), each format's per-tensor
+// factors (TileDequantizer.TensorScale) go into alpha, and the epilogue
+// applies alpha, beta·C, bias and accumulation and rounds to D's dtype.
+type cpuGemm struct{}
+
+func (cpuGemm) Gemm(r *GemmRequest) error {
+	la, sa, err := cpuLoader("a", &r.A)
+	if err != nil {
+		return err
+	}
+	lb, sb, err := cpuLoader("b", &r.B)
+	if err != nil {
+		return err
+	}
+	m, n := int(r.M), int(r.N)
+	e := &cpuEpilogue{
+		// Alpha and both tensor factors multiply in float64 and round once, so
+		// that a tiny and a huge scale cannot under- or overflow in between.
+		alpha:      float32(float64(r.Alpha) * float64(sa) * float64(sb)),
+		beta:       r.Beta,
+		c:          r.C,
+		d:          r.D,
+		n:          n,
+		accumulate: r.Accumulate,
+	}
+	if r.Bias != nil {
+		e.bias = make([]float32, n)
+		LoadFloat32(*r.Bias, 0, e.bias)
+	}
+	p := &gemm.Problem{M: m, N: n, K: int(r.K), A: la, B: lb, Epilogue: e.apply}
+	// Partial sums over K blocks can live in D itself when D is FP32 and
+	// nothing the epilogue reads (old D, C) is there.
+	if r.D.DType == Float32 && !r.Accumulate && (r.C == nil || !overlaps(*r.C, r.D)) {
+		p.Acc, p.LdAcc = r.D.Float32s(), n
+		e.inPlace = true
+	}
+	gemm.Run(p)
+	return nil
+}
+
+// cpuLoader returns the tile loader of op(X) and X's per-tensor factor.
+func cpuLoader(name string, in *GemmInput) (gemm.Loader, float32, error) {
+	rows, cols := in.Rows, in.Cols
+	trans := in.Trans
+	if in.Storage == nil {
+		t := in.Dense
+		return func(r0, r1, c0, c1 int, dst []float32, ld int, transposed bool) {
+			if trans {
+				r0, r1, c0, c1, transposed = c0, c1, r0, r1, !transposed
+			}
+			DenseTile(t, cols, int64(r0), int64(r1), int64(c0), int64(c1), dst, ld, transposed)
+		}, 1, nil
+	}
+	st, dir := in.Storage, in.Dir
+	td, err := cpuTileDequantizer(st.FormatName())
+	if err != nil {
+		return nil, 0, Errorf(ErrUnsupported, "%s: %v", name, err)
+	}
+	return func(r0, r1, c0, c1 int, dst []float32, ld int, transposed bool) {
+		if trans {
+			r0, r1, c0, c1, transposed = c0, c1, r0, r1, !transposed
+		}
+		td.DequantizeTile(st, dir, rows, cols, int64(r0), int64(r1), int64(c0), int64(c1), dst, ld, transposed)
+	}, td.TensorScale(st, dir), nil
+}
+
+// cpuEpilogue turns finished FP32 sums s into D, in FP32:
+// x = alpha·s; x += beta·c; x += bias[j]; x += d_old; D = round(x).
+type cpuEpilogue struct {
+	alpha, beta float32
+	c           *Tensor
+	bias        []float32
+	d           Tensor
+	n           int
+	accumulate  bool
+	inPlace     bool // the sums are already in D (FP32)
+}
+
+func (e *cpuEpilogue) apply(i0, j0, rows, cols int, tile []float32, ld int) {
+	if e.inPlace && e.alpha == 1 && e.c == nil && e.bias == nil {
+		return
+	}
+	const chunk = 64
+	var x, buf [chunk]float32
+	for i := 0; i < rows; i++ {
+		for jj := 0; jj < cols; jj += chunk {
+			w := min(chunk, cols-jj)
+			off := int64(i0+i)*int64(e.n) + int64(j0+jj)
+			s := tile[i*ld+jj : i*ld+jj+w]
+			xs := x[:w]
+			for j, v := range s {
+				xs[j] = e.alpha * v
+			}
+			if e.c != nil {
+				cs := buf[:w]
+				LoadFloat32(*e.c, off, cs)
+				for j, v := range cs {
+					xs[j] += e.beta * v
+				}
+			}
+			if e.bias != nil {
+				for j, v := range e.bias[j0+jj : j0+jj+w] {
+					xs[j] += v
+				}
+			}
+			if e.accumulate {
+				ds := buf[:w]
+				LoadFloat32(e.d, off, ds)
+				for j, v := range ds {
+					xs[j] += v
+				}
+			}
+			StoreFloat32(e.d, off, xs)
+		}
+	}
+}
