@@ -192,6 +192,19 @@ __device__ __forceinline__ uint32_t amax_bits_nan_ignored(uint32_t m, float x) {
   return (a <= 0x7F800000u && a > m) ? a : m;
 }
 
+// max(m, |x|) as floats, NaN ignored (fmaxf returns the other operand): one
+// FMNMX with an |x| operand. Over non-negative magnitudes the result has the
+// bits amax_bits_nan_ignored gives (Inf counted, subnormals kept: no .ftz).
+__device__ __forceinline__ float amax_f(float m, float x) { return fmaxf(m, fabsf(x)); }
+
+// max(m, |x|) with NaN propagated (max.NaN.f32): a NaN anywhere makes the
+// result NaN, so one max gives both the amax and whether a NaN was seen.
+__device__ __forceinline__ float amax_nan(float m, float x) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(m), "f"(fabsf(x)));
+  return d;
+}
+
 // FP8 encoders: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, the function
 // numeric.EncodeE4M3 / EncodeE5M2 define (spec §1.2, §1.3).
 enum class Fp8 { E4M3, E5M2 };
@@ -218,6 +231,22 @@ __device__ __forceinline__ float fp8_decode(uint8_t c) {
 // negative value that rounds to 0 keeps its sign (code 8). lq_e2m1 (e2m1.h)
 // is checked against the threshold definition on every float32 pattern.
 __device__ __forceinline__ uint32_t e2m1(float x) { return lq_e2m1(x); }
+
+// Codes of 8 values v[i]·f through lq_e2m1_fast, element i in bits 4i (low
+// 4·n bits valid for the first n): the caller checked no NaN and
+// fl(max|v|·f) < 7. lq_e2m1_mag_m's bias is removed once for the packed word.
+template <int N>
+__device__ __forceinline__ uint32_t e2m1_fast_pack(const float *v, float f) {
+  uint32_t h = 0, bias = 0;
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    float y = __fmul_rn(v[i], f);
+    uint32_t m = __float_as_uint(lq_e2m1_mag_m(fabsf(y)));
+    h += (m << (4 * i)) + ((__float_as_uint(y) >> 31) << (4 * i + 3));
+    bias += LQ_E2M1_M_BITS << (4 * i);
+  }
+  return h - bias;
+}
 
 // numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6).
 __device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t rbits) {
