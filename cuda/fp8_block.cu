@@ -68,12 +68,12 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
   }
   float rs[8], rsi[8];  // per-row (1D) or tile (2D) scale
   if (TWO_D) {
-    uint32_t m = 0;
+    float mf = 0.0f;
 #pragma unroll
     for (int i = 0; i < 8; i++)
 #pragma unroll
-      for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
-    m = warp_max(m);
+      for (int e = 0; e < 8; e++) mf = amax_f(mf, v[i][e]);
+    uint32_t m = warp_max(__float_as_uint(mf));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
     __syncthreads();
     m = red[0];
@@ -93,9 +93,10 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
   } else if (ROW) {
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-      uint32_t m = 0;
+      float mf = 0.0f;
 #pragma unroll
-      for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
+      for (int e = 0; e < 8; e++) mf = amax_f(mf, v[i][e]);
+      uint32_t m = __float_as_uint(mf);
 #pragma unroll
       for (int o = 1; o < 16; o <<= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
       block_scale(p, m, &rs[i], &rsi[i]);
@@ -129,9 +130,10 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
       uint32_t pm[8];
 #pragma unroll
       for (int e = 0; e < 8; e++) {
-        pm[e] = 0;
+        float mf = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; i++) pm[e] = amax_bits_nan_ignored(pm[e], v[i][e]);
+        for (int i = 0; i < 8; i++) mf = amax_f(mf, v[i][e]);
+        pm[e] = __float_as_uint(mf);
         part[g][8 * ch + e] = pm[e];
       }
       __syncthreads();

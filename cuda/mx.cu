@@ -55,10 +55,13 @@ struct MxParams {
   int vec;  // the input is 16-byte aligned: vector loads
 };
 
-// Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32 bits).
+// Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32
+// bits). mn: max |v| with NaN propagated; E2M1 takes lq_e2m1_fast where
+// fl(mn·f) < 7 (false for a NaN), lq_e2m1 otherwise.
 template <int EL>
-__device__ __forceinline__ uint2 encode8(const float (&v)[8], float f) {
+__device__ __forceinline__ uint2 encode8(const float (&v)[8], float f, float mn) {
   if constexpr (EL == kE2M1) {
+    if (__fmul_rn(mn, f) < 7.0f) return make_uint2(e2m1_fast_pack<8>(v, f), 0);
     uint32_t w = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) w |= e2m1(__fmul_rn(v[i], f)) << (4 * i);
@@ -131,13 +134,22 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       int64_t r = r0 + 4 * warp + i;
-      uint32_t m = 0;
+      // One max per element (NaN propagated); only a lane that saw a NaN
+      // recomputes its amax with NaN ignored.
+      float mn = 0.0f;
 #pragma unroll
-      for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
+      for (int e = 0; e < 8; e++) mn = amax_nan(mn, v[i][e]);
+      float ml = mn;
+      if (isnan(mn)) {
+        ml = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) ml = amax_f(ml, v[i][e]);
+      }
+      uint32_t m = __float_as_uint(ml);
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
       uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
-      uint2 q = encode8<EL>(v[i], e8m0_rcp(e8));
+      uint2 q = encode8<EL>(v[i], e8m0_rcp(e8), mn);
       if (valid) {
         if (EL == kE2M1) *reinterpret_cast<uint32_t *>(p.row + (r * p.k + gc) / 2) = q.x;
         else *reinterpret_cast<uint2 *>(p.row + r * p.k + gc) = q;
@@ -147,11 +159,19 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
   }
   if (COL) {
     uint32_t pm[8];
+    float pmn[8];  // per column of this thread's 4 rows, NaN propagated
 #pragma unroll
     for (int e = 0; e < 8; e++) {
-      pm[e] = 0;
+      pmn[e] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 4; i++) pm[e] = amax_bits_nan_ignored(pm[e], v[i][e]);
+      for (int i = 0; i < 4; i++) pmn[e] = amax_nan(pmn[e], v[i][e]);
+      float ml = pmn[e];
+      if (isnan(ml)) {
+        ml = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) ml = amax_f(ml, v[i][e]);
+      }
+      pm[e] = __float_as_uint(ml);
     }
     uint4 *pp = reinterpret_cast<uint4 *>(&part[warp][8 * lane]);
     pp[0] = make_uint4(pm[0], pm[1], pm[2], pm[3]);
@@ -175,10 +195,17 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
       // rows 4w..4w+3, two bytes of each of its 8 columns.
 #pragma unroll
       for (int e = 0; e < 8; e++) {
-        uint32_t c[4];
+        float col4[4] = {v[0][e], v[1][e], v[2][e], v[3][e]};
+        uint32_t packed;
+        if (__fmul_rn(pmn[e], f[e]) < 7.0f) {
+          packed = e2m1_fast_pack<4>(col4, f[e]);
+        } else {
+          uint32_t c[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) c[i] = e2m1(__fmul_rn(v[i][e], f[e]));
-        colb[8 * lane + e][warp] = (uint16_t)(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12));
+          for (int i = 0; i < 4; i++) c[i] = e2m1(__fmul_rn(col4[i], f[e]));
+          packed = c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12);
+        }
+        colb[8 * lane + e][warp] = (uint16_t)packed;
       }
       __syncthreads();
       int t = threadIdx.x;
