@@ -17,6 +17,8 @@
 #include <float.h>
 #include <stdlib.h>
 
+#include <type_traits>
+
 #include "common.cuh"
 
 namespace lq {
@@ -173,6 +175,8 @@ struct NvParams {
   int rht;
   int vec;     // the input is 16-byte aligned: vector loads
   int row16;   // rowwise data rows are 16-byte aligned (k % 32 == 0, aligned base)
+  int col16;   // columnwise data rows are 16-byte aligned (m % 32 == 0, aligned base)
+  int fs;      // fast kernel: 64-row sub-tiles per CTA (1 .. kFS)
   int row_s2;  // the rowwise scale buffer is 2-byte aligned
   int col_s4;  // the columnwise scale buffer is 4-byte aligned
   SR sr;
@@ -348,26 +352,6 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
 //     thread taking a column pair so that one 16x2 max serves both columns.
 // ---------------------------------------------------------------------------
 
-template <typename T> struct Raw16;
-template <> struct Raw16<__nv_bfloat16> {
-  static constexpr uint32_t kInf = 0x7F80u;  // |bits| above this: NaN
-  __device__ static __forceinline__ float lo(uint32_t w) { return __uint_as_float(w << 16); }
-  __device__ static __forceinline__ float hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
-  __device__ static __forceinline__ float mag(uint32_t h) { return __uint_as_float(h << 16); }
-};
-template <> struct Raw16<__half> {
-  static constexpr uint32_t kInf = 0x7C00u;
-  __device__ static __forceinline__ float lo(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w & 0xFFFFu))); }
-  __device__ static __forceinline__ float hi(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w >> 16))); }
-  __device__ static __forceinline__ float mag(uint32_t h) { return lo(h); }
-};
-
-__device__ __forceinline__ uint32_t vmax_u16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
 // Σ_i 0x4B000000·16^i mod 2^32 over 8 nibbles: what lq_e2m1_mag_m's bias adds
 // to a packed word of 8 codes.
 constexpr uint32_t pack_bias() {
@@ -411,65 +395,41 @@ __device__ __forceinline__ float enc_of_code(uint32_t c, float s_dec) {
   return enc > FLT_MAX ? FLT_MAX : enc;
 }
 
-// max |x| of the 16 elements held as 8 words of pairs, as a 16-bit magnitude
-// (NaN included: above kInf).
-__device__ __forceinline__ uint32_t mag16(const uint32_t *w) {
-  uint32_t m = w[0] & 0x7FFF7FFFu;
-#pragma unroll
-  for (int j = 1; j < 8; j++) m = vmax_u16x2(m, w[j] & 0x7FFF7FFFu);
-  return max(m & 0xFFFFu, m >> 16);
-}
+// The fast kernel's CTA walks a strip of up to kFS sub-tiles of 64 rows × 128
+// columns (by default it loads the next sub-tile after finishing the current
+// one and keeps 4 CTAs per SM; see launch_fast for the measured variants). Stores are arranged so that each warp instruction writes
+// whole 32-byte sectors (H100 run 1: the columnwise pass with 8-byte stores of
+// lanes in different rows ran at half the rowwise pass's speed): transposed
+// codes are staged in shared memory and written 16 bytes a lane, two lanes per
+// 32-byte run; the columnwise scales of the strip (4·kFS bytes per column) are
+// written once, at the end, 8 lanes per column.
+constexpr int kFR = 64, kFC = 128, kFS = 8;
 
-constexpr int kFR = 64, kFC = 128;  // fast kernel tile: 64 rows × 128 columns
-
-// Shared-memory position (in 16-bit elements) of tile element (row, col): each
-// row is 256 bytes; the 16-byte chunk j of a thread's 64-byte quarter q moves
-// to chunk j ^ x(row, q), so that the row phase's 16-byte stores (8 lanes: two
-// rows × four quarters per phase) hit eight different bank groups.
-__device__ __forceinline__ int swz(int row, int col) {
-  int q = col >> 5, j = (col >> 3) & 3;
-  int x = ((q >> 1) & 1) | ((row & 1) << 1);
-  return row * kFC + 32 * q + 8 * (j ^ x) + (col & 7);
-}
-
-template <typename T, bool ROW, bool COL, bool TWO_D>
-__global__ void __launch_bounds__(kThreads) nvfp4_fast_kernel(NvParams p) {
+// MINB: CTAs per SM the register allocation must allow (launch bounds);
+// PREF: load the next sub-tile while working on this one (else after it).
+template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF>
+__global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) {
   using R = Raw16<T>;
+  constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
   __shared__ __align__(16) uint16_t tile[COL ? kFR * kFC : 8];
   __shared__ float enc_tab[2][128];
   __shared__ uint32_t red[TWO_D ? kThreads / 32 : 1][8];
-  __shared__ __align__(4) uint8_t csc[COL ? kFC : 1][4];
+  __shared__ __align__(16) uint2 ccodes[COL ? 4 : 1][kCS];              // [row block][column]: 16 codes
+  __shared__ __align__(4) uint8_t csc[COL ? 4 * kFS : 1][kFC + 4];       // [row block in strip][column]
   copy_scalars(p);
   const int t = threadIdx.x;
   const int64_t tiles_c = (p.k + kFC - 1) / kFC;
-  const int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kFR, c0 = (int64_t)(blockIdx.x % tiles_c) * kFC;
+  const int64_t rs = (int64_t)(blockIdx.x / tiles_c) * (kFR * p.fs), c0 = (int64_t)(blockIdx.x % tiles_c) * kFC;
+  const int64_t rows_left = p.m - rs;
+  const int nsub = rows_left >= kFR * p.fs ? p.fs : (int)((rows_left + kFR - 1) / kFR);
 
-  // Loads first: thread t holds row lr = t/4, columns 32q .. 32q+31 (q = t%4),
-  // blocks 2q and 2q+1 of the row: w[0..7] and w[8..15], pairs of elements.
+  // Row phase: thread t holds row lr = t/4 of the sub-tile, columns 32q ..
+  // 32q+31 (q = t%4): blocks 2q and 2q+1, w[0..7] and w[8..15], pairs of
+  // elements.
   const int lr = t >> 2, q = t & 3;
-  const int64_t r = r0 + lr, c = c0 + 32 * q;
-  const bool b0 = r < p.m && c < p.k, b1 = r < p.m && c + 16 < p.k;
-  uint32_t w[16];
-  {
-    const T *src = (const T *)p.in + r * p.k + c;
-#pragma unroll
-    for (int b = 0; b < 2; b++) {
-      bool ok = b == 0 ? b0 : b1;
-      if (ok && p.vec) {
-        uint4 u0 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b));
-        uint4 u1 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b) + 1);
-        w[8 * b + 0] = u0.x; w[8 * b + 1] = u0.y; w[8 * b + 2] = u0.z; w[8 * b + 3] = u0.w;
-        w[8 * b + 4] = u1.x; w[8 * b + 5] = u1.y; w[8 * b + 6] = u1.z; w[8 * b + 7] = u1.w;
-      } else if (ok) {
-        const uint16_t *s16 = reinterpret_cast<const uint16_t *>(src + 16 * b);
-#pragma unroll
-        for (int j = 0; j < 8; j++) w[8 * b + j] = (uint32_t)s16[2 * j] | ((uint32_t)s16[2 * j + 1] << 16);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; j++) w[8 * b + j] = 0;
-      }
-    }
-  }
+  const int64_t c = c0 + 32 * q;
+  uint32_t w[16], wn[16];
+  load_chunk<T>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   // Global scales and the enc_b tables (rowwise in [0], columnwise in [1]).
   const float s_row = global_s_enc(*(ROW ? p.row_amax : p.col_amax));
@@ -481,134 +441,168 @@ __global__ void __launch_bounds__(kThreads) nvfp4_fast_kernel(NvParams p) {
     enc_tab[t >> 7][t & 127] = enc_of_code(t & 127, (float)(1.0 / (double)s));
   }
 
-  // The raw tile into shared memory for the columnwise pass.
-  if (COL) {
-    const int x = ((q >> 1) & 1) | ((lr & 1) << 1);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      uint4 *d = reinterpret_cast<uint4 *>(&tile[lr * kFC + 32 * q + 8 * (j ^ x)]);
-      *d = make_uint4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
-    }
-  }
+  for (int sub = 0; sub < nsub; sub++) {
+    const int64_t r0 = rs + (int64_t)sub * kFR, r = r0 + lr;
+    const bool b0 = r < p.m && c < p.k, b1 = r < p.m && c + 16 < p.k;
+    if (PREF && sub + 1 < nsub) load_chunk<T>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
 
-  // Row blocks: amax (NaN ignored) and NaN flags.
-  float bam[2];
-  bool bnan[2];
-#pragma unroll
-  for (int b = 0; b < 2; b++) {
-    uint32_t m16 = mag16(&w[8 * b]);
-    bnan[b] = m16 > R::kInf;
-    if (bnan[b]) {
-      float v[16];
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        v[2 * j] = R::lo(w[8 * b + j]);
-        v[2 * j + 1] = R::hi(w[8 * b + j]);
-      }
-      bam[b] = __uint_as_float(amax16(v));
-    } else {
-      bam[b] = R::mag(m16);
-    }
-  }
-  if (TWO_D) {
-    // 16×16 tiles: rows lr .. of one tile are 16 consecutive rows, i.e. lanes
-    // with the same q in two consecutive warps.
-    uint32_t m0 = __float_as_uint(bam[0]), m1 = __float_as_uint(bam[1]);
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-      m0 = max(m0, __shfl_xor_sync(0xFFFFFFFFu, m0, o));
-      m1 = max(m1, __shfl_xor_sync(0xFFFFFFFFu, m1, o));
-    }
-    if ((t & 31) < 4) {
-      red[t >> 5][2 * q] = m0;
-      red[t >> 5][2 * q + 1] = m1;
-    }
-  }
-  __syncthreads();
+    // The raw sub-tile into shared memory for the columnwise pass.
+    if (COL) store_chunk_swz(tile, lr, q, w);
 
-  // Rowwise.
-  if (ROW && b0) {
-    uint32_t code[2];
-    uint64_t qd[2] = {0, 0};
+    // Row blocks: amax (NaN ignored) and NaN flags.
+    float bam[2];
+    bool bnan[2];
 #pragma unroll
     for (int b = 0; b < 2; b++) {
-      if (b == 1 && !b1) break;
-      float scale_amax = bam[b];
-      if (TWO_D) {
-        int wt = 2 * (lr >> 4);
-        scale_amax = __uint_as_float(max(red[wt][2 * q + b], red[wt + 1][2 * q + b]));
-      }
-      code[b] = fp8<Fp8::E4M3>(__fmul_rn(scale_amax, sd6_row));
-      float enc = enc_tab[0][code[b] & 127];
-      float v[16];
+      uint32_t m16 = mag16(&w[8 * b]);
+      bnan[b] = m16 > R::kInf;
+      if (bnan[b]) {
+        float v[16];
 #pragma unroll
-      for (int j = 0; j < 8; j++) {
-        v[2 * j] = R::lo(w[8 * b + j]);
-        v[2 * j + 1] = R::hi(w[8 * b + j]);
+        for (int j = 0; j < 8; j++) {
+          v[2 * j] = R::lo(w[8 * b + j]);
+          v[2 * j + 1] = R::hi(w[8 * b + j]);
+        }
+        bam[b] = __uint_as_float(amax16(v));
+      } else {
+        bam[b] = R::mag(m16);
       }
-      qd[b] = encode16_rn(v, enc, bam[b], bnan[b]);
     }
-    uint8_t *drow = p.row + r * (p.k / 2) + c / 2;
-    if (b1 && p.row16) {
-      *reinterpret_cast<uint4 *>(drow) = make_uint4((uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
-    } else {
-      *reinterpret_cast<uint2 *>(drow) = make_uint2((uint32_t)qd[0], (uint32_t)(qd[0] >> 32));
-      if (b1) *reinterpret_cast<uint2 *>(drow + 8) = make_uint2((uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+    if (TWO_D) {
+      // 16×16 tiles: the 16 rows of one are lanes with the same q in two
+      // consecutive warps.
+      uint32_t m0 = __float_as_uint(bam[0]), m1 = __float_as_uint(bam[1]);
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {
+        m0 = max(m0, __shfl_xor_sync(0xFFFFFFFFu, m0, o));
+        m1 = max(m1, __shfl_xor_sync(0xFFFFFFFFu, m1, o));
+      }
+      if ((t & 31) < 4) {
+        red[t >> 5][2 * q] = m0;
+        red[t >> 5][2 * q + 1] = m1;
+      }
     }
-    int64_t si = p.row_s.index(r, c / 16);
-    if (b1 && p.row_s2) {
-      *reinterpret_cast<uint16_t *>(p.row_s.buf + si) = (uint16_t)(code[0] | (code[1] << 8));
-    } else {
-      p.row_s.buf[si] = (uint8_t)code[0];
-      if (b1) p.row_s.buf[p.row_s.index(r, c / 16 + 1)] = (uint8_t)code[1];
+    if (COL || TWO_D || sub == 0) __syncthreads();  // the tile, red; enc_tab the first time
+
+    // Rowwise: 16 bytes of codes and 2 scale bytes per thread.
+    if (ROW && b0) {
+      uint32_t code[2] = {0, 0};
+      uint64_t qd[2] = {0, 0};
+#pragma unroll
+      for (int b = 0; b < 2; b++) {
+        if (b == 1 && !b1) break;
+        float scale_amax = bam[b];
+        if (TWO_D) {
+          int wt = 2 * (lr >> 4);
+          scale_amax = __uint_as_float(max(red[wt][2 * q + b], red[wt + 1][2 * q + b]));
+        }
+        code[b] = fp8<Fp8::E4M3>(__fmul_rn(scale_amax, sd6_row));
+        float enc = enc_tab[0][code[b] & 127];
+        float v[16];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          v[2 * j] = R::lo(w[8 * b + j]);
+          v[2 * j + 1] = R::hi(w[8 * b + j]);
+        }
+        qd[b] = encode16_rn(v, enc, bam[b], bnan[b]);
+      }
+      uint8_t *drow = p.row + r * (p.k / 2) + c / 2;
+      if (b1 && p.row16) {
+        *reinterpret_cast<uint4 *>(drow) =
+            make_uint4((uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+      } else {
+        *reinterpret_cast<uint2 *>(drow) = make_uint2((uint32_t)qd[0], (uint32_t)(qd[0] >> 32));
+        if (b1) *reinterpret_cast<uint2 *>(drow + 8) = make_uint2((uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+      }
+      int64_t si = p.row_s.index(r, c / 16);
+      if (b1 && p.row_s2) {
+        *reinterpret_cast<uint16_t *>(p.row_s.buf + si) = (uint16_t)(code[0] | (code[1] << 8));
+      } else {
+        p.row_s.buf[si] = (uint8_t)code[0];
+        if (b1) p.row_s.buf[p.row_s.index(r, c / 16 + 1)] = (uint8_t)code[1];
+      }
+    }
+
+    if (COL) {
+      // Thread t: columns 2pp and 2pp+1 of the sub-tile, rows 16·rb ..
+      // 16·rb+15; codes to ccodes, scales to csc.
+      const int pp = t & 63, rb = t >> 6;
+      if (c0 + 2 * pp < p.k && r0 + 16 * rb < p.m) {
+        uint32_t wc[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&tile[swz(16 * rb + i, 2 * pp)]);
+        uint32_t mm = wc[0] & 0x7FFF7FFFu;
+#pragma unroll
+        for (int i = 1; i < 16; i++) mm = vmax_u16x2(mm, wc[i] & 0x7FFF7FFFu);
+        uint64_t qd[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          uint32_t m16 = h == 0 ? (mm & 0xFFFFu) : (mm >> 16);
+          float v[16];
+#pragma unroll
+          for (int i = 0; i < 16; i++) v[i] = h == 0 ? R::lo(wc[i]) : R::hi(wc[i]);
+          bool nan = m16 > R::kInf;
+          float bamax = nan ? __uint_as_float(amax16(v)) : R::mag(m16);
+          float scale_amax = bamax;
+          if (TWO_D) {
+            int cb = (2 * pp) >> 4;
+            scale_amax = __uint_as_float(max(red[2 * rb][cb], red[2 * rb + 1][cb]));
+          }
+          uint32_t code = fp8<Fp8::E4M3>(__fmul_rn(scale_amax, sd6_col));
+          float enc = enc_tab[TWO_D ? 0 : 1][code & 127];
+          qd[h] = encode16_rn(v, enc, bamax, nan);
+          csc[4 * sub + rb][2 * pp + h] = (uint8_t)code;
+        }
+        *reinterpret_cast<uint4 *>(&ccodes[rb][2 * pp]) =
+            make_uint4((uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+      }
+      __syncthreads();
+      // Thread t: column t/2 of the sub-tile, row blocks 2·(t%2) and
+      // 2·(t%2)+1: lanes 2i and 2i+1 write one 32-byte run of the column.
+      const int col = t >> 1, hh = t & 1;
+      const int64_t cc = c0 + col, rr = r0 + 32 * hh;
+      if (cc < p.k && rr < p.m) {
+        uint2 a = ccodes[2 * hh][col], b = ccodes[2 * hh + 1][col];
+        uint8_t *d = p.col + cc * (p.m / 2) + (rr / 16) * 8;
+        if (rr + 32 <= p.m && p.col16) {
+          *reinterpret_cast<uint4 *>(d) = make_uint4(a.x, a.y, b.x, b.y);
+        } else {
+          *reinterpret_cast<uint2 *>(d) = a;
+          if (rr + 16 < p.m) *reinterpret_cast<uint2 *>(d + 8) = b;
+        }
+      }
+    }
+    if (TWO_D && !COL) __syncthreads();  // red is rewritten next round
+    if (sub + 1 < nsub) {
+      if (PREF) {
+#pragma unroll
+        for (int j = 0; j < 16; j++) w[j] = wn[j];
+      } else {
+        load_chunk<T>(p.in, p.m, p.k, p.vec, r + kFR, c, w);
+      }
     }
   }
 
   if (COL) {
-    // Thread t: columns 2pp and 2pp+1 of the tile, rows 16·rb .. 16·rb+15.
-    const int pp = t & 63, rb = t >> 6;
-    const int64_t cc = c0 + 2 * pp, rr = r0 + 16 * rb;
-    const bool ok = cc < p.k && rr < p.m;
-    if (ok) {
-      uint32_t wc[16];
+    // The strip's columnwise scales: column c0 + col's row blocks rs/16 ..
+    // are consecutive bytes in the compact layout (and 4 at a time in the
+    // swizzled one); thread t writes bytes 4·(t%8) .. +3 of column t/8 (+32
+    // per pass), 8 lanes per 32-byte run.
+    const int64_t rb0 = rs / 16;
+    const int64_t nrb_all = p.m / 16 - rb0;
+    const int nrb = nrb_all < 4 * p.fs ? (int)nrb_all : 4 * p.fs;
 #pragma unroll
-      for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&tile[swz(16 * rb + i, 2 * pp)]);
-      uint32_t mm = wc[0] & 0x7FFF7FFFu;
-#pragma unroll
-      for (int i = 1; i < 16; i++) mm = vmax_u16x2(mm, wc[i] & 0x7FFF7FFFu);
-      uint8_t *dcol = p.col + cc * (p.m / 2) + (rr / 16) * 8;
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        uint32_t m16 = h == 0 ? (mm & 0xFFFFu) : (mm >> 16);
-        float v[16];
-#pragma unroll
-        for (int i = 0; i < 16; i++) v[i] = h == 0 ? R::lo(wc[i]) : R::hi(wc[i]);
-        bool nan = m16 > R::kInf;
-        float bamax = nan ? __uint_as_float(amax16(v)) : R::mag(m16);
-        float scale_amax = bamax;
-        if (TWO_D) {
-          int cb = (2 * pp) >> 4;
-          scale_amax = __uint_as_float(max(red[2 * rb][cb], red[2 * rb + 1][cb]));
+    for (int pass = 0; pass < kFC / 32; pass++) {
+      const int col = 32 * pass + (t >> 3), wd = t & 7;  // 8 words cover kFS = 8 sub-tiles
+      const int64_t cc = c0 + col;
+      if (cc < p.k && 4 * wd < nrb) {
+        uint32_t word = (uint32_t)csc[4 * wd][col] | ((uint32_t)csc[4 * wd + 1][col] << 8) |
+                        ((uint32_t)csc[4 * wd + 2][col] << 16) | ((uint32_t)csc[4 * wd + 3][col] << 24);
+        if (4 * wd + 4 <= nrb && p.col_s4) {
+          *reinterpret_cast<uint32_t *>(p.col_s.buf + p.col_s.index(cc, rb0 + 4 * wd)) = word;
+        } else {
+          for (int i = 0; i < 4 && 4 * wd + i < nrb; i++) p.col_s.buf[p.col_s.index(cc, rb0 + 4 * wd + i)] = (uint8_t)(word >> (8 * i));
         }
-        uint32_t code = fp8<Fp8::E4M3>(__fmul_rn(scale_amax, sd6_col));
-        float enc = enc_tab[TWO_D ? 0 : 1][code & 127];
-        uint64_t qd = encode16_rn(v, enc, bamax, nan);
-        *reinterpret_cast<uint2 *>(dcol + h * (p.m / 2)) = make_uint2((uint32_t)qd, (uint32_t)(qd >> 32));
-        csc[2 * pp + h][rb] = (uint8_t)code;
-      }
-    }
-    __syncthreads();
-    // Columnwise scales: column c0 + t's four row blocks are four consecutive
-    // bytes in both the compact and the swizzled layout.
-    if (t < kFC && c0 + t < p.k) {
-      int64_t cs = c0 + t, rb0 = r0 / 16;
-      int64_t left = p.m / 16 - rb0;
-      int nrb = left < 4 ? (int)left : 4;
-      int64_t si = p.col_s.index(cs, rb0);
-      if (nrb == 4 && p.col_s4) {
-        *reinterpret_cast<uint32_t *>(p.col_s.buf + si) = *reinterpret_cast<const uint32_t *>(&csc[t][0]);
-      } else {
-        for (int i = 0; i < nrb; i++) p.col_s.buf[p.col_s.index(cs, rb0 + i)] = csc[t][i];
       }
     }
   }
@@ -716,14 +710,65 @@ bool fast_kernel_allowed() {
   return allowed != 0;
 }
 
+// Sub-tiles per CTA of the fast kernel: LIBQUANT_NVFP4_STRIP (1..8, for the
+// benchmark), else kStripDefault; fewer where that would leave under two
+// CTAs per SM's worth of work.
+constexpr int kStripDefault = 4;
+int strip_subtiles(int64_t m, int64_t k) {
+  static int env = -1;
+  if (env < 0) {
+    const char *e = getenv("LIBQUANT_NVFP4_STRIP");
+    int v = e ? atoi(e) : 0;
+    env = v >= 1 && v <= kFS ? v : 0;
+  }
+  int fs = env ? env : kStripDefault;
+  int64_t tiles_r = ceil_div(m, kFR), tiles_c = ceil_div(k, kFC);
+  while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
+  return fs;
+}
+
+// Launch variants of the fast kernel (MINB, PREF), for the benchmark:
+// LIBQUANT_NVFP4_VARIANT=1..4 picks one for BF16 input; the default is
+// variant 0 (kFastMinB, kFastPref). H100 run 3, 8192² BF16 (ms, row / col /
+// both): (2, prefetch: 104-127 registers, 2 CTAs/SM) 0.126 / 0.139 / 0.176;
+// (3, prefetch) 0.117 / 0.128 / 0.162; (4, prefetch: small spills) 0.115 /
+// 0.129 / 0.166; (4, no prefetch: 64 registers, no spills) 0.112 / 0.121 /
+// 0.153; (5, no prefetch: spills) 0.112 / 0.131 / 0.173. Occupancy beats the
+// register prefetch here.
+constexpr int kFastMinB = 4;
+constexpr bool kFastPref = false;
+int fast_variant(const char *var) {
+  const char *e = getenv(var);
+  int v = e ? atoi(e) : 0;
+  return v >= 0 && v <= 4 ? v : 0;
+}
+
+template <typename T, bool ROW, bool COL, bool TWO_D>
+void launch_fast(const NvParams &q, unsigned g, cudaStream_t s) {
+  static int variant = -1;
+  if (variant < 0) variant = fast_variant("LIBQUANT_NVFP4_VARIANT");
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    switch (variant) {
+      case 1: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 3, true><<<g, kThreads, 0, s>>>(q); return;
+      case 2: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 4, true><<<g, kThreads, 0, s>>>(q); return;
+      case 3: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 2, true><<<g, kThreads, 0, s>>>(q); return;
+      case 4: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 5, false><<<g, kThreads, 0, s>>>(q); return;
+      default: break;
+    }
+  }
+  nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref><<<g, kThreads, 0, s>>>(q);
+}
+
 template <typename T, bool ROW, bool COL, bool SRON>
 void launch_nv4(const NvParams &p, bool rht, bool two_d, unsigned grid, cudaStream_t s) {
   constexpr bool k16 = sizeof(T) == 2;
   if (k16 && !SRON && !rht && fast_kernel_allowed()) {
     if constexpr (k16 && !SRON) {
-      unsigned g = (unsigned)(ceil_div(p.m, kFR) * ceil_div(p.k, kFC));
-      if (two_d) nvfp4_fast_kernel<T, ROW, COL, true><<<g, kThreads, 0, s>>>(p);
-      else nvfp4_fast_kernel<T, ROW, COL, false><<<g, kThreads, 0, s>>>(p);
+      NvParams q = p;
+      q.fs = strip_subtiles(p.m, p.k);
+      unsigned g = (unsigned)(ceil_div(p.m, kFR * q.fs) * ceil_div(p.k, kFC));
+      if (two_d) launch_fast<T, ROW, COL, true>(q, g, s);
+      else launch_fast<T, ROW, COL, false>(q, g, s);
       return;
     }
   }
@@ -910,6 +955,7 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   p.row_s = row.s;
   p.col_s = col.s;
   p.row16 = k % 32 == 0 && aligned16(row.data);
+  p.col16 = m % 32 == 0 && aligned16(col.data);
   p.row_s2 = (reinterpret_cast<uintptr_t>(row.s.buf) & 1) == 0;
   p.col_s4 = (reinterpret_cast<uintptr_t>(col.s.buf) & 3) == 0;
   p.mask = sp.mask;
