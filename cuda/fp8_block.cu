@@ -162,15 +162,20 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
       d[1] = w[2] | (w[3] << 16);
     }
     __syncthreads();
-    // Transposed rows: column c0+c gets 128 bytes; thread t writes half of one.
+    // Transposed rows: column c0+c gets 128 bytes; thread t writes half of
+    // one, as the 16-byte pieces 2j+h, so that lanes 2i and 2i+1 write one
+    // 32-byte sector per store instruction (with pieces 4h+j they wrote half
+    // sectors).
     int c = threadIdx.x / 2, h = threadIdx.x % 2;
     int64_t oc = c0 + c, orow = r0 + 64 * h;
     if (oc < p.k) {
-      const uint32_t *s = reinterpret_cast<const uint32_t *>(&qt[c][64 * h]);
       if (full && p.m % 16 == 0) {
-        uint4 *d = reinterpret_cast<uint4 *>(p.col + oc * p.m + orow);
 #pragma unroll
-        for (int j = 0; j < 4; j++) d[j] = make_uint4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
+        for (int j = 0; j < 4; j++) {
+          int piece = 2 * j + h;
+          const uint32_t *s = reinterpret_cast<const uint32_t *>(&qt[c][16 * piece]);
+          *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = make_uint4(s[0], s[1], s[2], s[3]);
+        }
       } else {
 #pragma unroll
         for (int j = 0; j < 64; j++)
