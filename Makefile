@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp test test-gpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
+.PHONY: all demo lib mlp test test-gpu bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
 
 all: demo
 
@@ -147,6 +147,18 @@ test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
+
+# CPU benchmarks against NumPy (landscape.md's peers). Installs Debian's NumPy
+# and OpenBLAS (the optimized BLAS NumPy's matmul peer should have) if missing,
+# then prints each table; see bench/RESULTS.md for recorded runs. Quiet machines
+# give stable figures: close other work first.
+BENCH_PKGS := python3-numpy libopenblas0-pthread
+bench-cpu: lib
+	@dpkg -s $(BENCH_PKGS) >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $(BENCH_PKGS))
+	/usr/bin/python3 bench/numpy_fp8.py
+	/usr/bin/python3 bench/numpy_mx.py
+	/usr/bin/python3 bench/numpy_nvfp4.py
+	/usr/bin/python3 bench/numpy_gemm.py
 
 clean:
 	rm -rf $(BUILD)

@@ -52,6 +52,21 @@ func AmaxCPU(t Tensor) float32 {
 	return math.Float32frombits(best)
 }
 
+// TensorAmaxCPU is the Amax kernel of formats whose global amax is the
+// tensor's max |x| for both directions: it writes AmaxCPU(input) into every
+// wanted slot of r.Out.
+func TensorAmaxCPU(r *AmaxRequest) error {
+	a := AmaxCPU(r.Input)
+	out := r.Out.Float32s()
+	if r.Want.Has(Rowwise) {
+		out[0] = a
+	}
+	if r.Want.Has(Columnwise) {
+		out[1] = a
+	}
+	return nil
+}
+
 func fp16Magnitude(h uint16) float32 {
 	var f [1]float32
 	LoadFloat32(Tensor{Ptr: unsafe.Pointer(&h), DType: Float16, Shape: []int64{1}}, 0, f[:])

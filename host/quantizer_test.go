@@ -172,7 +172,7 @@ const fakeDevice host.DeviceType = 42
 type cHeap struct{}
 
 func (cHeap) Alloc(_ host.Device, n int64, _ uintptr) (unsafe.Pointer, error) { return cmem.Alloc(n) }
-func (cHeap) Free(_ host.Device, p unsafe.Pointer, _ uintptr)                  { cmem.Free(p) }
+func (cHeap) Free(_ host.Device, p unsafe.Pointer, _ uintptr)                 { cmem.Free(p) }
 
 type plainKernels struct{ host.Kernels }
 

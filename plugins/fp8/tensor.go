@@ -211,15 +211,7 @@ func (d *delayedState) Update(reduced *float32) error {
 type tensorKernels struct{}
 
 func (tensorKernels) Amax(r *host.AmaxRequest) error {
-	a := host.AmaxCPU(r.Input)
-	out := r.Out.Float32s()
-	if r.Want.Has(host.Rowwise) {
-		out[0] = a
-	}
-	if r.Want.Has(host.Columnwise) {
-		out[1] = a
-	}
-	return nil
+	return host.TensorAmaxCPU(r)
 }
 
 // Quantize casts with one scale for both directions: q = RNE_sat(fl32(x·scale)),

@@ -66,15 +66,7 @@ type kernels struct{}
 // Amax is max |x| of the input for each wanted slot (identity uses none; it is
 // reported so that a hybrid's ComputeAmax works with it on either side).
 func (kernels) Amax(r *host.AmaxRequest) error {
-	a := host.AmaxCPU(r.Input)
-	out := r.Out.Float32s()
-	if r.Want.Has(host.Rowwise) {
-		out[0] = a
-	}
-	if r.Want.Has(host.Columnwise) {
-		out[1] = a
-	}
-	return nil
+	return host.TensorAmaxCPU(r)
 }
 
 // Quantize copies the input into each asked-for storage, rounding to nearest

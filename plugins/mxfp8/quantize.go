@@ -26,15 +26,7 @@ const tileCols = 128
 // wanted slots. MX quantization uses per-block amaxes only; the global one is
 // reported so that a hybrid quantizer whose other side needs it still works.
 func (kernels) Amax(r *host.AmaxRequest) error {
-	a := host.AmaxCPU(r.Input)
-	out := r.Out.Float32s()
-	if r.Want.Has(host.Rowwise) {
-		out[0] = a
-	}
-	if r.Want.Has(host.Columnwise) {
-		out[1] = a
-	}
-	return nil
+	return host.TensorAmaxCPU(r)
 }
 
 // dirOut is one direction's output buffers.
