@@ -532,3 +532,85 @@ func TestLinearErrors(t *testing.T) {
 		require.ErrorContains(t, err, "ctx: released")
 	})
 }
+
+// TestLinearConcurrent runs forward and backward passes of one layer from
+// several goroutines while another keeps marking the weight updated (so the
+// cached weight is re-quantized in place, or copied while contexts hold it)
+// and reads the layer's state. The weight's values do not change, so every
+// pass must give the bytes of a fresh layer's; under -race this checks the
+// layer's and contexts' locking and the shared weight's reference counting.
+func TestLinearConcurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(81, 82))
+	r := presetRecipe(host.RecipeConfig{Kind: host.RecipeNVFP4, Seed: 4})(t)
+	base := newLinearIO(t, rng, true)
+	want := *base
+	want.step(t, newLinear(t, r, false, 1), bothGrads, true)
+	l := newLinear(t, r, false, 1)
+	const workers, iters = 4, 6
+	ios := make([][]*linearIO, workers)
+	for w := range ios {
+		for i := 0; i < iters; i++ {
+			io := *base
+			io.y = tu.Tensor(t, host.Float32, linOutShape...)
+			io.dx = tu.Tensor(t, host.Float32, linInShape...)
+			io.dw = tu.Tensor(t, host.Float32, linN, linK)
+			io.db = tu.Tensor(t, host.Float32, linN)
+			ios[w] = append(ios[w], &io)
+		}
+	}
+	errs := make(chan error, workers+1)
+	done := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		go func(steps []*linearIO) {
+			for _, io := range steps {
+				ctx, err := l.Forward(&host.LinearForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Biases: []host.Tensor{io.b}, Output: io.y, Flags: bothGrads}, true)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_ = ctx.Info()
+				err = ctx.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &io.dx, GradWeights: []host.Tensor{io.dw}, GradBiases: []host.Tensor{io.db}})
+				ctx.Release()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(ios[w])
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				errs <- nil
+				return
+			default:
+			}
+			if err := l.WeightUpdated(-1); err != nil {
+				errs <- err
+				return
+			}
+			if wq, ok, err := l.Weight(0); err != nil {
+				errs <- err
+				return
+			} else if ok {
+				_ = wq.Usage()
+			}
+			if _, err := l.ScalingAmaxes(host.PassForward); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for w := 0; w < workers; w++ {
+		require.NoError(t, <-errs)
+	}
+	close(done)
+	require.NoError(t, <-errs)
+	for w := range ios {
+		for i, io := range ios[w] {
+			require.Equal(t, want.bytes(), io.bytes(), "worker %d, step %d", w, i)
+		}
+	}
+}
