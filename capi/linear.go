@@ -29,6 +29,10 @@ func getLinearCtxPtr(p unsafe.Pointer, arg string) (*linearCtxEntry, error) {
 	return getEntry[linearCtxEntry](p, arg, "linear context")
 }
 
+// The versioned structs below are read with readStruct; their minimum size
+// is the end of their last version-1 field, so that fields appended later do
+// not turn away callers built against this header.
+
 // maxGEMMs bounds the arrays read from a caller's pointers, as host does.
 const maxGEMMs = 1 << 16
 
@@ -78,7 +82,8 @@ func quantizerArray(name string, p **C.quant_quantizer, n int) ([]*host.Quantize
 func quant_linear_create(config *C.capi_const_linear_config, out **C.quant_linear) C.quant_status {
 	return call("quant_linear_create", func() error {
 		var c C.quant_linear_config
-		if err := readStruct("config", unsafe.Pointer(config), unsafe.Pointer(&c), unsafe.Sizeof(c), unsafe.Sizeof(c)); err != nil {
+		v1 := unsafe.Offsetof(c.grad_output_quantizers) + unsafe.Sizeof(c.grad_output_quantizers)
+		if err := readStruct("config", unsafe.Pointer(config), unsafe.Pointer(&c), unsafe.Sizeof(c), v1); err != nil {
 			return err
 		}
 		if out == nil {
@@ -250,7 +255,7 @@ func quant_linear_forward(layer *C.quant_linear, args *C.capi_const_linear_forwa
 			return invalid("layer: a grouped layer (num_gemms %d); use quant_grouped_linear_forward", e.l.NumGEMMs())
 		}
 		var a C.quant_linear_forward_args
-		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Sizeof(a)); err != nil {
+		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Offsetof(a.stream)+unsafe.Sizeof(a.stream)); err != nil {
 			return err
 		}
 		fa := host.LinearForwardArgs{Stream: uintptr(a.stream)}
@@ -297,7 +302,7 @@ func quant_grouped_linear_forward(layer *C.quant_linear, args *C.capi_const_grou
 			return invalid("layer: a plain linear layer (num_gemms 0); use quant_linear_forward")
 		}
 		var a C.quant_grouped_linear_forward_args
-		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Sizeof(a)); err != nil {
+		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Offsetof(a.stream)+unsafe.Sizeof(a.stream)); err != nil {
 			return err
 		}
 		G := e.l.NumGEMMs()
@@ -348,7 +353,7 @@ func quant_linear_backward(ctx *C.quant_linear_ctx, args *C.capi_const_linear_ba
 			return invalid("ctx: from a grouped layer; use quant_grouped_linear_backward")
 		}
 		var a C.quant_linear_backward_args
-		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Sizeof(a)); err != nil {
+		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Offsetof(a.stream)+unsafe.Sizeof(a.stream)); err != nil {
 			return err
 		}
 		ba := host.LinearBackwardArgs{Stream: uintptr(a.stream)}
@@ -387,7 +392,7 @@ func quant_grouped_linear_backward(ctx *C.quant_linear_ctx, args *C.capi_const_g
 			return invalid("ctx: from a plain linear layer; use quant_linear_backward")
 		}
 		var a C.quant_grouped_linear_backward_args
-		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Sizeof(a)); err != nil {
+		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Offsetof(a.stream)+unsafe.Sizeof(a.stream)); err != nil {
 			return err
 		}
 		G := e.c.Info().NumGEMMs

@@ -710,7 +710,9 @@ quant_status quant_plugin_get_format(size_t index, size_t format, const char **n
  * uses depends on backward_override (TransformerEngine's NVTE_BACKWARD_OVERRIDE):
  *  - QUANT_BACKWARD_OVERRIDE_NONE: backward quantizes dY with the grad_output
  *    quantizer and multiplies dY rowwise x W columnwise (dgrad) and dY
- *    columnwise x X columnwise (wgrad). The forward pass therefore quantizes
+ *    columnwise x X columnwise (wgrad); it quantizes the directions of dY the
+ *    requested gradients read (both, as TransformerEngine does, when dgrad and
+ *    wgrad both run). The forward pass therefore quantizes
  *    X also columnwise when the weight needs a gradient (unless
  *    save_original_input) and W also columnwise when the input needs one.
  *  - QUANT_BACKWARD_OVERRIDE_HIGH_PRECISION: the context keeps copies of the
@@ -824,7 +826,8 @@ typedef struct {
   const DLTensor *bias;         /* [N], or NULL */
   DLTensor *output;             /* Y [..., N] (X's leading dims): FP32, BF16 or FP16 */
   int32_t backward_override;    /* quant_backward_override */
-  int32_t save_original_input;  /* keep X itself for wgrad (QUANT_BACKWARD_OVERRIDE_NONE only) */
+  int32_t save_original_input;  /* keep X itself for wgrad; the overrides force it (on for
+                                   HIGH_PRECISION, off for DEQUANTIZED) */
   int32_t input_requires_grad;  /* backward will compute grad_input */
   int32_t weight_requires_grad; /* backward will compute grad_weight; 0 for a frozen weight */
   void *stream;                 /* cudaStream_t for device tensors (linear ops run on the CPU for now) */
