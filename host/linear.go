@@ -359,11 +359,11 @@ func (l *Linear) effectiveFlags(f LinearFlags) (LinearFlags, error) {
 	}
 	if t, g, ok := l.anyDelayed(); ok {
 		if f.BackwardOverride != BackwardQuantized {
-			return f, Errorf(ErrInvalidArgument, "backward_override: %s is not allowed with delayed scaling (the %s quantizer of GEMM %d uses it; spec §9.2: TransformerEngine's DelayedScaling rejects every override)",
+			return f, Errorf(ErrInvalidArgument, "backward_override: %s is not allowed with delayed scaling (the %s quantizer of gemm %d uses it; spec §9.2: TransformerEngine's DelayedScaling rejects every override)",
 				f.BackwardOverride, t, g)
 		}
 		if f.SaveOriginalInput {
-			return f, Errorf(ErrInvalidArgument, "save_original_input: not allowed with delayed scaling (the %s quantizer of GEMM %d uses it; spec §9.6): backward would quantize the input with a scale updated after the forward pass",
+			return f, Errorf(ErrInvalidArgument, "save_original_input: not allowed with delayed scaling (the %s quantizer of gemm %d uses it; spec §9.6): backward would quantize the input with a scale updated after the forward pass",
 				t, g)
 		}
 	}
@@ -442,13 +442,13 @@ func (l *Linear) Forward(a *LinearForwardArgs, keep bool) (ctx *LinearContext, e
 	if !keep && (f.InputRequiresGrad || f.WeightRequiresGrad) {
 		return nil, Errorf(ErrInvalidArgument, "ctx: is NULL but input_requires_grad or weight_requires_grad asks for a backward pass, which needs a context")
 	}
-	m, k, n, splits, err := l.checkForward(a)
+	_, k, n, splits, err := l.checkForward(a)
 	if err != nil {
 		return nil, err
 	}
 	c := &LinearContext{grouped: l.grouped, flags: f, inShape: append([]int64(nil), a.Input.Shape...),
-		outShape: append([]int64(nil), a.Output.Shape...), inDType: a.Input.DType, m: m, k: k, n: n,
-		splits: splits, hasBias: a.Biases != nil, device: a.Input.Device}
+		outShape: append([]int64(nil), a.Output.Shape...), inDType: a.Input.DType, k: k, n: n,
+		splits: splits, hasBias: a.Biases != nil}
 	defer func() {
 		if err != nil {
 			c.free()

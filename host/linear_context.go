@@ -38,10 +38,9 @@ type LinearContext struct {
 	inShape  []int64
 	outShape []int64
 	inDType  DType
-	m, k, n  int64
-	splits   []int64
+	k, n     int64   // in and out features
+	splits   []int64 // rows per GEMM
 	hasBias  bool
-	device   Device
 
 	xOrig   Tensor           // SaveOriginalInput: a copy of the input (all groups)
 	xq      []*QTensor       // per GEMM: the quantized input
@@ -100,8 +99,10 @@ type LinearContextInfo struct {
 	NumGEMMs int
 	Used     bool        // backward ran (the context holds nothing now)
 	Flags    LinearFlags // the effective flags, after the override's forcing
-	// What is kept of the input and of the weight, the directions of the
-	// quantized forms backward reads, and their bytes summed over GEMMs.
+	// What is kept of the input and of the weight, and their bytes summed
+	// over GEMMs. InputUsage: the directions the saved quantized input
+	// holds; WeightUsage: the direction of the layer's quantized weight
+	// backward reads.
 	InputSaved, WeightSaved LinearSaved
 	InputUsage, WeightUsage Usage
 	InputBytes, WeightBytes int64
