@@ -107,6 +107,10 @@ func kindMismatch(arg, want string, got any) error {
 		have = "a quantized tensor"
 	case *recipeEntry:
 		have = "a recipe"
+	case *linearEntry:
+		have = "a linear layer"
+	case *linearCtxEntry:
+		have = "a linear context"
 	}
 	return host.Errorf(errInvalidHandle, "%s: handle is %s, not %s", arg, have, want)
 }
