@@ -76,14 +76,10 @@ func quant_quantizer_free(q *C.quant_quantizer) C.quant_status {
 		if q == nil {
 			return nil
 		}
-		if _, err := getQuantizer(q, "quantizer"); err != nil {
+		e, err := takeEntry[quantizerEntry](unsafe.Pointer(q), "quantizer", "quantizer")
+		if err != nil {
 			return err
 		}
-		v, ok := deleteHandle(unsafe.Pointer(q))
-		if !ok {
-			return host.Errorf(errInvalidHandle, "quantizer: %p was freed concurrently", q)
-		}
-		e := v.(*quantizerEntry)
 		e.q.Release()
 		e.shapes.free()
 		return nil
@@ -364,14 +360,10 @@ func quant_qtensor_free(t *C.quant_qtensor) C.quant_status {
 		if t == nil {
 			return nil
 		}
-		if _, err := getQTensorPtr(unsafe.Pointer(t), "tensor"); err != nil {
+		e, err := takeEntry[qtensorEntry](unsafe.Pointer(t), "tensor", "quantized tensor")
+		if err != nil {
 			return err
 		}
-		v, ok := deleteHandle(unsafe.Pointer(t))
-		if !ok {
-			return host.Errorf(errInvalidHandle, "tensor: %p was freed concurrently", t)
-		}
-		e := v.(*qtensorEntry)
 		e.t.Free()
 		e.shapes.free()
 		return nil

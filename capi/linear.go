@@ -142,14 +142,11 @@ func quant_linear_free(layer *C.quant_linear) C.quant_status {
 		if layer == nil {
 			return nil
 		}
-		if _, err := getLinearPtr(unsafe.Pointer(layer), "layer"); err != nil {
+		e, err := takeEntry[linearEntry](unsafe.Pointer(layer), "layer", "linear layer")
+		if err != nil {
 			return err
 		}
-		v, ok := deleteHandle(unsafe.Pointer(layer))
-		if !ok {
-			return host.Errorf(errInvalidHandle, "layer: %p was freed concurrently", layer)
-		}
-		v.(*linearEntry).l.Release()
+		e.l.Release()
 		return nil
 	})
 }
@@ -469,14 +466,11 @@ func quant_linear_ctx_free(ctx *C.quant_linear_ctx) C.quant_status {
 		if ctx == nil {
 			return nil
 		}
-		if _, err := getLinearCtxPtr(unsafe.Pointer(ctx), "ctx"); err != nil {
+		e, err := takeEntry[linearCtxEntry](unsafe.Pointer(ctx), "ctx", "linear context")
+		if err != nil {
 			return err
 		}
-		v, ok := deleteHandle(unsafe.Pointer(ctx))
-		if !ok {
-			return host.Errorf(errInvalidHandle, "ctx: %p was freed concurrently", ctx)
-		}
-		v.(*linearCtxEntry).c.Release()
+		e.c.Release()
 		return nil
 	})
 }
