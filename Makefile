@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib test test-gpu bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
+.PHONY: all demo lib mlp test test-gpu bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
 
 all: demo
 
@@ -28,6 +28,14 @@ demo: $(BUILD)/demo
 	$(BUILD)/demo
 
 $(BUILD)/demo: examples/c/demo.c examples/c/demo_data.h $(LIB)
+	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -o $@
+
+# Trains a two-layer MLP with every recipe and backward mode next to FP32
+# (examples/c/mlp_train.c says what it checks); make test runs a quick one.
+mlp: $(BUILD)/mlp_train
+	$(BUILD)/mlp_train
+
+$(BUILD)/mlp_train: examples/c/mlp_train.c examples/c/demo_data.h $(LIB)
 	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -o $@
 
 $(BUILD)/test_%: examples/c/test_%.c examples/c/check.h examples/c/demo_data.h $(LIB)
@@ -133,11 +141,12 @@ test-header: $(LIB)
 test-symbols: $(LIB)
 	examples/c/check_symbols.sh $(LIB)
 
-test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD)/demo
+test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD)/demo $(BUILD)/mlp_train
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 	@echo "== $(BUILD)/test_plugin with LIBQUANT_PLUGIN_PATH"
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
 	$(BUILD)/demo > /dev/null
+	$(BUILD)/mlp_train quick
 
 # CPU benchmarks against NumPy (landscape.md's peers). Installs Debian's NumPy
 # and OpenBLAS (the optimized BLAS NumPy's matmul peer should have) if missing,

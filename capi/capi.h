@@ -26,7 +26,17 @@ typedef const quant_role capi_const_role;
 typedef const quant_recipe_config capi_const_recipe_config;
 typedef const quant_recipe_rule capi_const_recipe_rule;
 
+typedef const quant_linear capi_const_linear;
+typedef const quant_linear_ctx capi_const_linear_ctx;
+typedef const quant_linear_config capi_const_linear_config;
+typedef const quant_linear_forward_args capi_const_linear_forward_args;
+typedef const quant_linear_backward_args capi_const_linear_backward_args;
+typedef const quant_grouped_linear_forward_args capi_const_grouped_linear_forward_args;
+typedef const quant_grouped_linear_backward_args capi_const_grouped_linear_backward_args;
+
 quant_recipe *capi_recipe_handle(uintptr_t h);
+quant_linear *capi_linear_handle(uintptr_t h);
+quant_linear_ctx *capi_linear_ctx_handle(uintptr_t h);
 quant_status capi_call_recipe_callback(quant_recipe_callback cb, void *user_data, const quant_role *role,
                                        quant_quantizer **out);
 

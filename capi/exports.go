@@ -76,14 +76,10 @@ func quant_quantizer_free(q *C.quant_quantizer) C.quant_status {
 		if q == nil {
 			return nil
 		}
-		if _, err := getQuantizer(q, "quantizer"); err != nil {
+		e, err := takeEntry[quantizerEntry](unsafe.Pointer(q), "quantizer", "quantizer")
+		if err != nil {
 			return err
 		}
-		v, ok := deleteHandle(unsafe.Pointer(q))
-		if !ok {
-			return host.Errorf(errInvalidHandle, "quantizer: %p was freed concurrently", q)
-		}
-		e := v.(*quantizerEntry)
 		e.q.Release()
 		e.shapes.free()
 		return nil
@@ -364,14 +360,10 @@ func quant_qtensor_free(t *C.quant_qtensor) C.quant_status {
 		if t == nil {
 			return nil
 		}
-		if _, err := getQTensorPtr(unsafe.Pointer(t), "tensor"); err != nil {
+		e, err := takeEntry[qtensorEntry](unsafe.Pointer(t), "tensor", "quantized tensor")
+		if err != nil {
 			return err
 		}
-		v, ok := deleteHandle(unsafe.Pointer(t))
-		if !ok {
-			return host.Errorf(errInvalidHandle, "tensor: %p was freed concurrently", t)
-		}
-		e := v.(*qtensorEntry)
 		e.t.Free()
 		e.shapes.free()
 		return nil
@@ -393,36 +385,42 @@ func quant_qtensor_get_info(t *C.capi_const_qtensor, info *C.quant_qtensor_info)
 		if err != nil {
 			return err
 		}
-		if info == nil {
-			return invalid("info: is NULL")
-		}
-		size := uintptr(info.struct_size)
-		minSize := unsafe.Sizeof(info.struct_size)
-		if size < minSize || size > 1<<16 {
-			return invalid("info: struct_size %d is invalid (set it to sizeof(quant_qtensor_info))", size)
-		}
-		var v C.quant_qtensor_info
-		v.struct_size = info.struct_size
-		shape := e.t.Shape()
-		v.ndim = C.int32_t(len(shape))
-		for i, d := range shape {
-			v.shape[i] = C.int64_t(d)
-		}
-		v.usage = C.uint32_t(e.t.Usage())
-		v.device = dlDeviceOf(e.t.Device())
-		if e.t.Persistent() {
-			v.persistent = 1
-		}
-		if st, ok := e.t.Storage(host.DirRowwise); ok {
-			copyName(v.rowwise_format[:], st.FormatName())
-		}
-		if st, ok := e.t.Storage(host.DirColumnwise); ok {
-			copyName(v.columnwise_format[:], st.FormatName())
-		}
-		n := min(size, unsafe.Sizeof(v))
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(info)), n), unsafe.Slice((*byte)(unsafe.Pointer(&v)), n))
-		return nil
+		return fillQTensorInfo(e.t, info)
 	})
+}
+
+// fillQTensorInfo writes t's description into the caller's info, up to its
+// struct_size (shared with quant_linear_weight_get_info).
+func fillQTensorInfo(t *host.QTensor, info *C.quant_qtensor_info) error {
+	if info == nil {
+		return invalid("info: is NULL")
+	}
+	size := uintptr(info.struct_size)
+	minSize := unsafe.Sizeof(info.struct_size)
+	if size < minSize || size > 1<<16 {
+		return invalid("info: struct_size %d is invalid (set it to sizeof(quant_qtensor_info))", size)
+	}
+	var v C.quant_qtensor_info
+	v.struct_size = info.struct_size
+	shape := t.Shape()
+	v.ndim = C.int32_t(len(shape))
+	for i, d := range shape {
+		v.shape[i] = C.int64_t(d)
+	}
+	v.usage = C.uint32_t(t.Usage())
+	v.device = dlDeviceOf(t.Device())
+	if t.Persistent() {
+		v.persistent = 1
+	}
+	if st, ok := t.Storage(host.DirRowwise); ok {
+		copyName(v.rowwise_format[:], st.FormatName())
+	}
+	if st, ok := t.Storage(host.DirColumnwise); ok {
+		copyName(v.columnwise_format[:], st.FormatName())
+	}
+	n := min(size, unsafe.Sizeof(v))
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(info)), n), unsafe.Slice((*byte)(unsafe.Pointer(&v)), n))
+	return nil
 }
 
 //export quant_qtensor_buffer

@@ -42,22 +42,6 @@ func lookupHandle(p unsafe.Pointer) (any, bool) {
 	return cgo.Handle(h).Value(), true
 }
 
-// deleteHandle removes a live handle and returns its value; ok is false when
-// another thread freed it first.
-func deleteHandle(p unsafe.Pointer) (any, bool) {
-	h := uintptr(p)
-	handles.Lock()
-	_, ok := handles.live[h]
-	delete(handles.live, h)
-	handles.Unlock()
-	if !ok {
-		return nil, false
-	}
-	v := cgo.Handle(h).Value()
-	cgo.Handle(h).Delete()
-	return v, true
-}
-
 // quantizerEntry is what a quant_quantizer handle holds.
 type quantizerEntry struct {
 	q      *host.Quantizer
@@ -107,6 +91,10 @@ func kindMismatch(arg, want string, got any) error {
 		have = "a quantized tensor"
 	case *recipeEntry:
 		have = "a recipe"
+	case *linearEntry:
+		have = "a linear layer"
+	case *linearCtxEntry:
+		have = "a linear context"
 	}
 	return host.Errorf(errInvalidHandle, "%s: handle is %s, not %s", arg, have, want)
 }
@@ -137,6 +125,30 @@ func getEntry[T any](p unsafe.Pointer, arg, what string) (*T, error) {
 	if !ok {
 		return nil, kindMismatch(arg, "a "+what, v)
 	}
+	return e, nil
+}
+
+// takeEntry is getEntry that also retires the handle, atomically: used by the
+// *_free functions and wherever libquant takes ownership of a caller's handle.
+// A second take of the same handle (double free, or a free racing another)
+// fails as a handle that is not live.
+func takeEntry[T any](p unsafe.Pointer, arg, what string) (*T, error) {
+	if p == nil {
+		return nil, invalid("%s: is NULL", arg)
+	}
+	h := uintptr(p)
+	handles.Lock()
+	defer handles.Unlock()
+	if _, ok := handles.live[h]; !ok {
+		return nil, host.Errorf(errInvalidHandle, "%s: %p is not a live %s (freed, or not from libquant)", arg, p, what)
+	}
+	v := cgo.Handle(h).Value()
+	e, ok := v.(*T)
+	if !ok {
+		return nil, kindMismatch(arg, "a "+what, v)
+	}
+	delete(handles.live, h)
+	cgo.Handle(h).Delete()
 	return e, nil
 }
 

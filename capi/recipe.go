@@ -97,14 +97,10 @@ func callbackFactory(cb C.quant_recipe_callback, userData unsafe.Pointer) func(h
 		if *out == nil {
 			return nil, nil // host names the role and points to identity
 		}
-		if _, err := getQuantizer(*out, "callback's quantizer"); err != nil {
+		e, err := takeEntry[quantizerEntry](unsafe.Pointer(*out), "callback's quantizer", "quantizer")
+		if err != nil {
 			return nil, fmt.Errorf("role %s: %w", role, err)
 		}
-		v, ok := deleteHandle(unsafe.Pointer(*out))
-		if !ok {
-			return nil, host.Errorf(errInvalidHandle, "callback's quantizer: %p was freed concurrently", *out)
-		}
-		e := v.(*quantizerEntry)
 		e.shapes.free()
 		return e.q, nil
 	}
@@ -167,14 +163,11 @@ func quant_recipe_free(recipe *C.quant_recipe) C.quant_status {
 		if recipe == nil {
 			return nil
 		}
-		if _, err := getRecipePtr(unsafe.Pointer(recipe), "recipe"); err != nil {
+		e, err := takeEntry[recipeEntry](unsafe.Pointer(recipe), "recipe", "recipe")
+		if err != nil {
 			return err
 		}
-		v, ok := deleteHandle(unsafe.Pointer(recipe))
-		if !ok {
-			return host.Errorf(errInvalidHandle, "recipe: %p was freed concurrently", recipe)
-		}
-		v.(*recipeEntry).r.Release()
+		e.r.Release()
 		return nil
 	})
 }

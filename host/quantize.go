@@ -32,6 +32,13 @@ func (q *Quantizer) specsFor(dt DType) [2]Spec {
 
 // Quantize quantizes in into a new tensor with q's current usage.
 func (q *Quantizer) Quantize(in Tensor, opts QuantizeOptions) (*QTensor, error) {
+	return q.quantizeUsage(in, opts, q.Usage())
+}
+
+// quantizeUsage is Quantize with an explicit usage instead of q's, so that an
+// op sharing q (a linear layer's quantizers, spec §7.4) does not have to
+// mutate q's flags around each call.
+func (q *Quantizer) quantizeUsage(in Tensor, opts QuantizeOptions, usage Usage) (*QTensor, error) {
 	if err := checkInput(in); err != nil {
 		return nil, err
 	}
@@ -41,7 +48,7 @@ func (q *Quantizer) Quantize(in Tensor, opts QuantizeOptions) (*QTensor, error) 
 	m, k := Flatten2D(in.Shape)
 	t := &QTensor{shape: append([]int64(nil), in.Shape...), m: m, k: k, device: in.Device,
 		srcDType: in.DType, persistent: opts.Persistent, hybrid: q.hybrid}
-	dirs, err := q.run(in, m, k, q.Usage(), [2]*Storage{}, opts)
+	dirs, err := q.run(in, m, k, usage, [2]*Storage{}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +62,11 @@ func (q *Quantizer) Quantize(in Tensor, opts QuantizeOptions) (*QTensor, error) 
 // q's usage. Directions whose layout did not change reuse their buffers, so
 // caller-owned buffers stay in place.
 func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) error {
+	return q.quantizeIntoUsage(in, opts, dst, q.Usage())
+}
+
+// quantizeIntoUsage is QuantizeInto with an explicit usage instead of q's.
+func (q *Quantizer) quantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTensor, usage Usage) error {
 	if err := checkInput(in); err != nil {
 		return err
 	}
@@ -76,7 +88,6 @@ func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) 
 	if opts.Persistent {
 		dst.persistent = true
 	}
-	usage := q.Usage()
 	if dst.persistent {
 		usage |= dst.usageLocked()
 	}

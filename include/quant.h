@@ -685,6 +685,254 @@ quant_status quant_plugin_get_kernel(size_t index, size_t kernel, quant_plugin_k
  * valid for the life of the process. */
 quant_status quant_plugin_get_format(size_t index, size_t format, const char **name);
 
+/* ------------------------------------------------------------------------- */
+/* Linear layers (TransformerEngine's Linear and GroupedLinear)               */
+/* ------------------------------------------------------------------------- */
+
+/* A quant_linear is the quantization state of one linear layer, as a
+ * TransformerEngine module keeps it: one quantizer per role (input, weight,
+ * grad_output) and GEMM, whose delayed-scaling state lives across steps, and
+ * the quantized weight of each GEMM. The high-precision weight, bias and
+ * activations stay the caller's: every call passes them as DLTensors.
+ *
+ *   forward   Y = X W^T + b        X [..., K] as its 2-D view [M, K], W [N, K], Y [..., N]
+ *   dgrad    dX = dY W              (grad_input)
+ *   wgrad    dW = dY^T X            (grad_weight)
+ *   dbias    db = column sums of dY (grad_bias)
+ *
+ * A grouped layer (mixture of experts) has num_gemms GEMMs: the rows of X are
+ * split into consecutive groups (m_splits, zeros allowed), group g is
+ * multiplied by its own weight g (all [N, K]) and bias g, and its output rows
+ * land where its input rows were.
+ *
+ * Products accumulate in FP32 (quant_gemm). The forward pass always runs on
+ * quantized operands: the input and weight quantized rowwise. What backward
+ * uses depends on backward_override (TransformerEngine's NVTE_BACKWARD_OVERRIDE):
+ *  - QUANT_BACKWARD_OVERRIDE_NONE: backward quantizes dY with the grad_output
+ *    quantizer and multiplies dY rowwise x W columnwise (dgrad) and dY
+ *    columnwise x X columnwise (wgrad); it quantizes the directions of dY the
+ *    requested gradients read (both, as TransformerEngine does, when dgrad and
+ *    wgrad both run). The forward pass therefore quantizes
+ *    X also columnwise when the weight needs a gradient (unless
+ *    save_original_input) and W also columnwise when the input needs one.
+ *  - QUANT_BACKWARD_OVERRIDE_HIGH_PRECISION: the context keeps copies of the
+ *    original X and W and backward multiplies them with the unquantized dY
+ *    (save_original_input is forced on).
+ *  - QUANT_BACKWARD_OVERRIDE_DEQUANTIZED: the context keeps only the rowwise
+ *    forward-quantized X and W and backward multiplies their values,
+ *    dequantized to X's dtype, with the unquantized dY (save_original_input is
+ *    forced off, so results do not depend on it).
+ * save_original_input (NONE only) keeps a copy of the original X instead of
+ * its columnwise quantized form, and quantizes it columnwise in backward.
+ * A layer using delayed scaling (in any of its quantizers) rejects every
+ * override and save_original_input with QUANT_ERROR_INVALID_ARGUMENT.
+ *
+ * A tensor is kept for backward only when a requested gradient needs it: X
+ * only if weight_requires_grad, W only if input_requires_grad (a frozen
+ * weight keeps no X). quant_linear_ctx_get_info reports what a context holds.
+ *
+ * The quantized weight. The layer quantizes weight g the first time a
+ * forward needs it and reuses it until told the weight changed: call
+ * quant_linear_weight_updated after every in-place update of the weight
+ * (the optimizer step). A weight passed at another address, dtype or shape is
+ * re-quantized without being told. The quantized weight is persistent: it is
+ * re-quantized in place (same buffers), and once it holds a direction (a
+ * training step needs columnwise) every later re-quantize refreshes that
+ * direction too, even for inference steps, so usages never shrink
+ * (TransformerEngine PR #2929). A context that still holds the old quantized
+ * weight for its backward keeps it: the layer then re-quantizes into new
+ * buffers (copy on write).
+ *
+ * Contexts. A forward that is given a ctx returns a context holding what the
+ * requested gradients need. Backward runs once on it and frees what it held;
+ * a second backward, or one on a freed context, fails. Free every context
+ * with quant_linear_ctx_free (also when backward never runs). A context keeps
+ * what it needs alive: it stays valid after its layer is freed, and the
+ * caller may reuse X and W's memory once forward returns.
+ *
+ * Delayed scaling (recipe QUANT_RECIPE_FP8_DELAYED, or delayed quantizers).
+ * Each quantize stages its amax in the quantizer's history (slot 0); the scale
+ * it uses is the one from the last update. TransformerEngine updates the
+ * forward state (input and weight quantizers) once the forward pass of the
+ * step is done, and the backward state (grad_output quantizers) once the
+ * backward pass is done. libquant leaves the timing to the caller, per layer:
+ *   for each step:
+ *     quant_linear_forward(...)                       every layer
+ *     quant_linear_update_scaling(layer, QUANT_LINEAR_PASS_FORWARD, NULL, 0)
+ *     quant_linear_backward(...)                      every layer
+ *     quant_linear_update_scaling(layer, QUANT_LINEAR_PASS_BACKWARD, NULL, 0)
+ *     optimizer step, quant_linear_weight_updated(layer, -1)
+ * With several processes (data or tensor parallel), reduce the amaxes first:
+ * quant_linear_scaling_amaxes gives this process's staged amaxes of a pass;
+ * all-reduce them (MAX) with the other processes' and pass the result to
+ * quant_linear_update_scaling. Without delayed scaling both calls do nothing
+ * (count 0). */
+
+typedef enum {
+  QUANT_BACKWARD_OVERRIDE_NONE = 0,           /* quantized backward */
+  QUANT_BACKWARD_OVERRIDE_HIGH_PRECISION = 1, /* backward on the original tensors */
+  QUANT_BACKWARD_OVERRIDE_DEQUANTIZED = 2     /* backward on the dequantized forward operands */
+} quant_backward_override;
+
+typedef enum {
+  QUANT_LINEAR_PASS_FORWARD = 1, /* the input and weight quantizers' delayed-scaling state */
+  QUANT_LINEAR_PASS_BACKWARD = 2 /* the grad_output quantizers' */
+} quant_linear_pass;
+
+typedef struct quant_linear quant_linear;
+typedef struct quant_linear_ctx quant_linear_ctx;
+
+/* A layer's quantizers: either a recipe (and a name), or explicit quantizers. */
+typedef struct {
+  size_t struct_size;     /* sizeof(quant_linear_config) */
+  quant_recipe *recipe;   /* quantizers from the recipe's roles: module_type "linear" (or
+                             "grouped_linear"), tensor_type "input", "weight", "grad_output",
+                             and name; one call per role and GEMM. NULL: the arrays below */
+  const char *name;       /* the roles' name, e.g. "fc1" (NULL: "") */
+  int32_t num_gemms;      /* 0: a plain linear layer (one GEMM, quant_linear_forward);
+                             1..65536: a grouped layer (quant_grouped_linear_forward) */
+  quant_quantizer *const *input_quantizers;       /* without a recipe: one per GEMM each (1 for */
+  quant_quantizer *const *weight_quantizers;      /* a plain layer). The layer keeps references: */
+  quant_quantizer *const *grad_output_quantizers; /* the caller may free its handles */
+} quant_linear_config;
+
+/* Creates a layer. Fails naming the role a recipe has no quantizer for. */
+quant_status quant_linear_create(const quant_linear_config *config, quant_linear **out);
+
+/* Frees a layer and its quantized weights. NULL is a no-op. Contexts of its
+ * earlier forwards stay valid. */
+quant_status quant_linear_free(quant_linear *layer);
+
+/* A new handle to the layer's quantizer for tensor_type ("input", "weight" or
+ * "grad_output") of GEMM gemm (0 for a plain layer). It shares the layer's
+ * state: read its delayed-scaling state, or update it yourself. Free it with
+ * quant_quantizer_free. */
+quant_status quant_linear_quantizer(quant_linear *layer, const char *tensor_type, int32_t gemm,
+                                    quant_quantizer **out);
+
+/* Says the high-precision weight of GEMM gemm (every GEMM for -1) changed in
+ * place: the next forward re-quantizes it. */
+quant_status quant_linear_weight_updated(quant_linear *layer, int32_t gemm);
+
+/* Describes the quantized weight of GEMM gemm (usage, formats, persistent).
+ * QUANT_ERROR_STATE before a forward has quantized it. */
+quant_status quant_linear_weight_get_info(const quant_linear *layer, int32_t gemm, quant_qtensor_info *info);
+
+/* One forward call of a plain layer. Flags are 0 or 1. */
+typedef struct {
+  size_t struct_size;           /* sizeof(quant_linear_forward_args) */
+  const DLTensor *input;        /* X [..., K]: FP32, BF16 or FP16 */
+  const DLTensor *weight;       /* W [N, K] */
+  const DLTensor *bias;         /* [N], or NULL */
+  DLTensor *output;             /* Y [..., N] (X's leading dims): FP32, BF16 or FP16 */
+  int32_t backward_override;    /* quant_backward_override */
+  int32_t save_original_input;  /* keep X itself for wgrad; the overrides force it (on for
+                                   HIGH_PRECISION, off for DEQUANTIZED) */
+  int32_t input_requires_grad;  /* backward will compute grad_input */
+  int32_t weight_requires_grad; /* backward will compute grad_weight; 0 for a frozen weight */
+  void *stream;                 /* cudaStream_t for device tensors (linear ops run on the CPU for now) */
+} quant_linear_forward_args;
+
+/* Runs the forward pass. ctx may be NULL (inference: nothing is kept; both
+ * requires_grad flags must then be 0); otherwise *ctx receives a new context
+ * for quant_linear_backward. */
+quant_status quant_linear_forward(quant_linear *layer, const quant_linear_forward_args *args, quant_linear_ctx **ctx);
+
+/* One backward call of a plain layer. A NULL gradient is not computed; at
+ * least one must be set. grad_input needs input_requires_grad, grad_weight
+ * weight_requires_grad, and grad_bias a bias, in the forward call. */
+typedef struct {
+  size_t struct_size;           /* sizeof(quant_linear_backward_args) */
+  const DLTensor *grad_output;  /* dY, the output's shape: FP32, BF16 or FP16 */
+  DLTensor *grad_input;         /* dX, the input's shape, or NULL */
+  DLTensor *grad_weight;        /* dW [N, K], or NULL (overwritten, not accumulated) */
+  DLTensor *grad_bias;          /* db [N], or NULL */
+  void *stream;                 /* cudaStream_t for device tensors */
+} quant_linear_backward_args;
+
+/* Runs the backward pass of ctx's forward, once. */
+quant_status quant_linear_backward(quant_linear_ctx *ctx, const quant_linear_backward_args *args);
+
+/* One forward call of a grouped layer with num_gemms GEMMs. */
+typedef struct {
+  size_t struct_size;           /* sizeof(quant_grouped_linear_forward_args) */
+  const DLTensor *input;        /* X [..., K], as its 2-D view [M, K] */
+  const int64_t *m_splits;      /* num_gemms row counts (>= 0) summing to M; block formats need
+                                   each a multiple of their block (MXFP8 32, NVFP4 16) */
+  const DLTensor *weights;      /* num_gemms weights [N, K] (an array of DLTensor) */
+  const DLTensor *biases;       /* num_gemms biases [N], or NULL */
+  DLTensor *output;             /* Y [..., N] */
+  int32_t backward_override;    /* as quant_linear_forward_args */
+  int32_t save_original_input;
+  int32_t input_requires_grad;
+  int32_t weight_requires_grad;
+  void *stream;
+} quant_grouped_linear_forward_args;
+
+quant_status quant_grouped_linear_forward(quant_linear *layer, const quant_grouped_linear_forward_args *args,
+                                          quant_linear_ctx **ctx);
+
+/* One backward call of a grouped layer. A group of zero rows gets zero
+ * weight and bias gradients. */
+typedef struct {
+  size_t struct_size;           /* sizeof(quant_grouped_linear_backward_args) */
+  const DLTensor *grad_output;  /* dY, the output's shape */
+  DLTensor *grad_input;         /* dX, the input's shape, or NULL */
+  DLTensor *grad_weights;       /* num_gemms dW [N, K], or NULL */
+  DLTensor *grad_biases;        /* num_gemms db [N], or NULL */
+  void *stream;
+} quant_grouped_linear_backward_args;
+
+quant_status quant_grouped_linear_backward(quant_linear_ctx *ctx, const quant_grouped_linear_backward_args *args);
+
+/* What a context keeps of the input or the weight. */
+typedef enum {
+  QUANT_LINEAR_SAVED_NONE = 0,        /* nothing: no requested gradient needs it */
+  QUANT_LINEAR_SAVED_ORIGINAL = 1,    /* a copy of the high-precision tensor */
+  QUANT_LINEAR_SAVED_QUANTIZED = 2,   /* a quantized tensor of the context's own */
+  QUANT_LINEAR_SAVED_LAYER_WEIGHT = 3 /* the layer's quantized weight, shared (not a copy) */
+} quant_linear_saved;
+
+typedef struct {
+  size_t struct_size;           /* sizeof(quant_linear_ctx_info) */
+  int32_t num_gemms;            /* 0 for a plain layer's context, as in the config */
+  int32_t used;                 /* nonzero once backward ran (nothing is held then) */
+  int32_t backward_override;    /* quant_backward_override */
+  int32_t save_original_input;  /* effective: forced by the override */
+  int32_t input_requires_grad;
+  int32_t weight_requires_grad;
+  int32_t input_saved;          /* quant_linear_saved */
+  uint32_t input_usage;         /* directions the saved quantized input holds */
+  int32_t weight_saved;         /* quant_linear_saved */
+  uint32_t weight_usage;        /* direction of the layer's quantized weight backward reads */
+  uint64_t input_bytes;         /* bytes of what is kept of the input, all GEMMs */
+  uint64_t weight_bytes;        /* bytes of the weight data backward reads, all GEMMs */
+  uint64_t owned_bytes;         /* bytes the context allocated itself (a shared layer weight
+                                   is not included); freed by backward or quant_linear_ctx_free */
+} quant_linear_ctx_info;
+
+/* Describes a context. info->struct_size must be set. */
+quant_status quant_linear_ctx_get_info(const quant_linear_ctx *ctx, quant_linear_ctx_info *info);
+
+/* Frees a context and what it still holds. NULL is a no-op. */
+quant_status quant_linear_ctx_free(quant_linear_ctx *ctx);
+
+/* Writes the amax each delayed-scaling state of the pass staged this step,
+ * in a fixed order (GEMM by GEMM; input then weight for the forward pass,
+ * grad_output for the backward; rowwise then columnwise state for a hybrid
+ * quantizer with two), at most capacity of them, and their number to *count.
+ * amaxes may be NULL to ask for the count. QUANT_ERROR_BUFFER_TOO_SMALL if
+ * capacity < *count. */
+quant_status quant_linear_scaling_amaxes(const quant_linear *layer, int32_t pass, float *amaxes, size_t capacity,
+                                         size_t *count);
+
+/* Runs the delayed-scaling update (quant_delayed_scaling_update's rule) on
+ * every delayed-scaling state of the pass. reduced_amaxes: NULL (count 0) to
+ * use each state's own staged amax, or count amaxes in
+ * quant_linear_scaling_amaxes' order, reduced across processes. */
+quant_status quant_linear_update_scaling(quant_linear *layer, int32_t pass, const float *reduced_amaxes,
+                                         size_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,18 @@
 #define DEMO_UNUSED __attribute__((unused))
 #else
 #define DEMO_UNUSED
+/* The largest per-row relative RMS error: global metrics are dominated by the
+ * largest rows, this one shows what happens to the small ones. */
+DEMO_UNUSED static double demo_worst_row(const float *x, const float *y, size_t rows, size_t cols) {
+  double worst = 0;
+  size_t r;
+  for (r = 0; r < rows; r++) {
+    demo_error e = demo_compare(x + r * cols, y + r * cols, cols);
+    if (e.rel_rms > worst) worst = e.rel_rms;
+  }
+  return worst;
+}
+
 #endif
 
 static uint64_t demo_rng_state = 0x9E3779B97F4A7C15ull;
@@ -67,6 +79,18 @@ DEMO_UNUSED static demo_error demo_compare(const float *x, const float *y, size_
   e.rel_rms = sx > 0 ? sqrt(se / sx) : 0;
   e.sqnr_db = se > 0 ? 10.0 * log10(sx / se) : INFINITY;
   return e;
+}
+
+/* The largest per-row relative RMS error: global metrics are dominated by the
+ * largest rows, this one shows what happens to the small ones. */
+DEMO_UNUSED static double demo_worst_row(const float *x, const float *y, size_t rows, size_t cols) {
+  double worst = 0;
+  size_t r;
+  for (r = 0; r < rows; r++) {
+    demo_error e = demo_compare(x + r * cols, y + r * cols, cols);
+    if (e.rel_rms > worst) worst = e.rel_rms;
+  }
+  return worst;
 }
 
 #endif

@@ -1,0 +1,471 @@
+package host_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"libquant/host"
+	tu "libquant/internal/testutil"
+)
+
+// The linear tests' layer: X [2, 32, 128] (M = 64 tokens, K = 128), W [N = 64,
+// K], dY [2, 32, 64]. Every dim is a multiple of the largest block any recipe
+// needs along it (MXFP8's 32, NVFP4's 16; FP8 block takes any shape).
+const linM, linK, linN = 64, 128, 64
+
+var linInShape = []int64{2, 32, linK}
+var linOutShape = []int64{2, 32, linN}
+
+// linearRecipe is one recipe the linear tests run.
+type linearRecipe struct {
+	name    string
+	make    func(t *testing.T) host.Recipe
+	delayed bool
+}
+
+func presetRecipe(cfg host.RecipeConfig) func(t *testing.T) host.Recipe {
+	return func(t *testing.T) host.Recipe {
+		t.Helper()
+		r, err := host.NewPresetRecipe(cfg)
+		require.NoError(t, err)
+		t.Cleanup(r.Release)
+		return r
+	}
+}
+
+func ruleRecipe(rules func(t *testing.T) []host.Rule) func(t *testing.T) host.Recipe {
+	return func(t *testing.T) host.Recipe {
+		t.Helper()
+		r, err := host.NewRuleRecipe(rules(t))
+		require.NoError(t, err)
+		t.Cleanup(r.Release)
+		return r
+	}
+}
+
+func byTensorType(input, weight, grad *host.Quantizer) []host.Rule {
+	return []host.Rule{
+		{Pattern: host.Role{TensorType: "input"}, Quantizer: input},
+		{Pattern: host.Role{TensorType: "weight"}, Quantizer: weight},
+		{Pattern: host.Role{TensorType: "grad_output"}, Quantizer: grad},
+	}
+}
+
+// linearRecipes: the built-in recipes, a hybrid custom recipe (TE's
+// mxfp8_fwd_nvfp4_bwd_factory as a rule table, with NVFP4's per-role
+// settings), identity everywhere, and FP8 delayed scaling.
+func linearRecipes() []linearRecipe {
+	return []linearRecipe{
+		{name: "fp8_current", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Current})},
+		{name: "fp8_block", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Block})},
+		{name: "mxfp8", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeMXFP8})},
+		{name: "nvfp4", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeNVFP4, Seed: 5})},
+		{name: "mxfp8_fwd_nvfp4_bwd", make: ruleRecipe(func(t *testing.T) []host.Rule {
+			return byTensorType(
+				newHybrid(t, host.Params{Format: "mxfp8"}, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.SourceOriginal),
+				newHybrid(t, host.Params{Format: "mxfp8"}, host.Params{Format: "nvfp4"}, host.SourceRowwiseDequantized),
+				newQ(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 9}, 0))
+		})},
+		{name: "identity", make: ruleRecipe(func(t *testing.T) []host.Rule {
+			id := newQ(t, host.Params{Format: "identity"}, 0)
+			return byTensorType(id, id, id)
+		})},
+		{name: "fp8_delayed", delayed: true, make: presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Delayed, AmaxHistoryLen: 4})},
+	}
+}
+
+func newLinear(t *testing.T, r host.Recipe, grouped bool, n int) *host.Linear {
+	t.Helper()
+	l, err := host.NewLinear(r, "fc1", grouped, n)
+	require.NoError(t, err)
+	t.Cleanup(l.Release)
+	return l
+}
+
+type linearMode struct {
+	name  string
+	flags host.LinearFlags
+}
+
+var (
+	bothGrads = host.LinearFlags{InputRequiresGrad: true, WeightRequiresGrad: true}
+	modes     = []linearMode{
+		{"none", bothGrads},
+		{"none_save_original_input", withFlags(bothGrads, host.BackwardQuantized, true)},
+		{"high_precision", withFlags(bothGrads, host.BackwardHighPrecision, false)},
+		{"dequantized", withFlags(bothGrads, host.BackwardDequantized, false)},
+	}
+)
+
+func withFlags(f host.LinearFlags, o host.BackwardOverride, saveOriginal bool) host.LinearFlags {
+	f.BackwardOverride, f.SaveOriginalInput = o, saveOriginal
+	return f
+}
+
+// linearIO is one step's tensors: inputs and the outputs a step wrote
+// (zero tensors for gradients not requested).
+type linearIO struct {
+	x, w, b, dy       host.Tensor
+	y, dx, dw, db     host.Tensor
+	info, infoAfter   host.LinearContextInfo
+	train, bias       bool
+	flags             host.LinearFlags
+	outDType, grdType host.DType
+}
+
+func newLinearIO(t *testing.T, rng *rand.Rand, bias bool) *linearIO {
+	io := &linearIO{
+		x:    randTensor(t, rng, host.BFloat16, 1, linInShape...),
+		w:    randTensor(t, rng, host.Float32, 0.05, linN, linK),
+		dy:   randTensor(t, rng, host.BFloat16, 0.01, linOutShape...),
+		bias: bias, outDType: host.Float32, grdType: host.Float32,
+	}
+	if bias {
+		io.b = randTensor(t, rng, host.Float32, 0.5, linN)
+	}
+	return io
+}
+
+// step runs a forward (and, when training, a backward requesting every
+// gradient the flags allow) on l, into fresh output tensors.
+func (io *linearIO) step(t *testing.T, l *host.Linear, flags host.LinearFlags, train bool) {
+	t.Helper()
+	io.flags, io.train = flags, train
+	io.y = tu.Tensor(t, io.outDType, linOutShape...)
+	fa := &host.LinearForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Output: io.y, Flags: flags}
+	if io.bias {
+		fa.Biases = []host.Tensor{io.b}
+	}
+	ctx, err := l.Forward(fa, train)
+	require.NoError(t, err)
+	if !train {
+		require.Nil(t, ctx)
+		return
+	}
+	defer ctx.Release()
+	io.info = ctx.Info()
+	ba := &host.LinearBackwardArgs{GradOutput: io.dy}
+	if flags.InputRequiresGrad {
+		io.dx = tu.Tensor(t, io.grdType, linInShape...)
+		ba.GradInput = &io.dx
+	}
+	if flags.WeightRequiresGrad {
+		io.dw = tu.Tensor(t, io.grdType, linN, linK)
+		ba.GradWeights = []host.Tensor{io.dw}
+	}
+	if io.bias {
+		io.db = tu.Tensor(t, io.grdType, linN)
+		ba.GradBiases = []host.Tensor{io.db}
+	}
+	require.NoError(t, ctx.Backward(ba))
+	io.infoAfter = ctx.Info()
+}
+
+// opRows returns op(X) of a rows×cols matrix as row-major float64 (Xᵀ when
+// trans).
+func opRows(v []float32, rows, cols int, trans bool) []float64 {
+	out := make([]float64, rows*cols)
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			if trans {
+				out[j*rows+i] = float64(v[i*cols+j])
+			} else {
+				out[i*cols+j] = float64(v[i*cols+j])
+			}
+		}
+	}
+	return out
+}
+
+// checkProduct checks got ([m, n], read as float32) against
+// R = Σ_p a[i,p]·bt[j,p] + bias[j] in float64, where a is op(A) [m, k] and
+// bt is op(B)ᵀ [n, k] holding exactly the values the GEMM reads. The bound is
+// runGemmCase's (host/gemm_test.go): FP32 accumulation of K products and at
+// most 8 more roundings, γ_{K+8}·(Σ|a b| + |bias|) + (K+8)·2⁻¹⁴⁹, plus the
+// rounding to got's dtype, u_out·(|R| + that).
+func checkProduct(t *testing.T, what string, got host.Tensor, a, bt []float64, bias []float32, m, n, k int) {
+	t.Helper()
+	g := values(got)
+	require.Len(t, g, m*n, what)
+	uOut, gamma := unitRoundoff(got.DType), gammaN(k+8)
+	for i := 0; i < m; i++ {
+		ra := a[i*k : i*k+k]
+		for j := 0; j < n; j++ {
+			rb := bt[j*k : j*k+k]
+			var s, sa float64
+			for p, x := range ra {
+				x *= rb[p]
+				s += x
+				if x < 0 {
+					sa -= x
+				} else {
+					sa += x
+				}
+			}
+			if bias != nil {
+				s += float64(bias[j])
+				sa += math.Abs(float64(bias[j]))
+			}
+			e := gamma*sa + float64(k+8)*math.Ldexp(1, -149)
+			bound := e + uOut*(math.Abs(s)+e)
+			if err := math.Abs(float64(g[i*n+j]) - s); !(err <= bound) {
+				require.Failf(t, what+" out of bound", "[%d,%d] = %g, float64 reference %g: |err| %g > bound %g (K=%d)", i, j, g[i*n+j], s, err, bound, k)
+			}
+		}
+	}
+}
+
+// checkColumnSums checks db against the float64 column sums of dy: one
+// float64 sum of m float32 values (error ≤ m·2⁻⁵³·Σ|dy|), rounded once to
+// FP32 and once to db's dtype (≤ (u32 + u_out + u32·u_out)·|R|).
+func checkColumnSums(t *testing.T, db host.Tensor, dy []float32, m, n int) {
+	t.Helper()
+	g := values(db)
+	u32, uOut := math.Ldexp(1, -24), unitRoundoff(db.DType)
+	for j := 0; j < n; j++ {
+		var s, sa float64
+		for i := 0; i < m; i++ {
+			s += float64(dy[i*n+j])
+			sa += math.Abs(float64(dy[i*n+j]))
+		}
+		bound := (u32+uOut+u32*uOut)*math.Abs(s) + float64(m)*math.Ldexp(1, -52)*sa
+		if err := math.Abs(float64(g[j]) - s); !(err <= bound) {
+			require.Failf(t, "grad_bias out of bound", "[%d] = %g, float64 column sum %g: |err| %g > bound %g", j, g[j], s, err, bound)
+		}
+	}
+}
+
+// dequantizeAs dequantizes one direction of q into dtype dt and reads it back.
+func dequantizeAs(t *testing.T, q *host.QTensor, dir host.Direction, dt host.DType) []float32 {
+	t.Helper()
+	out := tu.Tensor(t, dt, q.Shape()...)
+	require.NoError(t, q.Dequantize(dir, out, 0))
+	return values(out)
+}
+
+func recipeQuantizer(t *testing.T, r host.Recipe, tensorType string) *host.Quantizer {
+	t.Helper()
+	q, err := r.Quantizer(host.Role{ModuleType: "linear", TensorType: tensorType, Name: "fc1"})
+	require.NoError(t, err)
+	t.Cleanup(q.Release)
+	return q
+}
+
+// checkAgainstReference checks every output of io against the float64
+// reference that applies the same quantize/dequantize steps with fresh
+// quantizers of recipe r for the same roles (spec §7.2, §9):
+//
+//	Y  = deq(Xq.row)·deq(Wq.row)ᵀ + b                       every mode
+//	dX = deq(dYq.row)·deq(Wq.col),  dW = deq(dYq.col)ᵀ·deq(Xq.col)   none
+//	dX = dY·W,                      dW = dYᵀ·X                 high_precision
+//	dX = dY·deqₐ(Wq.row),           dW = dYᵀ·deqₐ(Xq.row)      dequantized
+//	db = Σ_rows dY
+//
+// where deqₐ dequantizes to the input's dtype (the activation dtype).
+func checkAgainstReference(t *testing.T, r host.Recipe, io *linearIO) {
+	t.Helper()
+	xq := quantize(t, recipeQuantizer(t, r, "input"), io.x)
+	wq := quantize(t, recipeQuantizer(t, r, "weight"), io.w)
+	var bias []float32
+	if io.bias {
+		bias = values(io.b)
+	}
+	checkProduct(t, "output", io.y, opRows(dequantize(t, xq, host.DirRowwise), linM, linK, false),
+		opRows(dequantize(t, wq, host.DirRowwise), linN, linK, false), bias, linM, linN, linK)
+	if !io.train {
+		return
+	}
+	dyv := values(io.dy)
+	if io.bias {
+		checkColumnSums(t, io.db, dyv, linM, linN)
+	}
+	var dyRow, dyCol, wDgrad, xWgrad []float32
+	switch io.flags.BackwardOverride {
+	case host.BackwardQuantized:
+		dyq := quantize(t, recipeQuantizer(t, r, "grad_output"), io.dy)
+		dyRow, dyCol = dequantize(t, dyq, host.DirRowwise), dequantize(t, dyq, host.DirColumnwise)
+		wDgrad, xWgrad = dequantize(t, wq, host.DirColumnwise), dequantize(t, xq, host.DirColumnwise)
+	case host.BackwardHighPrecision:
+		dyRow, dyCol, wDgrad, xWgrad = dyv, dyv, values(io.w), values(io.x)
+	case host.BackwardDequantized:
+		dyRow, dyCol = dyv, dyv
+		wDgrad = dequantizeAs(t, wq, host.DirRowwise, io.x.DType)
+		xWgrad = dequantizeAs(t, xq, host.DirRowwise, io.x.DType)
+	}
+	if io.flags.InputRequiresGrad {
+		checkProduct(t, "grad_input", io.dx, opRows(dyRow, linM, linN, false), opRows(wDgrad, linN, linK, true), nil, linM, linK, linN)
+	}
+	if io.flags.WeightRequiresGrad {
+		checkProduct(t, "grad_weight", io.dw, opRows(dyCol, linM, linN, true), opRows(xWgrad, linM, linK, true), nil, linN, linK, linM)
+	}
+}
+
+// TestLinearMatchesReference runs every recipe in every backward mode (FP8
+// delayed scaling only without override, spec §9.2) and, in the quantized
+// mode, with a frozen weight and with an input that needs no gradient, and
+// checks the output and every gradient against the float64 reference.
+func TestLinearMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	for _, lr := range linearRecipes() {
+		cases := modes
+		if lr.delayed {
+			cases = modes[:1]
+		}
+		cases = append(cases,
+			linearMode{"none_frozen_weight", host.LinearFlags{InputRequiresGrad: true}},
+			linearMode{"none_input_needs_no_grad", host.LinearFlags{WeightRequiresGrad: true}},
+			linearMode{"dequantized_frozen_weight", withFlags(host.LinearFlags{InputRequiresGrad: true}, host.BackwardDequantized, false)})
+		if lr.delayed {
+			cases = cases[:3]
+		}
+		for _, mode := range cases {
+			t.Run(lr.name+"/"+mode.name, func(t *testing.T) {
+				r := lr.make(t)
+				io := newLinearIO(t, rng, true)
+				io.step(t, newLinear(t, r, false, 1), mode.flags, true)
+				checkAgainstReference(t, r, io)
+			})
+		}
+	}
+	// 16-bit outputs and gradients: the bound then includes their rounding.
+	t.Run("mxfp8/bf16_outputs", func(t *testing.T) {
+		r := presetRecipe(host.RecipeConfig{Kind: host.RecipeMXFP8})(t)
+		io := newLinearIO(t, rng, true)
+		io.outDType, io.grdType = host.BFloat16, host.BFloat16
+		io.step(t, newLinear(t, r, false, 1), bothGrads, true)
+		checkAgainstReference(t, r, io)
+	})
+	t.Run("fp8_current/inference", func(t *testing.T) {
+		r := presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Current})(t)
+		io := newLinearIO(t, rng, false)
+		io.step(t, newLinear(t, r, false, 1), host.LinearFlags{}, false)
+		checkAgainstReference(t, r, io)
+	})
+}
+
+// linearBytes are the raw bytes of a step's outputs, for bit-identity checks.
+func (io *linearIO) bytes() map[string][]byte {
+	out := map[string][]byte{"output": append([]byte(nil), io.y.Bytes8()...)}
+	for name, x := range map[string]host.Tensor{"grad_input": io.dx, "grad_weight": io.dw, "grad_bias": io.db} {
+		if x.Ptr != nil {
+			out[name] = append([]byte(nil), x.Bytes8()...)
+		}
+	}
+	return out
+}
+
+// TestLinearOverrideIgnoresSaveOriginalInput mirrors TE's
+// test_linear_backward_override_dequantized_ignores_save_original_input
+// (spec §9.5): with the dequantized override the output and every gradient
+// are bit-identical whatever save_original_input says (it is forced off), and
+// likewise with high_precision (forced on, §9.4).
+func TestLinearOverrideIgnoresSaveOriginalInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(63, 64))
+	for _, lr := range linearRecipes() {
+		if lr.delayed {
+			continue
+		}
+		for _, o := range []host.BackwardOverride{host.BackwardDequantized, host.BackwardHighPrecision} {
+			t.Run(lr.name+"/"+o.String(), func(t *testing.T) {
+				r := lr.make(t)
+				base := newLinearIO(t, rng, true)
+				var got [2]map[string][]byte
+				for i, save := range []bool{false, true} {
+					io := *base
+					io.step(t, newLinear(t, r, false, 1), withFlags(bothGrads, o, save), true)
+					require.Equal(t, o == host.BackwardHighPrecision, io.info.Flags.SaveOriginalInput, "effective save_original_input")
+					got[i] = io.bytes()
+				}
+				require.Len(t, got[0], 4)
+				require.Equal(t, got[0], got[1])
+			})
+		}
+	}
+}
+
+// quantizedBytes quantizes x with a fresh quantizer of role tensorType at
+// usage u and returns the bytes of its buffers (a storage shared by both
+// directions counted once).
+func quantizedBytes(t *testing.T, r host.Recipe, tensorType string, x host.Tensor, u host.Usage) int64 {
+	t.Helper()
+	q := recipeQuantizer(t, r, tensorType)
+	require.NoError(t, q.SetUsage(u))
+	qt := quantize(t, q, x)
+	var n int64
+	var seen []*host.Storage
+	for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
+		st, ok := qt.Storage(d)
+		if !ok || (len(seen) > 0 && seen[0] == st) {
+			continue
+		}
+		seen = append(seen, st)
+		for _, b := range st.Buffers {
+			n += b.Tensor.Bytes()
+		}
+	}
+	return n
+}
+
+// TestLinearSavedMemory checks what each mode keeps for backward (spec §7.4,
+// §9.4, §9.5), as the context reports it: a tensor is kept only when a
+// requested gradient needs it; the quantized backward keeps the input's
+// columnwise form and references the layer's quantized weight (its
+// columnwise form); save_original_input keeps the input itself;
+// high_precision keeps copies of the input and weight; dequantized keeps the
+// input's rowwise form and references the weight's rowwise form. Backward
+// frees everything.
+func TestLinearSavedMemory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(65, 66))
+	col, row := host.Columnwise, host.Rowwise
+	for _, lr := range linearRecipes() {
+		if lr.name == "fp8_delayed" {
+			continue
+		}
+		r := lr.make(t)
+		io := newLinearIO(t, rng, false)
+		xBytes, wBytes := io.x.Bytes(), io.w.Bytes()
+		qx := func(u host.Usage) int64 { return quantizedBytes(t, r, "input", io.x, u) }
+		qw := func(u host.Usage) int64 { return quantizedBytes(t, r, "weight", io.w, u) }
+		type want struct {
+			in, w           host.LinearSaved
+			inUsage, wUsage host.Usage
+			inBytes, wBytes int64
+		}
+		cases := []struct {
+			name  string
+			flags host.LinearFlags
+			want  want
+		}{
+			{"none", bothGrads, want{host.SavedQuantized, host.SavedLayerWeight, col, col, qx(col), qw(col)}},
+			{"none_frozen_weight", host.LinearFlags{InputRequiresGrad: true}, want{host.SavedNone, host.SavedLayerWeight, 0, col, 0, qw(col)}},
+			{"none_input_needs_no_grad", host.LinearFlags{WeightRequiresGrad: true}, want{host.SavedQuantized, host.SavedNone, col, 0, qx(col), 0}},
+			{"none_save_original_input", withFlags(bothGrads, host.BackwardQuantized, true), want{host.SavedOriginal, host.SavedLayerWeight, 0, col, xBytes, qw(col)}},
+			{"high_precision", withFlags(bothGrads, host.BackwardHighPrecision, false), want{host.SavedOriginal, host.SavedOriginal, 0, 0, xBytes, wBytes}},
+			{"high_precision_frozen_weight", withFlags(host.LinearFlags{InputRequiresGrad: true}, host.BackwardHighPrecision, false), want{host.SavedNone, host.SavedOriginal, 0, 0, 0, wBytes}},
+			{"dequantized", withFlags(bothGrads, host.BackwardDequantized, true), want{host.SavedQuantized, host.SavedLayerWeight, row, row, qx(row), qw(row)}},
+		}
+		for _, c := range cases {
+			t.Run(lr.name+"/"+c.name, func(t *testing.T) {
+				step := *io
+				step.step(t, newLinear(t, r, false, 1), c.flags, true)
+				got := step.info
+				// Identity keeps one buffer for both directions.
+				w := c.want
+				if lr.name == "identity" && w.inUsage != 0 {
+					w.inUsage = host.BothUsages
+				}
+				require.Equal(t, w, want{got.InputSaved, got.WeightSaved, got.InputUsage, got.WeightUsage, got.InputBytes, got.WeightBytes})
+				owned := got.InputBytes
+				if got.WeightSaved == host.SavedOriginal {
+					owned += got.WeightBytes
+				}
+				require.Equal(t, owned, got.OwnedBytes, "owned bytes")
+				require.True(t, step.infoAfter.Used)
+				require.Equal(t, host.LinearContextInfo{NumGEMMs: 1, Used: true, Flags: got.Flags}, step.infoAfter, "backward frees what was saved")
+			})
+		}
+	}
+}
