@@ -16,6 +16,7 @@ for a small shape the host time per call. Before timing, each format's GPU
 bytes are compared with libquant's CPU bytes through the same ABI.
 
     python3 bench/gpu_quantize.py [--lib build/libquant.so] [--out DIR] [--quick]
+        [--formats nvfp4,mxfp4] [--shapes 8192x8192] [--label before] [--compile-budget 0]
 """
 import argparse
 import ctypes as C
@@ -343,7 +344,11 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="one shape, fewer runs")
     ap.add_argument("--compile-budget", type=float, default=150, help="seconds allowed for torch.compile")
+    ap.add_argument("--formats", default="", help="comma-separated FORMATS names (exact): only those rows")
+    ap.add_argument("--shapes", default="", help="comma-separated MxK shapes instead of the defaults (e.g. 8192x8192)")
+    ap.add_argument("--label", default="", help="text added to each row's format name (e.g. 'before')")
     args = ap.parse_args()
+    wanted = [f.strip() for f in args.formats.split(",") if f.strip()]
 
     lib = Lib(args.lib)
     served, report = served_formats(lib)
@@ -356,8 +361,12 @@ def main():
     rows = []
     exact = {}
     shapes = [(8192, 8192), (2048, 7168)] if not args.quick else [(8192, 8192)]
+    if args.shapes:
+        shapes = [tuple(int(d) for d in sh.split("x")) for sh in args.shapes.split(",")]
     compile_left = args.compile_budget
     for name, fmt, fields, amax_reads in FORMATS:
+        if wanted and name not in wanted:
+            continue
         fields = dict(fields)
         env = fields.pop("_env", None)
         if env:
@@ -377,7 +386,8 @@ def main():
             dls = [dl_from_torch(x) for x in xs]
             in_bytes = xs[0].numel() * 2
             for uname, usage in USAGES:
-                row = {"format": name, "shape": "%dx%d" % shape, "usage": uname, "exact": exact.get((name, uname))}
+                row = {"format": name + (" " + args.label if args.label else ""), "shape": "%dx%d" % shape, "usage": uname,
+                       "exact": exact.get((name, uname))}
                 try:
                     p = Prepared(lib, config(fmt, usage, **fields), shape, "cuda")
                     opts = Options(C.sizeof(Options), C.c_void_p(stream), None, 0)
@@ -419,6 +429,8 @@ def main():
     for name, fmt, fields, _ in FORMATS:
         fields = {k: v for k, v in fields.items() if not k.startswith("_")}
         if fmt not in served or name not in ("fp8 current e4m3", "mxfp8 e4m3", "nvfp4 1x16", "fp8 delayed e4m3"):
+            continue
+        if wanted and name not in wanted:
             continue
         x = torch.randn(128, 256, dtype=torch.bfloat16, device="cuda")
         p = Prepared(lib, config(fmt, BOTH, **fields), (128, 256), "cuda")

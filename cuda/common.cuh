@@ -192,6 +192,19 @@ __device__ __forceinline__ uint32_t amax_bits_nan_ignored(uint32_t m, float x) {
   return (a <= 0x7F800000u && a > m) ? a : m;
 }
 
+// max(m, |x|) as floats, NaN ignored (fmaxf returns the other operand): one
+// FMNMX with an |x| operand. Over non-negative magnitudes the result has the
+// bits amax_bits_nan_ignored gives (Inf counted, subnormals kept: no .ftz).
+__device__ __forceinline__ float amax_f(float m, float x) { return fmaxf(m, fabsf(x)); }
+
+// max(m, |x|) with NaN propagated (max.NaN.f32): a NaN anywhere makes the
+// result NaN, so one max gives both the amax and whether a NaN was seen.
+__device__ __forceinline__ float amax_nan(float m, float x) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(m), "f"(fabsf(x)));
+  return d;
+}
+
 // FP8 encoders: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, the function
 // numeric.EncodeE4M3 / EncodeE5M2 define (spec §1.2, §1.3).
 enum class Fp8 { E4M3, E5M2 };
@@ -218,6 +231,22 @@ __device__ __forceinline__ float fp8_decode(uint8_t c) {
 // negative value that rounds to 0 keeps its sign (code 8). lq_e2m1 (e2m1.h)
 // is checked against the threshold definition on every float32 pattern.
 __device__ __forceinline__ uint32_t e2m1(float x) { return lq_e2m1(x); }
+
+// Codes of 8 values v[i]·f through lq_e2m1_fast, element i in bits 4i (low
+// 4·n bits valid for the first n): the caller checked no NaN and
+// fl(max|v|·f) < 7. lq_e2m1_mag_m's bias is removed once for the packed word.
+template <int N>
+__device__ __forceinline__ uint32_t e2m1_fast_pack(const float *v, float f) {
+  uint32_t h = 0, bias = 0;
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    float y = __fmul_rn(v[i], f);
+    uint32_t m = __float_as_uint(lq_e2m1_mag_m(fabsf(y)));
+    h += (m << (4 * i)) + ((__float_as_uint(y) >> 31) << (4 * i + 3));
+    bias += LQ_E2M1_M_BITS << (4 * i);
+  }
+  return h - bias;
+}
 
 // numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6).
 __device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t rbits) {
@@ -347,6 +376,83 @@ __device__ __forceinline__ uint4 philox4x32_10(uint4 ctr, uint2 key) {
     c3 = lo0;
   }
   return make_uint4(c0, c1, c2, c3);
+}
+
+// ---------------------------------------------------------------------------
+// 16-bit inputs as raw words (the nvfp4 and mxfp4 fast kernels)
+// ---------------------------------------------------------------------------
+
+template <typename T> struct Raw16;
+template <> struct Raw16<__nv_bfloat16> {
+  static constexpr uint32_t kInf = 0x7F80u;  // |bits| above this: NaN
+  __device__ static __forceinline__ float lo(uint32_t w) { return __uint_as_float(w << 16); }
+  __device__ static __forceinline__ float hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+  __device__ static __forceinline__ float mag(uint32_t h) { return __uint_as_float(h << 16); }
+};
+template <> struct Raw16<__half> {
+  static constexpr uint32_t kInf = 0x7C00u;
+  __device__ static __forceinline__ float lo(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w & 0xFFFFu))); }
+  __device__ static __forceinline__ float hi(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w >> 16))); }
+  __device__ static __forceinline__ float mag(uint32_t h) { return lo(h); }
+};
+
+__device__ __forceinline__ uint32_t vmax_u16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// max |x| of the 16 elements held as 8 words of pairs, as a 16-bit magnitude
+// (NaN included: above kInf).
+__device__ __forceinline__ uint32_t mag16(const uint32_t *w) {
+  uint32_t m = w[0] & 0x7FFF7FFFu;
+#pragma unroll
+  for (int j = 1; j < 8; j++) m = vmax_u16x2(m, w[j] & 0x7FFF7FFFu);
+  return max(m & 0xFFFFu, m >> 16);
+}
+
+// Shared-memory position (in 16-bit elements) of element (row, col) of a raw
+// 64×128 tile of 16-bit values (the nvfp4 and mxfp4 fast kernels): each row
+// is 256 bytes; the 16-byte chunk j of a thread's 64-byte quarter q moves
+// to chunk j ^ x(row, q), so that the row phase's 16-byte stores (8 lanes: two
+// rows × four quarters per phase) hit eight different bank groups.
+__device__ __forceinline__ int swz(int row, int col) {
+  int q = col >> 5, j = (col >> 3) & 3;
+  int x = ((q >> 1) & 1) | ((row & 1) << 1);
+  return row * 128 + 32 * q + 8 * (j ^ x) + (col & 7);
+}
+
+// Stores the 16 words a row-phase thread (row lr, quarter q) holds into the
+// raw tile at their swz positions: four 16-byte stores.
+__device__ __forceinline__ void store_chunk_swz(uint16_t *tile, int lr, int q, const uint32_t (&w)[16]) {
+  const int x = ((q >> 1) & 1) | ((lr & 1) << 1);
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+    *reinterpret_cast<uint4 *>(&tile[lr * 128 + 32 * q + 8 * (j ^ x)]) = make_uint4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
+}
+
+// Row r, columns c .. c+31 of the input as 16 words of element pairs (zeros
+// outside the tensor).
+template <typename T>
+__device__ __forceinline__ void load_chunk(const void *in, int64_t m, int64_t k, int vec, int64_t r, int64_t c, uint32_t (&w)[16]) {
+  const T *src = (const T *)in + r * k + c;
+#pragma unroll
+  for (int b = 0; b < 2; b++) {
+    bool ok = r < m && c + 16 * b < k;
+    if (ok && vec) {
+      uint4 u0 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b));
+      uint4 u1 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b) + 1);
+      w[8 * b + 0] = u0.x; w[8 * b + 1] = u0.y; w[8 * b + 2] = u0.z; w[8 * b + 3] = u0.w;
+      w[8 * b + 4] = u1.x; w[8 * b + 5] = u1.y; w[8 * b + 6] = u1.z; w[8 * b + 7] = u1.w;
+    } else if (ok) {
+      const uint16_t *s16 = reinterpret_cast<const uint16_t *>(src + 16 * b);
+#pragma unroll
+      for (int j = 0; j < 8; j++) w[8 * b + j] = (uint32_t)s16[2 * j] | ((uint32_t)s16[2 * j + 1] << 16);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; j++) w[8 * b + j] = 0;
+    }
+  }
 }
 
 // Warp-wide max of unsigned values.

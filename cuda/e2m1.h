@@ -58,3 +58,61 @@ LQ_HD uint32_t lq_e2m1(float x) {
   c = a > 0x7F800000u ? 7u : c;
   return ((b >> 28) & 8u & (a > 0x7F800000u ? 0u : 8u)) | c;
 }
+
+// The same function again, for the GPU's quantize kernels, with most of the
+// work on the FMA pipe (Hopper issues FP32 FMAs twice as fast as integer and
+// logic ops, and E2M1 has no conversion instruction before sm_100):
+//
+//   code(|y|) = RNE(g(|y|)),  g(u) = min(2u, u + 2, u/2 + 4)
+//
+// g maps the E2M1 grid 0, .5, 1, 1.5, 2, 3, 4, 6 onto 0..7 linearly between
+// grid points, so the §1.5 thresholds land on the half-integers and ties go to
+// the even code as RNE sends them. Each line is rounded once, by adding
+// M = 2^23 (where float32's ulp is 1): fl(2u + M), fl(u + (M+2)) and
+// fl(u/2 + (M+4)) are M plus each line rounded to an integer, and since
+// rounding is monotone the min of the rounded lines is the rounded min.
+// The float's bits are then 0x4B000000 + code. For |y| < 7 (codes <= 7)
+// and no NaN this is lq_e2m1's magnitude; lq_e2m1_capped adds the
+// saturation at 6 (code 7) and holds for every non-NaN float. The kernels take
+// it only for blocks they have checked to hold no NaN (and for the uncapped
+// form, |y| < 7); others use lq_e2m1. cuda/hosttest checks both on every
+// float32 pattern.
+#define LQ_E2M1_M 8388608.0f  // 2^23
+#define LQ_E2M1_M_BITS 0x4B000000u
+
+LQ_HD float lq_fma(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return fmaf(a, b, c);
+#endif
+}
+
+LQ_HD float lq_add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// M + code of u = |y| (uncapped).
+LQ_HD float lq_e2m1_mag_m(float u) {
+  float a = lq_fma(u, 2.0f, LQ_E2M1_M);
+  float b = lq_add(u, LQ_E2M1_M + 2.0f);
+  float c = lq_fma(u, 0.5f, LQ_E2M1_M + 4.0f);
+  return fminf(fminf(a, b), c);
+}
+
+// M + code, saturated at code 7.
+LQ_HD float lq_e2m1_mag_m_capped(float u) { return fminf(lq_e2m1_mag_m(u), LQ_E2M1_M + 7.0f); }
+
+// lq_e2m1 for |y| < 7, not NaN.
+LQ_HD uint32_t lq_e2m1_fast(float y) {
+  return ((lq_f32_bits(y) >> 28) & 8u) | (lq_f32_bits(lq_e2m1_mag_m(fabsf(y))) - LQ_E2M1_M_BITS);
+}
+
+// lq_e2m1 for any y but NaN.
+LQ_HD uint32_t lq_e2m1_capped(float y) {
+  return ((lq_f32_bits(y) >> 28) & 8u) | (lq_f32_bits(lq_e2m1_mag_m_capped(fabsf(y))) - LQ_E2M1_M_BITS);
+}

@@ -68,12 +68,12 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
   }
   float rs[8], rsi[8];  // per-row (1D) or tile (2D) scale
   if (TWO_D) {
-    uint32_t m = 0;
+    float mf = 0.0f;
 #pragma unroll
     for (int i = 0; i < 8; i++)
 #pragma unroll
-      for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
-    m = warp_max(m);
+      for (int e = 0; e < 8; e++) mf = amax_f(mf, v[i][e]);
+    uint32_t m = warp_max(__float_as_uint(mf));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
     __syncthreads();
     m = red[0];
@@ -93,9 +93,10 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
   } else if (ROW) {
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-      uint32_t m = 0;
+      float mf = 0.0f;
 #pragma unroll
-      for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
+      for (int e = 0; e < 8; e++) mf = amax_f(mf, v[i][e]);
+      uint32_t m = __float_as_uint(mf);
 #pragma unroll
       for (int o = 1; o < 16; o <<= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
       block_scale(p, m, &rs[i], &rsi[i]);
@@ -129,9 +130,10 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
       uint32_t pm[8];
 #pragma unroll
       for (int e = 0; e < 8; e++) {
-        pm[e] = 0;
+        float mf = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; i++) pm[e] = amax_bits_nan_ignored(pm[e], v[i][e]);
+        for (int i = 0; i < 8; i++) mf = amax_f(mf, v[i][e]);
+        pm[e] = __float_as_uint(mf);
         part[g][8 * ch + e] = pm[e];
       }
       __syncthreads();
@@ -160,15 +162,20 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
       d[1] = w[2] | (w[3] << 16);
     }
     __syncthreads();
-    // Transposed rows: column c0+c gets 128 bytes; thread t writes half of one.
+    // Transposed rows: column c0+c gets 128 bytes; thread t writes half of
+    // one, as the 16-byte pieces 2j+h, so that lanes 2i and 2i+1 write one
+    // 32-byte sector per store instruction (with pieces 4h+j they wrote half
+    // sectors).
     int c = threadIdx.x / 2, h = threadIdx.x % 2;
     int64_t oc = c0 + c, orow = r0 + 64 * h;
     if (oc < p.k) {
-      const uint32_t *s = reinterpret_cast<const uint32_t *>(&qt[c][64 * h]);
       if (full && p.m % 16 == 0) {
-        uint4 *d = reinterpret_cast<uint4 *>(p.col + oc * p.m + orow);
 #pragma unroll
-        for (int j = 0; j < 4; j++) d[j] = make_uint4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
+        for (int j = 0; j < 4; j++) {
+          int piece = 2 * j + h;
+          const uint32_t *s = reinterpret_cast<const uint32_t *>(&qt[c][16 * piece]);
+          *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = make_uint4(s[0], s[1], s[2], s[3]);
+        }
       } else {
 #pragma unroll
         for (int j = 0; j < 64; j++)

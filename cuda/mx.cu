@@ -12,6 +12,8 @@
 // compact or GEMM-swizzled as the spec asks, padding zeroed.
 #include <stdlib.h>
 
+#include <type_traits>
+
 #include "common.cuh"
 
 namespace lq {
@@ -55,10 +57,13 @@ struct MxParams {
   int vec;  // the input is 16-byte aligned: vector loads
 };
 
-// Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32 bits).
+// Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32
+// bits). mn: max |v| with NaN propagated; E2M1 takes lq_e2m1_fast where
+// fl(mn·f) < 7 (false for a NaN), lq_e2m1 otherwise.
 template <int EL>
-__device__ __forceinline__ uint2 encode8(const float (&v)[8], float f) {
+__device__ __forceinline__ uint2 encode8(const float (&v)[8], float f, float mn) {
   if constexpr (EL == kE2M1) {
+    if (__fmul_rn(mn, f) < 7.0f) return make_uint2(e2m1_fast_pack<8>(v, f), 0);
     uint32_t w = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) w |= e2m1(__fmul_rn(v[i], f)) << (4 * i);
@@ -131,13 +136,29 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       int64_t r = r0 + 4 * warp + i;
+      // MXFP4: one max per element (NaN propagated); only a lane that saw a
+      // NaN recomputes its amax with NaN ignored. MXFP8 keeps the integer
+      // form (with the float one, "both" ran slower on the H100: run 1).
+      float mn = 0.0f;
       uint32_t m = 0;
+      if constexpr (EL == kE2M1) {
 #pragma unroll
-      for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
+        for (int e = 0; e < 8; e++) mn = amax_nan(mn, v[i][e]);
+        float ml = mn;
+        if (isnan(mn)) {
+          ml = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 8; e++) ml = amax_f(ml, v[i][e]);
+        }
+        m = __float_as_uint(ml);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
+      }
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
       uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
-      uint2 q = encode8<EL>(v[i], e8m0_rcp(e8));
+      uint2 q = encode8<EL>(v[i], e8m0_rcp(e8), mn);
       if (valid) {
         if (EL == kE2M1) *reinterpret_cast<uint32_t *>(p.row + (r * p.k + gc) / 2) = q.x;
         else *reinterpret_cast<uint2 *>(p.row + r * p.k + gc) = q;
@@ -147,11 +168,25 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
   }
   if (COL) {
     uint32_t pm[8];
+    float pmn[8];  // MXFP4: per column of this thread's 4 rows, NaN propagated
 #pragma unroll
     for (int e = 0; e < 8; e++) {
-      pm[e] = 0;
+      pmn[e] = 0.0f;
+      if constexpr (EL == kE2M1) {
 #pragma unroll
-      for (int i = 0; i < 4; i++) pm[e] = amax_bits_nan_ignored(pm[e], v[i][e]);
+        for (int i = 0; i < 4; i++) pmn[e] = amax_nan(pmn[e], v[i][e]);
+        float ml = pmn[e];
+        if (isnan(ml)) {
+          ml = 0.0f;
+#pragma unroll
+          for (int i = 0; i < 4; i++) ml = amax_f(ml, v[i][e]);
+        }
+        pm[e] = __float_as_uint(ml);
+      } else {
+        pm[e] = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) pm[e] = amax_bits_nan_ignored(pm[e], v[i][e]);
+      }
     }
     uint4 *pp = reinterpret_cast<uint4 *>(&part[warp][8 * lane]);
     pp[0] = make_uint4(pm[0], pm[1], pm[2], pm[3]);
@@ -175,10 +210,17 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
       // rows 4w..4w+3, two bytes of each of its 8 columns.
 #pragma unroll
       for (int e = 0; e < 8; e++) {
-        uint32_t c[4];
+        float col4[4] = {v[0][e], v[1][e], v[2][e], v[3][e]};
+        uint32_t packed;
+        if (__fmul_rn(pmn[e], f[e]) < 7.0f) {
+          packed = e2m1_fast_pack<4>(col4, f[e]);
+        } else {
+          uint32_t c[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) c[i] = e2m1(__fmul_rn(v[i][e], f[e]));
-        colb[8 * lane + e][warp] = (uint16_t)(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12));
+          for (int i = 0; i < 4; i++) c[i] = e2m1(__fmul_rn(col4[i], f[e]));
+          packed = c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12);
+        }
+        colb[8 * lane + e][warp] = (uint16_t)packed;
       }
       __syncthreads();
       int t = threadIdx.x;
@@ -207,6 +249,181 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
   }
 }
 
+// ---------------------------------------------------------------------------
+// MXFP4 with BF16/FP16 input: the fast kernel. nvfp4.cu's nvfp4_fast_kernel
+// (see there) adapted to 32-element blocks and E8M0 scales: a CTA walks a
+// strip of 64×128 sub-tiles; a row-phase thread holds one
+// 32-element block (16 words of raw pairs, its amax and NaN test from
+// max.u16x2); the transpose goes through shared memory; every store instruction
+// writes whole 32-byte sectors (H100 run 2: the old kernel's columnwise pass,
+// with 16-byte stores of lanes in different rows and single scale bytes, made
+// six L2 write sectors per useful one). Same bytes as mx_quantize_kernel<T,
+// kE2M1>, which keeps FP32 input and misaligned buffers.
+// ---------------------------------------------------------------------------
+constexpr int kXR = 64, kXC = 128, kXS = 8;
+
+// Codes of 8 values v[i]·f (lq_e2m1), element i in bits 4i.
+__device__ __forceinline__ uint32_t e2m1_ref_pack8(const float (&v)[8], float f) {
+  uint32_t x = 0;
+#pragma unroll
+  for (int i = 0; i < 8; i++) x |= e2m1(__fmul_rn(v[i], f)) << (4 * i);
+  return x;
+}
+
+// 32 codes of one block held as 16 words of element pairs (element i is half
+// i%2 of word w[i/2]): element i in bits 4(i%8) of word i/8.
+template <typename T>
+__device__ __forceinline__ uint4 mx4_encode32(const uint32_t *w, float f, float amax, bool nan) {
+  using R = Raw16<T>;
+  uint32_t o[4];
+  const bool fast = !nan && __fmul_rn(amax, f) < 7.0f;
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = (i & 1) ? R::hi(w[4 * g + i / 2]) : R::lo(w[4 * g + i / 2]);
+    o[g] = fast ? e2m1_fast_pack<8>(v, f) : e2m1_ref_pack8(v, f);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// max |x| over such a block, NaN ignored, from its 16-bit magnitude max m16
+// (or, where that says NaN, from the values).
+template <typename T>
+__device__ __forceinline__ float mx4_amax(const uint32_t *w, uint32_t m16) {
+  using R = Raw16<T>;
+  if (m16 <= R::kInf) return R::mag(m16);
+  float a = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 16; j++) a = amax_f(amax_f(a, R::lo(w[j])), R::hi(w[j]));
+  return a;
+}
+
+template <typename T, bool ROW, bool COL, int MINB, bool PREF>
+__global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, int fs) {
+  using R = Raw16<T>;
+  __shared__ __align__(16) uint16_t tile[COL ? kXR * kXC : 8];
+  __shared__ __align__(16) uint4 ccodes[COL ? 2 : 1][kXC + 4];      // [32-row half][column]: 32 codes
+  __shared__ __align__(4) uint8_t csc[COL ? 2 * kXS : 1][kXC + 4];  // [32-row block of the strip][column]
+  const int t = threadIdx.x;
+  const int64_t tiles_c = (p.k + kXC - 1) / kXC;
+  const int64_t rs = (int64_t)(blockIdx.x / tiles_c) * (kXR * fs), c0 = (int64_t)(blockIdx.x % tiles_c) * kXC;
+  const int64_t rows_left = p.m - rs;
+  const int nsub = rows_left >= kXR * fs ? fs : (int)((rows_left + kXR - 1) / kXR);
+  // Row phase: thread t holds row lr = t/4 of the sub-tile, the block of
+  // columns 32q .. 32q+31 (q = t%4).
+  const int lr = t >> 2, q = t & 3;
+  const int64_t c = c0 + 32 * q;
+  uint32_t w[16], wn[16];
+  load_chunk<T>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
+
+  for (int sub = 0; sub < nsub; sub++) {
+    const int64_t r0 = rs + (int64_t)sub * kXR, r = r0 + lr;
+    if (PREF && sub + 1 < nsub) load_chunk<T>(p.in, p.m, p.k, p.vec, r + kXR, c, wn);
+    if (COL) store_chunk_swz(tile, lr, q, w);
+    if (ROW && r < p.m && c < p.k) {
+      uint32_t m16 = max(mag16(&w[0]), mag16(&w[8]));
+      float amax = mx4_amax<T>(w, m16);
+      uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
+      uint4 o = mx4_encode32<T>(w, e8m0_rcp(e8), amax, m16 > R::kInf);
+      *reinterpret_cast<uint4 *>(p.row + (r * p.k + c) / 2) = o;
+      p.row_s.buf[p.row_s.index(r, c / 32)] = (uint8_t)e8;
+    }
+    if (COL) {
+      __syncthreads();
+      // Thread t: column t%128 of the sub-tile, rows 32·hb .. 32·hb+31 (hb =
+      // t/128), gathered as 16 words of row pairs so that the block is
+      // handled exactly as a row block (16 registers; with column pairs of
+      // 32 words per thread and half the threads idle this pass spilled
+      // under 64 registers and ran slower: H100 run 3).
+      {
+        const int col = t & 127, hb = t >> 7;
+        if (c0 + col < p.k && r0 + 32 * hb < p.m) {
+          uint32_t wp[16];
+#pragma unroll
+          for (int i = 0; i < 16; i++)
+            wp[i] = (uint32_t)tile[swz(32 * hb + 2 * i, col)] | ((uint32_t)tile[swz(32 * hb + 2 * i + 1, col)] << 16);
+          uint32_t m16 = max(mag16(&wp[0]), mag16(&wp[8]));
+          float amax = mx4_amax<T>(wp, m16);
+          uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
+          ccodes[hb][col] = mx4_encode32<T>(wp, e8m0_rcp(e8), amax, m16 > R::kInf);
+          csc[2 * sub + hb][col] = (uint8_t)e8;
+        }
+      }
+      __syncthreads();
+      // Lanes 2i and 2i+1: the two 16-byte halves of column i's 32 bytes.
+      const int col = t >> 1, hb = t & 1;
+      const int64_t cc = c0 + col, rr = r0 + 32 * hb;
+      if (cc < p.k && rr < p.m) *reinterpret_cast<uint4 *>(p.col + cc * (p.m / 2) + rr / 2) = ccodes[hb][col];
+    }
+    if (sub + 1 < nsub) {
+      if (PREF) {
+#pragma unroll
+        for (int j = 0; j < 16; j++) w[j] = wn[j];
+      } else {
+        load_chunk<T>(p.in, p.m, p.k, p.vec, r + kXR, c, w);
+      }
+    }
+  }
+
+  if (COL) {
+    // The strip's columnwise scales: column cc's blocks j0 .. are consecutive
+    // bytes (compact layout; 4 at a time swizzled); thread t writes bytes
+    // 4·(t%4) .. +3 of column t/4 (+64 per pass).
+    const int64_t j0 = rs / 32;
+    const int64_t nj_all = p.m / 32 - j0;
+    const int nj = nj_all < 2 * fs ? (int)nj_all : 2 * fs;
+#pragma unroll
+    for (int pass = 0; pass < 2; pass++) {
+      const int col = 64 * pass + (t >> 2), wd = t & 3;
+      const int64_t cc = c0 + col, jb = j0 + 4 * wd;
+      if (cc < p.k && 4 * wd < nj) {
+        uint32_t word = (uint32_t)csc[4 * wd][col] | ((uint32_t)csc[4 * wd + 1][col] << 8) |
+                        ((uint32_t)csc[4 * wd + 2][col] << 16) | ((uint32_t)csc[4 * wd + 3][col] << 24);
+        uint8_t *dst = p.col_s.buf + p.col_s.index(cc, jb);
+        if (4 * wd + 4 <= nj && (jb & 3) == 0 && !p.col_s.j_major && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+          *reinterpret_cast<uint32_t *>(dst) = word;
+        } else {
+          for (int i = 0; i < 4 && 4 * wd + i < nj; i++) p.col_s.buf[p.col_s.index(cc, jb + i)] = (uint8_t)(word >> (8 * i));
+        }
+      }
+    }
+  }
+}
+
+// Launch variants (MINB, PREF) for the benchmark, as nvfp4.cu's:
+// LIBQUANT_MXFP4_VARIANT=1..4 for BF16 input; LIBQUANT_MXFP4_KERNEL=old keeps
+// the general kernel. Sub-tiles per CTA: 4, fewer where that would leave under
+// two CTAs per SM's worth of work.
+template <typename T, bool ROW, bool COL>
+bool launch_mx4_fast(const MxParams &p, cudaStream_t s) {
+  static int variant = -1, old = -1;
+  if (variant < 0) {
+    const char *e = getenv("LIBQUANT_MXFP4_VARIANT");
+    int v = e ? atoi(e) : 0;
+    variant = v >= 0 && v <= 4 ? v : 0;
+    e = getenv("LIBQUANT_MXFP4_KERNEL");
+    old = e != nullptr && strcmp(e, "old") == 0;
+  }
+  if (old || (p.row && !aligned16(p.row)) || (p.col && !aligned16(p.col))) return false;
+  int64_t tiles_r = ceil_div(p.m, kXR), tiles_c = ceil_div(p.k, kXC);
+  int fs = 4;
+  while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
+  unsigned g = (unsigned)(ceil_div(tiles_r, fs) * tiles_c);
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    switch (variant) {
+      case 1: mxfp4_fast_kernel<T, ROW, COL, 3, true><<<g, kThreads, 0, s>>>(p, fs); return true;
+      case 2: mxfp4_fast_kernel<T, ROW, COL, 4, true><<<g, kThreads, 0, s>>>(p, fs); return true;
+      case 3: mxfp4_fast_kernel<T, ROW, COL, 2, true><<<g, kThreads, 0, s>>>(p, fs); return true;
+      case 4: mxfp4_fast_kernel<T, ROW, COL, 5, false><<<g, kThreads, 0, s>>>(p, fs); return true;
+      default: break;
+    }
+  }
+  // Default (H100 run 3, 8192²): 4 CTAs/SM (64 registers), no prefetch.
+  mxfp4_fast_kernel<T, ROW, COL, 4, false><<<g, kThreads, 0, s>>>(p, fs);
+  return true;
+}
+
 // Launch policy, from the H100 measurements in bench/RESULTS.md: MXFP8 with
 // both directions runs a persistent grid (as many CTAs as fit walk all tiles,
 // prefetching: 88 % of copy against 73 % with one CTA per tile); one direction,
@@ -215,6 +432,9 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
 // the benchmark.
 template <typename T, int EL, bool ROW, bool COL>
 void launch_mx3(const MxParams &p, bool, unsigned grid, cudaStream_t s) {
+  if constexpr (EL == kE2M1 && sizeof(T) == 2) {
+    if (p.vec && launch_mx4_fast<T, ROW, COL>(p, s)) return;
+  }
   int64_t ntiles = grid;
   static int resident = 0;
   if (resident == 0) {

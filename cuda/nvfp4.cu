@@ -15,6 +15,9 @@
 // registers, columnwise (transposed, through the RHT when on) from shared
 // memory.
 #include <float.h>
+#include <stdlib.h>
+
+#include <type_traits>
 
 #include "common.cuh"
 
@@ -47,10 +50,10 @@ __device__ __forceinline__ float block_scale(const GlobalScale &g, float bamax, 
 
 // amaxBits over 16 values: NaN ignored.
 __device__ __forceinline__ uint32_t amax16(const float (&v)[16]) {
-  uint32_t m = 0;
+  float m = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 16; i++) m = amax_bits_nan_ignored(m, v[i]);
-  return m;
+  for (int i = 0; i < 16; i++) m = amax_f(m, v[i]);
+  return __float_as_uint(m);
 }
 
 struct SR {
@@ -163,12 +166,28 @@ struct NvParams {
   int64_t m, k;
   uint8_t *row, *col;
   ScaleBuf row_s, col_s;
-  const float *row_amax, *col_amax;
+  const float *row_amax, *col_amax;  // where each direction's global amax is read
+  // Scalar copies the kernel makes (CTA 0, thread 0) instead of separate
+  // cudaMemcpyAsync calls: amax_dst[i] = *amax_src[i] where amax_dst[i] is set.
+  float *amax_dst[2];
+  const float *amax_src[2];
   uint32_t mask;
   int rht;
-  int vec;  // the input is 16-byte aligned: vector loads
+  int vec;     // the input is 16-byte aligned: vector loads
+  int row16;   // rowwise data rows are 16-byte aligned (k % 32 == 0, aligned base)
+  int col16;   // columnwise data rows are 16-byte aligned (m % 32 == 0, aligned base)
+  int fs;      // fast kernel: 64-row sub-tiles per CTA (1 .. kFS)
+  int row_s2;  // the rowwise scale buffer is 2-byte aligned
+  int col_s4;  // the columnwise scale buffer is 4-byte aligned
   SR sr;
 };
+
+__device__ __forceinline__ void copy_scalars(const NvParams &p) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (p.amax_dst[0]) *p.amax_dst[0] = *p.amax_src[0];
+    if (p.amax_dst[1]) *p.amax_dst[1] = *p.amax_src[1];
+  }
+}
 
 // Loads 16 input elements as float32 (vector loads when aligned).
 template <typename T>
@@ -192,6 +211,7 @@ __device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
 template <typename T, bool ROW, bool COL, bool SRON, bool RHT>
 __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
   __shared__ float tile[kTileR * kStride];
+  copy_scalars(p);
   const T *x = (const T *)p.in;
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
   int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
@@ -258,6 +278,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
   __shared__ uint32_t bam[kTileR][kTileC / 16];
   __shared__ uint64_t codes[kTileR][kTileC / 16];
   __shared__ uint8_t tcode[kTileR / 16][kTileC / 16];
+  copy_scalars(p);
   const T *x = (const T *)p.in;
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
   int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
@@ -310,6 +331,279 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
       for (int i = 0; i < 16; i++) q |= ((codes[16 * lb + i][lc / 16] >> (4 * (lc % 16))) & 0xFull) << (4 * i);
       *reinterpret_cast<uint2 *>(p.col + c * (p.m / 2) + rb * 8) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
       p.col_s.buf[p.col_s.index(c, rb)] = tcode[lb][lc / 16];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Round-to-nearest without the RHT, 16-bit inputs (BF16, FP16): the fast
+// kernel. Same bytes as nvfp4_1d_kernel / nvfp4_2d_kernel (which still serve
+// FP32 input, the RHT and stochastic rounding), fewer instructions:
+//   - block amaxes from the raw 16-bit words: |bits| (one LOP3 per pair) and an
+//     unsigned 16x2 max (max.u16x2, one per pair) give max |x| and, at the same
+//     time, whether the block holds a NaN (a magnitude above the Inf pattern);
+//   - the E2M1 encode is lq_e2m1_fast (e2m1.h: three FMA-pipe ops and two
+//     min per element), taken for blocks with no NaN and fl(bamax · enc) < 7;
+//     other blocks use lq_e2m1 exactly as before;
+//   - enc_b comes from a 128-entry table per CTA (one IEEE reciprocal per
+//     E4M3 code instead of one per block);
+//   - the transpose goes through shared memory as raw 16-bit values (16 KB per
+//     64×128 tile, swizzled so that neither side has bank conflicts), each
+//     thread taking a column pair so that one 16x2 max serves both columns.
+// ---------------------------------------------------------------------------
+
+// Σ_i 0x4B000000·16^i mod 2^32 over 8 nibbles: what lq_e2m1_mag_m's bias adds
+// to a packed word of 8 codes.
+constexpr uint32_t pack_bias() {
+  uint32_t k = 0;
+  for (int i = 0; i < 8; i++) k += LQ_E2M1_M_BITS << (4 * i);
+  return k;
+}
+constexpr uint32_t kPackBias = pack_bias();
+
+// lq_e2m1_fast of v[i]·enc for 16 values, element i in bits 4i. The caller
+// checked: no NaN among v, and fl(max |v| · enc) < 7.
+__device__ __forceinline__ uint64_t encode16_fast(const float (&v)[16], float enc) {
+  uint32_t h[2] = {0u, 0u};
+#pragma unroll
+  for (int i = 0; i < 16; i++) {
+    float y = __fmul_rn(v[i], enc);
+    uint32_t m = __float_as_uint(lq_e2m1_mag_m(fabsf(y)));
+    uint32_t s = __float_as_uint(y) >> 31;
+    h[i >> 3] += (m << (4 * (i & 7))) + (s << (4 * (i & 7) + 3));
+  }
+  return (uint64_t)(h[0] - kPackBias) | ((uint64_t)(h[1] - kPackBias) << 32);
+}
+
+// One block: fast encode, or lq_e2m1 where the block has a NaN or large |y|.
+__device__ __forceinline__ uint64_t encode16_rn(const float (&v)[16], float enc, float bamax, bool nan) {
+  if (!nan && __fmul_rn(bamax, enc) < 7.0f) return encode16_fast(v, enc);
+  return encode16<false>(v, enc, make_uint4(0, 0, 0, 0));
+}
+
+// S_enc (GlobalEncodeScale).
+__device__ __forceinline__ float global_s_enc(float amax) {
+  float s = __fdiv_rn(2688.0f, amax);
+  if (!(s <= FLT_MAX)) s = FLT_MAX;
+  if (amax == 0.0f || s == 0.0f) s = 1.0f;
+  return s;
+}
+
+// enc_b of E4M3 scale code c (blockScale's second half).
+__device__ __forceinline__ float enc_of_code(uint32_t c, float s_dec) {
+  float enc = __frcp_rn(__fmul_rn(fp8_decode<Fp8::E4M3>((uint8_t)c), s_dec));
+  return enc > FLT_MAX ? FLT_MAX : enc;
+}
+
+// The fast kernel's CTA walks a strip of up to kFS sub-tiles of 64 rows × 128
+// columns (by default it loads the next sub-tile after finishing the current
+// one and keeps 4 CTAs per SM; see launch_fast for the measured variants). Stores are arranged so that each warp instruction writes
+// whole 32-byte sectors (H100 run 1: the columnwise pass with 8-byte stores of
+// lanes in different rows ran at half the rowwise pass's speed): transposed
+// codes are staged in shared memory and written 16 bytes a lane, two lanes per
+// 32-byte run; the columnwise scales of the strip (4·kFS bytes per column) are
+// written once, at the end, 8 lanes per column.
+constexpr int kFR = 64, kFC = 128, kFS = 8;
+
+// MINB: CTAs per SM the register allocation must allow (launch bounds);
+// PREF: load the next sub-tile while working on this one (else after it).
+template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF>
+__global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) {
+  using R = Raw16<T>;
+  constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
+  __shared__ __align__(16) uint16_t tile[COL ? kFR * kFC : 8];
+  __shared__ float enc_tab[2][128];
+  __shared__ uint32_t red[TWO_D ? kThreads / 32 : 1][8];
+  __shared__ __align__(16) uint2 ccodes[COL ? 4 : 1][kCS];              // [row block][column]: 16 codes
+  __shared__ __align__(4) uint8_t csc[COL ? 4 * kFS : 1][kFC + 4];       // [row block in strip][column]
+  copy_scalars(p);
+  const int t = threadIdx.x;
+  const int64_t tiles_c = (p.k + kFC - 1) / kFC;
+  const int64_t rs = (int64_t)(blockIdx.x / tiles_c) * (kFR * p.fs), c0 = (int64_t)(blockIdx.x % tiles_c) * kFC;
+  const int64_t rows_left = p.m - rs;
+  const int nsub = rows_left >= kFR * p.fs ? p.fs : (int)((rows_left + kFR - 1) / kFR);
+
+  // Row phase: thread t holds row lr = t/4 of the sub-tile, columns 32q ..
+  // 32q+31 (q = t%4): blocks 2q and 2q+1, w[0..7] and w[8..15], pairs of
+  // elements.
+  const int lr = t >> 2, q = t & 3;
+  const int64_t c = c0 + 32 * q;
+  uint32_t w[16], wn[16];
+  load_chunk<T>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
+
+  // Global scales and the enc_b tables (rowwise in [0], columnwise in [1]).
+  const float s_row = global_s_enc(*(ROW ? p.row_amax : p.col_amax));
+  const float s_col = (COL && !TWO_D) ? global_s_enc(*p.col_amax) : s_row;
+  const float sd6_row = __fmul_rn(s_row, __uint_as_float(0x3E2AAAABu));
+  const float sd6_col = __fmul_rn(s_col, __uint_as_float(0x3E2AAAABu));
+  {
+    float s = t < 128 ? s_row : s_col;
+    enc_tab[t >> 7][t & 127] = enc_of_code(t & 127, (float)(1.0 / (double)s));
+  }
+
+  for (int sub = 0; sub < nsub; sub++) {
+    const int64_t r0 = rs + (int64_t)sub * kFR, r = r0 + lr;
+    const bool b0 = r < p.m && c < p.k, b1 = r < p.m && c + 16 < p.k;
+    if (PREF && sub + 1 < nsub) load_chunk<T>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
+
+    // The raw sub-tile into shared memory for the columnwise pass.
+    if (COL) store_chunk_swz(tile, lr, q, w);
+
+    // Row blocks: amax (NaN ignored) and NaN flags.
+    float bam[2];
+    bool bnan[2];
+#pragma unroll
+    for (int b = 0; b < 2; b++) {
+      uint32_t m16 = mag16(&w[8 * b]);
+      bnan[b] = m16 > R::kInf;
+      if (bnan[b]) {
+        float v[16];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          v[2 * j] = R::lo(w[8 * b + j]);
+          v[2 * j + 1] = R::hi(w[8 * b + j]);
+        }
+        bam[b] = __uint_as_float(amax16(v));
+      } else {
+        bam[b] = R::mag(m16);
+      }
+    }
+    if (TWO_D) {
+      // 16×16 tiles: the 16 rows of one are lanes with the same q in two
+      // consecutive warps.
+      uint32_t m0 = __float_as_uint(bam[0]), m1 = __float_as_uint(bam[1]);
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {
+        m0 = max(m0, __shfl_xor_sync(0xFFFFFFFFu, m0, o));
+        m1 = max(m1, __shfl_xor_sync(0xFFFFFFFFu, m1, o));
+      }
+      if ((t & 31) < 4) {
+        red[t >> 5][2 * q] = m0;
+        red[t >> 5][2 * q + 1] = m1;
+      }
+    }
+    if (COL || TWO_D || sub == 0) __syncthreads();  // the tile, red; enc_tab the first time
+
+    // Rowwise: 16 bytes of codes and 2 scale bytes per thread.
+    if (ROW && b0) {
+      uint32_t code[2] = {0, 0};
+      uint64_t qd[2] = {0, 0};
+#pragma unroll
+      for (int b = 0; b < 2; b++) {
+        if (b == 1 && !b1) break;
+        float scale_amax = bam[b];
+        if (TWO_D) {
+          int wt = 2 * (lr >> 4);
+          scale_amax = __uint_as_float(max(red[wt][2 * q + b], red[wt + 1][2 * q + b]));
+        }
+        code[b] = fp8<Fp8::E4M3>(__fmul_rn(scale_amax, sd6_row));
+        float enc = enc_tab[0][code[b] & 127];
+        float v[16];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          v[2 * j] = R::lo(w[8 * b + j]);
+          v[2 * j + 1] = R::hi(w[8 * b + j]);
+        }
+        qd[b] = encode16_rn(v, enc, bam[b], bnan[b]);
+      }
+      uint8_t *drow = p.row + r * (p.k / 2) + c / 2;
+      if (b1 && p.row16) {
+        *reinterpret_cast<uint4 *>(drow) =
+            make_uint4((uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+      } else {
+        *reinterpret_cast<uint2 *>(drow) = make_uint2((uint32_t)qd[0], (uint32_t)(qd[0] >> 32));
+        if (b1) *reinterpret_cast<uint2 *>(drow + 8) = make_uint2((uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+      }
+      int64_t si = p.row_s.index(r, c / 16);
+      if (b1 && p.row_s2) {
+        *reinterpret_cast<uint16_t *>(p.row_s.buf + si) = (uint16_t)(code[0] | (code[1] << 8));
+      } else {
+        p.row_s.buf[si] = (uint8_t)code[0];
+        if (b1) p.row_s.buf[p.row_s.index(r, c / 16 + 1)] = (uint8_t)code[1];
+      }
+    }
+
+    if (COL) {
+      // Thread t: columns 2pp and 2pp+1 of the sub-tile, rows 16·rb ..
+      // 16·rb+15; codes to ccodes, scales to csc.
+      const int pp = t & 63, rb = t >> 6;
+      if (c0 + 2 * pp < p.k && r0 + 16 * rb < p.m) {
+        uint32_t wc[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&tile[swz(16 * rb + i, 2 * pp)]);
+        uint32_t mm = wc[0] & 0x7FFF7FFFu;
+#pragma unroll
+        for (int i = 1; i < 16; i++) mm = vmax_u16x2(mm, wc[i] & 0x7FFF7FFFu);
+        uint64_t qd[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          uint32_t m16 = h == 0 ? (mm & 0xFFFFu) : (mm >> 16);
+          float v[16];
+#pragma unroll
+          for (int i = 0; i < 16; i++) v[i] = h == 0 ? R::lo(wc[i]) : R::hi(wc[i]);
+          bool nan = m16 > R::kInf;
+          float bamax = nan ? __uint_as_float(amax16(v)) : R::mag(m16);
+          float scale_amax = bamax;
+          if (TWO_D) {
+            int cb = (2 * pp) >> 4;
+            scale_amax = __uint_as_float(max(red[2 * rb][cb], red[2 * rb + 1][cb]));
+          }
+          uint32_t code = fp8<Fp8::E4M3>(__fmul_rn(scale_amax, sd6_col));
+          float enc = enc_tab[TWO_D ? 0 : 1][code & 127];
+          qd[h] = encode16_rn(v, enc, bamax, nan);
+          csc[4 * sub + rb][2 * pp + h] = (uint8_t)code;
+        }
+        *reinterpret_cast<uint4 *>(&ccodes[rb][2 * pp]) =
+            make_uint4((uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+      }
+      __syncthreads();
+      // Thread t: column t/2 of the sub-tile, row blocks 2·(t%2) and
+      // 2·(t%2)+1: lanes 2i and 2i+1 write one 32-byte run of the column.
+      const int col = t >> 1, hh = t & 1;
+      const int64_t cc = c0 + col, rr = r0 + 32 * hh;
+      if (cc < p.k && rr < p.m) {
+        uint2 a = ccodes[2 * hh][col], b = ccodes[2 * hh + 1][col];
+        uint8_t *d = p.col + cc * (p.m / 2) + (rr / 16) * 8;
+        if (rr + 32 <= p.m && p.col16) {
+          *reinterpret_cast<uint4 *>(d) = make_uint4(a.x, a.y, b.x, b.y);
+        } else {
+          *reinterpret_cast<uint2 *>(d) = a;
+          if (rr + 16 < p.m) *reinterpret_cast<uint2 *>(d + 8) = b;
+        }
+      }
+    }
+    if (TWO_D && !COL) __syncthreads();  // red is rewritten next round
+    if (sub + 1 < nsub) {
+      if (PREF) {
+#pragma unroll
+        for (int j = 0; j < 16; j++) w[j] = wn[j];
+      } else {
+        load_chunk<T>(p.in, p.m, p.k, p.vec, r + kFR, c, w);
+      }
+    }
+  }
+
+  if (COL) {
+    // The strip's columnwise scales: column c0 + col's row blocks rs/16 ..
+    // are consecutive bytes in the compact layout (and 4 at a time in the
+    // swizzled one); thread t writes bytes 4·(t%8) .. +3 of column t/8 (+32
+    // per pass), 8 lanes per 32-byte run.
+    const int64_t rb0 = rs / 16;
+    const int64_t nrb_all = p.m / 16 - rb0;
+    const int nrb = nrb_all < 4 * p.fs ? (int)nrb_all : 4 * p.fs;
+#pragma unroll
+    for (int pass = 0; pass < kFC / 32; pass++) {
+      const int col = 32 * pass + (t >> 3), wd = t & 7;  // 8 words cover kFS = 8 sub-tiles
+      const int64_t cc = c0 + col;
+      if (cc < p.k && 4 * wd < nrb) {
+        uint32_t word = (uint32_t)csc[4 * wd][col] | ((uint32_t)csc[4 * wd + 1][col] << 8) |
+                        ((uint32_t)csc[4 * wd + 2][col] << 16) | ((uint32_t)csc[4 * wd + 3][col] << 24);
+        if (4 * wd + 4 <= nrb && p.col_s4) {
+          *reinterpret_cast<uint32_t *>(p.col_s.buf + p.col_s.index(cc, rb0 + 4 * wd)) = word;
+        } else {
+          for (int i = 0; i < 4 && 4 * wd + i < nrb; i++) p.col_s.buf[p.col_s.index(cc, rb0 + 4 * wd + i)] = (uint8_t)(word >> (8 * i));
+        }
+      }
     }
   }
 }
@@ -405,8 +699,79 @@ int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t 
   return QUANT_OK;
 }
 
+// LIBQUANT_NVFP4_KERNEL=old keeps round-to-nearest on the general kernels (for
+// the benchmark's before/after rows); read once.
+bool fast_kernel_allowed() {
+  static int allowed = -1;
+  if (allowed < 0) {
+    const char *e = getenv("LIBQUANT_NVFP4_KERNEL");
+    allowed = !(e != nullptr && strcmp(e, "old") == 0);
+  }
+  return allowed != 0;
+}
+
+// Sub-tiles per CTA of the fast kernel: LIBQUANT_NVFP4_STRIP (1..8, for the
+// benchmark), else kStripDefault; fewer where that would leave under two
+// CTAs per SM's worth of work.
+constexpr int kStripDefault = 4;
+int strip_subtiles(int64_t m, int64_t k) {
+  static int env = -1;
+  if (env < 0) {
+    const char *e = getenv("LIBQUANT_NVFP4_STRIP");
+    int v = e ? atoi(e) : 0;
+    env = v >= 1 && v <= kFS ? v : 0;
+  }
+  int fs = env ? env : kStripDefault;
+  int64_t tiles_r = ceil_div(m, kFR), tiles_c = ceil_div(k, kFC);
+  while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
+  return fs;
+}
+
+// Launch variants of the fast kernel (MINB, PREF), for the benchmark:
+// LIBQUANT_NVFP4_VARIANT=1..4 picks one for BF16 input; the default is
+// variant 0 (kFastMinB, kFastPref). H100 run 3, 8192² BF16 (ms, row / col /
+// both): (2, prefetch: 104-127 registers, 2 CTAs/SM) 0.126 / 0.139 / 0.176;
+// (3, prefetch) 0.117 / 0.128 / 0.162; (4, prefetch: small spills) 0.115 /
+// 0.129 / 0.166; (4, no prefetch: 64 registers, no spills) 0.112 / 0.121 /
+// 0.153; (5, no prefetch: spills) 0.112 / 0.131 / 0.173. Occupancy beats the
+// register prefetch here.
+constexpr int kFastMinB = 4;
+constexpr bool kFastPref = false;
+int fast_variant(const char *var) {
+  const char *e = getenv(var);
+  int v = e ? atoi(e) : 0;
+  return v >= 0 && v <= 4 ? v : 0;
+}
+
+template <typename T, bool ROW, bool COL, bool TWO_D>
+void launch_fast(const NvParams &q, unsigned g, cudaStream_t s) {
+  static int variant = -1;
+  if (variant < 0) variant = fast_variant("LIBQUANT_NVFP4_VARIANT");
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    switch (variant) {
+      case 1: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 3, true><<<g, kThreads, 0, s>>>(q); return;
+      case 2: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 4, true><<<g, kThreads, 0, s>>>(q); return;
+      case 3: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 2, true><<<g, kThreads, 0, s>>>(q); return;
+      case 4: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 5, false><<<g, kThreads, 0, s>>>(q); return;
+      default: break;
+    }
+  }
+  nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref><<<g, kThreads, 0, s>>>(q);
+}
+
 template <typename T, bool ROW, bool COL, bool SRON>
 void launch_nv4(const NvParams &p, bool rht, bool two_d, unsigned grid, cudaStream_t s) {
+  constexpr bool k16 = sizeof(T) == 2;
+  if (k16 && !SRON && !rht && fast_kernel_allowed()) {
+    if constexpr (k16 && !SRON) {
+      NvParams q = p;
+      q.fs = strip_subtiles(p.m, p.k);
+      unsigned g = (unsigned)(ceil_div(p.m, kFR * q.fs) * ceil_div(p.k, kFC));
+      if (two_d) launch_fast<T, ROW, COL, true>(q, g, s);
+      else launch_fast<T, ROW, COL, false>(q, g, s);
+      return;
+    }
+  }
   if (two_d) nvfp4_2d_kernel<T, ROW, COL, SRON><<<grid, kThreads, 0, s>>>(p);
   else if (rht) nvfp4_1d_kernel<T, ROW, COL, SRON, true><<<grid, kThreads, 0, s>>>(p);
   else nvfp4_1d_kernel<T, ROW, COL, SRON, false><<<grid, kThreads, 0, s>>>(p);
@@ -526,6 +891,16 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   if (has_col && sp.rht && t != InType::BF16) return rht_dtype_error(err);
   cudaStream_t s = stream_of(a->stream);
   // Global amaxes (amaxes in kernels.go), into the storages' amax buffers.
+  // Where a direction's amax is a copy (of the caller's, or of the other
+  // direction's), the quantize kernel reads it from the source and makes the
+  // copy itself: one CUDA call fewer each.
+  NvParams p{};
+  int ncopy = 0;
+  auto copy_amax = [&](float *dst, const float *src) {
+    p.amax_dst[ncopy] = dst;
+    p.amax_src[ncopy] = src;
+    ncopy++;
+  };
   if (a->amax_in.data != nullptr) {
     LQ_TRY(check_device(a->amax_in, "options.amax", err));
     if (numel(a->amax_in) != 2 || !dtype_is(a->amax_in.dtype, kDLFloat, 32))
@@ -533,19 +908,45 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
     const float *in = (const float *)a->amax_in.data;
     const float *row_src = in, *col_src = in + 1;
     if (sp.two_d) row_src = col_src = has_row ? in : in + 1;
-    if (has_row) LQ_CUDA(cudaMemcpyAsync(row.amax, row_src, 4, cudaMemcpyDeviceToDevice, s), "copying the rowwise amax");
-    if (has_col) LQ_CUDA(cudaMemcpyAsync(col.amax, col_src, 4, cudaMemcpyDeviceToDevice, s), "copying the columnwise amax");
-  } else {
-    if (has_row) LQ_TRY(global_amax(a->input, t, row.amax, s, err));
-    if (has_col) {
-      if (sp.rht) LQ_TRY(rht_amax(a->input, sp.mask, col.amax, s, err));
-      else if (has_row) LQ_CUDA(cudaMemcpyAsync(col.amax, row.amax, 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
-      else LQ_TRY(global_amax(a->input, t, col.amax, s, err));
+    if (has_row) {
+      copy_amax(row.amax, row_src);
+      p.row_amax = row_src;
     }
+    if (has_col) {
+      copy_amax(col.amax, col_src);
+      p.col_amax = col_src;
+    }
+  } else {
+    if (has_row) {
+      LQ_TRY(global_amax(a->input, t, row.amax, s, err));
+      p.row_amax = row.amax;
+    }
+    if (has_col) {
+      p.col_amax = col.amax;
+      if (sp.rht) LQ_TRY(rht_amax(a->input, sp.mask, col.amax, s, err));
+      else if (has_row) {
+        copy_amax(col.amax, row.amax);
+        p.col_amax = row.amax;
+      } else LQ_TRY(global_amax(a->input, t, col.amax, s, err));
+    }
+  }
+  // A copy whose destination is where the kernel reads an amax (a caller's
+  // amax array over the storage's own buffers) keeps the old order: copies
+  // first, as separate calls.
+  bool alias = false;
+  for (int i = 0; i < ncopy; i++)
+    alias |= p.amax_dst[i] != p.amax_src[i] && (p.amax_dst[i] == p.row_amax || p.amax_dst[i] == p.col_amax);
+  if (alias) {
+    for (int i = 0; i < ncopy; i++) {
+      LQ_CUDA(cudaMemcpyAsync(p.amax_dst[i], p.amax_src[i], 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
+      p.amax_dst[i] = nullptr;
+    }
+    ncopy = 0;
+    p.row_amax = has_row ? row.amax : nullptr;
+    p.col_amax = has_col ? col.amax : nullptr;
   }
   if (has_row && row.padded) LQ_CUDA(cudaMemsetAsync(row.s.buf, 0, row.scale_bytes, s), "zeroing rowwise scale padding");
   if (has_col && col.padded) LQ_CUDA(cudaMemsetAsync(col.s.buf, 0, col.scale_bytes, s), "zeroing columnwise scale padding");
-  NvParams p{};
   p.in = a->input.data;
   p.m = m;
   p.k = k;
@@ -553,8 +954,10 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   p.col = col.data;
   p.row_s = row.s;
   p.col_s = col.s;
-  p.row_amax = row.amax;
-  p.col_amax = col.amax;
+  p.row16 = k % 32 == 0 && aligned16(row.data);
+  p.col16 = m % 32 == 0 && aligned16(col.data);
+  p.row_s2 = (reinterpret_cast<uintptr_t>(row.s.buf) & 1) == 0;
+  p.col_s4 = (reinterpret_cast<uintptr_t>(col.s.buf) & 3) == 0;
   p.mask = sp.mask;
   p.rht = sp.rht;
   uint64_t seed = a->params->seed, off = a->params->offset;
@@ -562,7 +965,11 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   p.sr.off0 = (uint32_t)off;
   p.sr.off1 = (uint32_t)(off >> 32);
   int64_t tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
-  if (tiles == 0) return QUANT_OK;
+  if (tiles == 0) {
+    for (int i = 0; i < ncopy; i++)
+      LQ_CUDA(cudaMemcpyAsync(p.amax_dst[i], p.amax_src[i], 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
+    return QUANT_OK;
+  }
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
   bool vec = aligned16(a->input.data);
   p.vec = vec;
