@@ -80,4 +80,24 @@ CHECK_UNUSED static quant_quantizer_config check_config(const char *format) {
   return c;
 }
 
+/* Whether a loaded plugin provides CUDA kernels: tests whose expectation is
+ * "no GPU" (QUANT_ERROR_DEVICE_UNAVAILABLE) apply only without one. */
+CHECK_UNUSED static int check_have_cuda_plugin(void) {
+  size_t n = 0, i, k;
+  if (quant_plugin_count(&n) != QUANT_OK) return 0;
+  for (i = 0; i < n; i++) {
+    quant_plugin_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (quant_plugin_get_info(i, &info) != QUANT_OK || info.status != QUANT_OK) continue;
+    for (k = 0; k < info.num_kernels; k++) {
+      quant_plugin_kernel_info ki;
+      memset(&ki, 0, sizeof ki);
+      ki.struct_size = sizeof ki;
+      if (quant_plugin_get_kernel(i, k, &ki) == QUANT_OK && ki.device_type == kDLCUDA) return 1;
+    }
+  }
+  return 0;
+}
+
 #endif

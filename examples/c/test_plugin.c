@@ -21,25 +21,6 @@ static size_t plugin_count(void) {
 
 /* Whether a loaded plugin provides CUDA kernels (the device machine has
  * libquant_cuda.so next to libquant.so). */
-static int have_cuda_plugin(void) {
-  size_t n = plugin_count(), i, k;
-  for (i = 0; i < n; i++) {
-    quant_plugin_info info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    EXPECT_OK(quant_plugin_get_info(i, &info));
-    if (info.status != QUANT_OK) continue;
-    for (k = 0; k < info.num_kernels; k++) {
-      quant_plugin_kernel_info ki;
-      memset(&ki, 0, sizeof ki);
-      ki.struct_size = sizeof ki;
-      EXPECT_OK(quant_plugin_get_kernel(i, k, &ki));
-      if (ki.device_type == kDLCUDA) return 1;
-    }
-  }
-  return 0;
-}
-
 /* The CPU path works: an fp8 quantize of a small tensor. */
 static void check_cpu_path(void) {
   float x[64];
@@ -165,7 +146,7 @@ int main(void) {
   check_cpu_path();
 
   /* A CUDA tensor without a CUDA plugin: the device is not available. */
-  if (!have_cuda_plugin()) {
+  if (!check_have_cuda_plugin()) {
     gpu = check_tensor((void *)(uintptr_t)0x1000, kDLFloat, 32, 2, shape);
     gpu.device.device_type = kDLCUDA;
     EXPECT_OK(quant_quantizer_create(&cfg, &q));
