@@ -147,55 +147,11 @@ func rhtChunk(h *[16]uint16, signs *[16]float64, out *[16]uint16) {
 		rhtChunkOrdered(h, signs, out)
 		return
 	}
-	x0 := float64(math.Float32frombits(uint32(h[0])<<16)) * signs[0]
-	x1 := float64(math.Float32frombits(uint32(h[1])<<16)) * signs[1]
-	x2 := float64(math.Float32frombits(uint32(h[2])<<16)) * signs[2]
-	x3 := float64(math.Float32frombits(uint32(h[3])<<16)) * signs[3]
-	x4 := float64(math.Float32frombits(uint32(h[4])<<16)) * signs[4]
-	x5 := float64(math.Float32frombits(uint32(h[5])<<16)) * signs[5]
-	x6 := float64(math.Float32frombits(uint32(h[6])<<16)) * signs[6]
-	x7 := float64(math.Float32frombits(uint32(h[7])<<16)) * signs[7]
-	x8 := float64(math.Float32frombits(uint32(h[8])<<16)) * signs[8]
-	x9 := float64(math.Float32frombits(uint32(h[9])<<16)) * signs[9]
-	x10 := float64(math.Float32frombits(uint32(h[10])<<16)) * signs[10]
-	x11 := float64(math.Float32frombits(uint32(h[11])<<16)) * signs[11]
-	x12 := float64(math.Float32frombits(uint32(h[12])<<16)) * signs[12]
-	x13 := float64(math.Float32frombits(uint32(h[13])<<16)) * signs[13]
-	x14 := float64(math.Float32frombits(uint32(h[14])<<16)) * signs[14]
-	x15 := float64(math.Float32frombits(uint32(h[15])<<16)) * signs[15]
-	x0, x1 = x0+x1, x0-x1
-	x2, x3 = x2+x3, x2-x3
-	x4, x5 = x4+x5, x4-x5
-	x6, x7 = x6+x7, x6-x7
-	x8, x9 = x8+x9, x8-x9
-	x10, x11 = x10+x11, x10-x11
-	x12, x13 = x12+x13, x12-x13
-	x14, x15 = x14+x15, x14-x15
-	x0, x2 = x0+x2, x0-x2
-	x1, x3 = x1+x3, x1-x3
-	x4, x6 = x4+x6, x4-x6
-	x5, x7 = x5+x7, x5-x7
-	x8, x10 = x8+x10, x8-x10
-	x9, x11 = x9+x11, x9-x11
-	x12, x14 = x12+x14, x12-x14
-	x13, x15 = x13+x15, x13-x15
-	x0, x4 = x0+x4, x0-x4
-	x1, x5 = x1+x5, x1-x5
-	x2, x6 = x2+x6, x2-x6
-	x3, x7 = x3+x7, x3-x7
-	x8, x12 = x8+x12, x8-x12
-	x9, x13 = x9+x13, x9-x13
-	x10, x14 = x10+x14, x10-x14
-	x11, x15 = x11+x15, x11-x15
-	x0, x8 = x0+x8, x0-x8
-	x1, x9 = x1+x9, x1-x9
-	x2, x10 = x2+x10, x2-x10
-	x3, x11 = x3+x11, x3-x11
-	x4, x12 = x4+x12, x4-x12
-	x5, x13 = x5+x13, x5-x13
-	x6, x14 = x6+x14, x6-x14
-	x7, x15 = x7+x15, x7-x15
-	z := [16]float64{x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15}
+	var z [16]float64
+	for i, b := range h {
+		z[i] = float64(math.Float32frombits(uint32(b)<<16)) * signs[i]
+	}
+	fwht16(&z)
 	for i, y := range z {
 		out[i] = bf16Out(y * 0.25) // the factor is exact
 	}
