@@ -84,3 +84,36 @@ func Adversarial(n int, seed uint64) []float32 {
 	}
 	return out
 }
+
+// BenchQuantize re-quantizes in into one tensor b.N times (buffers reused, as a
+// training step does) and reports GB/s on the minimum bytes: the input read
+// once plus every output buffer of every produced direction written once.
+func BenchQuantize(b *testing.B, in host.Tensor, p host.Params, usage host.Usage) {
+	b.Helper()
+	q, err := host.NewQuantizer(p, usage)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Release()
+	layout, err := q.Layout(in.Shape)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bytes := in.Bytes()
+	for _, l := range layout {
+		bytes += l.Bytes()
+	}
+	t, err := q.Quantize(in, host.QuantizeOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer t.Free()
+	b.SetBytes(bytes)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := q.QuantizeInto(in, host.QuantizeOptions{}, t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+}

@@ -22,34 +22,6 @@ func BenchmarkQuantize(b *testing.B) {
 		{"fp8_current_e4m3/both", host.Params{Format: "fp8"}, host.BothUsages},
 		{"fp8_delayed_e4m3/both", host.Params{Format: "fp8", Scaling: host.ScalingDelayed}, host.BothUsages},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			q, err := host.NewQuantizer(c.p, c.usage)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer q.Release()
-			qt, err := q.Quantize(in, host.QuantizeOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer qt.Free()
-			var outBytes int64
-			for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
-				if st, ok := qt.Storage(d); ok {
-					for _, buf := range st.Buffers {
-						outBytes += buf.Bytes()
-					}
-				}
-			}
-			bytes := in.Bytes() + outBytes
-			b.SetBytes(bytes)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := q.QuantizeInto(in, host.QuantizeOptions{}, qt); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		})
+		b.Run(c.name, func(b *testing.B) { tu.BenchQuantize(b, in, c.p, c.usage) })
 	}
 }

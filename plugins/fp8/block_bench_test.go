@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"libquant/host"
+	tu "libquant/internal/testutil"
 )
 
 // BenchmarkQuantize/fp8_block_<1d|2d>_<direction>: 4096×4096 BF16, GB/s =
@@ -24,31 +25,7 @@ func BenchmarkQuantize(b *testing.B) {
 		}{{"rowwise", host.Rowwise}, {"columnwise", host.Columnwise}, {"both", host.BothUsages}} {
 			name := map[int32]string{1: "fp8_block_1d_", 2: "fp8_block_2d_"}[dims] + u.name
 			b.Run(name, func(b *testing.B) {
-				q, err := host.NewQuantizer(host.Params{Format: NameBlock, BlockDims: dims}, u.usage)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer q.Release()
-				layout, err := q.Layout(in.Shape)
-				if err != nil {
-					b.Fatal(err)
-				}
-				bytes := in.Bytes()
-				for _, l := range layout {
-					bytes += l.Bytes()
-				}
-				t, err := q.Quantize(in, host.QuantizeOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer t.Free()
-				b.ResetTimer()
-				for b.Loop() {
-					if err := q.QuantizeInto(in, host.QuantizeOptions{}, t); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				tu.BenchQuantize(b, in, host.Params{Format: NameBlock, BlockDims: dims}, u.usage)
 			})
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
-	"libquant/internal/numeric"
+	tu "libquant/internal/testutil"
 )
 
 var cpu = host.Device{Type: host.CPU}
@@ -19,28 +19,7 @@ var cpu = host.Device{Type: host.CPU}
 // and returns it with the exact values it holds.
 func newInput(t testing.TB, dt host.DType, m, k int, vals []float32) (host.Tensor, []float32) {
 	t.Helper()
-	in, err := host.AllocTensor(cpu, dt, []int64{int64(m), int64(k)}, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { host.FreeTensor(in, 0) })
-	held := make([]float32, len(vals))
-	switch dt {
-	case host.Float32:
-		copy(in.Float32s(), vals)
-		copy(held, vals)
-	case host.BFloat16:
-		for i, v := range vals {
-			h := numeric.Float32ToBF16(v)
-			in.Uint16s()[i] = h
-			held[i] = math.Float32frombits(uint32(h) << 16)
-		}
-	case host.Float16:
-		for i, v := range vals {
-			h := numeric.Float32ToFP16(v)
-			in.Uint16s()[i] = h
-			held[i] = numeric.FP16ToFloat32(h)
-		}
-	}
-	return in, held
+	return tu.Input(t, dt, vals, int64(m), int64(k))
 }
 
 const guardLen, garbage = 64, 0xA5

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"libquant/host"
+	tu "libquant/internal/testutil"
 )
 
 // benchInput is a 4096×4096 BF16 tensor of normal values.
@@ -17,37 +18,6 @@ func benchInput(b *testing.B) host.Tensor {
 	}
 	in, _ := newInput(b, host.BFloat16, m, k, x)
 	return in
-}
-
-// runQuantizeBench re-quantizes in into one tensor b.N times through the host
-// (buffers reused) and reports GB/s: input bytes plus every output byte
-// (data and scales of each direction) over the time.
-func runQuantizeBench(b *testing.B, in host.Tensor, p host.Params, usage host.Usage) {
-	q, err := host.NewQuantizer(p, usage)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer q.Release()
-	layout, err := q.Layout(in.Shape)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bytes := in.Bytes()
-	for _, l := range layout {
-		bytes += l.Bytes()
-	}
-	t, err := q.Quantize(in, host.QuantizeOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer t.Free()
-	b.ResetTimer()
-	for b.Loop() {
-		if err := q.QuantizeInto(in, host.QuantizeOptions{}, t); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
 
 var benchUsages = []struct {
@@ -68,7 +38,7 @@ func BenchmarkQuantize(b *testing.B) {
 		{"mxfp4", host.Params{Format: NameMXFP4}},
 	} {
 		for _, u := range benchUsages {
-			b.Run(f.name+"_"+u.name, func(b *testing.B) { runQuantizeBench(b, in, f.p, u.usage) })
+			b.Run(f.name+"_"+u.name, func(b *testing.B) { tu.BenchQuantize(b, in, f.p, u.usage) })
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
-	"libquant/internal/numeric"
+	tu "libquant/internal/testutil"
 )
 
 var cpu = host.Device{Type: host.CPU}
@@ -18,28 +18,7 @@ var cpu = host.Device{Type: host.CPU}
 // (rounded to dt) and returns it with the exact values it holds.
 func newInput(t testing.TB, dt host.DType, m, k int, vals []float32) (host.Tensor, []float32) {
 	t.Helper()
-	in, err := host.AllocTensor(cpu, dt, []int64{int64(m), int64(k)}, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { host.FreeTensor(in, 0) })
-	held := make([]float32, len(vals))
-	switch dt {
-	case host.Float32:
-		copy(in.Float32s(), vals)
-		copy(held, vals)
-	case host.BFloat16:
-		u := in.Uint16s()
-		for i, v := range vals {
-			u[i] = numeric.Float32ToBF16(v)
-			held[i] = math.Float32frombits(uint32(u[i]) << 16)
-		}
-	case host.Float16:
-		u := in.Uint16s()
-		for i, v := range vals {
-			u[i] = numeric.Float32ToFP16(v)
-			held[i] = numeric.FP16ToFloat32(u[i])
-		}
-	}
-	return in, held
+	return tu.Input(t, dt, vals, int64(m), int64(k))
 }
 
 // guardLen bytes past each buffer must never be written.
