@@ -1,11 +1,11 @@
 package fp8
 
 import (
-	"encoding/binary"
 	"math"
 	"sync"
 
 	"libquant/internal/numeric"
+	"libquant/internal/transpose"
 )
 
 // BF16 fast path of fp8_block with power-of-two scales. A BF16 value times a
@@ -97,57 +97,6 @@ func encodeBF16Vec(dst []byte, src []uint16, f []float32, tab *[1 << 16]uint8) {
 
 // colGroup is how many columns of columnwise codes are staged at once.
 const colGroup = 64
-
-// transposeCodes writes the transpose of an h×n block of codes, src[i*ss+j],
-// to dst[j*ds+i]: the band's slice of the transposed columnwise data. Whole
-// 8×8 squares go through transpose8x8 (eight 8-byte loads and stores instead
-// of 64 single bytes); ragged edges go byte by byte.
-func transposeCodes(dst []byte, ds int, src []byte, ss, h, n int) {
-	for j := 0; j+8 <= n; j += 8 {
-		i := 0
-		for ; i+8 <= h; i += 8 {
-			var a [8]uint64
-			for r := range a {
-				a[r] = binary.LittleEndian.Uint64(src[(i+r)*ss+j:])
-			}
-			transpose8x8(&a)
-			for b, v := range a {
-				binary.LittleEndian.PutUint64(dst[(j+b)*ds+i:], v)
-			}
-		}
-		for ; i < h; i++ {
-			for b := 0; b < 8; b++ {
-				dst[(j+b)*ds+i] = src[i*ss+j+b]
-			}
-		}
-	}
-	for j := n &^ 7; j < n; j++ {
-		for i := 0; i < h; i++ {
-			dst[j*ds+i] = src[i*ss+j]
-		}
-	}
-}
-
-// transpose8x8 transposes the 8×8 byte matrix whose row i is a[i] (byte k of
-// a[i], little-endian, is element (i, k)), swapping 1×1, then 2×2, then 4×4
-// sub-blocks.
-func transpose8x8(a *[8]uint64) {
-	for i := 0; i < 8; i += 2 {
-		t := (a[i]>>8 ^ a[i+1]) & 0x00FF00FF00FF00FF
-		a[i+1] ^= t
-		a[i] ^= t << 8
-	}
-	for _, i := range [4]int{0, 1, 4, 5} {
-		t := (a[i]>>16 ^ a[i+2]) & 0x0000FFFF0000FFFF
-		a[i+2] ^= t
-		a[i] ^= t << 16
-	}
-	for i := 0; i < 4; i++ {
-		t := (a[i]>>32 ^ a[i+4]) & 0x00000000FFFFFFFF
-		a[i+4] ^= t
-		a[i] ^= t << 32
-	}
-}
 
 // bandColsBF16 is the widest column chunk of a work item: 4096 BF16 columns,
 // 8 KiB per row.
@@ -248,7 +197,7 @@ func (j *blockJob) bandBF16(band, chunk int, in []uint16, tab *[1 << 16]uint8, s
 	}
 	if twoD && j.row != nil {
 		// 2D codes are the same both ways: transpose the rowwise ones just written.
-		transposeCodes(d.data[c0*m+r0:], m, j.row.data[r0*k+c0:], k, h, w)
+		transpose.Bytes(d.data[c0*m+r0:], m, j.row.data[r0*k+c0:], k, h, w)
 		return
 	}
 	for g := 0; g < w; g += colGroup {
@@ -257,6 +206,6 @@ func (j *blockJob) bandBF16(band, chunk int, in []uint16, tab *[1 << 16]uint8, s
 			off := (r0+i)*k + c0 + g
 			encodeBF16Vec(sc.codes[i*colGroup:i*colGroup+n], in[off:off+n], f[g:g+n], tab)
 		}
-		transposeCodes(d.data[(c0+g)*m+r0:], m, sc.codes[:], colGroup, h, n)
+		transpose.Bytes(d.data[(c0+g)*m+r0:], m, sc.codes[:], colGroup, h, n)
 	}
 }

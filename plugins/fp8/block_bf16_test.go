@@ -31,30 +31,3 @@ func TestBF16TableMatchesCodec(t *testing.T) {
 		}
 	}
 }
-
-// TestTransposeCodes checks the 8×8-square transpose, ragged edges included,
-// against the definition dst[j*ds+i] = src[i*ss+j].
-func TestTransposeCodes(t *testing.T) {
-	for _, sh := range [][2]int{{8, 8}, {128, 64}, {13, 21}, {1, 7}, {127, 64}, {16, 3}} {
-		h, n := sh[0], sh[1]
-		const ss, ds = 70, 150
-		src := make([]byte, h*ss)
-		for i := range src {
-			src[i] = byte(i*31 + i/7)
-		}
-		dst := make([]byte, n*ds)
-		for i := range dst {
-			dst[i] = 0xEE
-		}
-		transposeCodes(dst, ds, src, ss, h, n)
-		for j := 0; j < n; j++ {
-			for i := 0; i < ds; i++ {
-				want := byte(0xEE) // untouched past the h rows
-				if i < h {
-					want = src[i*ss+j]
-				}
-				require.Equal(t, want, dst[j*ds+i], "%dx%d: dst column %d row %d", h, n, j, i)
-			}
-		}
-	}
-}

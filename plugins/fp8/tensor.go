@@ -8,6 +8,7 @@ import (
 	"libquant/host"
 	"libquant/internal/cmem"
 	"libquant/internal/parallel"
+	"libquant/internal/transpose"
 )
 
 // Name is the per-tensor FP8 format's registry name.
@@ -330,12 +331,7 @@ func castTiles(in host.Tensor, m, k int64, scale float32, encode func(float32) u
 					}
 				}
 				if col != nil {
-					for j := int64(0); j < cols; j++ {
-						dst := col[(c0+j)*m+r0 : (c0+j)*m+r0+rows]
-						for i := range dst {
-							dst[i] = q[int64(i)*tile+j]
-						}
-					}
+					transpose.Bytes(col[c0*m+r0:], int(m), q[:], tile, int(rows), int(cols))
 				}
 			}
 		}
@@ -380,21 +376,14 @@ func (tensorKernels) Derive(r *host.DeriveRequest) error {
 	return nil
 }
 
-// transposeBytes writes dst[j*m+i] = src[i*k+j] in cache tiles.
+// transposeBytes writes dst[j*m+i] = src[i*k+j], one band of tile rows per
+// work item.
 func transposeBytes(src, dst []byte, m, k int64) {
 	bands := int((m + tile - 1) / tile)
 	parallel.For(bands, 1, func(lo, hi int) {
 		for b := lo; b < hi; b++ {
 			r0 := int64(b) * tile
-			r1 := min(r0+tile, m)
-			for c0 := int64(0); c0 < k; c0 += tile {
-				c1 := min(c0+tile, k)
-				for j := c0; j < c1; j++ {
-					for i := r0; i < r1; i++ {
-						dst[j*m+i] = src[i*k+j]
-					}
-				}
-			}
+			transpose.Bytes(dst[r0:], int(m), src[r0*k:], int(k), int(min(tile, m-r0)), int(k))
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"libquant/internal/numeric"
+	tr "libquant/internal/transpose"
 )
 
 // BF16 fast path. With a BF16 input and a power-of-two factor f, the product
@@ -164,32 +165,11 @@ func packTransposeE2M1(dst []byte, stride int, codes *[BlockLen][colGroup]byte, 
 		lo[p] = binary.LittleEndian.Uint64(codes[2*p][j:]) | binary.LittleEndian.Uint64(codes[2*p+1][j:])<<4
 		hi[p] = binary.LittleEndian.Uint64(codes[16+2*p][j:]) | binary.LittleEndian.Uint64(codes[16+2*p+1][j:])<<4
 	}
-	transpose8x8(&lo)
-	transpose8x8(&hi)
+	tr.Block8x8(&lo)
+	tr.Block8x8(&hi)
 	for b := 0; b < 8; b++ {
 		binary.LittleEndian.PutUint64(dst[b*stride:], lo[b])
 		binary.LittleEndian.PutUint64(dst[b*stride+8:], hi[b])
-	}
-}
-
-// transpose8x8 transposes the 8×8 byte matrix whose row i is a[i] (byte k of
-// a[i], little-endian, is element (i, k)), swapping 1×1, then 2×2, then 4×4
-// sub-blocks.
-func transpose8x8(a *[8]uint64) {
-	for i := 0; i < 8; i += 2 {
-		t := (a[i]>>8 ^ a[i+1]) & 0x00FF00FF00FF00FF
-		a[i+1] ^= t
-		a[i] ^= t << 8
-	}
-	for _, i := range [4]int{0, 1, 4, 5} {
-		t := (a[i]>>16 ^ a[i+2]) & 0x0000FFFF0000FFFF
-		a[i+2] ^= t
-		a[i] ^= t << 16
-	}
-	for i := 0; i < 4; i++ {
-		t := (a[i]>>32 ^ a[i+4]) & 0x00000000FFFFFFFF
-		a[i+4] ^= t
-		a[i] ^= t << 32
 	}
 }
 

@@ -41,21 +41,6 @@ func TestBF16TableMatchesCodec(t *testing.T) {
 	}
 }
 
-func TestTranspose8x8(t *testing.T) {
-	var a [8]uint64
-	for i := range a {
-		for k := 0; k < 8; k++ {
-			a[i] |= uint64(i*8+k) << (8 * k)
-		}
-	}
-	transpose8x8(&a)
-	for i := range a {
-		for k := 0; k < 8; k++ {
-			require.Equal(t, uint64(k*8+i), a[i]>>(8*k)&0xFF, "element (%d,%d)", i, k)
-		}
-	}
-}
-
 // TestPackTransposeE2M1 compares the 8-column packing with numeric.PackE2M1
 // applied code by code.
 func TestPackTransposeE2M1(t *testing.T) {
