@@ -202,8 +202,8 @@ class Linear:
         c.struct_size = C.sizeof(c)
         if recipe is not None:
             c.recipe = recipe.handle
-        enc = name.encode()
-        c.name = enc
+        if name:
+            c.name = name.encode()
         c.num_gemms = int(num_gemms)
         arrs = [_quantizer_array(x) for x in (input_quantizers, weight_quantizers, grad_output_quantizers)]
         for f, a in zip(("input_quantizers", "weight_quantizers", "grad_output_quantizers"), arrs):
