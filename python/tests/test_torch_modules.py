@@ -239,6 +239,7 @@ def _same_step(model: Net, recipe: lqt.Recipe, x: torch.Tensor, t: torch.Tensor,
 @pytest.mark.parametrize("override", OVERRIDES)
 @pytest.mark.parametrize("kind", sorted(FRESH_RECIPES))
 def test_train_eval_alternation_equals_fresh_model(kind: str, override: str | None, device: str) -> None:
+    gc.collect()
     live0 = lqt.live_contexts()
     torch.manual_seed(0)
     recipe = FRESH_RECIPES[kind]()
@@ -413,6 +414,7 @@ def fp32_loss(device: str, dtype: torch.dtype = torch.float32) -> float:
 def test_training_within_2x_fp32_loss(kind: str, override: str | None, device: str) -> None:
     if kind == "fp8_delayed" and override:
         pytest.skip("delayed scaling takes no backward override (quant.h)")
+    gc.collect()
     live0 = lqt.live_contexts()
     losses = call_or_skip(lambda: train(RECIPES[kind](), override, device))
     ref = fp32_loss(device)
