@@ -26,7 +26,13 @@ def _resolve(m: Any) -> tuple[Recipe | None, int]:
         if not frame.enabled:
             return None, 0
         return frame.recipe, frame.backward_override
-    return m.recipe, 0
+    if m.recipe is not None:
+        return m.recipe, 0
+    if not torch.compiler.is_compiling() and _ops._in_backward() and m._lq_last is not None:
+        # activation recomputation (torch.utils.checkpoint) reruns forward during
+        # backward, outside the autocast of the first run: rerun it the same way
+        return m._lq_last.recipe, m._lq_last_override
+    return None, 0
 
 
 class _QuantizedModule:
@@ -37,6 +43,7 @@ class _QuantizedModule:
     lq_name: str
     _lq_slots: dict[int, "_ops.Slot"]
     _lq_last: "_ops.Slot | None"
+    _lq_last_override: int
     _lq_mid: int
     _lq_loaded: dict[str, Any] | None
 
@@ -49,6 +56,7 @@ class _QuantizedModule:
         self.save_original_input = bool(save_original_input)
         self._lq_slots = {}
         self._lq_last = None
+        self._lq_last_override = 0
         self._lq_loaded = None
         self._lq_mid = _state.register_module(self)
 

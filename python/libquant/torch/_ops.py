@@ -108,7 +108,7 @@ class Slot:
         self.versions = [None] * self.n
 
 
-def slot(mid: int, rid: int, num_gemms: int) -> Slot:
+def slot(mid: int, rid: int, num_gemms: int, override: int = 0) -> Slot:
     m = _state.MODULES.get(mid)
     if m is None:
         raise LibquantError("libquant.torch: module %d is gone" % mid)
@@ -118,6 +118,7 @@ def slot(mid: int, rid: int, num_gemms: int) -> Slot:
         m._lq_slots[rid] = s
         m._lq_slot_created(s)
     m._lq_last = s
+    m._lq_last_override = override
     return s
 
 
@@ -177,7 +178,7 @@ def linear_fwd(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid:
                save_original_input: bool, input_requires_grad: bool,
                weight_requires_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Y = X W^T + b through quant_linear_forward; returns (Y, context key)."""
-    s = slot(mid, rid, 0)
+    s = slot(mid, rid, 0, override)
     recompute = _in_backward()
     with s.lock:
         s.before_forward([w], recompute)
@@ -254,7 +255,7 @@ def grouped_linear_fwd(x: torch.Tensor, ws: list[torch.Tensor], bs: list[torch.T
                        mid: int, rid: int, override: int, save_original_input: bool, input_requires_grad: bool,
                        weight_requires_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """The grouped forward (quant_grouped_linear_forward); bs empty for no biases."""
-    s = slot(mid, rid, len(ws))
+    s = slot(mid, rid, len(ws), override)
     recompute = _in_backward()
     with s.lock:
         s.before_forward(ws, recompute)
