@@ -60,12 +60,15 @@ class _QuantizedModule:
         self._lq_loaded = None
         self._lq_mid = _state.register_module(self)
 
-    # copy.deepcopy and pickling: the library layers are not copied (a copy
-    # re-quantizes on its first forward and starts a fresh delayed-scaling state).
+    # copy.deepcopy and pickling (torch.save of a whole model): the library layers
+    # are not copied; a copy re-quantizes on its first forward and takes the
+    # delayed-scaling state over, as load_state_dict does.
     def __getstate__(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         for k in ("_lq_slots", "_lq_last", "_lq_mid"):
             d.pop(k, None)
+        if self._lq_last is not None:  # the delayed-scaling state travels as a checkpoint's does
+            d["_lq_loaded"] = self._lq_extra_state(self._lq_last)
         return d
 
     def __setstate__(self, state: dict[str, Any]) -> None:
