@@ -204,13 +204,17 @@ install: $(LIB)
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libquant.so
 	if [ -f $(CUDA_LIB) ]; then install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/libquant_cuda.so; fi
 	install -m 644 include/quant.h include/quant_plugin.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' libquant.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libquant.pc
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: libquant\nDescription: low-precision quantization engine (C ABI)\nVersion: %s\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lquant\nLibs.private: -lm\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libquant.pc
 
 # pytest over the Python package (CPU; CUDA tests skip without a GPU and say why)
 # and mypy --strict on it.
-test-python: $(LIB) venv
+# pytest needs cc and pkg-config (the struct-layout and make-install tests) and the
+# toy plugins (plugin loading).
+test-python: $(LIB) venv plugins
+	@command -v pkg-config >/dev/null || (apt-get update -qq && apt-get install -y -qq pkg-config)
 	cd python && $(PY) -m mypy --strict libquant
-	LIBQUANT_LIBRARY= $(PY) -m pytest -q -rs python/tests
+	env -u LIBQUANT_LIBRARY -u LIBQUANT_PLUGIN_PATH $(PY) -m pytest -q -rs python/tests
 
 clean:
 	rm -rf $(BUILD)
