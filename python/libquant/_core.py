@@ -752,10 +752,11 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
         op.trans = int(tr)
         if isinstance(x, QTensor):
             op.qtensor = x.handle
-            i = x.info
-            shapes.append(i.shape)
-            devices.append(i.device)
-            torch_like = torch_like or x._torch_like
+            if out is None:
+                i = x.info
+                shapes.append(i.shape)
+                devices.append(i.device)
+                torch_like = torch_like or x._torch_like
         else:
             t = as_dltensor(x)
             keep.append(t)
@@ -764,13 +765,13 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
             devices.append(_device_of(t))
             torch_like = torch_like or t.framework == "torch"
     if out is None:
+        if accumulate:
+            raise InvalidArgumentError("accumulate: needs out (the D whose contents are added)")
         ar, ac = _rows_cols(shapes[0])
         br, bc = _rows_cols(shapes[1])
         m = ac if trans_a else ar
         n = br if trans_b else bc
         out = _alloc((m, n), out_dtype, devices[0], torch_like)
-        if accumulate:
-            raise InvalidArgumentError("accumulate: needs out (the D whose contents are added)")
     d = as_dltensor(out)
     keep.append(d)
     args.d = C.pointer(d.dl)

@@ -159,8 +159,14 @@ class Tensor:
         return C.byref(self.dl)
 
 
-def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
-    ai = x.__array_interface__
+# (dtype, shape, strides) -> a DLTensor template (data NULL) and its shape/stride
+# arrays. The arrays are never written by libquant, so every call with the same
+# layout copies the template and sets data: the cheap path of a binding that is
+# called in a loop (bench/python_overhead.py).
+_np_templates: dict[tuple[Any, ...], tuple[L.DLTensor, Any]] = {}
+
+
+def _numpy_template(x: np.ndarray[Any, Any], strides: tuple[int, ...] | None) -> tuple[L.DLTensor, Any]:
     code_bits = _DL_BY_NP.get(x.dtype)
     if code_bits is None:
         raise UnsupportedError("array of dtype %s: libquant takes float32, bfloat16 or float16 "
@@ -169,7 +175,6 @@ def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
     nd = len(shape)
     sh = (C.c_int64 * max(nd, 1))(*shape)
     st = None
-    strides = ai["strides"]
     if strides is not None:
         item = x.itemsize
         if any(s % item for s in strides):
@@ -177,7 +182,6 @@ def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
                                    % (strides, item))
         st = (C.c_int64 * max(nd, 1))(*[s // item for s in strides])
     dl = L.DLTensor()
-    dl.data = ai["data"][0]
     dl.device.device_type = L.kDLCPU
     dl.ndim = nd
     dl.dtype.code, dl.dtype.bits = code_bits
@@ -185,7 +189,25 @@ def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
     dl.shape = sh
     if st is not None:
         dl.strides = st
-    return Tensor(dl, (sh, st, x), None, shape, "numpy", x)
+    t = (dl, (sh, st))
+    if len(_np_templates) > 512:
+        _np_templates.clear()
+    _np_templates[(x.dtype, shape, strides)] = t
+    return t
+
+
+_copy_dl = L.DLTensor.from_buffer_copy
+
+
+def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
+    ai = x.__array_interface__
+    strides = ai["strides"]
+    tmpl = _np_templates.get((x.dtype, x.shape, strides))
+    if tmpl is None:
+        tmpl = _numpy_template(x, strides)
+    dl = _copy_dl(tmpl[0])
+    dl.data = ai["data"][0]
+    return Tensor(dl, (tmpl, x), None, x.shape, "numpy", x)
 
 
 def _from_capsule(obj: Any) -> Tensor:
