@@ -157,6 +157,17 @@ def _device_of(t: Tensor) -> Device:
     return Device(t.dl.device.device_type, t.dl.device.device_id)
 
 
+def _device_stream(explicit: int | None, device: Device) -> int | None:
+    """explicit, else torch's current stream for a CUDA device when torch is loaded."""
+    if explicit is not None:
+        return int(explicit)
+    if device.device_type == L.kDLCUDA and "torch" in sys.modules:
+        from . import _torch
+
+        return _torch.current_stream(_torch.cuda_device(device.index))
+    return None
+
+
 def _stream(explicit: int | None, *tensors: Tensor | None) -> int | None:
     if explicit is not None:
         return int(explicit)
@@ -378,19 +389,24 @@ class Quantizer:
         call; amax is an FP32 [2] (rowwise, columnwise) to use instead of computing
         it; persistent marks a weight that never loses a direction. CUDA work runs on
         ``stream`` or torch's current stream."""
-        h = self.handle
+        h = self._h
+        if h is None:
+            raise InvalidHandleError("quantizer: this Quantizer is closed")
         t = as_dltensor(x)
         keep: list[Any] = []
-        opts = self._options(t, amax, persistent, stream, keep)
+        if amax is None and not persistent and stream is None and t.stream is None:
+            opts = None
+        else:
+            opts = self._options(t, amax, persistent, stream, keep)
         out = C.c_void_p()
         lib = L.lib()
         if usage is None:
-            st = lib.quant_quantize(h, t.ref, opts, C.byref(out))
+            st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
         else:
             old = self.usage
             self.usage = usage
             try:
-                st = lib.quant_quantize(h, t.ref, opts, C.byref(out))
+                st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
             finally:
                 lib.quant_quantizer_set_usage(h, old)
         if st:
@@ -685,11 +701,13 @@ class QTensor:
     def update_usage(self, usage: int | str, *, stream: int | None = None) -> None:
         """Keeps exactly these directions, deriving a missing one where the format can
         (quant_qtensor_update_usage)."""
-        L.check(L.lib().quant_qtensor_update_usage(self.handle, _usage(usage), stream))
+        s = _device_stream(stream, self.device)
+        L.check(L.lib().quant_qtensor_update_usage(self.handle, _usage(usage), s))
 
     def set_gemm_swizzled_scales(self, swizzled: bool = True, *, stream: int | None = None) -> None:
         """Converts the scales to the GEMM-swizzled layout or back, in place."""
-        L.check(L.lib().quant_qtensor_set_gemm_swizzled_scales(self.handle, int(swizzled), stream))
+        s = _device_stream(stream, self.device)
+        L.check(L.lib().quant_qtensor_set_gemm_swizzled_scales(self.handle, int(swizzled), s))
 
 
 # ---------------------------------------------------------------------------
@@ -793,6 +811,8 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
         args.beta = C.pointer(fb)
     args.accumulate = int(accumulate)
     s = _stream(stream, *[k for k in keep if isinstance(k, Tensor)])
+    if s is None and d.dl.device.device_type == L.kDLCUDA:
+        s = _device_stream(None, _device_of(d))
     if s is not None:
         args.stream = s
     L.check(L.lib().quant_gemm(C.byref(args)))

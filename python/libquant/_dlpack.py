@@ -241,6 +241,8 @@ def _from_capsule(obj: Any) -> Tensor:
 
 def as_dltensor(x: Any) -> Tensor:
     """A DLTensor over x (NumPy array, torch tensor, or any ``__dlpack__`` object), not copied."""
+    if type(x) is np.ndarray:
+        return _from_numpy(x)
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):

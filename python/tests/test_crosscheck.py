@@ -167,9 +167,10 @@ def test_mx_equals_torchao_to_mx(x: np.ndarray[Any, Any], fmt: str, element: str
             np.testing.assert_array_equal(got[zero], want[zero])
         elif zero.any():
             fmax = float(torch.finfo(tdt).max)
-            ref_te = torch.clamp(torch.from_numpy(xin * np.float32(2.0**127)), -fmax, fmax).to(tdt)
             ao = np.float32(2.0**126) if rounding == "floor" else np.float32(1.0)
-            ref_ao = torch.clamp(torch.from_numpy(xin * ao), -fmax, fmax).to(tdt)
+            with np.errstate(over="ignore"):  # only the zero-scale blocks are read; others may overflow
+                ref_te = torch.clamp(torch.from_numpy(xin * np.float32(2.0**127)), -fmax, fmax).to(tdt)
+                ref_ao = torch.clamp(torch.from_numpy(xin * ao), -fmax, fmax).to(tdt)
             np.testing.assert_array_equal(got[zero], u8(ref_te)[zero])
             np.testing.assert_array_equal(want[zero], u8(ref_ao)[zero])
             assert (got[zero] != want[zero]).any()

@@ -24,6 +24,10 @@ import pytest
 
 from conftest import BUILD, ROOT, clean_env, run
 
+pytestmark = pytest.mark.skipif(
+    shutil.which("go") is None,
+    reason="packaging tests build libquant.so (make lib needs Go) and fresh venvs (need PyPI)")
+
 IMPORT = "import libquant, sys; print(libquant.version()); print(libquant.library_path())"
 
 
