@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes as C
 import sys
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 
@@ -216,6 +217,7 @@ class Quantizer:
     """
 
     _h: int | None
+    _deferred: int | None = None
 
     def __init__(
         self,
@@ -272,6 +274,7 @@ class Quantizer:
         h = C.c_void_p()
         L.check(L.lib().quant_quantizer_create(C.byref(c), C.byref(h)))
         self._h = h.value
+        self._views: weakref.WeakSet[Any] = weakref.WeakSet()
         self.format = format
         self.options = {k: v for k, v in locals().items() if k not in ("self", "format", "c", "h")}
 
@@ -279,6 +282,7 @@ class Quantizer:
     def _adopt(cls, handle: int, format: str) -> "Quantizer":
         q = cls.__new__(cls)
         q._h = handle
+        q._views = weakref.WeakSet()
         q.format = format
         q.options = {}
         return q
@@ -310,15 +314,21 @@ class Quantizer:
         return h
 
     def close(self) -> None:
-        """Frees the quantizer now (tensors and recipes that use it keep their own references)."""
+        """Frees the quantizer now (tensors and recipes that use it keep their own
+        references). While views of its delayed-scaling state are alive, the free
+        waits for them; the Quantizer is unusable at once."""
         h, self._h = self._h, None
-        if h is not None:
-            L.check(L.lib().quant_quantizer_free(h))
+        if h is None:
+            return
+        if getattr(self, "_views", None):
+            self._deferred = h
+            return
+        L.check(L.lib().quant_quantizer_free(h))
 
     def __del__(self) -> None:
-        h = getattr(self, "_h", None)
+        h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
         if h is not None:
-            self._h = None
+            self._h = self._deferred = None
             try:
                 L.lib().quant_quantizer_free(h)
             except Exception:  # interpreter shutdown
@@ -550,10 +560,13 @@ class QTensor:
 
     _h: int | None
 
+    _deferred: int | None = None
+
     def __init__(self, handle: int, torch_like: bool = False) -> None:
         self._h = handle
         self._torch_like = torch_like
         self._borrowed: list[Any] = []
+        self._views: weakref.WeakSet[Any] | None = None
 
     @property
     def handle(self) -> int:
@@ -564,15 +577,21 @@ class QTensor:
         return h
 
     def close(self) -> None:
-        """Frees the tensor now; views of its buffers must not be used afterwards."""
+        """Frees the tensor now. While views of its buffers are alive (NumPy arrays,
+        torch tensors, DLPack capsules), the free waits for the last of them; the
+        QTensor itself is unusable at once."""
         h, self._h = self._h, None
-        if h is not None:
-            L.check(L.lib().quant_qtensor_free(h))
+        if h is None:
+            return
+        if self._views:
+            self._deferred = h
+            return
+        L.check(L.lib().quant_qtensor_free(h))
 
     def __del__(self) -> None:
-        h = getattr(self, "_h", None)
+        h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
         if h is not None:
-            self._h = None
+            self._h = self._deferred = None
             try:
                 L.lib().quant_qtensor_free(h)
             except Exception:
@@ -642,6 +661,8 @@ class QTensor:
         if k == 0 and d in (1, 2):
             fmt = self.formats[d - 1]
         packed = k == 0 and fmt in _PACKED_FP4_FORMATS and v.dtype.code == L.kDLUInt and v.dtype.bits == 8
+        if self._views is None:
+            self._views = weakref.WeakSet()
         return Buffer(v, self, packed)
 
     def _maybe_buffer(self, direction: int, kind: int) -> Buffer | None:
@@ -649,6 +670,8 @@ class QTensor:
         st = L.lib().quant_qtensor_buffer(self.handle, direction, kind, C.byref(v))
         if st:
             return None
+        if self._views is None:
+            self._views = weakref.WeakSet()
         return Buffer(v, self)
 
     def _direction_view(self, d: int) -> DirectionView | None:

@@ -324,6 +324,9 @@ class Buffer:
         self.strides: tuple[int, ...] | None = (
             tuple(view.strides[i] for i in range(nd)) if view.strides else None)
         self._owner = owner
+        views = getattr(owner, "_views", None)
+        if views is not None:  # the owner defers its free while views are alive
+            views.add(self)
         #: True for E2M1 codes packed two per byte (even element in the low nibble).
         self.packed_fp4 = packed_fp4
         itemsize = max(self._bits // 8, 1)

@@ -612,3 +612,48 @@ def test_ctypes_empty_call_baseline() -> None:
     lib = lq._lib.lib()
     assert lib.quant_abi_version() == 1
     assert isinstance(lib.cdll, ctypes.CDLL)
+
+
+def test_close_waits_for_live_views() -> None:
+    """close() with views alive makes the object unusable at once but frees the
+    library's buffers only when the last view dies, so a view never reads freed memory."""
+    x = randn(64, 64)
+    qt = lq.Quantizer("mxfp8").quantize(x)
+    view = qt.rowwise.data.numpy()  # type: ignore[union-attr]
+    want = view.copy()
+    qt.close()
+    with pytest.raises(lq.InvalidHandleError):
+        qt.dequantize()
+    for _ in range(20):
+        lq.Quantizer("mxfp8").quantize(randn(64, 64) * 100)
+    np.testing.assert_array_equal(view.view(np.uint8), want.view(np.uint8))
+    assert qt._deferred is not None
+    del view
+    gc.collect()
+    q = lq.Quantizer("fp8", scaling="delayed", amax_history_len=8)
+    _, hist = q.delayed_scaling_state()
+    h = hist.numpy()
+    q.close()
+    assert h.shape == (8,) and h[0] == 0
+
+
+def test_nvfp4_rht_undo_transform_and_stochastic_rounding() -> None:
+    x = randn(64, 64, dtype=ml_dtypes.bfloat16)
+    qt = lq.Quantizer("nvfp4", rht="default").quantize(x)
+    xf = x.astype(np.float32)
+    plain = qt.dequantize(direction="columnwise")  # still in the Hadamard domain
+    undone = qt.dequantize(direction="columnwise", undo_transform=True)
+    err_undone = np.abs(undone - xf).max()
+    assert err_undone < np.abs(plain - xf).max()
+    # Bound: the 16-point transform (entries ±1/4) gives |y| <= 4 max|x|; an E2M1 code is
+    # off by at most half its largest step (1, between 4 and 6) in units of the block scale
+    # amax_y/6, itself rounded to E4M3 (relative 2^-4): |e_y| <= (4 max|x| / 6)(1 + 2^-4);
+    # the inverse (entries ±1/4, 16 terms) multiplies the largest error by at most 4.
+    assert err_undone <= 4 * (4 * np.abs(xf).max() / 6) * (1 + 2.0**-4)
+    custom = lq.Quantizer("nvfp4", rht="custom", rht_sign_mask=0x1234).quantize(x)
+    assert not np.array_equal(custom.columnwise.data.numpy(), qt.columnwise.data.numpy())  # type: ignore[union-attr]
+    with pytest.raises(lq.InvalidArgumentError, match="rht_sign_mask"):
+        lq.Quantizer("nvfp4", rht_sign_mask=0x1234)
+    sr = [lq.Quantizer("nvfp4", stochastic_rounding=True, seed=7, offset=o).quantize(x) for o in (0, 0, 1)]
+    b = [t.rowwise.data.numpy() for t in sr]  # type: ignore[union-attr]
+    assert np.array_equal(b[0], b[1]) and not np.array_equal(b[0], b[2])
