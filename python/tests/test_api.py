@@ -657,3 +657,42 @@ def test_nvfp4_rht_undo_transform_and_stochastic_rounding() -> None:
     sr = [lq.Quantizer("nvfp4", stochastic_rounding=True, seed=7, offset=o).quantize(x) for o in (0, 0, 1)]
     b = [t.rowwise.data.numpy() for t in sr]  # type: ignore[union-attr]
     assert np.array_equal(b[0], b[1]) and not np.array_equal(b[0], b[2])
+
+
+def test_remaining_config_fields_reach_the_library() -> None:
+    # delayed scaling: most_recent and margin (spec §2.4 steps 3-5: scale = 448·2^-margin / a0)
+    q = lq.Quantizer("fp8", scaling="delayed", amax_history_len=3, amax_compute_algo="most_recent", margin=2.0)
+    scale, hist = q.delayed_scaling_state()
+    q.update_delayed_scaling(100.0)
+    q.update_delayed_scaling(10.0)
+    assert scale.numpy()[0] == np.float32(448 * 2.0**-2) / np.float32(10)  # most recent, not max(100, 10)
+    # fp8_block 2-D blocks with FP32 scales: scale_inv [ceil(M/128), pad4(ceil(K/128))] (quant.h)
+    b = lq.Quantizer("fp8_block", block_dims=2, fp32_scales=True).quantize(randn(200, 300))
+    assert b.rowwise.scale_inv.shape == (2, 4) and b.rowwise.scale_inv.dtype == "float32"  # type: ignore[union-attr]
+    s = b.rowwise.scale_inv.numpy()[:2, :3]  # type: ignore[union-attr]
+    assert not np.all(np.log2(s) == np.round(np.log2(s)))  # FP32 scales, not powers of two
+    p2 = lq.Quantizer("fp8_block").quantize(randn(200, 300)).rowwise.scale_inv.numpy()  # type: ignore[union-attr]
+    assert np.all(np.log2(p2[p2 > 0]) == np.round(np.log2(p2[p2 > 0])))  # default: powers of two
+    with pytest.raises(lq.InvalidArgumentError, match="E5M2|e5m2"):
+        lq.Quantizer("fp8_block", element="e5m2")
+    with pytest.raises(lq.InvalidArgumentError, match="block_dims"):
+        lq.Quantizer("fp8", block_dims=2)
+    # nvfp4 16x16 weight blocks derive columnwise from rowwise
+    w = lq.Quantizer("nvfp4", block_dims=2).quantize(randn(64, 64))
+    cw = w.columnwise.data.numpy().copy()  # type: ignore[union-attr]
+    w.update_usage("rowwise")
+    w.update_usage("both")
+    np.testing.assert_array_equal(w.columnwise.data.numpy(), cw)  # type: ignore[union-attr]
+
+
+def test_hybrid_delayed_scaling_per_direction() -> None:
+    h = lq.Quantizer.hybrid(lq.Quantizer("fp8", scaling="delayed", amax_history_len=2),
+                            lq.Quantizer("fp8", scaling="delayed", amax_history_len=5, element="e5m2"))
+    _, hr = h.delayed_scaling_state("rowwise")
+    _, hc = h.delayed_scaling_state("columnwise")
+    assert hr.shape == (2,) and hc.shape == (5,)
+    x = randn(16, 16)
+    h.quantize(x)
+    assert hr.numpy()[0] == hc.numpy()[0] == np.abs(x).max()
+    h.update_delayed_scaling(None, direction="columnwise")
+    assert hc.numpy()[0] == 0 and hr.numpy()[0] == np.abs(x).max()
