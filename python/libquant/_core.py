@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 import numpy as np
 
 from . import _lib as L
-from ._dlpack import Buffer, Tensor, as_dltensor, dl_dtype
+from ._dlpack import Buffer, Tensor, as_dltensor, as_output, dl_dtype
 from ._errors import InvalidArgumentError, InvalidHandleError
 
 if TYPE_CHECKING:
@@ -466,7 +466,7 @@ class Quantizer:
         for i, b in enumerate(buffers):
             if isinstance(b, tuple):
                 d, raw = b
-                t = as_dltensor(raw)
+                t = as_output(raw, "buffers[%d]" % i)
                 dl = t.dl
                 bsh = (C.c_int64 * max(len(d.shape), 1))(*d.shape)
                 keep.append(bsh)
@@ -475,7 +475,7 @@ class Quantizer:
                 dl.strides = None
                 dl.dtype.code, dl.dtype.bits = d.dl_dtype
             else:
-                t = as_dltensor(b)
+                t = as_output(b, "buffers[%d]" % i)
             keep.append(t)
             dls[i] = t.dl
         out = C.c_void_p()
@@ -490,7 +490,7 @@ class Quantizer:
         t = as_dltensor(x)
         if out is None:
             out = _alloc((2,), "float32", _device_of(t), t.framework == "torch")
-        o = as_dltensor(out)
+        o = as_output(out, "out")
         s = _stream(stream, t)
         L.check(L.lib().quant_compute_amax(self.handle, t.ref, o.ref, s))
         return out
@@ -710,7 +710,7 @@ class QTensor:
         if out is None:
             i = self.info
             out = _alloc(i.shape, dtype, i.device, self._torch_like)
-        o = as_dltensor(out)
+        o = as_output(out, "out")
         opts = L.quant_dequantize_options()
         opts.struct_size = C.sizeof(opts)
         opts.direction = _direction(direction)
@@ -813,7 +813,7 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
         m = ac if trans_a else ar
         n = br if trans_b else bc
         out = _alloc((m, n), out_dtype, devices[0], torch_like)
-    d = as_dltensor(out)
+    d = as_output(out, "out")
     keep.append(d)
     args.d = C.pointer(d.dl)
     if c is not None:

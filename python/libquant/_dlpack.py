@@ -259,6 +259,14 @@ def as_dltensor(x: Any) -> Tensor:
                     % type(x).__name__)
 
 
+def as_output(x: Any, what: str) -> Tensor:
+    """as_dltensor for an array libquant writes: a read-only NumPy array is refused
+    (writing into it could fault), naming the argument."""
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise InvalidArgumentError("%s: the NumPy array is read-only" % what)
+    return as_dltensor(x)
+
+
 # ---------------------------------------------------------------------------
 # Export: Buffer
 # ---------------------------------------------------------------------------
