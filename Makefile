@@ -174,7 +174,9 @@ VERSION   := $(shell sed -n 's/^\#define QUANT_VERSION_\(MAJOR\|MINOR\|PATCH\) \
 
 venv: $(PY_VENV)/.complete
 
-$(PY_VENV)/.complete: $(PY_REQ)
+# Order-only: the venv's path names the file's hash, so a clone with a newer
+# timestamp but the same pins reuses it.
+$(PY_VENV)/.complete: | $(PY_REQ)
 	@mkdir -p $(PY_CACHE)
 	rm -rf $(PY_VENV) $(PY_VENV).tmp
 	$(PYTHON3) -m venv $(PY_VENV).tmp
