@@ -696,3 +696,28 @@ def test_hybrid_delayed_scaling_per_direction() -> None:
     assert hr.numpy()[0] == hc.numpy()[0] == np.abs(x).max()
     h.update_delayed_scaling(None, direction="columnwise")
     assert hc.numpy()[0] == 0 and hr.numpy()[0] == np.abs(x).max()
+
+
+def test_threads_share_quantizers_and_a_callback_recipe() -> None:
+    """ctypes releases the GIL around each call: 8 threads quantize with one
+    quantizer and ask one Python-callback recipe for quantizers at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    q = lq.Quantizer("mxfp8")
+    x = randn(64, 128)
+    want = q.quantize(x).rowwise.data.numpy().view(np.uint8).copy()  # type: ignore[union-attr]
+    recipe = lq.Recipe.from_callback(lambda role: lq.Quantizer("nvfp4" if role.tensor_type == "weight" else "fp8"))
+
+    def work(i: int) -> bool:
+        ok = True
+        for _ in range(20):
+            got = q.quantize(x).rowwise.data.numpy().view(np.uint8)  # type: ignore[union-attr]
+            ok &= bool(np.array_equal(got, want))
+            r = recipe.quantizer("linear", "weight" if i % 2 else "input", "t%d" % i)
+            ok &= r.quantize(x).formats[0] == ("nvfp4" if i % 2 else "fp8")
+            with pytest.raises(lq.InvalidArgumentError):
+                lq.Quantizer("fp8", element="e2m1")
+        return ok
+
+    with ThreadPoolExecutor(8) as ex:
+        assert all(ex.map(work, range(8)))
