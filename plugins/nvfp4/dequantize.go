@@ -52,7 +52,9 @@ func (kernels) Dequantize(r *host.DequantizeRequest) error { return dequantizeAn
 // DequantizeUntransformed undoes the RHT of a transformed columnwise copy
 // (rhtInverse); other directions dequantize as usual. On a ragged tensor the
 // inverse of a partial group sees the dropped outputs as zero (ragged.go).
-func (kernels) DequantizeUntransformed(r *host.DequantizeRequest) error { return dequantizeAny(r, true) }
+func (kernels) DequantizeUntransformed(r *host.DequantizeRequest) error {
+	return dequantizeAny(r, true)
+}
 
 // dequantizeAny dequantizes any shape: whole blocks directly, a ragged
 // tensor through its padded layout (spec §14).

@@ -121,7 +121,7 @@ func cropRef(d refDirection, rows, cols, cols0 int, swizzled bool) refDirection 
 			out.data[r*rb+c/2] |= q << (4 * (c % 2))
 		}
 	}
-	pc := ((cols0/16)+3)/4*4
+	pc := ((cols0 / 16) + 3) / 4 * 4
 	for r := 0; r < rows; r++ {
 		for j := 0; j < (cols+15)/16; j++ {
 			idx := r*pc + j

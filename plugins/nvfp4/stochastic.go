@@ -113,7 +113,7 @@ func (s *srStream) fillKeyed(dir host.Direction, first, stride uint64, n, bpr, c
 				break
 			}
 			f := r*uint64(cols) + uint64(c)
-			byt := get(f/16)[f%16/4] >> (8 * (f % 4)) & 0xFF
+			byt := get(f / 16)[f%16/4] >> (8 * (f % 4)) & 0xFF
 			out[e/4] |= byt << (8 * (e % 4))
 		}
 		w[i] = out
