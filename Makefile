@@ -147,6 +147,7 @@ test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
+	$(BUILD)/mlp_train quick batch=45
 
 # CPU benchmarks against NumPy (landscape.md's peers). Installs Debian's NumPy
 # and OpenBLAS (the optimized BLAS NumPy's matmul peer should have) if missing,
