@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -291,7 +292,7 @@ func (l *Linear) quantizedWeight(g int, w Tensor, usage Usage, stream uintptr) (
 	}
 	q := l.quantizers[LinearWeight][g]
 	opts := QuantizeOptions{Stream: stream, Persistent: true}
-	if c.t != nil && c.t.refs.Load() == 1 && equalShape(c.src.Shape, w.Shape) {
+	if c.t != nil && c.t.refs.Load() == 1 && slices.Equal(c.src.Shape, w.Shape) {
 		if err := q.quantizeIntoUsage(w, opts, c.t.t, usage); err != nil {
 			return nil, err
 		}
@@ -314,7 +315,7 @@ func (l *Linear) quantizedWeight(g int, w Tensor, usage Usage, stream uintptr) (
 }
 
 func sameTensor(a, b Tensor) bool {
-	return a.Ptr == b.Ptr && a.DType == b.DType && a.Device == b.Device && equalShape(a.Shape, b.Shape)
+	return a.Ptr == b.Ptr && a.DType == b.DType && a.Device == b.Device && slices.Equal(a.Shape, b.Shape)
 }
 
 // LinearFlags are a forward call's training settings.
@@ -609,19 +610,19 @@ func (l *Linear) checkForward(a *LinearForwardArgs) (m, k, n int64, splits []int
 	if err := checkHP("output", a.Output); err != nil {
 		return 0, 0, 0, nil, err
 	}
-	if want := outShapeOf(a.Input.Shape, n); !equalShape(a.Output.Shape, want) {
+	if want := outShapeOf(a.Input.Shape, n); !slices.Equal(a.Output.Shape, want) {
 		return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "output: shape %v, want %v (the input's leading dims, then N)", a.Output.Shape, want)
 	}
-	if overlaps(a.Output, a.Input) {
+	if Overlaps(a.Output, a.Input) {
 		return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "output: overlaps input")
 	}
 	for g, w := range a.Weights {
-		if overlaps(a.Output, w) {
+		if Overlaps(a.Output, w) {
 			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "output: overlaps %s", indexed("weight", l.grouped, g))
 		}
 	}
 	for g, b := range a.Biases {
-		if overlaps(a.Output, b) {
+		if Overlaps(a.Output, b) {
 			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "output: overlaps %s", indexed("bias", l.grouped, g))
 		}
 	}

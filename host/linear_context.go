@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -237,7 +238,7 @@ func (c *LinearContext) checkBackward(a *LinearBackwardArgs) error {
 	if err := checkHP("grad_output", a.GradOutput); err != nil {
 		return err
 	}
-	if !equalShape(a.GradOutput.Shape, c.outShape) {
+	if !slices.Equal(a.GradOutput.Shape, c.outShape) {
 		return Errorf(ErrInvalidArgument, "grad_output: shape %v, the forward's output was %v", a.GradOutput.Shape, c.outShape)
 	}
 	outs := []struct {
@@ -251,7 +252,7 @@ func (c *LinearContext) checkBackward(a *LinearBackwardArgs) error {
 		if err := checkHP("grad_input", *a.GradInput); err != nil {
 			return err
 		}
-		if !equalShape(a.GradInput.Shape, c.inShape) {
+		if !slices.Equal(a.GradInput.Shape, c.inShape) {
 			return Errorf(ErrInvalidArgument, "grad_input: shape %v, the forward's input was %v", a.GradInput.Shape, c.inShape)
 		}
 		outs = append(outs, struct {
@@ -306,11 +307,11 @@ func (c *LinearContext) checkBackward(a *LinearBackwardArgs) error {
 		}
 	}
 	for i, o := range outs {
-		if overlaps(o.t, a.GradOutput) {
+		if Overlaps(o.t, a.GradOutput) {
 			return Errorf(ErrInvalidArgument, "%s: overlaps grad_output", o.name)
 		}
 		for _, p := range outs[:i] {
-			if overlaps(o.t, p.t) {
+			if Overlaps(o.t, p.t) {
 				return Errorf(ErrInvalidArgument, "%s: overlaps %s", o.name, p.name)
 			}
 		}
