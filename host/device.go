@@ -1,5 +1,10 @@
 package host
 
+import (
+	"strings"
+	"sync"
+)
+
 // DelayedCast is implemented by delayed-scaling states so that kernels which
 // compute the amax somewhere the state cannot see (a device) can read the scale
 // to cast with and then stage the amax they computed (spec §2.3).
@@ -102,4 +107,38 @@ func DeviceCount(t DeviceType) (int, error) {
 		return 0, nil
 	}
 	return m.DeviceCount()
+}
+
+// pluginReports are the plugin loaders' accounts of what they loaded and where
+// they looked (RegisterPluginReport), for device-unavailable messages.
+var pluginReports struct {
+	sync.Mutex
+	list []func() string
+}
+
+// RegisterPluginReport adds a plugin loader's report: report says what the
+// loader loaded, what failed and where it looked ("" when it has nothing to
+// say). A device or kernel that is not available names every report in its
+// error, so that the user learns why no plugin serves it.
+func RegisterPluginReport(report func() string) {
+	pluginReports.Lock()
+	defer pluginReports.Unlock()
+	pluginReports.list = append(pluginReports.list, report)
+}
+
+// pluginSummary joins the loaders' reports, for device-unavailable messages.
+func pluginSummary() string {
+	pluginReports.Lock()
+	list := append([]func() string(nil), pluginReports.list...)
+	pluginReports.Unlock()
+	var parts []string
+	for _, r := range list {
+		if s := r(); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) == 0 {
+		return "no plugin is loaded (quant_plugin_load or LIBQUANT_PLUGIN_PATH load one)"
+	}
+	return strings.Join(parts, "; ")
 }

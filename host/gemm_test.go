@@ -42,11 +42,7 @@ func formatConfigs(t *testing.T) map[string]host.Params {
 		},
 	}
 	out := map[string]host.Params{}
-	plugin := pluginFormats()
 	for _, f := range host.FormatNames() {
-		if plugin[f] {
-			continue
-		}
 		v, ok := variants[f]
 		if !ok {
 			v = map[string]host.Params{f: {Format: f}}
@@ -406,13 +402,7 @@ func TestGemmSupport(t *testing.T) {
 	require.NoError(t, err)
 	names := host.FormatNames()
 	require.Len(t, table, len(names)*len(names))
-	plugin := pluginFormats()
 	for _, e := range table {
-		if plugin[e.A] || plugin[e.B] {
-			require.Equal(t, host.GemmUnsupported, e.Level, "%s × %s on the CPU", e.A, e.B)
-			require.Contains(t, e.Reason, "no CPU tile dequantizer")
-			continue
-		}
 		require.Equal(t, host.GemmEmulated, e.Level, "%s × %s on the CPU", e.A, e.B)
 	}
 }

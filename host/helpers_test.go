@@ -68,18 +68,3 @@ func gammaN(n int) float64 {
 	u := math.Ldexp(1, -24)
 	return float64(n) * u / (1 - float64(n)*u)
 }
-
-// pluginFormats are the formats defined by loaded native plugins (the toy
-// plugin of host's own tests). They have no CPU tile dequantizer, so the CPU
-// GEMM reports them unsupported; the GEMM tests cover the built-in formats.
-func pluginFormats() map[string]bool {
-	out := map[string]bool{}
-	for _, p := range host.Plugins() {
-		if p.Err == nil {
-			for _, f := range p.Formats {
-				out[f] = true
-			}
-		}
-	}
-	return out
-}

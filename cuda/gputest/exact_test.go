@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/native"
 	"libquant/internal/numeric"
 	"libquant/internal/testutil"
 	_ "libquant/plugins/fp8"
@@ -63,7 +64,7 @@ func needGPU(t *testing.T) {
 			setup.skip = "SKIP: no libquant_cuda.so (build it with `make cuda` where nvcc is, or set LIBQUANT_CUDA_PLUGIN)"
 			return
 		}
-		if _, err := host.LoadPlugin(p, host.PluginExplicit); err != nil {
+		if _, err := native.Load(p, native.Explicit); err != nil {
 			setup.err = err
 			return
 		}
@@ -369,7 +370,7 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 		registered[n] = true
 	}
 	served := map[string]bool{}
-	for _, p := range host.Plugins() {
+	for _, p := range native.Plugins() {
 		for _, k := range p.Kernels {
 			if k.Device == host.CUDA {
 				served[k.Format] = true
