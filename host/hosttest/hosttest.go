@@ -1,7 +1,8 @@
 // Package hosttest builds host tensors, quantizers and quantized tensors for
 // the tests of host and of the layers above it (linear, native, plugins, capi):
-// CPU tensors in C memory, as the ABI would hand them over. It imports host
-// and internal packages only, never a layer above host.
+// CPU tensors in C memory, as the ABI would hand them over (it imports
+// host/cpumem, so every test that uses it can allocate them). It imports host,
+// host/cpumem and internal packages only, never a layer above host.
 package hosttest
 
 import (
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	_ "libquant/host/cpumem" // the tests allocate CPU tensors
 	"libquant/internal/numeric"
 )
 
