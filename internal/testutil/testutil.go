@@ -1,7 +1,7 @@
 // Package testutil holds test helpers that take and return plain Go values
-// (seeded inputs, error bounds). It imports no libquant package but internal
-// leaf packages, so that every layer's tests can use it; helpers that build
-// host tensors are in host/hosttest.
+// (seeded inputs, error bounds). It imports only the standard library, so that
+// the tests of every layer can use it; the helpers that build host tensors are
+// in host/hosttest.
 package testutil
 
 import (
