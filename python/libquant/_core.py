@@ -661,9 +661,13 @@ class QTensor:
         if k == 0 and d in (1, 2):
             fmt = self.formats[d - 1]
         packed = k == 0 and fmt in _PACKED_FP4_FORMATS and v.dtype.code == L.kDLUInt and v.dtype.bits == 8
+        width = None
+        if packed:  # the logical row: K rowwise; M (the flattened leading dims) for the transposed columnwise
+            m, kk = _rows_cols(self.info.shape)
+            width = kk if d == 1 else m
         if self._views is None:
             self._views = weakref.WeakSet()
-        return Buffer(v, self, packed)
+        return Buffer(v, self, packed, width)
 
     def _maybe_buffer(self, direction: int, kind: int) -> Buffer | None:
         v = L.DLTensor()

@@ -317,9 +317,9 @@ class Buffer:
     re-quantized into a new layout."""
 
     __slots__ = ("_data", "_device_type", "_device_id", "_code", "_bits", "shape", "strides", "_owner",
-                 "packed_fp4", "nbytes", "__weakref__")
+                 "packed_fp4", "fp4_width", "nbytes", "__weakref__")
 
-    def __init__(self, view: L.DLTensor, owner: Any, packed_fp4: bool = False) -> None:
+    def __init__(self, view: L.DLTensor, owner: Any, packed_fp4: bool = False, fp4_width: int | None = None) -> None:
         nd = view.ndim
         if not 0 <= nd <= 16:
             raise InvalidArgumentError("buffer view has rank %d" % nd)
@@ -337,6 +337,8 @@ class Buffer:
             views.add(self)
         #: True for E2M1 codes packed two per byte (even element in the low nibble).
         self.packed_fp4 = packed_fp4
+        #: The logical row length of packed FP4 data (odd widths leave a zero high nibble, spec §14).
+        self.fp4_width = fp4_width
         itemsize = max(self._bits // 8, 1)
         if self.strides is None:
             n = 1
@@ -403,10 +405,11 @@ class Buffer:
         return _torch.buffer_view(self)
 
     def unpack_fp4(self) -> np.ndarray[Any, Any]:
-        """Packed E2M1 bytes [.., n] as ml_dtypes.float4_e2m1fn codes [.., 2n] (a copy)."""
+        """Packed E2M1 bytes [.., n] as ml_dtypes.float4_e2m1fn codes [.., width] (a copy;
+        width is the logical row length, 2n or 2n - 1)."""
         if not self.packed_fp4:
             raise UnsupportedError("buffer holds %s, not packed FP4" % self.dtype)
-        return unpack_fp4(self.numpy())
+        return unpack_fp4(self.numpy(), self.fp4_width)
 
     # -- DLPack ---------------------------------------------------------------
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -508,16 +511,24 @@ class _RawCPU:
 # ---------------------------------------------------------------------------
 
 
-def unpack_fp4(packed: Any) -> np.ndarray[Any, Any]:
+def unpack_fp4(packed: Any, width: int | None = None) -> np.ndarray[Any, Any]:
     """Packed E2M1 bytes [..., n] (element 2i in the low nibble of byte i) as
-    ``ml_dtypes.float4_e2m1fn`` values [..., 2n]."""
+    ``ml_dtypes.float4_e2m1fn`` values [..., width] (width 2n by default; 2n - 1 for
+    an odd logical width, whose last high nibble is padding)."""
     p = np.asarray(packed)
     if p.dtype != np.uint8:
         raise UnsupportedError("unpack_fp4 takes uint8 bytes, got %s" % p.dtype)
-    out = np.empty(p.shape[:-1] + (p.shape[-1] * 2,) if p.ndim else (2,), dtype=np.uint8)
+    if p.ndim == 0:
+        p = p.reshape(1)
+    n = p.shape[-1]
+    if width is None:
+        width = 2 * n
+    if not 2 * n - 1 <= width <= 2 * n:
+        raise InvalidArgumentError("unpack_fp4: width %d does not fit %d bytes per row" % (width, n))
+    out = np.empty(p.shape[:-1] + (2 * n,), dtype=np.uint8)
     out[..., 0::2] = p & 0x0F
     out[..., 1::2] = p >> 4
-    return out.view(ml_dtypes.float4_e2m1fn)
+    return out[..., :width].view(ml_dtypes.float4_e2m1fn)
 
 
 def pack_fp4(values: Any) -> np.ndarray[Any, Any]:

@@ -721,3 +721,25 @@ def test_threads_share_quantizers_and_a_callback_recipe() -> None:
 
     with ThreadPoolExecutor(8) as ex:
         assert all(ex.map(work, range(8)))
+
+
+@pytest.mark.parametrize("fmt,block", [("mxfp8", 32), ("mxfp4", 32), ("nvfp4", 16)])
+@pytest.mark.parametrize("shape", [(45, 37), (7, 3), (33, 17)])
+def test_any_shape_equals_zero_padded_bytes(fmt: str, block: int, shape: tuple[int, int]) -> None:
+    """spec §14 rule 1: the bytes of X at every valid element are those of X zero-padded
+    to whole blocks, padding dropped; packed FP4 of an odd width unpacks to the logical width."""
+    m, k = shape
+    x = randn(m, k)
+    pm, pk = -(-m // block) * block, -(-k // block) * block
+    xp = np.zeros((pm, pk), np.float32)
+    xp[:m, :k] = x
+    q = lq.Quantizer(fmt)
+    got, ref = q.quantize(x), q.quantize(xp)
+    for d, rows, cols in (("rowwise", m, k), ("columnwise", k if fmt != "mxfp8" else m, m if fmt != "mxfp8" else k)):
+        g, r = got.buffer(d, "data"), ref.buffer(d, "data")
+        if g.packed_fp4:
+            assert g.fp4_width == cols and g.unpack_fp4().shape == (rows, cols)
+            np.testing.assert_array_equal(g.unpack_fp4().view(np.uint8), r.unpack_fp4().view(np.uint8)[:rows, :cols])
+        else:
+            np.testing.assert_array_equal(g.numpy().view(np.uint8), r.numpy().view(np.uint8)[:rows, :cols])
+    np.testing.assert_array_equal(got.dequantize(), ref.dequantize()[:m, :k])
