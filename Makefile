@@ -11,7 +11,7 @@ CFLAGS  ?= -O2
 CFLAGS_ALL := -std=c99 $(CWARN) $(CFLAGS) -Iinclude -Iexamples/c
 LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 
-GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
+GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
 .PHONY: all demo lib mlp test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
@@ -147,6 +147,7 @@ test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
+	$(BUILD)/mlp_train quick batch=45
 
 # CPU benchmarks against NumPy (landscape.md's peers). Installs Debian's NumPy
 # and OpenBLAS (the optimized BLAS NumPy's matmul peer should have) if missing,
@@ -174,7 +175,9 @@ VERSION   := $(shell sed -n 's/^\#define QUANT_VERSION_\(MAJOR\|MINOR\|PATCH\) \
 
 venv: $(PY_VENV)/.complete
 
-$(PY_VENV)/.complete: $(PY_REQ)
+# Order-only: the venv's path names the file's hash, so a clone with a newer
+# timestamp but the same pins reuses it.
+$(PY_VENV)/.complete: | $(PY_REQ)
 	@mkdir -p $(PY_CACHE)
 	rm -rf $(PY_VENV) $(PY_VENV).tmp
 	$(PYTHON3) -m venv $(PY_VENV).tmp
@@ -204,13 +207,17 @@ install: $(LIB)
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libquant.so
 	if [ -f $(CUDA_LIB) ]; then install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/libquant_cuda.so; fi
 	install -m 644 include/quant.h include/quant_plugin.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' libquant.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libquant.pc
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: libquant\nDescription: low-precision quantization engine (C ABI)\nVersion: %s\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lquant\nLibs.private: -lm\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libquant.pc
 
 # pytest over the Python package (CPU; CUDA tests skip without a GPU and say why)
 # and mypy --strict on it.
-test-python: $(LIB) venv
+# pytest needs cc and pkg-config (the struct-layout and make-install tests) and the
+# toy plugins (plugin loading).
+test-python: $(LIB) venv plugins
+	@command -v pkg-config >/dev/null || (apt-get update -qq && apt-get install -y -qq pkg-config)
 	cd python && $(PY) -m mypy --strict libquant
-	LIBQUANT_LIBRARY= $(PY) -m pytest -q -rs python/tests
+	env -u LIBQUANT_LIBRARY -u LIBQUANT_PLUGIN_PATH $(PY) -m pytest -q -rs python/tests
 
 clean:
 	rm -rf $(BUILD)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ctypes as C
 import sys
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 
 import numpy as np
 
 from . import _lib as L
-from ._dlpack import Buffer, Tensor, as_dltensor, dl_dtype
+from ._dlpack import Buffer, Tensor, as_dltensor, as_output, dl_dtype
 from ._errors import InvalidArgumentError, InvalidHandleError
 
 if TYPE_CHECKING:
@@ -157,6 +158,17 @@ def _device_of(t: Tensor) -> Device:
     return Device(t.dl.device.device_type, t.dl.device.device_id)
 
 
+def _device_stream(explicit: int | None, device: Device) -> int | None:
+    """explicit, else torch's current stream for a CUDA device when torch is loaded."""
+    if explicit is not None:
+        return int(explicit)
+    if device.device_type == L.kDLCUDA and "torch" in sys.modules:
+        from . import _torch
+
+        return _torch.current_stream(_torch.cuda_device(device.index))
+    return None
+
+
 def _stream(explicit: int | None, *tensors: Tensor | None) -> int | None:
     if explicit is not None:
         return int(explicit)
@@ -205,6 +217,7 @@ class Quantizer:
     """
 
     _h: int | None
+    _deferred: int | None = None
 
     def __init__(
         self,
@@ -261,6 +274,7 @@ class Quantizer:
         h = C.c_void_p()
         L.check(L.lib().quant_quantizer_create(C.byref(c), C.byref(h)))
         self._h = h.value
+        self._views: weakref.WeakSet[Any] = weakref.WeakSet()
         self.format = format
         self.options = {k: v for k, v in locals().items() if k not in ("self", "format", "c", "h")}
 
@@ -268,6 +282,7 @@ class Quantizer:
     def _adopt(cls, handle: int, format: str) -> "Quantizer":
         q = cls.__new__(cls)
         q._h = handle
+        q._views = weakref.WeakSet()
         q.format = format
         q.options = {}
         return q
@@ -299,15 +314,21 @@ class Quantizer:
         return h
 
     def close(self) -> None:
-        """Frees the quantizer now (tensors and recipes that use it keep their own references)."""
+        """Frees the quantizer now (tensors and recipes that use it keep their own
+        references). While views of its delayed-scaling state are alive, the free
+        waits for them; the Quantizer is unusable at once."""
         h, self._h = self._h, None
-        if h is not None:
-            L.check(L.lib().quant_quantizer_free(h))
+        if h is None:
+            return
+        if getattr(self, "_views", None):
+            self._deferred = h
+            return
+        L.check(L.lib().quant_quantizer_free(h))
 
     def __del__(self) -> None:
-        h = getattr(self, "_h", None)
+        h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
         if h is not None:
-            self._h = None
+            self._h = self._deferred = None
             try:
                 L.lib().quant_quantizer_free(h)
             except Exception:  # interpreter shutdown
@@ -378,19 +399,24 @@ class Quantizer:
         call; amax is an FP32 [2] (rowwise, columnwise) to use instead of computing
         it; persistent marks a weight that never loses a direction. CUDA work runs on
         ``stream`` or torch's current stream."""
-        h = self.handle
+        h = self._h
+        if h is None:
+            raise InvalidHandleError("quantizer: this Quantizer is closed")
         t = as_dltensor(x)
         keep: list[Any] = []
-        opts = self._options(t, amax, persistent, stream, keep)
+        if amax is None and not persistent and stream is None and t.stream is None:
+            opts = None
+        else:
+            opts = self._options(t, amax, persistent, stream, keep)
         out = C.c_void_p()
         lib = L.lib()
         if usage is None:
-            st = lib.quant_quantize(h, t.ref, opts, C.byref(out))
+            st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
         else:
             old = self.usage
             self.usage = usage
             try:
-                st = lib.quant_quantize(h, t.ref, opts, C.byref(out))
+                st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
             finally:
                 lib.quant_quantizer_set_usage(h, old)
         if st:
@@ -440,7 +466,7 @@ class Quantizer:
         for i, b in enumerate(buffers):
             if isinstance(b, tuple):
                 d, raw = b
-                t = as_dltensor(raw)
+                t = as_output(raw, "buffers[%d]" % i)
                 dl = t.dl
                 bsh = (C.c_int64 * max(len(d.shape), 1))(*d.shape)
                 keep.append(bsh)
@@ -449,7 +475,7 @@ class Quantizer:
                 dl.strides = None
                 dl.dtype.code, dl.dtype.bits = d.dl_dtype
             else:
-                t = as_dltensor(b)
+                t = as_output(b, "buffers[%d]" % i)
             keep.append(t)
             dls[i] = t.dl
         out = C.c_void_p()
@@ -464,7 +490,7 @@ class Quantizer:
         t = as_dltensor(x)
         if out is None:
             out = _alloc((2,), "float32", _device_of(t), t.framework == "torch")
-        o = as_dltensor(out)
+        o = as_output(out, "out")
         s = _stream(stream, t)
         L.check(L.lib().quant_compute_amax(self.handle, t.ref, o.ref, s))
         return out
@@ -534,10 +560,13 @@ class QTensor:
 
     _h: int | None
 
+    _deferred: int | None = None
+
     def __init__(self, handle: int, torch_like: bool = False) -> None:
         self._h = handle
         self._torch_like = torch_like
         self._borrowed: list[Any] = []
+        self._views: weakref.WeakSet[Any] | None = None
 
     @property
     def handle(self) -> int:
@@ -548,15 +577,21 @@ class QTensor:
         return h
 
     def close(self) -> None:
-        """Frees the tensor now; views of its buffers must not be used afterwards."""
+        """Frees the tensor now. While views of its buffers are alive (NumPy arrays,
+        torch tensors, DLPack capsules), the free waits for the last of them; the
+        QTensor itself is unusable at once."""
         h, self._h = self._h, None
-        if h is not None:
-            L.check(L.lib().quant_qtensor_free(h))
+        if h is None:
+            return
+        if self._views:
+            self._deferred = h
+            return
+        L.check(L.lib().quant_qtensor_free(h))
 
     def __del__(self) -> None:
-        h = getattr(self, "_h", None)
+        h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
         if h is not None:
-            self._h = None
+            self._h = self._deferred = None
             try:
                 L.lib().quant_qtensor_free(h)
             except Exception:
@@ -626,13 +661,21 @@ class QTensor:
         if k == 0 and d in (1, 2):
             fmt = self.formats[d - 1]
         packed = k == 0 and fmt in _PACKED_FP4_FORMATS and v.dtype.code == L.kDLUInt and v.dtype.bits == 8
-        return Buffer(v, self, packed)
+        width = None
+        if packed:  # the logical row: K rowwise; M (the flattened leading dims) for the transposed columnwise
+            m, kk = _rows_cols(self.info.shape)
+            width = kk if d == 1 else m
+        if self._views is None:
+            self._views = weakref.WeakSet()
+        return Buffer(v, self, packed, width)
 
     def _maybe_buffer(self, direction: int, kind: int) -> Buffer | None:
         v = L.DLTensor()
         st = L.lib().quant_qtensor_buffer(self.handle, direction, kind, C.byref(v))
         if st:
             return None
+        if self._views is None:
+            self._views = weakref.WeakSet()
         return Buffer(v, self)
 
     def _direction_view(self, d: int) -> DirectionView | None:
@@ -671,7 +714,7 @@ class QTensor:
         if out is None:
             i = self.info
             out = _alloc(i.shape, dtype, i.device, self._torch_like)
-        o = as_dltensor(out)
+        o = as_output(out, "out")
         opts = L.quant_dequantize_options()
         opts.struct_size = C.sizeof(opts)
         opts.direction = _direction(direction)
@@ -685,11 +728,13 @@ class QTensor:
     def update_usage(self, usage: int | str, *, stream: int | None = None) -> None:
         """Keeps exactly these directions, deriving a missing one where the format can
         (quant_qtensor_update_usage)."""
-        L.check(L.lib().quant_qtensor_update_usage(self.handle, _usage(usage), stream))
+        s = _device_stream(stream, self.device)
+        L.check(L.lib().quant_qtensor_update_usage(self.handle, _usage(usage), s))
 
     def set_gemm_swizzled_scales(self, swizzled: bool = True, *, stream: int | None = None) -> None:
         """Converts the scales to the GEMM-swizzled layout or back, in place."""
-        L.check(L.lib().quant_qtensor_set_gemm_swizzled_scales(self.handle, int(swizzled), stream))
+        s = _device_stream(stream, self.device)
+        L.check(L.lib().quant_qtensor_set_gemm_swizzled_scales(self.handle, int(swizzled), s))
 
 
 # ---------------------------------------------------------------------------
@@ -752,10 +797,11 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
         op.trans = int(tr)
         if isinstance(x, QTensor):
             op.qtensor = x.handle
-            i = x.info
-            shapes.append(i.shape)
-            devices.append(i.device)
-            torch_like = torch_like or x._torch_like
+            if out is None:
+                i = x.info
+                shapes.append(i.shape)
+                devices.append(i.device)
+                torch_like = torch_like or x._torch_like
         else:
             t = as_dltensor(x)
             keep.append(t)
@@ -764,14 +810,14 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
             devices.append(_device_of(t))
             torch_like = torch_like or t.framework == "torch"
     if out is None:
+        if accumulate:
+            raise InvalidArgumentError("accumulate: needs out (the D whose contents are added)")
         ar, ac = _rows_cols(shapes[0])
         br, bc = _rows_cols(shapes[1])
         m = ac if trans_a else ar
         n = br if trans_b else bc
         out = _alloc((m, n), out_dtype, devices[0], torch_like)
-        if accumulate:
-            raise InvalidArgumentError("accumulate: needs out (the D whose contents are added)")
-    d = as_dltensor(out)
+    d = as_output(out, "out")
     keep.append(d)
     args.d = C.pointer(d.dl)
     if c is not None:
@@ -792,6 +838,8 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
         args.beta = C.pointer(fb)
     args.accumulate = int(accumulate)
     s = _stream(stream, *[k for k in keep if isinstance(k, Tensor)])
+    if s is None and d.dl.device.device_type == L.kDLCUDA:
+        s = _device_stream(None, _device_of(d))
     if s is not None:
         args.stream = s
     L.check(L.lib().quant_gemm(C.byref(args)))

@@ -159,8 +159,14 @@ class Tensor:
         return C.byref(self.dl)
 
 
-def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
-    ai = x.__array_interface__
+# (dtype, shape, strides) -> a DLTensor template (data NULL) and its shape/stride
+# arrays. The arrays are never written by libquant, so every call with the same
+# layout copies the template and sets data: the cheap path of a binding that is
+# called in a loop (bench/python_overhead.py).
+_np_templates: dict[tuple[Any, ...], tuple[L.DLTensor, Any]] = {}
+
+
+def _numpy_template(x: np.ndarray[Any, Any], strides: tuple[int, ...] | None) -> tuple[L.DLTensor, Any]:
     code_bits = _DL_BY_NP.get(x.dtype)
     if code_bits is None:
         raise UnsupportedError("array of dtype %s: libquant takes float32, bfloat16 or float16 "
@@ -169,7 +175,6 @@ def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
     nd = len(shape)
     sh = (C.c_int64 * max(nd, 1))(*shape)
     st = None
-    strides = ai["strides"]
     if strides is not None:
         item = x.itemsize
         if any(s % item for s in strides):
@@ -177,7 +182,6 @@ def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
                                    % (strides, item))
         st = (C.c_int64 * max(nd, 1))(*[s // item for s in strides])
     dl = L.DLTensor()
-    dl.data = ai["data"][0]
     dl.device.device_type = L.kDLCPU
     dl.ndim = nd
     dl.dtype.code, dl.dtype.bits = code_bits
@@ -185,7 +189,25 @@ def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
     dl.shape = sh
     if st is not None:
         dl.strides = st
-    return Tensor(dl, (sh, st, x), None, shape, "numpy", x)
+    t = (dl, (sh, st))
+    if len(_np_templates) > 512:
+        _np_templates.clear()
+    _np_templates[(x.dtype, shape, strides)] = t
+    return t
+
+
+_copy_dl = L.DLTensor.from_buffer_copy
+
+
+def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
+    ai = x.__array_interface__
+    strides = ai["strides"]
+    tmpl = _np_templates.get((x.dtype, x.shape, strides))
+    if tmpl is None:
+        tmpl = _numpy_template(x, strides)
+    dl = _copy_dl(tmpl[0])
+    dl.data = ai["data"][0]
+    return Tensor(dl, (tmpl, x), None, x.shape, "numpy", x)
 
 
 def _from_capsule(obj: Any) -> Tensor:
@@ -219,6 +241,8 @@ def _from_capsule(obj: Any) -> Tensor:
 
 def as_dltensor(x: Any) -> Tensor:
     """A DLTensor over x (NumPy array, torch tensor, or any ``__dlpack__`` object), not copied."""
+    if type(x) is np.ndarray:
+        return _from_numpy(x)
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):
@@ -233,6 +257,14 @@ def as_dltensor(x: Any) -> Tensor:
         return _from_capsule(x)
     raise TypeError("expected a NumPy array, a torch tensor or an object with __dlpack__, got %s"
                     % type(x).__name__)
+
+
+def as_output(x: Any, what: str) -> Tensor:
+    """as_dltensor for an array libquant writes: a read-only NumPy array is refused
+    (writing into it could fault), naming the argument."""
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise InvalidArgumentError("%s: the NumPy array is read-only" % what)
+    return as_dltensor(x)
 
 
 # ---------------------------------------------------------------------------
@@ -285,9 +317,9 @@ class Buffer:
     re-quantized into a new layout."""
 
     __slots__ = ("_data", "_device_type", "_device_id", "_code", "_bits", "shape", "strides", "_owner",
-                 "packed_fp4", "nbytes", "__weakref__")
+                 "packed_fp4", "fp4_width", "nbytes", "__weakref__")
 
-    def __init__(self, view: L.DLTensor, owner: Any, packed_fp4: bool = False) -> None:
+    def __init__(self, view: L.DLTensor, owner: Any, packed_fp4: bool = False, fp4_width: int | None = None) -> None:
         nd = view.ndim
         if not 0 <= nd <= 16:
             raise InvalidArgumentError("buffer view has rank %d" % nd)
@@ -300,8 +332,13 @@ class Buffer:
         self.strides: tuple[int, ...] | None = (
             tuple(view.strides[i] for i in range(nd)) if view.strides else None)
         self._owner = owner
+        views = getattr(owner, "_views", None)
+        if views is not None:  # the owner defers its free while views are alive
+            views.add(self)
         #: True for E2M1 codes packed two per byte (even element in the low nibble).
         self.packed_fp4 = packed_fp4
+        #: The logical row length of packed FP4 data (odd widths leave a zero high nibble, spec §14).
+        self.fp4_width = fp4_width
         itemsize = max(self._bits // 8, 1)
         if self.strides is None:
             n = 1
@@ -368,10 +405,11 @@ class Buffer:
         return _torch.buffer_view(self)
 
     def unpack_fp4(self) -> np.ndarray[Any, Any]:
-        """Packed E2M1 bytes [.., n] as ml_dtypes.float4_e2m1fn codes [.., 2n] (a copy)."""
+        """Packed E2M1 bytes [.., n] as ml_dtypes.float4_e2m1fn codes [.., width] (a copy;
+        width is the logical row length, 2n or 2n - 1)."""
         if not self.packed_fp4:
             raise UnsupportedError("buffer holds %s, not packed FP4" % self.dtype)
-        return unpack_fp4(self.numpy())
+        return unpack_fp4(self.numpy(), self.fp4_width)
 
     # -- DLPack ---------------------------------------------------------------
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -473,16 +511,24 @@ class _RawCPU:
 # ---------------------------------------------------------------------------
 
 
-def unpack_fp4(packed: Any) -> np.ndarray[Any, Any]:
+def unpack_fp4(packed: Any, width: int | None = None) -> np.ndarray[Any, Any]:
     """Packed E2M1 bytes [..., n] (element 2i in the low nibble of byte i) as
-    ``ml_dtypes.float4_e2m1fn`` values [..., 2n]."""
+    ``ml_dtypes.float4_e2m1fn`` values [..., width] (width 2n by default; 2n - 1 for
+    an odd logical width, whose last high nibble is padding)."""
     p = np.asarray(packed)
     if p.dtype != np.uint8:
         raise UnsupportedError("unpack_fp4 takes uint8 bytes, got %s" % p.dtype)
-    out = np.empty(p.shape[:-1] + (p.shape[-1] * 2,) if p.ndim else (2,), dtype=np.uint8)
+    if p.ndim == 0:
+        p = p.reshape(1)
+    n = p.shape[-1]
+    if width is None:
+        width = 2 * n
+    if not 2 * n - 1 <= width <= 2 * n:
+        raise InvalidArgumentError("unpack_fp4: width %d does not fit %d bytes per row" % (width, n))
+    out = np.empty(p.shape[:-1] + (2 * n,), dtype=np.uint8)
     out[..., 0::2] = p & 0x0F
     out[..., 1::2] = p >> 4
-    return out.view(ml_dtypes.float4_e2m1fn)
+    return out[..., :width].view(ml_dtypes.float4_e2m1fn)
 
 
 def pack_fp4(values: Any) -> np.ndarray[Any, Any]:

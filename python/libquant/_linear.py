@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from . import _lib as L
 from ._core import (_BACKWARD_OVERRIDES, ArrayLike, Device, QTensorInfo, Quantizer, _alloc, _device_of, _info,
                     _stream)
-from ._dlpack import DTYPE_NAMES, Tensor, as_dltensor
+from ._dlpack import DTYPE_NAMES, Tensor, as_dltensor, as_output
 from ._errors import InvalidArgumentError, InvalidHandleError
 from ._recipe import Recipe
 
@@ -92,7 +92,7 @@ class LinearContext:
             return None, None
         if v is True:
             v = _like(like, shape)
-        return v, as_dltensor(v)
+        return v, as_output(v, "gradient")
 
     def backward(self, grad_output: ArrayLike, *, grad_input: Any = None, grad_weight: Any = None,
                  grad_bias: Any = None, stream: int | None = None) -> tuple[Any, Any, Any]:
@@ -143,7 +143,7 @@ class LinearContext:
             arrs = [_like(g, shape) for _ in range(n)] if v is True else list(v)
             arr = (L.DLTensor * max(len(arrs), 1))()
             for i, x in enumerate(arrs):
-                t = as_dltensor(x)
+                t = as_output(x, "%s[%d]" % (field, i))
                 keep.append(t)
                 arr[i] = t.dl
             keep.append(arr)
@@ -272,7 +272,7 @@ class Linear:
         if out is None:
             n = w.shape[0] if w.shape else 0
             out = _like(x, tuple(x.shape[:-1]) + (n,))
-        y = as_dltensor(out)
+        y = as_output(out, "out")
         a = L.quant_linear_forward_args()
         a.struct_size = C.sizeof(a)
         a.input = C.pointer(x.dl)
@@ -315,7 +315,7 @@ class Linear:
         if out is None:
             n = ws[0].shape[0] if ws and ws[0].shape else 0
             out = _like(x, tuple(x.shape[:-1]) + (n,))
-        y = as_dltensor(out)
+        y = as_output(out, "out")
         a = L.quant_grouped_linear_forward_args()
         a.struct_size = C.sizeof(a)
         a.input = C.pointer(x.dl)

@@ -64,15 +64,23 @@ def torch_dtype(code: int, bits: int) -> torch.dtype:
     return t
 
 
+def cuda_device(index: int) -> torch.device:
+    """torch.device("cuda", index)."""
+    return torch.device("cuda", index)
+
+
 def current_stream(device: torch.device) -> int:
     """The cudaStream_t of torch's current stream on a CUDA device."""
     return int(torch.cuda.current_stream(device).cuda_stream)
 
 
-def from_torch(x: torch.Tensor) -> "Tensor":
-    """A DLTensor over a torch tensor's memory (not copied)."""
-    from ._dlpack import Tensor
+# (dtype, shape, device, strides) -> a DLTensor template (data NULL) and the
+# shape/stride arrays it points at, reused by every call with that layout.
+_templates: dict[tuple[Any, ...], tuple[L.DLTensor, Any]] = {}
+_copy_dl = L.DLTensor.from_buffer_copy
 
+
+def _template(x: torch.Tensor, key: tuple[Any, ...]) -> tuple[L.DLTensor, Any]:
     code_bits = _DL_BY_TORCH.get(x.dtype)
     if code_bits is None:
         raise UnsupportedError("torch tensor of dtype %s: libquant takes float32, bfloat16 or float16" % x.dtype)
@@ -80,7 +88,6 @@ def from_torch(x: torch.Tensor) -> "Tensor":
     nd = len(shape)
     sh = (C.c_int64 * max(nd, 1))(*shape)
     dl = L.DLTensor()
-    dl.data = x.data_ptr()
     dl.ndim = nd
     dl.dtype.code, dl.dtype.bits = code_bits
     dl.dtype.lanes = 1
@@ -90,16 +97,34 @@ def from_torch(x: torch.Tensor) -> "Tensor":
         st = (C.c_int64 * max(nd, 1))(*x.stride())
         dl.strides = st
     dev = x.device
-    stream = None
     if dev.type == "cuda":
         dl.device.device_type = L.kDLCUDA
         dl.device.device_id = dev.index if dev.index is not None else torch.cuda.current_device()
-        stream = current_stream(dev)
     elif dev.type == "cpu":
         dl.device.device_type = L.kDLCPU
     else:
         raise UnsupportedError("torch tensor on %s: libquant takes CPU and CUDA tensors" % dev)
-    return Tensor(dl, (sh, st, x), stream, shape, "torch", x)
+    t = (dl, (sh, st))
+    if len(_templates) > 512:
+        _templates.clear()
+    _templates[key] = t
+    return t
+
+
+def from_torch(x: torch.Tensor) -> "Tensor":
+    """A DLTensor over a torch tensor's memory (not copied); CUDA tensors carry
+    torch's current stream of their device."""
+    from ._dlpack import Tensor
+
+    cuda = x.is_cuda
+    key = (x.dtype, x.shape, x.get_device() if cuda else -1, None if x.is_contiguous() else x.stride())
+    tmpl = _templates.get(key)
+    if tmpl is None:
+        tmpl = _template(x, key)
+    dl = _copy_dl(tmpl[0])
+    dl.data = x.data_ptr()
+    stream = current_stream(x.device) if cuda else None
+    return Tensor(dl, (tmpl, x), stream, tuple(x.shape), "torch", x)
 
 
 def buffer_view(buf: "Buffer") -> torch.Tensor:

@@ -612,3 +612,134 @@ def test_ctypes_empty_call_baseline() -> None:
     lib = lq._lib.lib()
     assert lib.quant_abi_version() == 1
     assert isinstance(lib.cdll, ctypes.CDLL)
+
+
+def test_close_waits_for_live_views() -> None:
+    """close() with views alive makes the object unusable at once but frees the
+    library's buffers only when the last view dies, so a view never reads freed memory."""
+    x = randn(64, 64)
+    qt = lq.Quantizer("mxfp8").quantize(x)
+    view = qt.rowwise.data.numpy()  # type: ignore[union-attr]
+    want = view.copy()
+    qt.close()
+    with pytest.raises(lq.InvalidHandleError):
+        qt.dequantize()
+    for _ in range(20):
+        lq.Quantizer("mxfp8").quantize(randn(64, 64) * 100)
+    np.testing.assert_array_equal(view.view(np.uint8), want.view(np.uint8))
+    assert qt._deferred is not None
+    del view
+    gc.collect()
+    q = lq.Quantizer("fp8", scaling="delayed", amax_history_len=8)
+    _, hist = q.delayed_scaling_state()
+    h = hist.numpy()
+    q.close()
+    assert h.shape == (8,) and h[0] == 0
+
+
+def test_nvfp4_rht_undo_transform_and_stochastic_rounding() -> None:
+    x = randn(64, 64, dtype=ml_dtypes.bfloat16)
+    qt = lq.Quantizer("nvfp4", rht="default").quantize(x)
+    xf = x.astype(np.float32)
+    plain = qt.dequantize(direction="columnwise")  # still in the Hadamard domain
+    undone = qt.dequantize(direction="columnwise", undo_transform=True)
+    err_undone = np.abs(undone - xf).max()
+    assert err_undone < np.abs(plain - xf).max()
+    # Bound: the 16-point transform (entries ±1/4) gives |y| <= 4 max|x|; an E2M1 code is
+    # off by at most half its largest step (1, between 4 and 6) in units of the block scale
+    # amax_y/6, itself rounded to E4M3 (relative 2^-4): |e_y| <= (4 max|x| / 6)(1 + 2^-4);
+    # the inverse (entries ±1/4, 16 terms) multiplies the largest error by at most 4.
+    assert err_undone <= 4 * (4 * np.abs(xf).max() / 6) * (1 + 2.0**-4)
+    custom = lq.Quantizer("nvfp4", rht="custom", rht_sign_mask=0x1234).quantize(x)
+    assert not np.array_equal(custom.columnwise.data.numpy(), qt.columnwise.data.numpy())  # type: ignore[union-attr]
+    with pytest.raises(lq.InvalidArgumentError, match="rht_sign_mask"):
+        lq.Quantizer("nvfp4", rht_sign_mask=0x1234)
+    sr = [lq.Quantizer("nvfp4", stochastic_rounding=True, seed=7, offset=o).quantize(x) for o in (0, 0, 1)]
+    b = [t.rowwise.data.numpy() for t in sr]  # type: ignore[union-attr]
+    assert np.array_equal(b[0], b[1]) and not np.array_equal(b[0], b[2])
+
+
+def test_remaining_config_fields_reach_the_library() -> None:
+    # delayed scaling: most_recent and margin (spec §2.4 steps 3-5: scale = 448·2^-margin / a0)
+    q = lq.Quantizer("fp8", scaling="delayed", amax_history_len=3, amax_compute_algo="most_recent", margin=2.0)
+    scale, hist = q.delayed_scaling_state()
+    q.update_delayed_scaling(100.0)
+    q.update_delayed_scaling(10.0)
+    assert scale.numpy()[0] == np.float32(448 * 2.0**-2) / np.float32(10)  # most recent, not max(100, 10)
+    # fp8_block 2-D blocks with FP32 scales: scale_inv [ceil(M/128), pad4(ceil(K/128))] (quant.h)
+    b = lq.Quantizer("fp8_block", block_dims=2, fp32_scales=True).quantize(randn(200, 300))
+    assert b.rowwise.scale_inv.shape == (2, 4) and b.rowwise.scale_inv.dtype == "float32"  # type: ignore[union-attr]
+    s = b.rowwise.scale_inv.numpy()[:2, :3]  # type: ignore[union-attr]
+    assert not np.all(np.log2(s) == np.round(np.log2(s)))  # FP32 scales, not powers of two
+    p2 = lq.Quantizer("fp8_block").quantize(randn(200, 300)).rowwise.scale_inv.numpy()  # type: ignore[union-attr]
+    assert np.all(np.log2(p2[p2 > 0]) == np.round(np.log2(p2[p2 > 0])))  # default: powers of two
+    with pytest.raises(lq.InvalidArgumentError, match="E5M2|e5m2"):
+        lq.Quantizer("fp8_block", element="e5m2")
+    with pytest.raises(lq.InvalidArgumentError, match="block_dims"):
+        lq.Quantizer("fp8", block_dims=2)
+    # nvfp4 16x16 weight blocks derive columnwise from rowwise
+    w = lq.Quantizer("nvfp4", block_dims=2).quantize(randn(64, 64))
+    cw = w.columnwise.data.numpy().copy()  # type: ignore[union-attr]
+    w.update_usage("rowwise")
+    w.update_usage("both")
+    np.testing.assert_array_equal(w.columnwise.data.numpy(), cw)  # type: ignore[union-attr]
+
+
+def test_hybrid_delayed_scaling_per_direction() -> None:
+    h = lq.Quantizer.hybrid(lq.Quantizer("fp8", scaling="delayed", amax_history_len=2),
+                            lq.Quantizer("fp8", scaling="delayed", amax_history_len=5, element="e5m2"))
+    _, hr = h.delayed_scaling_state("rowwise")
+    _, hc = h.delayed_scaling_state("columnwise")
+    assert hr.shape == (2,) and hc.shape == (5,)
+    x = randn(16, 16)
+    h.quantize(x)
+    assert hr.numpy()[0] == hc.numpy()[0] == np.abs(x).max()
+    h.update_delayed_scaling(None, direction="columnwise")
+    assert hc.numpy()[0] == 0 and hr.numpy()[0] == np.abs(x).max()
+
+
+def test_threads_share_quantizers_and_a_callback_recipe() -> None:
+    """ctypes releases the GIL around each call: 8 threads quantize with one
+    quantizer and ask one Python-callback recipe for quantizers at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    q = lq.Quantizer("mxfp8")
+    x = randn(64, 128)
+    want = q.quantize(x).rowwise.data.numpy().view(np.uint8).copy()  # type: ignore[union-attr]
+    recipe = lq.Recipe.from_callback(lambda role: lq.Quantizer("nvfp4" if role.tensor_type == "weight" else "fp8"))
+
+    def work(i: int) -> bool:
+        ok = True
+        for _ in range(20):
+            got = q.quantize(x).rowwise.data.numpy().view(np.uint8)  # type: ignore[union-attr]
+            ok &= bool(np.array_equal(got, want))
+            r = recipe.quantizer("linear", "weight" if i % 2 else "input", "t%d" % i)
+            ok &= r.quantize(x).formats[0] == ("nvfp4" if i % 2 else "fp8")
+            with pytest.raises(lq.InvalidArgumentError):
+                lq.Quantizer("fp8", element="e2m1")
+        return ok
+
+    with ThreadPoolExecutor(8) as ex:
+        assert all(ex.map(work, range(8)))
+
+
+@pytest.mark.parametrize("fmt,block", [("mxfp8", 32), ("mxfp4", 32), ("nvfp4", 16)])
+@pytest.mark.parametrize("shape", [(45, 37), (7, 3), (33, 17)])
+def test_any_shape_equals_zero_padded_bytes(fmt: str, block: int, shape: tuple[int, int]) -> None:
+    """spec §14 rule 1: the bytes of X at every valid element are those of X zero-padded
+    to whole blocks, padding dropped; packed FP4 of an odd width unpacks to the logical width."""
+    m, k = shape
+    x = randn(m, k)
+    pm, pk = -(-m // block) * block, -(-k // block) * block
+    xp = np.zeros((pm, pk), np.float32)
+    xp[:m, :k] = x
+    q = lq.Quantizer(fmt)
+    got, ref = q.quantize(x), q.quantize(xp)
+    for d, rows, cols in (("rowwise", m, k), ("columnwise", k if fmt != "mxfp8" else m, m if fmt != "mxfp8" else k)):
+        g, r = got.buffer(d, "data"), ref.buffer(d, "data")
+        if g.packed_fp4:
+            assert g.fp4_width == cols and g.unpack_fp4().shape == (rows, cols)
+            np.testing.assert_array_equal(g.unpack_fp4().view(np.uint8), r.unpack_fp4().view(np.uint8)[:rows, :cols])
+        else:
+            np.testing.assert_array_equal(g.numpy().view(np.uint8), r.numpy().view(np.uint8)[:rows, :cols])
+    np.testing.assert_array_equal(got.dequantize(), ref.dequantize()[:m, :k])

@@ -296,3 +296,31 @@ def test_api_wrong_python_types() -> None:
         lq.Quantizer(3)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         lq.gemm(q, q)  # type: ignore[arg-type]
+
+
+def test_api_read_only_and_empty_arrays() -> None:
+    x = np.ones((32, 32), np.float32)
+    qt = lq.Quantizer("fp8").quantize(x)
+    ro = np.empty((32, 32), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(lq.InvalidArgumentError, match="out: the NumPy array is read-only"):
+        qt.dequantize(out=ro)
+    with pytest.raises(lq.InvalidArgumentError, match="read-only"):
+        lq.gemm(x, x, out=ro)
+    with pytest.raises(lq.InvalidArgumentError, match="read-only"):
+        lq.Quantizer("fp8").compute_amax(x, out=np.frombuffer(b"\0" * 8, np.float32))
+    q = lq.Quantizer("fp8")
+    with pytest.raises(lq.InvalidArgumentError, match=r"buffers\[0\]: the NumPy array is read-only"):
+        q.from_buffers((32, 32), [np.frombuffer(b"\0" * d.nbytes, np.uint8).view(
+            lq._dlpack.numpy_dtype(*d.dl_dtype)).reshape(d.shape) for d in q.layout((32, 32))])
+    # reversed and sliced views reach the library, which names the strides
+    with pytest.raises(lq.UnsupportedError, match="not row-major contiguous"):
+        q.quantize(x[::-1])
+    with pytest.raises(lq.UnsupportedError, match="not row-major contiguous"):
+        q.quantize(x[:, ::2])
+    # an empty tensor is the library's to accept or refuse, never a crash
+    try:
+        e = q.quantize(np.ones((0, 32), np.float32))
+        assert e.shape == (0, 32)
+    except lq.LibquantError as err:
+        assert "input" in err.message
