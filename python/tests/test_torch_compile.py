@@ -70,7 +70,7 @@ def test_compile_fullgraph_bit_identical_to_eager(backend: str, device: str) -> 
     x = torch.randn(sum(SPLITS), 64, device=device)
     torch._dynamo.reset()
     compiled = torch.compile(comp, fullgraph=True, backend=backend)
-    want = call_or_skip(lambda: steps(eager, list(eager.parameters()), recipe, None, x, 3))
+    want = call_or_skip(lambda: steps(eager, list(eager.parameters()), recipe, None, x, 3), device)
     got = steps(compiled, list(comp.parameters()), recipe, None, x, 3)
     assert_same(got, want)
 
@@ -136,6 +136,6 @@ def test_checkpoint_gives_bit_identical_grads(kind: str, override: str | None, r
     plain = Block(device=device)
     ck = Checkpointed(copy.deepcopy(plain), reentrant)
     x = torch.randn(sum(SPLITS), 64, device=device)
-    want = call_or_skip(lambda: steps(plain, list(plain.parameters()), recipe, override, x, 3))
+    want = call_or_skip(lambda: steps(plain, list(plain.parameters()), recipe, override, x, 3), device)
     got = steps(ck, list(ck.parameters()), recipe, override, x, 3)
     assert_same(got, want)
