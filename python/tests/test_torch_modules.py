@@ -495,3 +495,45 @@ def test_deepcopy_gets_its_own_layers() -> None:
     c = copy.deepcopy(m)
     assert c.fc1._lq_mid != m.fc1._lq_mid and c.fc1._lq_slots == {}
     assert torch.equal(c(x), m(x))
+
+
+@pytest.mark.parametrize("override,save,want", [(None, False, "quantized"), (None, True, "original"),
+                                                 ("high_precision", False, "original"),
+                                                 ("dequantized", True, "quantized")])
+def test_save_original_input_decides_what_the_context_keeps(override: str | None, save: bool, want: str) -> None:
+    """What a forward keeps of X for the weight gradient (quant_linear_ctx_info):
+    save_original_input keeps X itself; "dequantized" forces it off (the forward-
+    quantized X is what backward must see), "high_precision" forces it on."""
+    from libquant.torch import _ops
+
+    m = lqt.Linear(64, 64, save_original_input=save)
+    x = torch.randn(32, 64, requires_grad=True)
+    before = set(_ops._CTXS)
+    with lqt.autocast(recipe=lqt.MXFP8BlockScaling(), backward_override=override):
+        y = m(x)
+    (cid,) = set(_ops._CTXS) - before
+    info = _ops._CTXS[cid].info
+    assert info.input_saved == want and info.weight_saved != "none"
+    assert info.save_original_input == (want == "original")
+    y.sum().backward()
+    assert cid not in _ops._CTXS  # backward took and freed it
+
+
+def test_delayed_scaling_refuses_overrides_with_the_library_message() -> None:
+    m = lqt.Linear(32, 32)
+    with pytest.raises(lq.InvalidArgumentError, match="override"):
+        with lqt.autocast(recipe=lqt.DelayedScaling(), backward_override="dequantized"):
+            m(torch.randn(32, 32, requires_grad=True))
+
+
+def test_module_recipe_without_autocast_compiles_fullgraph() -> None:
+    torch.manual_seed(0)
+    m = Net(recipe=lqt.Float8CurrentScaling())
+    x, _ = data("cpu")
+    want = m(x)
+    torch._dynamo.reset()
+    got = torch.compile(m, fullgraph=True, backend="aot_eager")(x)
+    assert torch.equal(got, want)
+    plain = Net()  # no recipe, no autocast: high precision, and still one graph
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(plain, fullgraph=True, backend="aot_eager")(x), plain(x))
