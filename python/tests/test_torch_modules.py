@@ -537,3 +537,24 @@ def test_module_recipe_without_autocast_compiles_fullgraph() -> None:
     plain = Net()  # no recipe, no autocast: high precision, and still one graph
     torch._dynamo.reset()
     assert torch.equal(torch.compile(plain, fullgraph=True, backend="aot_eager")(x), plain(x))
+
+
+def test_leading_dims_frozen_weights_and_bias_only_training() -> None:
+    r = lqt.MXFP8BlockScaling()
+    m = lqt.Linear(64, 32, recipe=r)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    y = m(x)
+    assert y.shape == (2, 16, 32)
+    y.backward(torch.ones_like(y))
+    assert x.grad is not None and x.grad.shape == x.shape and m.weight.grad is not None
+    ref = lq.Linear(lib_recipe(r))
+    ry, ctx = ref.forward(x.detach().reshape(32, 64), m.weight.detach(), m.bias.detach(), input_requires_grad=True,
+                          weight_requires_grad=True)
+    assert ctx is not None and torch.equal(y.detach().reshape(32, 32), ry)
+    gi, gw, gb = ctx.backward(torch.ones(32, 32), grad_input=True, grad_weight=True, grad_bias=True)
+    assert torch.equal(x.grad.reshape(32, 64), gi) and torch.equal(m.weight.grad, gw) and torch.equal(m.bias.grad, gb)
+    # a frozen weight with a trainable bias: only the bias gets a gradient
+    m.weight.requires_grad_(False)
+    m.bias.grad = None
+    m(torch.randn(32, 64)).sum().backward()
+    assert m.bias.grad is not None and torch.equal(m.bias.grad, torch.full((32,), 32.0))
