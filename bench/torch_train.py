@@ -48,8 +48,15 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+REFUSED: dict[str, str] = {}  # config -> the eager run's refusal (compiling it again would only wait for it)
+
+
 def run(name: str, mode: str, make: Callable[[], tuple[torch.nn.Module, Any]], args: argparse.Namespace) -> str:
     dev = args.device
+    if name in REFUSED:
+        row = "| %s | %s | - | - | refused (eager run): %s |" % (name, mode, REFUSED[name])
+        print(row, flush=True)
+        return row
     try:
         model, recipe = make()
         if mode == "compiled":
@@ -79,7 +86,8 @@ def run(name: str, mode: str, make: Callable[[], tuple[torch.nn.Module, Any]], a
         row = "| %s | %s | %.2f | %s | |" % (name, mode, args.steps / dt, mem)
     except (lq.LibquantError, RuntimeError, ImportError, AssertionError, NotImplementedError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        row = "| %s | %s | - | - | refused: %s |" % (name, mode, msg[:160].replace("|", "/"))
+        REFUSED[name] = msg[:160].replace("|", "/")
+        row = "| %s | %s | - | - | refused: %s |" % (name, mode, REFUSED[name])
     print(row, flush=True)
     return row
 
