@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import warnings
 import weakref
 from typing import Any, Optional, Sequence
 
@@ -331,7 +330,3 @@ def _grouped_backward(ctx: Any, dy: torch.Tensor, _dh: Any) -> tuple[Any, ...]:
 
 
 grouped_linear_fwd.register_autograd(_grouped_backward, setup_context=_grouped_setup)
-
-
-def warn(msg: str) -> None:
-    warnings.warn("libquant.torch: " + msg, stacklevel=3)

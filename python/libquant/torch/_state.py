@@ -15,8 +15,9 @@ from .. import InvalidArgumentError
 if TYPE_CHECKING:
     from ._recipes import Recipe
 
-#: rid -> recipe (recipes are small and live as long as the process)
-RECIPES: dict[int, "Recipe"] = {}
+#: rid -> recipe (weak: whoever runs a module under a recipe holds it, and a
+#: module's layer for a recipe holds it from then on)
+RECIPES: "weakref.WeakValueDictionary[int, Recipe]" = weakref.WeakValueDictionary()
 #: mid -> module (weak: a module that is gone frees its layers)
 MODULES: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 _mid_lock = threading.Lock()
@@ -44,7 +45,17 @@ class Frame:
     group: Any
 
 
-_STACK: list[Frame] = []
+_STACK: list[Frame] = []  # process-wide, as TransformerEngine's autocast state
+_DEFAULT: list["Recipe"] = []
+
+
+def _default_recipe() -> "Recipe":
+    """TransformerEngine's default recipe, DelayedScaling(), made once."""
+    if not _DEFAULT:
+        from ._recipes import DelayedScaling
+
+        _DEFAULT.append(DelayedScaling())
+    return _DEFAULT[0]
 
 
 def current() -> Frame | None:
@@ -72,9 +83,7 @@ def autocast(enabled: bool = True, recipe: "Recipe | None" = None, *, backward_o
         if outer is not None and outer.recipe is not None:
             recipe = outer.recipe
         elif enabled:
-            from ._recipes import DelayedScaling
-
-            recipe = DelayedScaling()
+            recipe = _default_recipe()
     from ._recipes import Recipe as _R
 
     if recipe is not None and not isinstance(recipe, _R):
