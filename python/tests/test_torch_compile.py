@@ -10,6 +10,7 @@ does, so any difference would come from the modules."""
 from __future__ import annotations
 
 import copy
+import gc
 from typing import Any
 
 import pytest
@@ -78,6 +79,8 @@ def test_compile_fullgraph_bit_identical_to_eager(backend: str, device: str) -> 
 @pytest.mark.parametrize("override", [None, "dequantized"])
 @pytest.mark.parametrize("kind", ["fp8_current", "nvfp4_no_rht", "fp8_block"])
 def test_compile_every_recipe_aot_eager(kind: str, override: str | None) -> None:
+    gc.collect()
+    live0 = lqt.live_contexts()
     recipe = RECIPES[kind]()
     torch.manual_seed(1)
     eager = Block()
@@ -87,6 +90,12 @@ def test_compile_every_recipe_aot_eager(kind: str, override: str | None) -> None
     compiled = torch.compile(comp, fullgraph=True, backend="aot_eager")
     assert_same(steps(compiled, list(comp.parameters()), recipe, override, x),
                 steps(eager, list(eager.parameters()), recipe, override, x))
+    with lqt.autocast(recipe=recipe, backward_override=override):
+        y = compiled(x.requires_grad_(True))
+    assert lqt.live_contexts() == live0 + 3  # a compiled forward keeps its contexts for backward ...
+    del y
+    gc.collect()
+    assert lqt.live_contexts() == live0  # ... and frees them with its graph when backward never runs
 
 
 def test_custom_ops_are_registered_with_fake_impls() -> None:
