@@ -238,6 +238,26 @@ func tensorArray(name string, p unsafe.Pointer, n int) ([]host.Tensor, error) {
 	return out, nil
 }
 
+// amaxRows reads an optional FP32 [G, 2] amax tensor (a grouped call's
+// per-GEMM amaxes) as G views of 2 elements each.
+func amaxRows(name string, p unsafe.Pointer, G int) ([]*host.Tensor, error) {
+	t, err := optionalTensor(name, p)
+	if err != nil || t == nil {
+		return nil, err
+	}
+	if t.DType != host.Float32 || len(t.Shape) != 2 || t.Shape[0] != int64(G) || t.Shape[1] != 2 {
+		return nil, invalid("%s: %s %v, want float32 [num_gemms=%d, 2] (rowwise, columnwise amax per GEMM)", name, t.DType, t.Shape, G)
+	}
+	if t.Ptr == nil {
+		return nil, invalid("%s: data is NULL", name)
+	}
+	out := make([]*host.Tensor, G)
+	for g := range out {
+		out[g] = &host.Tensor{Ptr: t.At(int64(2 * g)), DType: host.Float32, Shape: []int64{2}, Device: t.Device}
+	}
+	return out, nil
+}
+
 func linearCtxHandle(c *linear.Context, grouped bool) *C.quant_linear_ctx {
 	return C.capi_linear_ctx_handle(C.uintptr_t(newHandle(&linearCtxEntry{c: c, grouped: grouped})))
 }
@@ -260,11 +280,35 @@ func quant_linear_forward(layer *C.quant_linear, args *C.capi_const_linear_forwa
 		if fa.Input, err = tensorFromDL("input", unsafe.Pointer(a.input)); err != nil {
 			return err
 		}
-		w, err := tensorFromDL("weight", unsafe.Pointer(a.weight))
-		if err != nil {
-			return err
+		if a.weight_qtensor != nil {
+			if a.weight != nil {
+				return invalid("weight: set together with weight_qtensor; give the high-precision weight or the quantized one")
+			}
+			qe, err := getQTensorPtr(unsafe.Pointer(a.weight_qtensor), "weight_qtensor")
+			if err != nil {
+				return err
+			}
+			fa.WeightQ = []*host.QTensor{qe.t}
+		} else {
+			w, err := tensorFromDL("weight", unsafe.Pointer(a.weight))
+			if err != nil {
+				return err
+			}
+			fa.Weights = []host.Tensor{w}
 		}
-		fa.Weights = []host.Tensor{w}
+		for _, am := range []struct {
+			name string
+			p    *C.DLTensor
+			dst  *[]*host.Tensor
+		}{{"input_amax", a.input_amax, &fa.InputAmax}, {"weight_amax", a.weight_amax, &fa.WeightAmax}} {
+			t, err := optionalTensor(am.name, unsafe.Pointer(am.p))
+			if err != nil {
+				return err
+			}
+			if t != nil {
+				*am.dst = []*host.Tensor{t}
+			}
+		}
 		b, err := optionalTensor("bias", unsafe.Pointer(a.bias))
 		if err != nil {
 			return err
@@ -312,10 +356,30 @@ func quant_grouped_linear_forward(layer *C.quant_linear, args *C.capi_const_grou
 			return invalid("m_splits: is NULL (want the row count of each of the %d GEMMs)", G)
 		}
 		fa.MSplits = append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(a.m_splits)), G)...)
-		if a.weights == nil {
-			return invalid("weights: is NULL (want %d weights)", G)
+		switch {
+		case a.weight_qtensors != nil:
+			if a.weights != nil {
+				return invalid("weights: set together with weight_qtensors; give the high-precision weights or the quantized ones")
+			}
+			fa.WeightQ = make([]*host.QTensor, G)
+			for g, h := range unsafe.Slice(a.weight_qtensors, G) {
+				qe, err := getQTensorPtr(unsafe.Pointer(h), fmt.Sprintf("weight_qtensors[%d]", g))
+				if err != nil {
+					return err
+				}
+				fa.WeightQ[g] = qe.t
+			}
+		case a.weights == nil:
+			return invalid("weights: is NULL (want %d weights, or weight_qtensors)", G)
+		default:
+			if fa.Weights, err = tensorArray("weights", unsafe.Pointer(a.weights), G); err != nil {
+				return err
+			}
 		}
-		if fa.Weights, err = tensorArray("weights", unsafe.Pointer(a.weights), G); err != nil {
+		if fa.InputAmax, err = amaxRows("input_amaxes", unsafe.Pointer(a.input_amaxes), G); err != nil {
+			return err
+		}
+		if fa.WeightAmax, err = amaxRows("weight_amaxes", unsafe.Pointer(a.weight_amaxes), G); err != nil {
 			return err
 		}
 		if a.biases != nil {
@@ -375,6 +439,13 @@ func quant_linear_backward(ctx *C.quant_linear_ctx, args *C.capi_const_linear_ba
 		if db != nil {
 			ba.GradBiases = []host.Tensor{*db}
 		}
+		gam, err := optionalTensor("grad_output_amax", unsafe.Pointer(a.grad_output_amax))
+		if err != nil {
+			return err
+		}
+		if gam != nil {
+			ba.GradOutputAmax = []*host.Tensor{gam}
+		}
 		return e.c.Backward(&ba)
 	})
 }
@@ -410,6 +481,9 @@ func quant_grouped_linear_backward(ctx *C.quant_linear_ctx, args *C.capi_const_g
 			if ba.GradBiases, err = tensorArray("grad_biases", unsafe.Pointer(a.grad_biases), G); err != nil {
 				return err
 			}
+		}
+		if ba.GradOutputAmax, err = amaxRows("grad_output_amaxes", unsafe.Pointer(a.grad_output_amaxes), G); err != nil {
+			return err
 		}
 		return e.c.Backward(&ba)
 	})

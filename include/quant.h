@@ -836,6 +836,21 @@ typedef struct {
   int32_t input_requires_grad;  /* backward will compute grad_input */
   int32_t weight_requires_grad; /* backward will compute grad_weight; 0 for a frozen weight */
   void *stream;                 /* cudaStream_t for device tensors (linear ops run on the CPU for now) */
+  /* Version 2 of the struct (appended; older callers' smaller struct_size reads them as NULL): */
+  const DLTensor *input_amax;   /* FP32 [2] (rowwise, columnwise) amax the input quantizer uses instead
+                                   of computing it (quant_quantize_options.amax), e.g. all-reduced (MAX)
+                                   across processes for current scaling; NULL computes it. A save_original_input
+                                   context keeps a copy for backward's columnwise quantize */
+  const DLTensor *weight_amax;  /* the same for the weight, used when the layer (re-)quantizes it; NULL
+                                   computes it; not allowed with weight_qtensor */
+  quant_qtensor *weight_qtensor;/* a weight the caller quantized ([N, K], e.g. quant_quantize_into over
+                                   buffers of its own: a parameter held only in quantized form), used
+                                   instead of quantizing weight, which must then be NULL. It must hold
+                                   rowwise data, and columnwise too when input_requires_grad (quantized
+                                   backward). The layer neither caches nor changes it; a context reads it
+                                   in backward, so keep it alive and unchanged until then.
+                                   QUANT_BACKWARD_OVERRIDE_HIGH_PRECISION with input_requires_grad needs
+                                   the original weight and is refused with it */
 } quant_linear_forward_args;
 
 /* Runs the forward pass. ctx may be NULL (inference: nothing is kept; both
@@ -853,6 +868,9 @@ typedef struct {
   DLTensor *grad_weight;        /* dW [N, K], or NULL (overwritten, not accumulated) */
   DLTensor *grad_bias;          /* db [N], or NULL */
   void *stream;                 /* cudaStream_t for device tensors */
+  /* Version 2 of the struct (appended): */
+  const DLTensor *grad_output_amax; /* FP32 [2] amax the grad_output quantizer uses instead of computing
+                                       it (quantized backward), e.g. all-reduced; NULL computes it */
 } quant_linear_backward_args;
 
 /* Runs the backward pass of ctx's forward, once. */
@@ -871,6 +889,10 @@ typedef struct {
   int32_t input_requires_grad;
   int32_t weight_requires_grad;
   void *stream;
+  /* Version 2 of the struct (appended), per GEMM as quant_linear_forward_args' fields: */
+  const DLTensor *input_amaxes;         /* FP32 [num_gemms, 2]: GEMM g's input amax, or NULL */
+  const DLTensor *weight_amaxes;        /* FP32 [num_gemms, 2]: weight g's amax, or NULL */
+  quant_qtensor *const *weight_qtensors;/* num_gemms caller-quantized weights; weights must then be NULL */
 } quant_grouped_linear_forward_args;
 
 quant_status quant_grouped_linear_forward(quant_linear *layer, const quant_grouped_linear_forward_args *args,
@@ -885,6 +907,8 @@ typedef struct {
   DLTensor *grad_weights;       /* num_gemms dW [N, K], or NULL */
   DLTensor *grad_biases;        /* num_gemms db [N], or NULL */
   void *stream;
+  /* Version 2 of the struct (appended): */
+  const DLTensor *grad_output_amaxes; /* FP32 [num_gemms, 2]: GEMM g's grad_output amax, or NULL */
 } quant_grouped_linear_backward_args;
 
 quant_status quant_grouped_linear_backward(quant_linear_ctx *ctx, const quant_grouped_linear_backward_args *args);

@@ -46,6 +46,7 @@ type Context struct {
 	hasBias  bool
 
 	xOrig   host.Tensor       // SaveOriginalInput: a copy of the input (all groups)
+	xAmax   []host.Tensor     // SaveOriginalInput with ForwardArgs.InputAmax: copies, per GEMM (zero: none)
 	xq      []*host.QTensor   // per GEMM: the quantized input
 	wOrig   []host.Tensor     // high_precision: copies of the weights
 	wq      []*sharedQTensor  // per GEMM: the layer's quantized weight
@@ -61,6 +62,10 @@ type Context struct {
 func (c *Context) free() {
 	host.FreeTensor(c.xOrig, 0)
 	c.xOrig = host.Tensor{}
+	for _, t := range c.xAmax {
+		host.FreeTensor(t, 0)
+	}
+	c.xAmax = nil
 	for _, t := range c.xq {
 		if t != nil {
 			t.Free()
@@ -223,6 +228,9 @@ func (c *Context) checkBackward(a *BackwardArgs) error {
 	if err := checkHP("grad_output", a.GradOutput); err != nil {
 		return err
 	}
+	if err := checkAmaxes("grad_output_amax", a.GradOutputAmax, c.grouped, G); err != nil {
+		return err
+	}
 	if !slices.Equal(a.GradOutput.Shape, c.outShape) {
 		return host.Errorf(host.ErrInvalidArgument, "grad_output: shape %v, the forward's output was %v", a.GradOutput.Shape, c.outShape)
 	}
@@ -318,7 +326,7 @@ func (c *Context) backwardQuantized(a *BackwardArgs, g int, row0 int64, dy, dx h
 	if usage == 0 {
 		return nil // only dbias, from the unquantized dY
 	}
-	dyq, err := c.gradQ[g].QuantizeUsage(dy, host.QuantizeOptions{Stream: a.Stream}, usage)
+	dyq, err := c.gradQ[g].QuantizeUsage(dy, host.QuantizeOptions{Stream: a.Stream, AmaxIn: amaxAt(a.GradOutputAmax, g)}, usage)
 	if err != nil {
 		return fmt.Errorf("%s: %w", quantizerName(GradOutput, c.grouped, g), err)
 	}
@@ -334,7 +342,11 @@ func (c *Context) backwardQuantized(a *BackwardArgs, g int, row0 int64, dy, dx h
 			// save_original_input (spec §9.6): quantize the input now, only
 			// the columnwise form wgrad reads.
 			x := rowSlice(c.xOrig, row0, c.splits[g], c.k)
-			if xq, err = c.inQ[g].QuantizeUsage(x, host.QuantizeOptions{Stream: a.Stream}, host.Columnwise); err != nil {
+			opts := host.QuantizeOptions{Stream: a.Stream}
+			if c.xAmax != nil && c.xAmax[g].Ptr != nil {
+				opts.AmaxIn = &c.xAmax[g] // the forward's amax (reduced across processes)
+			}
+			if xq, err = c.inQ[g].QuantizeUsage(x, opts, host.Columnwise); err != nil {
 				return fmt.Errorf("%s: %w", quantizerName(Input, c.grouped, g), err)
 			}
 			defer xq.Free()

@@ -89,6 +89,8 @@ type weightCache struct {
 type sharedQTensor struct {
 	t    *host.QTensor
 	refs atomic.Int32
+	// borrowed: the caller's tensor (ForwardArgs.WeightQ), never freed here
+	borrowed bool
 }
 
 func newShared(t *host.QTensor) *sharedQTensor {
@@ -100,7 +102,7 @@ func newShared(t *host.QTensor) *sharedQTensor {
 func (s *sharedQTensor) retain() *sharedQTensor { s.refs.Add(1); return s }
 
 func (s *sharedQTensor) release() {
-	if s.refs.Add(-1) == 0 {
+	if s.refs.Add(-1) == 0 && !s.borrowed {
 		s.t.Free()
 	}
 }
@@ -287,13 +289,13 @@ func (l *Layer) Weight(g int) (*host.QTensor, bool, error) {
 // it holds and adds the new ones, so its usages never shrink (spec §10). It
 // happens in place unless a context still holds the old values for its
 // backward pass, which then keeps them (copy on write).
-func (l *Layer) quantizedWeight(g int, w host.Tensor, usage host.Usage, stream uintptr) (*sharedQTensor, error) {
+func (l *Layer) quantizedWeight(g int, w host.Tensor, usage host.Usage, amax *host.Tensor, stream uintptr) (*sharedQTensor, error) {
 	c := &l.weights[g]
 	if c.t != nil && !c.stale && sameTensor(c.src, w) && c.t.t.Usage().Has(usage) {
 		return c.t, nil
 	}
 	q := l.quantizers[Weight][g]
-	opts := host.QuantizeOptions{Stream: stream, Persistent: true}
+	opts := host.QuantizeOptions{Stream: stream, Persistent: true, AmaxIn: amax}
 	if c.t != nil && c.t.refs.Load() == 1 && slices.Equal(c.src.Shape, w.Shape) {
 		if err := q.QuantizeIntoUsage(w, opts, c.t.t, usage); err != nil {
 			return nil, err
@@ -342,6 +344,17 @@ type ForwardArgs struct {
 	Output  host.Tensor   // [..., N] (the input's leading dims)
 	Flags   Flags
 	Stream  uintptr
+	// InputAmax and WeightAmax are nil, or one entry per GEMM (nil entries
+	// allowed): an FP32 [2] amax (rowwise, columnwise) the input / weight
+	// quantizer uses instead of computing it (current scaling reduced
+	// across processes, spec §2.3). The weight's is used only when the layer
+	// (re-)quantizes the weight.
+	InputAmax, WeightAmax []*host.Tensor
+	// WeightQ is nil, or one caller-quantized weight [N, K] per GEMM used
+	// instead of quantizing Weights (which must then be nil): a parameter
+	// held only in quantized form (TransformerEngine's quantized_model_init).
+	// The layer does not cache or change it; a context reads it in backward.
+	WeightQ []*host.QTensor
 }
 
 // BackwardArgs is one backward call; a nil output is not computed.
@@ -351,6 +364,9 @@ type BackwardArgs struct {
 	GradWeights []host.Tensor // nil, or [N, K] per GEMM
 	GradBiases  []host.Tensor // nil, or [N] per GEMM
 	Stream      uintptr
+	// GradOutputAmax is nil, or one FP32 [2] amax per GEMM (nil entries
+	// allowed) the grad_output quantizer uses instead of computing it.
+	GradOutputAmax []*host.Tensor
 }
 
 // effectiveFlags validates f and applies the overrides (spec §9.4-§9.6).
@@ -476,6 +492,17 @@ func (l *Layer) Forward(a *ForwardArgs, keep bool) (ctx *Context, err error) {
 			if c.xOrig, err = copyTensor(a.Input, a.Stream); err != nil {
 				return nil, err
 			}
+			if a.InputAmax != nil {
+				// backward quantizes the input columnwise: with the same amax
+				c.xAmax = make([]host.Tensor, G)
+				for g, am := range a.InputAmax {
+					if am != nil {
+						if c.xAmax[g], err = copyTensor(*am, a.Stream); err != nil {
+							return nil, err
+						}
+					}
+				}
+			}
 			if !override {
 				for _, q := range l.quantizers[Input] {
 					q.Retain()
@@ -490,6 +517,10 @@ func (l *Layer) Forward(a *ForwardArgs, keep bool) (ctx *Context, err error) {
 		c.wq = make([]*sharedQTensor, G)
 		c.wSaved = SavedLayerWeight
 		if f.BackwardOverride == BackwardHighPrecision {
+			if a.WeightQ != nil {
+				return nil, host.Errorf(host.ErrInvalidArgument, "%s: set with backward_override high_precision, which keeps the original weight for grad_input (the weight was given only quantized)",
+					weightQName(l.grouped))
+			}
 			c.wSaved = SavedOriginal
 			c.wOrig = make([]host.Tensor, G)
 		}
@@ -509,12 +540,15 @@ func (l *Layer) Forward(a *ForwardArgs, keep bool) (ctx *Context, err error) {
 		if rows == 0 {
 			continue // nothing to multiply; backward gives this GEMM zero weight and bias gradients
 		}
-		xq, err := l.quantizers[Input][g].QuantizeUsage(x, host.QuantizeOptions{Stream: a.Stream}, inUsage)
+		xq, err := l.quantizers[Input][g].QuantizeUsage(x, host.QuantizeOptions{Stream: a.Stream, AmaxIn: amaxAt(a.InputAmax, g)}, inUsage)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", quantizerName(Input, l.grouped, g), err)
 		}
-		wq, err := l.quantizedWeight(g, a.Weights[g], wUsage, a.Stream)
-		if err != nil {
+		var wq *sharedQTensor
+		if a.WeightQ != nil {
+			wq = &sharedQTensor{t: a.WeightQ[g], borrowed: true}
+			wq.refs.Store(1)
+		} else if wq, err = l.quantizedWeight(g, a.Weights[g], wUsage, amaxAt(a.WeightAmax, g), a.Stream); err != nil {
 			xq.Free()
 			return nil, fmt.Errorf("%s: %w", quantizerName(Weight, l.grouped, g), err)
 		}
@@ -571,7 +605,19 @@ func (l *Layer) checkForward(a *ForwardArgs) (m, k, n int64, splits []int64, err
 		return 0, 0, 0, nil, err
 	}
 	m, k = host.Flatten2D(a.Input.Shape)
-	if len(a.Weights) != G {
+	for _, am := range []struct {
+		name string
+		ts   []*host.Tensor
+	}{{"input_amax", a.InputAmax}, {"weight_amax", a.WeightAmax}} {
+		if err := checkAmaxes(am.name, am.ts, l.grouped, G); err != nil {
+			return 0, 0, 0, nil, err
+		}
+	}
+	if a.WeightQ != nil {
+		if n, err = l.checkWeightQ(a, k); err != nil {
+			return 0, 0, 0, nil, err
+		}
+	} else if len(a.Weights) != G {
 		return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "weights: %d given, the layer has %d GEMMs", len(a.Weights), G)
 	}
 	for g, w := range a.Weights {
@@ -648,6 +694,91 @@ func (l *Layer) checkForward(a *ForwardArgs) (m, k, n int64, splits []int64, err
 		return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "m_splits: the row counts sum to %d, the input has M = %d rows", sum, m)
 	}
 	return m, k, n, append([]int64(nil), a.MSplits...), nil
+}
+
+func weightQName(grouped bool) string {
+	if grouped {
+		return "weight_qtensors"
+	}
+	return "weight_qtensor"
+}
+
+// checkWeightQ validates caller-quantized weights (one per GEMM, [N, K],
+// on the CPU, with the directions the call reads: rowwise for fprop,
+// columnwise too for the quantized backward's dgrad) and returns N.
+func (l *Layer) checkWeightQ(a *ForwardArgs, k int64) (n int64, err error) {
+	G := len(l.weights)
+	name := weightQName(l.grouped)
+	if a.Weights != nil {
+		return 0, host.Errorf(host.ErrInvalidArgument, "%s: set together with the high-precision weight; give one of them", name)
+	}
+	if a.WeightAmax != nil {
+		return 0, host.Errorf(host.ErrInvalidArgument, "weight_amax: set with %s (the weight is already quantized)", name)
+	}
+	if len(a.WeightQ) != G {
+		return 0, host.Errorf(host.ErrInvalidArgument, "%s: %d given, the layer has %d GEMMs", name, len(a.WeightQ), G)
+	}
+	need := host.Rowwise
+	if a.Flags.InputRequiresGrad && a.Flags.BackwardOverride == BackwardQuantized {
+		need |= host.Columnwise
+	}
+	for g, t := range a.WeightQ {
+		iname := indexed(name, l.grouped, g)
+		if t == nil {
+			return 0, host.Errorf(host.ErrInvalidArgument, "%s: is NULL", iname)
+		}
+		shape := t.Shape()
+		if len(shape) != 2 {
+			return 0, host.Errorf(host.ErrInvalidArgument, "%s: shape %v is not 2-D [out_features, in_features]", iname, shape)
+		}
+		if g == 0 {
+			n = shape[0]
+		}
+		if shape[1] != k || shape[0] != n || n == 0 {
+			return 0, host.Errorf(host.ErrInvalidArgument, "%s: shape %v, want [N=%d, K=%d] (K is the input's last dim, N weight 0's)", iname, shape, n, k)
+		}
+		if t.Device().Type != host.CPU {
+			return 0, host.Errorf(host.ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version", iname, t.Device())
+		}
+		if u := t.Usage(); !u.Has(need) {
+			return 0, host.Errorf(host.ErrInvalidArgument, "%s: holds usage %s, this call reads %s (rowwise for the forward GEMM, columnwise for grad_input; quantize persistent weights with both)", iname, u, need)
+		}
+	}
+	return n, nil
+}
+
+// checkAmaxes validates per-GEMM amax overrides: nil, or G entries, each nil
+// or an FP32 tensor of 2 elements on the CPU (quant_quantize_options.amax).
+func checkAmaxes(name string, ts []*host.Tensor, grouped bool, G int) error {
+	if ts == nil {
+		return nil
+	}
+	if len(ts) != G {
+		return host.Errorf(host.ErrInvalidArgument, "%s: %d given, the layer has %d GEMMs", name, len(ts), G)
+	}
+	for g, t := range ts {
+		if t == nil {
+			continue
+		}
+		iname := indexed(name, grouped, g)
+		if t.DType != host.Float32 || t.NumElements() != 2 {
+			return host.Errorf(host.ErrInvalidArgument, "%s: %s %v, want float32 with 2 elements (rowwise, columnwise amax)", iname, t.DType, t.Shape)
+		}
+		if t.Ptr == nil {
+			return host.Errorf(host.ErrInvalidArgument, "%s: data is NULL", iname)
+		}
+		if err := checkCPU(iname, *t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func amaxAt(ts []*host.Tensor, g int) *host.Tensor {
+	if ts == nil {
+		return nil
+	}
+	return ts[g]
 }
 
 // rowSlice is rows [r0, r0+rows) of a row-major tensor with cols columns, as
