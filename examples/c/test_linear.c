@@ -5,6 +5,7 @@
  * plumbing against the float64 formulas, and a quantized one checks that the
  * results are close. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -684,6 +685,165 @@ static void test_delayed(void) {
   quant_recipe_free(r);
 }
 
+/* Version 2 of the forward/backward args (issue #20): a caller-quantized
+ * weight (weight_qtensor: a parameter held only in quantized form) gives
+ * bit-identical results to the layer's own quantize of the same weight, and
+ * amax overrides (current-scaling amaxes reduced across processes) are used:
+ * the tensor's own amax reproduces the default bits, another amax changes
+ * them. Bad input names the field. linear/qparams_test.go checks the numerics
+ * against hand-made quantizes and GEMMs. */
+static void test_weight_qtensor_and_amax(void) {
+  static bufs s, q;
+  static float y0[M * N], dx0[M * K], dw0[N * K];
+  quant_recipe *r = preset(QUANT_RECIPE_FP8_CURRENT);
+  quant_linear *l = layer_from(r, 0), *lq = layer_from(r, 0), *grouped = layer_from(r, 2);
+  quant_linear_ctx *ctx = NULL;
+  quant_linear_forward_args fa;
+  quant_linear_backward_args ba;
+  quant_quantizer *wq = NULL;
+  quant_qtensor *qw = NULL, *row_only = NULL;
+  quant_quantize_options qo;
+  quant_qtensor_info qi;
+  float xa[2], ga[2], bad3[3];
+  int64_t a_shape[1] = {2}, bad_shape[1] = {3};
+  DLTensor txa = f32(xa, 1, a_shape), tga = f32(ga, 1, a_shape), tbad = f32(bad3, 1, bad_shape);
+  init_bufs(&s);
+  init_bufs(&q);
+  memcpy(q.x, s.x, sizeof s.x); /* the same data (demo_fill continues one stream) */
+  memcpy(q.w, s.w, sizeof s.w);
+  memcpy(q.b, s.b, sizeof s.b);
+  memcpy(q.dy, s.dy, sizeof s.dy);
+
+  /* the layer's own quantize */
+  fa = fwd_args(&s.tx, &s.tw, &s.tb, &s.ty);
+  EXPECT_OK(quant_linear_forward(l, &fa, &ctx));
+  ba = bwd_args(&s.tdy, &s.tdx, &s.tdw, &s.tdb);
+  EXPECT_OK(quant_linear_backward(ctx, &ba));
+  EXPECT_OK(quant_linear_ctx_free(ctx));
+
+  /* the caller's: the layer's weight quantizer, both usages, persistent */
+  EXPECT_OK(quant_linear_quantizer(lq, "weight", 0, &wq));
+  EXPECT_OK(quant_quantizer_set_usage(wq, QUANT_USAGE_ROWWISE | QUANT_USAGE_COLUMNWISE));
+  memset(&qo, 0, sizeof qo);
+  qo.struct_size = sizeof qo;
+  qo.persistent = 1;
+  EXPECT_OK(quant_quantize(wq, &q.tw, &qo, &qw));
+  EXPECT_OK(quant_quantizer_set_usage(wq, QUANT_USAGE_ROWWISE));
+  EXPECT_OK(quant_quantize(wq, &q.tw, NULL, &row_only));
+  fa = fwd_args(&q.tx, NULL, &q.tb, &q.ty);
+  fa.weight_qtensor = qw;
+  EXPECT_OK(quant_linear_forward(lq, &fa, &ctx));
+  ba = bwd_args(&q.tdy, &q.tdx, &q.tdw, &q.tdb);
+  EXPECT_OK(quant_linear_backward(ctx, &ba));
+  EXPECT_OK(quant_linear_ctx_free(ctx));
+  CHECK(memcmp(s.y, q.y, sizeof s.y) == 0);
+  CHECK(memcmp(s.dx, q.dx, sizeof s.dx) == 0);
+  CHECK(memcmp(s.dw, q.dw, sizeof s.dw) == 0);
+  CHECK(memcmp(s.db, q.db, sizeof s.db) == 0);
+  memset(&qi, 0, sizeof qi);
+  qi.struct_size = sizeof qi;
+  EXPECT_ERR(quant_linear_weight_get_info(lq, 0, &qi), QUANT_ERROR_STATE, "no quantized weight yet");
+
+  /* bad input */
+  fa = fwd_args(&q.tx, &q.tw, &q.tb, &q.ty);
+  fa.weight_qtensor = qw;
+  EXPECT_ERR(quant_linear_forward(lq, &fa, &ctx), QUANT_ERROR_INVALID_ARGUMENT, "weight: set together with weight_qtensor");
+  fa.weight = NULL;
+  fa.weight_qtensor = (quant_qtensor *)r;
+  EXPECT_ERR(quant_linear_forward(lq, &fa, &ctx), QUANT_ERROR_INVALID_HANDLE, "weight_qtensor: handle is a recipe");
+  fa.weight_qtensor = row_only;
+  EXPECT_ERR(quant_linear_forward(lq, &fa, &ctx), QUANT_ERROR_INVALID_ARGUMENT, "weight_qtensor: holds usage rowwise");
+  fa.input_requires_grad = fa.weight_requires_grad = 0;
+  EXPECT_OK(quant_linear_forward(lq, &fa, NULL)); /* inference reads rowwise only */
+  fa = fwd_args(&q.tx, NULL, &q.tb, &q.ty);
+  fa.weight_qtensor = qw;
+  fa.backward_override = QUANT_BACKWARD_OVERRIDE_HIGH_PRECISION;
+  EXPECT_ERR(quant_linear_forward(lq, &fa, &ctx), QUANT_ERROR_INVALID_ARGUMENT, "weight_qtensor: set with backward_override high_precision");
+  fa.backward_override = QUANT_BACKWARD_OVERRIDE_NONE;
+  fa.weight_amax = &txa;
+  EXPECT_ERR(quant_linear_forward(lq, &fa, &ctx), QUANT_ERROR_INVALID_ARGUMENT, "weight_amax: set with weight_qtensor");
+  fa = fwd_args(&q.tx, &q.tw, &q.tb, &q.ty);
+  fa.input_amax = &tbad;
+  EXPECT_ERR(quant_linear_forward(l, &fa, &ctx), QUANT_ERROR_INVALID_ARGUMENT, "input_amax: float32 [3], want float32 with 2 elements");
+  /* a version-1 caller's struct_size stops before the new fields: they are not read */
+  fa.struct_size = offsetof(quant_linear_forward_args, input_amax);
+  fa.input_requires_grad = fa.weight_requires_grad = 0;
+  EXPECT_OK(quant_linear_forward(l, &fa, NULL));
+  CHECK(memcmp(s.y, q.y, sizeof s.y) == 0);
+
+  /* amax overrides: the input's own amax gives the default bits, 3x changes them */
+  memcpy(y0, s.y, sizeof y0);
+  memcpy(dx0, s.dx, sizeof dx0);
+  memcpy(dw0, s.dw, sizeof dw0);
+  {
+    quant_quantizer *iq = NULL, *gq = NULL;
+    int round;
+    EXPECT_OK(quant_linear_quantizer(l, "input", 0, &iq));
+    EXPECT_OK(quant_linear_quantizer(l, "grad_output", 0, &gq));
+    EXPECT_OK(quant_compute_amax(iq, &s.tx, &txa, NULL));
+    EXPECT_OK(quant_compute_amax(gq, &s.tdy, &tga, NULL));
+    for (round = 0; round < 2; round++) {
+      if (round == 1) {
+        xa[0] *= 3, xa[1] *= 3, ga[0] *= 3, ga[1] *= 3;
+      }
+      fa = fwd_args(&s.tx, &s.tw, &s.tb, &s.ty);
+      fa.input_amax = &txa;
+      EXPECT_OK(quant_linear_forward(l, &fa, &ctx));
+      ba = bwd_args(&s.tdy, &s.tdx, &s.tdw, NULL);
+      ba.grad_output_amax = &tbad;
+      EXPECT_ERR(quant_linear_backward(ctx, &ba), QUANT_ERROR_INVALID_ARGUMENT, "grad_output_amax: float32 [3]");
+      ba.grad_output_amax = &tga;
+      EXPECT_OK(quant_linear_backward(ctx, &ba));
+      EXPECT_OK(quant_linear_ctx_free(ctx));
+      CHECK((memcmp(y0, s.y, sizeof y0) == 0) == (round == 0));
+      CHECK((memcmp(dx0, s.dx, sizeof dx0) == 0) == (round == 0));
+      CHECK((memcmp(dw0, s.dw, sizeof dw0) == 0) == (round == 0));
+    }
+    quant_quantizer_free(iq);
+    quant_quantizer_free(gq);
+  }
+
+  /* grouped: weight_qtensors and the [num_gemms, 2] amaxes */
+  {
+    static float gy[M * N], gy2[M * N], am[2][2];
+    int64_t splits[2] = {40, 24}, am_shape[2] = {2, 2};
+    DLTensor tgy = f32(gy, 2, y_shape), tgy2 = f32(gy2, 2, y_shape), tw2[2] = {s.tw, s.tw};
+    DLTensor tam = f32(&am[0][0], 2, am_shape), tam_bad = f32(&am[0][0], 1, a_shape);
+    quant_qtensor *qws[2] = {qw, qw};
+    quant_grouped_linear_forward_args ga2;
+    memset(&ga2, 0, sizeof ga2);
+    ga2.struct_size = sizeof ga2;
+    ga2.input = &s.tx;
+    ga2.m_splits = splits;
+    ga2.weights = tw2;
+    ga2.output = &tgy;
+    EXPECT_OK(quant_grouped_linear_forward(grouped, &ga2, NULL));
+    ga2.weight_qtensors = qws;
+    ga2.output = &tgy2;
+    EXPECT_ERR(quant_grouped_linear_forward(grouped, &ga2, NULL), QUANT_ERROR_INVALID_ARGUMENT, "weights: set together with weight_qtensors");
+    ga2.weights = NULL;
+    EXPECT_OK(quant_grouped_linear_forward(grouped, &ga2, NULL));
+    CHECK(memcmp(gy, gy2, sizeof gy) == 0);
+    ga2.input_amaxes = &tam_bad;
+    EXPECT_ERR(quant_grouped_linear_forward(grouped, &ga2, NULL), QUANT_ERROR_INVALID_ARGUMENT, "input_amaxes: float32 [2], want float32 [num_gemms=2, 2]");
+    am[0][0] = am[0][1] = am[1][0] = am[1][1] = 1e4f; /* far above |x|: coarser scales */
+    ga2.input_amaxes = &tam;
+    EXPECT_OK(quant_grouped_linear_forward(grouped, &ga2, NULL));
+    CHECK(memcmp(gy, gy2, sizeof gy) != 0);
+    qws[1] = NULL;
+    ga2.input_amaxes = NULL;
+    EXPECT_ERR(quant_grouped_linear_forward(grouped, &ga2, NULL), QUANT_ERROR_INVALID_ARGUMENT, "weight_qtensors[1]: is NULL");
+  }
+
+  quant_qtensor_free(qw);
+  quant_qtensor_free(row_only);
+  quant_quantizer_free(wq);
+  quant_linear_free(l);
+  quant_linear_free(lq);
+  quant_linear_free(grouped);
+  quant_recipe_free(r);
+}
+
 int main(void) {
   test_identity_math();
   test_mxfp8_modes();
@@ -692,5 +852,6 @@ int main(void) {
   test_backward_errors();
   test_grouped();
   test_delayed();
+  test_weight_qtensor_and_amax();
   return check_summary("test_linear");
 }
