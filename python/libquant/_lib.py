@@ -345,6 +345,10 @@ class quant_linear_forward_args(C.Structure):
         ("input_requires_grad", C.c_int32),
         ("weight_requires_grad", C.c_int32),
         ("stream", C.c_void_p),
+        # version 2
+        ("input_amax", C.POINTER(DLTensor)),
+        ("weight_amax", C.POINTER(DLTensor)),
+        ("weight_qtensor", C.c_void_p),
     ]
 
 
@@ -356,6 +360,8 @@ class quant_linear_backward_args(C.Structure):
         ("grad_weight", C.POINTER(DLTensor)),
         ("grad_bias", C.POINTER(DLTensor)),
         ("stream", C.c_void_p),
+        # version 2
+        ("grad_output_amax", C.POINTER(DLTensor)),
     ]
 
 
@@ -372,6 +378,10 @@ class quant_grouped_linear_forward_args(C.Structure):
         ("input_requires_grad", C.c_int32),
         ("weight_requires_grad", C.c_int32),
         ("stream", C.c_void_p),
+        # version 2
+        ("input_amaxes", C.POINTER(DLTensor)),
+        ("weight_amaxes", C.POINTER(DLTensor)),
+        ("weight_qtensors", C.POINTER(C.c_void_p)),
     ]
 
 
@@ -383,6 +393,8 @@ class quant_grouped_linear_backward_args(C.Structure):
         ("grad_weights", C.POINTER(DLTensor)),
         ("grad_biases", C.POINTER(DLTensor)),
         ("stream", C.c_void_p),
+        # version 2
+        ("grad_output_amaxes", C.POINTER(DLTensor)),
     ]
 
 

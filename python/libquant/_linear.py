@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import _lib as L
-from ._core import (_BACKWARD_OVERRIDES, ArrayLike, Device, QTensorInfo, Quantizer, _alloc, _device_of, _info,
-                    _stream)
+from ._core import (_BACKWARD_OVERRIDES, ArrayLike, Device, QTensor, QTensorInfo, Quantizer, _alloc, _device_of,
+                    _info, _stream)
 from ._dlpack import DTYPE_NAMES, Tensor, as_dltensor, as_output
 from ._errors import InvalidArgumentError, InvalidHandleError
 from ._recipe import Recipe
@@ -95,10 +95,12 @@ class LinearContext:
         return v, as_output(v, "gradient")
 
     def backward(self, grad_output: ArrayLike, *, grad_input: Any = None, grad_weight: Any = None,
-                 grad_bias: Any = None, stream: int | None = None) -> tuple[Any, Any, Any]:
+                 grad_bias: Any = None, grad_output_amax: ArrayLike | None = None,
+                 stream: int | None = None) -> tuple[Any, Any, Any]:
         """Runs a plain layer's backward (quant_linear_backward). Each gradient is an
-        output array, True to allocate one, or None (not computed). Returns
-        (grad_input, grad_weight, grad_bias)."""
+        output array, True to allocate one, or None (not computed). grad_output_amax:
+        an FP32 [2] amax for the grad_output quantizer instead of computing it (e.g.
+        all-reduced MAX across processes). Returns (grad_input, grad_weight, grad_bias)."""
         m = self._meta
         g = as_dltensor(grad_output)
         gi, gi_t = self._out(grad_input, m["input_shape"], g)
@@ -113,6 +115,10 @@ class LinearContext:
             a.grad_weight = C.pointer(gw_t.dl)
         if gb_t is not None:
             a.grad_bias = C.pointer(gb_t.dl)
+        gam = None
+        if grad_output_amax is not None:
+            gam = as_dltensor(grad_output_amax)
+            a.grad_output_amax = C.pointer(gam.dl)
         s = _stream(stream, g)
         if s is not None:
             a.stream = s
@@ -121,9 +127,11 @@ class LinearContext:
 
     def grouped_backward(self, grad_output: ArrayLike, *, grad_input: Any = None,
                          grad_weights: Any = None, grad_biases: Any = None,
+                         grad_output_amaxes: ArrayLike | None = None,
                          stream: int | None = None) -> tuple[Any, Any, Any]:
         """Runs a grouped layer's backward (quant_grouped_linear_backward).
-        grad_weights / grad_biases: a list of num_gemms arrays, True to allocate, or None."""
+        grad_weights / grad_biases: a list of num_gemms arrays, True to allocate, or None.
+        grad_output_amaxes: FP32 [num_gemms, 2] amaxes for the grad_output quantizers."""
         m = self._meta
         n = m["num_gemms"]
         g = as_dltensor(grad_output)
@@ -149,6 +157,10 @@ class LinearContext:
             keep.append(arr)
             setattr(a, field, C.cast(arr, C.POINTER(L.DLTensor)))
             outs.append(arrs)
+        if grad_output_amaxes is not None:
+            gam = as_dltensor(grad_output_amaxes)
+            keep.append(gam)
+            a.grad_output_amaxes = C.pointer(gam.dl)
         s = _stream(stream, g)
         if s is not None:
             a.stream = s
@@ -261,22 +273,40 @@ class Linear:
         L.check(L.lib().quant_linear_weight_get_info(self.handle, gemm, C.byref(i)))
         return _info(i)
 
-    def forward(self, input: ArrayLike, weight: ArrayLike, bias: ArrayLike | None = None, *,
+    def forward(self, input: ArrayLike, weight: ArrayLike | None, bias: ArrayLike | None = None, *,
                 out: ArrayLike | None = None, backward_override: int | str = "none",
                 save_original_input: bool = False, input_requires_grad: bool = False,
-                weight_requires_grad: bool = False, stream: int | None = None) -> tuple[Any, LinearContext | None]:
+                weight_requires_grad: bool = False, weight_qtensor: QTensor | None = None,
+                input_amax: ArrayLike | None = None, weight_amax: ArrayLike | None = None,
+                stream: int | None = None) -> tuple[Any, LinearContext | None]:
         """Y = X W^T + b (quant_linear_forward). Returns (Y, ctx); ctx is None when no
-        gradient is required (inference), else a LinearContext for backward."""
+        gradient is required (inference), else a LinearContext for backward.
+
+        weight_qtensor: a weight the caller quantized (weight None then), e.g. with
+        ``quantizer("weight").quantize_into`` over buffers of its own; the layer
+        reads it, also in backward (keep it unchanged until then). input_amax /
+        weight_amax: FP32 [2] amaxes the quantizers use instead of computing them
+        (current scaling reduced across processes)."""
         x = as_dltensor(input)
-        w = as_dltensor(weight)
+        w = as_dltensor(weight) if weight is not None else None
+        wshape = w.shape if w is not None else (weight_qtensor.shape if weight_qtensor is not None else (0, 0))
         if out is None:
-            n = w.shape[0] if w.shape else 0
+            n = wshape[0] if wshape else 0
             out = _like(x, tuple(x.shape[:-1]) + (n,))
         y = as_output(out, "out")
         a = L.quant_linear_forward_args()
         a.struct_size = C.sizeof(a)
         a.input = C.pointer(x.dl)
-        a.weight = C.pointer(w.dl)
+        if w is not None:
+            a.weight = C.pointer(w.dl)
+        if weight_qtensor is not None:
+            a.weight_qtensor = weight_qtensor.handle
+        keep = []
+        for field, v in (("input_amax", input_amax), ("weight_amax", weight_amax)):
+            if v is not None:
+                t = as_dltensor(v)
+                keep.append(t)
+                setattr(a, field, C.pointer(t.dl))
         b = None
         if bias is not None:
             b = as_dltensor(bias)
@@ -294,33 +324,54 @@ class Linear:
         L.check(L.lib().quant_linear_forward(self.handle, C.byref(a), C.byref(ctx) if want_ctx else None))
         if not want_ctx or ctx.value is None:
             return out, None
-        return out, LinearContext(ctx.value, {"input_shape": x.shape, "weight_shape": w.shape, "num_gemms": 0})
+        return out, LinearContext(ctx.value, {"input_shape": x.shape, "weight_shape": tuple(wshape), "num_gemms": 0})
 
-    def grouped_forward(self, input: ArrayLike, m_splits: Sequence[int], weights: Sequence[ArrayLike],
+    def grouped_forward(self, input: ArrayLike, m_splits: Sequence[int], weights: Sequence[ArrayLike] | None,
                         biases: Sequence[ArrayLike] | None = None, *, out: ArrayLike | None = None,
                         backward_override: int | str = "none", save_original_input: bool = False,
                         input_requires_grad: bool = False, weight_requires_grad: bool = False,
+                        weight_qtensors: Sequence[QTensor] | None = None, input_amaxes: ArrayLike | None = None,
+                        weight_amaxes: ArrayLike | None = None,
                         stream: int | None = None) -> tuple[Any, LinearContext | None]:
         """The grouped forward (quant_grouped_linear_forward): rows of X split by
-        m_splits, group g multiplied by weights[g] (all [N, K]) plus biases[g]."""
+        m_splits, group g multiplied by weights[g] (all [N, K]) plus biases[g].
+        weight_qtensors: caller-quantized weights instead (weights None);
+        input_amaxes / weight_amaxes: FP32 [num_gemms, 2] amax overrides."""
         x = as_dltensor(input)
-        ws = [as_dltensor(w) for w in weights]
-        warr = (L.DLTensor * max(len(ws), 1))(*[w.dl for w in ws])
+        ws = [as_dltensor(w) for w in weights] if weights is not None else []
+        warr = (L.DLTensor * max(len(ws), 1))(*[w.dl for w in ws]) if weights is not None else None
         barr = None
         bs: list[Tensor] = []
         if biases is not None:
             bs = [as_dltensor(b) for b in biases]
             barr = (L.DLTensor * max(len(bs), 1))(*[b.dl for b in bs])
         splits = (C.c_int64 * max(len(m_splits), 1))(*[int(m) for m in m_splits])
+        if ws:
+            wshape = tuple(ws[0].shape)
+        elif weight_qtensors:
+            wshape = tuple(weight_qtensors[0].shape)
+        else:
+            wshape = (0, 0)
         if out is None:
-            n = ws[0].shape[0] if ws and ws[0].shape else 0
+            n = wshape[0] if wshape else 0
             out = _like(x, tuple(x.shape[:-1]) + (n,))
         y = as_output(out, "out")
         a = L.quant_grouped_linear_forward_args()
         a.struct_size = C.sizeof(a)
         a.input = C.pointer(x.dl)
         a.m_splits = C.cast(splits, C.POINTER(C.c_int64))
-        a.weights = C.cast(warr, C.POINTER(L.DLTensor))
+        if warr is not None:
+            a.weights = C.cast(warr, C.POINTER(L.DLTensor))
+        qarr = None
+        if weight_qtensors is not None:
+            qarr = (C.c_void_p * max(len(weight_qtensors), 1))(*[q.handle for q in weight_qtensors])
+            a.weight_qtensors = C.cast(qarr, C.POINTER(C.c_void_p))
+        keep = []
+        for field, v in (("input_amaxes", input_amaxes), ("weight_amaxes", weight_amaxes)):
+            if v is not None:
+                t = as_dltensor(v)
+                keep.append(t)
+                setattr(a, field, C.pointer(t.dl))
         if barr is not None:
             a.biases = C.cast(barr, C.POINTER(L.DLTensor))
         a.output = C.pointer(y.dl)
@@ -337,9 +388,8 @@ class Linear:
                                                      C.byref(ctx) if want_ctx else None))
         if not want_ctx or ctx.value is None:
             return out, None
-        wshape = ws[0].shape if ws else (0, 0)
         return out, LinearContext(ctx.value, {"input_shape": x.shape, "weight_shape": wshape,
-                                              "num_gemms": len(ws)})
+                                              "num_gemms": self.num_gemms})
 
     def scaling_amaxes(self, pass_: int | str) -> list[float]:
         """This process's staged delayed-scaling amaxes of a pass ("forward"/"backward")."""

@@ -5,8 +5,10 @@ libquant.so does not survive fork).
 One spawn runs every scenario (starting processes that import torch costs
 seconds): DDP training with delayed scaling whose amaxes are MAX-reduced (every
 rank ends with the same parameters and the same scales, which differ without
-the reduction), DDP with MXFP8, and quantized row shards all-gathered as bytes
-equal to the unsharded weight's quantization."""
+the reduction), DDP with MXFP8, current scaling whose amaxes the linear ops
+MAX-reduce before quantizing (rows shared by the ranks' batches come out
+identical, and differ without the reduction), and quantized row shards
+all-gathered as bytes equal to the unsharded weight's quantization."""
 
 from __future__ import annotations
 
@@ -64,6 +66,29 @@ def _train(recipe: Any, group: Any, rank: int, steps: int = 3) -> tuple[torch.nn
     return model, losses
 
 
+def _shared_rows_step(recipe: Any, group: Any, rank: int) -> list[torch.Tensor]:
+    """One forward + backward of the same model on batches that agree in every row
+    but the last 16, which rank 1 scales by 8 (so its tensors' amaxes are larger).
+    Returns the output and the input gradient of the shared rows: each row is
+    quantized with the tensor's scale only, so they agree across ranks exactly when
+    the current-scaling amaxes (input, weight, grad_output; per group in the
+    GroupedLinear) were reduced."""
+    import libquant.torch as lqt
+    from test_torch_modules import Net, data
+
+    torch.manual_seed(0)
+    model = Net()
+    x, t = data("cpu", seed=10)
+    if rank == 1:
+        x[-16:] *= 8
+    x.requires_grad_(True)
+    with lqt.autocast(recipe=recipe, amax_reduction_group=group):
+        y = model(x)
+    torch.nn.functional.mse_loss(y, t).backward()
+    assert x.grad is not None
+    return [y.detach()[:-16], x.grad[:-16]]
+
+
 def _worker(rank: int, init: str, pydirs: list[str]) -> None:
     for p in pydirs:
         if p not in sys.path:
@@ -87,6 +112,15 @@ def _worker(rank: int, init: str, pydirs: list[str]) -> None:
         m3, losses3 = _train(lqt.MXFP8BlockScaling(), None, rank, steps=6)
         assert losses3[-1] < losses3[0], losses3
         assert _same_on_all_ranks(list(m3.parameters()))
+
+        # 2b. current scaling: the linear ops quantize with amaxes MAX-reduced across
+        # the group (input_amax / weight_amax / grad_output_amax in the op's args)
+        for rec in (lqt.Float8CurrentScaling(), lqt.NVFP4BlockScaling(disable_rht=True)):
+            assert _same_on_all_ranks(_shared_rows_step(rec, dist.group.WORLD, rank)), \
+                "%s: shared rows differ between ranks despite the amax reduction" % rec.describe()
+            y, _ = _shared_rows_step(rec, None, rank)
+            assert not _same_on_all_ranks([y]), "%s: ranks agree without the reduction: a vacuous check" % (
+                rec.describe())
 
         # 3. sharded weights: quantize row shards with the global amax, all-gather the bytes
         torch.manual_seed(5)

@@ -20,8 +20,25 @@ _ROLES = ("input", "weight", "grad_output")
 
 def _resolve(m: Any) -> tuple[Recipe | None, int]:
     """The recipe and backward override a module runs under now: the innermost
-    autocast's, else the module's own recipe (quantized backward), else none."""
+    autocast's, else the module's own recipe (quantized backward), else none.
+    A module holding its weights only quantized runs under its own recipe (the
+    one they were quantized with); autocast gives it the backward override."""
     frame = _state.current()
+    if m._lq_qweights is not None:
+        name = m.lq_name or type(m).__name__
+        if frame is not None and not frame.enabled:
+            raise InvalidArgumentError("%s: holds its weights only quantized (quantized_model_init); it has no "
+                                       "high-precision weight to run with autocast(enabled=False)" % name)
+        if (frame is not None and frame.recipe is not None and frame.recipe is not m.recipe
+                and not (_state._DEFAULT and frame.recipe is _state._DEFAULT[0])):
+            raise InvalidArgumentError("%s: holds its weights quantized under %s; autocast asks for %s (a module "
+                                       "with quantized weights runs under the recipe it was built with)"
+                                       % (name, m.recipe.describe(), frame.recipe.describe()))
+        if frame is not None:
+            return m.recipe, frame.backward_override
+        if not torch.compiler.is_compiling() and _ops._in_backward():
+            return m.recipe, m._lq_last_override
+        return m.recipe, 0
     if frame is not None:
         if not frame.enabled:
             return None, 0
@@ -46,11 +63,23 @@ class _QuantizedModule:
     _lq_last_override: int
     _lq_mid: int
     _lq_loaded: dict[str, Any] | None
+    #: quantized_weight: per GEMM, the weight quantizer and the QTensor (over
+    #: torch-owned buffers) that is the module's only copy of the weight
+    _lq_qweights: list[tuple[Any, Any]] | None
 
-    def _lq_init(self, recipe: Recipe | None, name: str, save_original_input: bool) -> None:
+    def _lq_init(self, recipe: Recipe | None, name: str, save_original_input: bool,
+                 quantized_weight: bool | None = None) -> None:
         if recipe is not None and not isinstance(recipe, Recipe):
             raise InvalidArgumentError("recipe: want a libquant.torch recipe (a preset or CustomRecipe), got %s"
                                        % type(recipe).__name__)
+        init = _state.current_init()
+        if quantized_weight is None:
+            quantized_weight = init is not None and init.enabled
+        if quantized_weight and recipe is None:
+            recipe = init.recipe if init is not None and init.enabled else None
+            if recipe is None:
+                raise InvalidArgumentError("quantized_weight: needs a recipe to quantize the weight with (give "
+                                           "recipe=, or build the module inside quantized_model_init)")
         self.recipe = recipe
         self.lq_name = name
         self.save_original_input = bool(save_original_input)
@@ -58,7 +87,66 @@ class _QuantizedModule:
         self._lq_last = None
         self._lq_last_override = 0
         self._lq_loaded = None
+        self._lq_qweights = None
         self._lq_mid = _state.register_module(self)
+        if quantized_weight:
+            self._lq_quantize_weights()
+
+    # -- quantized parameters (TransformerEngine's quantized_model_init) -------
+    def _lq_weight_names(self) -> list[str]:
+        return ["weight"]
+
+    def _lq_quantize_weights(self) -> None:
+        """Quantizes the weights (both usages, persistent: spec §10) into buffers
+        torch allocates, and replaces each weight Parameter by a placeholder of
+        its shape and dtype that holds one element: it only receives the weight
+        gradient (MasterWeights moves it to the FP32 master weight)."""
+        assert self.recipe is not None
+        s = _ops.slot(self._lq_mid, self.recipe.rid, self._lq_num_gemms())
+        qws = []
+        for g, name in enumerate(self._lq_weight_names()):
+            p = getattr(self, name)
+            q = s.layer.quantizer("weight", g)
+            q.usage = "both"
+            qt = q.empty(tuple(p.shape), device=str(p.device), torch=True)
+            q.quantize_into(p.detach(), qt, persistent=True)
+            qws.append((q, qt))
+            ph = torch.zeros((), dtype=p.dtype, device=p.device).expand(p.shape)
+            setattr(self, name, torch.nn.Parameter(ph, requires_grad=p.requires_grad))
+        self._lq_qweights = qws
+
+    @property
+    def quantized_weight(self) -> bool:
+        """True when the module holds its weights only quantized."""
+        return self._lq_qweights is not None
+
+    def quantized_weights(self) -> list[Any]:
+        """The quantized weights (libquant.QTensor, one per GEMM) of a module built
+        with quantized_weight=True."""
+        if self._lq_qweights is None:
+            raise InvalidArgumentError("%s: does not hold quantized weights (build it with quantized_weight=True "
+                                       "or inside quantized_model_init)" % (self.lq_name or type(self).__name__))
+        return [qt for _, qt in self._lq_qweights]
+
+    def weight_quantizer(self, gemm: int = 0) -> Any:
+        """The quantizer that writes quantized weight gemm (the layer's weight role)."""
+        self.quantized_weights()
+        assert self._lq_qweights is not None
+        return self._lq_qweights[gemm][0]
+
+    def dequantized_weight(self, gemm: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """Quantized weight gemm, dequantized (rowwise) to a new tensor."""
+        qt = self.quantized_weights()[gemm]
+        out = torch.empty(tuple(qt.shape), dtype=dtype)
+        qt.dequantize(direction="rowwise", out=out)
+        return out
+
+    def write_weight(self, gemm: int, value: torch.Tensor) -> None:
+        """Quantizes value (a master weight) into quantized weight gemm in place
+        (quant_quantize_into: the same buffers, every direction refreshed)."""
+        qt = self.quantized_weights()[gemm]
+        assert self._lq_qweights is not None
+        self._lq_qweights[gemm][0].quantize_into(value.detach().contiguous(), qt, persistent=True)
 
     # copy.deepcopy and pickling (torch.save of a whole model): the library layers
     # are not copied; a copy re-quantizes on its first forward and takes the
@@ -180,16 +268,17 @@ class Linear(_QuantizedModule, torch.nn.Linear):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
                  dtype: Any = None, *, recipe: Recipe | None = None, name: str = "",
-                 save_original_input: bool = False) -> None:
+                 save_original_input: bool = False, quantized_weight: bool | None = None) -> None:
         torch.nn.Linear.__init__(self, in_features, out_features, bias=bias, device=device, dtype=dtype)
-        self._lq_init(recipe, name, save_original_input)
+        self._lq_init(recipe, name, save_original_input, quantized_weight)
 
     @classmethod
     def from_linear(cls, m: torch.nn.Linear, *, recipe: Recipe | None = None, name: str = "",
                     save_original_input: bool = False) -> "Linear":
         """A Linear sharing m's parameters (the same Parameter objects)."""
         new = cls(m.in_features, m.out_features, bias=m.bias is not None, device="meta",
-                  dtype=m.weight.dtype, recipe=recipe, name=name, save_original_input=save_original_input)
+                  dtype=m.weight.dtype, recipe=recipe, name=name, save_original_input=save_original_input,
+                  quantized_weight=False)
         new.weight = m.weight
         new.bias = m.bias
         new.train(m.training)
@@ -215,6 +304,8 @@ class Linear(_QuantizedModule, torch.nn.Linear):
             s += ", recipe=%s" % self.recipe.describe()
         if self.save_original_input:
             s += ", save_original_input=True"
+        if self._lq_qweights is not None:
+            s += ", quantized_weight=True"
         return s
 
     def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
@@ -236,7 +327,7 @@ class GroupedLinear(_QuantizedModule, torch.nn.Module):
 
     def __init__(self, num_gemms: int, in_features: int, out_features: int, bias: bool = True, device: Any = None,
                  dtype: Any = None, *, recipe: Recipe | None = None, name: str = "",
-                 save_original_input: bool = False) -> None:
+                 save_original_input: bool = False, quantized_weight: bool | None = None) -> None:
         torch.nn.Module.__init__(self)
         if num_gemms < 1:
             raise InvalidArgumentError("num_gemms: want >= 1, got %d" % num_gemms)
@@ -250,7 +341,10 @@ class GroupedLinear(_QuantizedModule, torch.nn.Module):
             if bias:
                 self.register_parameter("bias%d" % g, torch.nn.Parameter(torch.empty(out_features, **kw)))
         self.reset_parameters()
-        self._lq_init(recipe, name, save_original_input)
+        self._lq_init(recipe, name, save_original_input, quantized_weight)
+
+    def _lq_weight_names(self) -> list[str]:
+        return ["weight%d" % g for g in range(self.num_gemms)]
 
     def weights(self) -> list[torch.nn.Parameter]:
         return [getattr(self, "weight%d" % g) for g in range(self.num_gemms)]

@@ -64,10 +64,46 @@ class Slot:
         self.layer = _LQLinear(recipe.build(), name=self.name, num_gemms=num_gemms)
         self.n = max(num_gemms, 1)
         self.versions: list[tuple[int, int] | None] = [None] * self.n
-        self.delayed: bool | None = None  # known after the first forward
+        # any delayed-scaling state (the count does not depend on a forward having run)
+        self.delayed: bool | None = len(self.layer.scaling_amaxes("forward")) > 0
         self.pending_forward = False
         self.group: Any = None
+        # current scaling: the amax-reduction group of the last (non-recomputed)
+        # forward, used by its recomputation and by its backward
+        self.amax_group: Any = None
+        self._quantizers: dict[tuple[str, int], Any] = {}
         self.lock = threading.Lock()
+
+    def amax_group_for(self, recompute: bool) -> Any:
+        """The group whose ranks MAX-reduce this forward's current-scaling amaxes
+        (the innermost autocast's amax_reduction_group), or None."""
+        if not recompute:
+            frame = _state.current()
+            self.amax_group = frame.group if frame is not None else None
+        return self.amax_group
+
+    def reduced_amaxes(self, role: str, parts: Sequence[torch.Tensor], group: Any) -> Optional[torch.Tensor]:
+        """Per GEMM, the amaxes (FP32 [rowwise, columnwise]) role's quantizer would
+        compute for parts[g], MAX-reduced across group: [n, 2], or None without a
+        group or with delayed scaling (whose amaxes are reduced at the scale update
+        instead). Every rank quantizes with the same scale then (spec §2.3)."""
+        if group is None or self.delayed:
+            return None
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_initialized():
+            return None
+        rows = []
+        for g, x in enumerate(parts):
+            q = self._quantizers.get((role, g))
+            if q is None:
+                q = self._quantizers[(role, g)] = self.layer.quantizer(role, g)
+            rows.append(q.compute_amax(x))
+        t = torch.stack(rows).float()
+        nccl = dist.get_backend(group) == "nccl"
+        r = t.cuda() if nccl else t
+        dist.all_reduce(r, op=dist.ReduceOp.MAX, group=group)
+        return r.cpu() if nccl else r
 
     def before_forward(self, weights: Sequence[torch.Tensor], recompute: bool) -> None:
         if not recompute:
@@ -119,6 +155,18 @@ def slot(mid: int, rid: int, num_gemms: int, override: int = 0) -> Slot:
     m._lq_last = s
     m._lq_last_override = override
     return s
+
+
+def _quantized_weights(mid: int) -> Optional[list[Any]]:
+    """The QTensors of a module that holds its weights only quantized, else None."""
+    m = _state.MODULES.get(mid)
+    qws = getattr(m, "_lq_qweights", None) if m is not None else None
+    return [qt for _, qt in qws] if qws is not None else None
+
+
+def _row_groups(x: torch.Tensor, m_splits: Sequence[int]) -> list[torch.Tensor]:
+    """x's 2-D view split into the groups of rows of a grouped layer."""
+    return list(torch.split(x.reshape(-1, x.shape[-1]), [int(m) for m in m_splits]))
 
 
 # ---------------------------------------------------------------------------
@@ -179,12 +227,19 @@ def linear_fwd(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid:
     """Y = X W^T + b through quant_linear_forward; returns (Y, context key)."""
     s = slot(mid, rid, 0, override)
     recompute = _in_backward()
+    qws = _quantized_weights(mid)
     with s.lock:
         s.before_forward([w], recompute)
+        group = s.amax_group_for(recompute)
+        xa = s.reduced_amaxes("input", [x], group)
+        wa = s.reduced_amaxes("weight", [w], group) if qws is None else None
         y = torch.empty(tuple(x.shape[:-1]) + (w.shape[0],), dtype=x.dtype, device=x.device)
-        _, ctx = s.layer.forward(x, w, b, out=y, backward_override=override,
+        _, ctx = s.layer.forward(x, w if qws is None else None, b, out=y, backward_override=override,
                                  save_original_input=save_original_input,
-                                 input_requires_grad=input_requires_grad, weight_requires_grad=weight_requires_grad)
+                                 input_requires_grad=input_requires_grad, weight_requires_grad=weight_requires_grad,
+                                 weight_qtensor=qws[0] if qws is not None else None,
+                                 input_amax=xa[0] if xa is not None else None,
+                                 weight_amax=wa[0] if wa is not None else None)
         s.after_forward(recompute)
     return y, _ctx_tensor(ctx)
 
@@ -202,17 +257,18 @@ def linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, x_shape: l
                need_db: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dX, dW, db through quant_linear_backward (empty tensors for those not needed)."""
     ctx = _take_ctx(h)
+    m = _state.MODULES.get(mid)
+    s = m._lq_slots.get(rid) if m is not None else None
     try:
         dx = _empty(x_shape, x_dtype, dy.device) if need_dx else _none()
         dw = _empty(w_shape, w_dtype, dy.device) if need_dw else _none()
         db = _empty(w_shape[:1], b_dtype, dy.device) if need_db else _none()
         if need_dx or need_dw or need_db:
+            ga = s.reduced_amaxes("grad_output", [dy], s.amax_group) if s is not None else None
             ctx.backward(dy, grad_input=dx if need_dx else None, grad_weight=dw if need_dw else None,
-                         grad_bias=db if need_db else None)
+                         grad_bias=db if need_db else None, grad_output_amax=ga[0] if ga is not None else None)
     finally:
         ctx.close()
-    m = _state.MODULES.get(mid)
-    s = m._lq_slots.get(rid) if m is not None else None
     if s is not None:
         s.update("backward")  # the grad_output scales, once this layer's backward is done
     return dx, dw, db
@@ -256,13 +312,20 @@ def grouped_linear_fwd(x: torch.Tensor, ws: list[torch.Tensor], bs: list[torch.T
     """The grouped forward (quant_grouped_linear_forward); bs empty for no biases."""
     s = slot(mid, rid, len(ws), override)
     recompute = _in_backward()
+    qws = _quantized_weights(mid)
     with s.lock:
         s.before_forward(ws, recompute)
+        group = s.amax_group_for(recompute)
+        xa = s.reduced_amaxes("input", _row_groups(x, m_splits), group)
+        wa = s.reduced_amaxes("weight", ws, group) if qws is None else None
         y = torch.empty(tuple(x.shape[:-1]) + (ws[0].shape[0],), dtype=x.dtype, device=x.device)
-        _, ctx = s.layer.grouped_forward(x, m_splits, ws, bs if bs else None, out=y, backward_override=override,
-                                         save_original_input=save_original_input,
+        _, ctx = s.layer.grouped_forward(x, m_splits, ws if qws is None else None, bs if bs else None, out=y,
+                                         backward_override=override, save_original_input=save_original_input,
                                          input_requires_grad=input_requires_grad,
-                                         weight_requires_grad=weight_requires_grad)
+                                         weight_requires_grad=weight_requires_grad, weight_qtensors=qws,
+                                         input_amaxes=xa, weight_amaxes=wa)
+        if ctx is not None:
+            ctx._meta["m_splits"] = list(m_splits)  # the grad_output amaxes are per group too
         s.after_forward(recompute)
     return y, _ctx_tensor(ctx)
 
@@ -281,17 +344,20 @@ def grouped_linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, nu
                        need_db: bool) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
     """dX, dW_g, db_g through quant_grouped_linear_backward (empty where not needed)."""
     ctx = _take_ctx(h)
+    m = _state.MODULES.get(mid)
+    s = m._lq_slots.get(rid) if m is not None else None
     try:
         dx = _empty(x_shape, x_dtype, dy.device) if need_dx else _none()
         dws = [_empty(w_shape, w_dtype, dy.device) for _ in range(num_gemms)] if need_dw else []
         dbs = [_empty(w_shape[:1], b_dtype, dy.device) for _ in range(num_gemms)] if need_db else []
         if need_dx or need_dw or need_db:
+            splits = ctx._meta.get("m_splits")
+            ga = (s.reduced_amaxes("grad_output", _row_groups(dy, splits), s.amax_group)
+                  if s is not None and splits is not None else None)
             ctx.grouped_backward(dy, grad_input=dx if need_dx else None, grad_weights=dws if need_dw else None,
-                                 grad_biases=dbs if need_db else None)
+                                 grad_biases=dbs if need_db else None, grad_output_amaxes=ga)
     finally:
         ctx.close()
-    m = _state.MODULES.get(mid)
-    s = m._lq_slots.get(rid) if m is not None else None
     if s is not None:
         s.update("backward")
     return dx, dws, dbs

@@ -95,3 +95,48 @@ def autocast(enabled: bool = True, recipe: "Recipe | None" = None, *, backward_o
         yield
     finally:
         _STACK.pop()
+
+
+@dataclass(frozen=True)
+class InitFrame:
+    """One quantized_model_init level."""
+
+    enabled: bool
+    recipe: "Recipe | None"
+
+
+_INIT: list[InitFrame] = []
+
+
+def current_init() -> InitFrame | None:
+    """The innermost quantized_model_init frame, or None."""
+    return _INIT[-1] if _INIT else None
+
+
+@contextlib.contextmanager
+def quantized_model_init(enabled: bool = True, recipe: "Recipe | None" = None) -> Iterator[None]:
+    """Modules built inside hold their weights only in quantized form
+    (TransformerEngine's ``quantized_model_init``): ``Linear`` and ``GroupedLinear``
+    made here get ``quantized_weight=True`` and, when they have no ``recipe`` of
+    their own, this one (default: the enclosing autocast's, else DelayedScaling()).
+    Train them with ``MasterWeights``, which keeps the FP32 master weights and
+    writes them back into the quantized weights after every optimizer step."""
+    from ._recipes import Recipe as _R
+
+    if recipe is not None and not isinstance(recipe, _R):
+        raise InvalidArgumentError("recipe: want a libquant.torch recipe (a preset or CustomRecipe), got %s"
+                                   % type(recipe).__name__)
+    if recipe is None and enabled:
+        outer = current_init()
+        frame = current()
+        if outer is not None and outer.recipe is not None:
+            recipe = outer.recipe
+        elif frame is not None and frame.recipe is not None:
+            recipe = frame.recipe
+        else:
+            recipe = _default_recipe()
+    _INIT.append(InitFrame(bool(enabled), recipe))
+    try:
+        yield
+    finally:
+        _INIT.pop()
