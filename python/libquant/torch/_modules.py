@@ -152,6 +152,10 @@ class _QuantizedModule:
     # are not copied; a copy re-quantizes on its first forward and takes the
     # delayed-scaling state over, as load_state_dict does.
     def __getstate__(self) -> dict[str, Any]:
+        if self._lq_qweights is not None:
+            raise InvalidArgumentError("%s: holds its weights only quantized; copying or pickling such a module "
+                                       "is not supported yet (save the master weights)"
+                                       % (self.lq_name or type(self).__name__))
         d = dict(self.__dict__)
         for k in ("_lq_slots", "_lq_last", "_lq_mid"):
             d.pop(k, None)
