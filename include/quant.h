@@ -746,7 +746,16 @@ quant_status quant_plugin_get_format(size_t index, size_t format, const char **n
  * direction too, even for inference steps, so usages never shrink
  * (TransformerEngine PR #2929). A context that still holds the old quantized
  * weight for its backward keeps it: the layer then re-quantizes into new
- * buffers (copy on write).
+ * buffers (copy on write). A caller that holds its weight only quantized
+ * (TransformerEngine's quantized_model_init) passes it as weight_qtensor
+ * instead: quantized by itself (quant_quantize_into with persistent set, both
+ * usages, e.g. over buffers of its own, after every optimizer step), used as
+ * is and never cached.
+ *
+ * Current scaling across processes: input_amax, weight_amax and
+ * grad_output_amax replace the amaxes the quantizers would compute
+ * (quant_compute_amax gives them; all-reduce them with MAX first), so every
+ * process quantizes with the same scales.
  *
  * Contexts. A forward that is given a ctx returns a context holding what the
  * requested gradients need. Backward runs once on it and frees what it held;
