@@ -431,16 +431,22 @@ __device__ __forceinline__ uint32_t mag16(const uint32_t *w) {
 // is 256 bytes; the 16-byte chunk j of a thread's 64-byte quarter q moves
 // to chunk j ^ x(row, q), so that the row phase's 16-byte stores (8 lanes: two
 // rows × four quarters per phase) hit eight different bank groups.
+//
+// EDGE: the kernels' ragged instance puts rows lr ≡ w (mod 8) in warp w (so a
+// warp's rows share one 16-byte offset when K is odd, see load_chunk); a
+// phase's two rows are then 8 apart, and bit 3 of the row takes bit 0's place.
+template <bool EDGE = false>
 __device__ __forceinline__ int swz(int row, int col) {
   int q = col >> 5, j = (col >> 3) & 3;
-  int x = ((q >> 1) & 1) | ((row & 1) << 1);
+  int x = ((q >> 1) & 1) | (((EDGE ? row >> 3 : row) & 1) << 1);
   return row * 128 + 32 * q + 8 * (j ^ x) + (col & 7);
 }
 
 // Stores the 16 words a row-phase thread (row lr, quarter q) holds into the
 // raw tile at their swz positions: four 16-byte stores.
+template <bool EDGE = false>
 __device__ __forceinline__ void store_chunk_swz(uint16_t *tile, int lr, int q, const uint32_t (&w)[16]) {
-  const int x = ((q >> 1) & 1) | ((lr & 1) << 1);
+  const int x = ((q >> 1) & 1) | (((EDGE ? lr >> 3 : lr) & 1) << 1);
 #pragma unroll
   for (int j = 0; j < 4; j++)
     *reinterpret_cast<uint4 *>(&tile[lr * 128 + 32 * q + 8 * (j ^ x)]) = make_uint4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
@@ -491,6 +497,40 @@ __device__ __forceinline__ void load_shifted(const uint16_t *src, uint32_t (&w)[
   for (int j = 0; j < W; j++) w[j] = __funnelshift_r(s2[j], s2[j + 1], hs);
 }
 
+// load_shifted for a src whose offset within 16 bytes is the same for every
+// lane of the warp (the kernels arrange their rows so): the shift is a switch
+// on that offset, taken by the whole warp, and each case is a straight run of
+// funnel shifts with constant register indices.
+template <int W, int OFF>
+__device__ __forceinline__ void shift_words(const uint32_t *raw, uint32_t (&w)[W]) {
+  constexpr int ws = OFF >> 2, hs = (OFF & 2) * 8;
+#pragma unroll
+  for (int j = 0; j < W; j++) w[j] = hs ? __funnelshift_r(raw[j + ws], raw[j + ws + 1], hs) : raw[j + ws];
+}
+
+template <int W>
+__device__ __forceinline__ void load_shifted_uniform(const uint16_t *src, uint32_t (&w)[W]) {
+  constexpr int NC = W / 4 + 1;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
+  const uint4 *base = reinterpret_cast<const uint4 *>(a & ~(uintptr_t)15);
+  uint32_t raw[4 * NC];
+#pragma unroll
+  for (int i = 0; i < NC; i++) {
+    uint4 u = __ldg(base + i);
+    raw[4 * i] = u.x; raw[4 * i + 1] = u.y; raw[4 * i + 2] = u.z; raw[4 * i + 3] = u.w;
+  }
+  switch ((int)(a & 15)) {
+    case 0: shift_words<W, 0>(raw, w); break;
+    case 2: shift_words<W, 2>(raw, w); break;
+    case 4: shift_words<W, 4>(raw, w); break;
+    case 6: shift_words<W, 6>(raw, w); break;
+    case 8: shift_words<W, 8>(raw, w); break;
+    case 10: shift_words<W, 10>(raw, w); break;
+    case 12: shift_words<W, 12>(raw, w); break;
+    default: shift_words<W, 14>(raw, w); break;
+  }
+}
+
 // Whether load_shifted of 2·W elements at src reads only inside [.., end).
 template <int W>
 __device__ __forceinline__ bool shifted_fits(const uint16_t *src, const void *end) {
@@ -499,16 +539,38 @@ __device__ __forceinline__ bool shifted_fits(const uint16_t *src, const void *en
 }
 
 // Row r, columns c .. c+31 of the input as 16 words of element pairs (zeros
-// outside the tensor: the zero padding of spec §14).
-template <typename T>
+// outside the tensor: the zero padding of spec §14). EDGE: the kernel's
+// ragged instance, whose warps hold rows of one 16-byte offset (shifted
+// loads); otherwise rows are aligned (mode kRowsAligned) or scalar.
+template <typename T, bool EDGE = true>
 __device__ __forceinline__ void load_chunk(const void *in, int64_t m, int64_t k, int mode, int64_t r, int64_t c, uint32_t (&w)[16]) {
   const T *src = (const T *)in + r * k + c;
-  if (mode == kRowsShifted && r < m && c + 32 <= k) {
+  if (EDGE && mode == kRowsShifted && r < m && c + 32 <= k) {
     const uint16_t *s16 = reinterpret_cast<const uint16_t *>(src);
     if (shifted_fits<16>(s16, (const T *)in + m * k)) {
-      load_shifted<16>(s16, w);
+      load_shifted_uniform<16>(s16, w);
       return;
     }
+  }
+  if (!EDGE) {  // the aligned instance: k a multiple of 32 (the old code, as measured)
+#pragma unroll
+    for (int b = 0; b < 2; b++) {
+      bool ok = r < m && c + 16 * b < k;
+      if (ok && mode == kRowsAligned) {
+        uint4 u0 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b));
+        uint4 u1 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b) + 1);
+        w[8 * b + 0] = u0.x; w[8 * b + 1] = u0.y; w[8 * b + 2] = u0.z; w[8 * b + 3] = u0.w;
+        w[8 * b + 4] = u1.x; w[8 * b + 5] = u1.y; w[8 * b + 6] = u1.z; w[8 * b + 7] = u1.w;
+      } else if (ok) {
+        const uint16_t *s16 = reinterpret_cast<const uint16_t *>(src + 16 * b);
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[8 * b + j] = (uint32_t)s16[2 * j] | ((uint32_t)s16[2 * j + 1] << 16);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[8 * b + j] = 0;
+      }
+    }
+    return;
   }
 #pragma unroll
   for (int b = 0; b < 2; b++) {
@@ -570,6 +632,39 @@ __device__ __forceinline__ void store_bytes(uint8_t *dst, const uint32_t (&w)[W]
 #pragma unroll
   for (int i = 0; i < 4 * W; i++)
     if (i < n) dst[i] = (uint8_t)(w[i / 4] >> (8 * (i % 4)));
+}
+
+// Stores a warp's run of FP8 codes: lane l holds the 8 bytes v at dst (=
+// the run's start + 8·l, all lanes in one row), of which the first n are
+// inside the tensor (n is 8 up to the run's end, then less, then 0). Where dst
+// is not 8-byte aligned (K not a multiple of 8, spec §14) each lane writes the
+// aligned 8 bytes that begin inside its own piece, taking the rest from the
+// next lane's, so the run is still written with aligned 8-byte stores; only
+// the run's ends go byte by byte. Every lane of the warp must call it.
+__device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
+  const unsigned lane = threadIdx.x & 31;
+  const uint64_t me = (uint64_t)v.x | ((uint64_t)v.y << 32);
+  const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 7);
+  const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, me, 1);
+  int nn = __shfl_down_sync(0xFFFFFFFFu, n, 1);
+  if (lane == 31) nn = 0;
+  if (n <= 0) return;
+  if (off == 0) {
+    if (n >= 8) *reinterpret_cast<uint64_t *>(dst) = me;
+    else
+      for (int i = 0; i < n; i++) dst[i] = (uint8_t)(me >> (8 * i));
+    return;
+  }
+  const int head = 8 - off;  // bytes of each piece before the next aligned word
+  if (lane == 0)
+    for (int i = 0; i < head && i < n; i++) dst[i] = (uint8_t)(me >> (8 * i));
+  if (n == 8 && nn >= head) {
+    *reinterpret_cast<uint64_t *>(dst + head) = (me >> (8 * head)) | (nx << (8 * off));
+  } else {
+    for (int i = head; i < n; i++) dst[i] = (uint8_t)(me >> (8 * i));
+    if (n == 8)
+      for (int i = 0; i < head && i < nn; i++) dst[8 + i] = (uint8_t)(nx >> (8 * i));
+  }
 }
 
 // Keeps the first nv nibbles of the words w (element i in bits 4i) and zeroes

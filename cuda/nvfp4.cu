@@ -463,15 +463,28 @@ __device__ __forceinline__ float enc_of_code(uint32_t c, float s_dec) {
 // written once, at the end, 8 lanes per column.
 constexpr int kFR = 64, kFC = 128, kFS = 8;
 
+// max over the eight warps' partial 16×16 amaxes (EDGE layout of redx).
+__device__ __forceinline__ uint32_t tile_amax(const uint32_t (&v)[8]) {
+  uint4 a = *reinterpret_cast<const uint4 *>(&v[0]), b = *reinterpret_cast<const uint4 *>(&v[4]);
+  return max(max(max(a.x, a.y), max(a.z, a.w)), max(max(b.x, b.y), max(b.z, b.w)));
+}
+
 // MINB: CTAs per SM the register allocation must allow (launch bounds);
 // PREF: load the next sub-tile while working on this one (else after it).
-template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF>
+//
+// EDGE: the instance for partial blocks or rows at any offset (spec §14):
+// rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one 16-byte
+// offset (shifted loads, load_chunk); each warp then holds rows of all four
+// 16-row tiles, so the 16×16 amaxes meet across warps in red (EDGE layout
+// [tile][column block][warp]); stores check bounds and alignment.
+template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE>
 __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) {
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
   __shared__ __align__(16) uint16_t tile[COL ? kFR * kFC : 8];
   __shared__ float enc_tab[2][128];
-  __shared__ uint32_t red[TWO_D ? kThreads / 32 : 1][8];
+  __shared__ uint32_t red[TWO_D && !EDGE ? kThreads / 32 : 1][8];
+  __shared__ __align__(16) uint32_t redx[TWO_D && EDGE ? kFR / 16 : 1][8][kThreads / 32];
   __shared__ __align__(16) uint2 ccodes[COL ? 4 : 1][kCS];              // [row block][column]: 16 codes
   __shared__ __align__(4) uint8_t csc[COL ? 4 * kFS : 1][kFC + 4];       // [row block in strip][column]
   copy_scalars(p);
@@ -484,10 +497,10 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
   // Row phase: thread t holds row lr = t/4 of the sub-tile, columns 32q ..
   // 32q+31 (q = t%4): blocks 2q and 2q+1, w[0..7] and w[8..15], pairs of
   // elements.
-  const int lr = t >> 2, q = t & 3;
+  const int lr = EDGE ? (t >> 5) + 8 * ((t & 31) >> 2) : t >> 2, q = t & 3;
   const int64_t c = c0 + 32 * q;
   uint32_t w[16], wn[16];
-  load_chunk<T>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
+  load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   // Global scales and the enc_b tables (rowwise in [0], columnwise in [1]).
   const float s_row = global_s_enc(*(ROW ? p.row_amax : p.col_amax));
@@ -502,10 +515,10 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
   for (int sub = 0; sub < nsub; sub++) {
     const int64_t r0 = rs + (int64_t)sub * kFR, r = r0 + lr;
     const bool b0 = r < p.m && c < p.k, b1 = r < p.m && c + 16 < p.k;
-    if (PREF && sub + 1 < nsub) load_chunk<T>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
+    if (PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
 
     // The raw sub-tile into shared memory for the columnwise pass.
-    if (COL) store_chunk_swz(tile, lr, q, w);
+    if (COL) store_chunk_swz<EDGE>(tile, lr, q, w);
 
     // Row blocks: amax (NaN ignored) and NaN flags.
     float bam[2];
@@ -526,7 +539,18 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
         bam[b] = R::mag(m16);
       }
     }
-    if (TWO_D) {
+    if (TWO_D && EDGE) {
+      // Lanes 4i+q hold row w + 8i, of tile i/2: pair lanes i, i^1, then
+      // the eight warps meet in redx.
+      uint32_t m0 = __float_as_uint(bam[0]), m1 = __float_as_uint(bam[1]);
+      m0 = max(m0, __shfl_xor_sync(0xFFFFFFFFu, m0, 4));
+      m1 = max(m1, __shfl_xor_sync(0xFFFFFFFFu, m1, 4));
+      if (((t & 31) >> 2 & 1) == 0) {
+        const int tr = (t & 31) >> 3;
+        redx[tr][2 * q][t >> 5] = m0;
+        redx[tr][2 * q + 1][t >> 5] = m1;
+      }
+    } else if (TWO_D) {
       // 16×16 tiles: the 16 rows of one are lanes with the same q in two
       // consecutive warps.
       uint32_t m0 = __float_as_uint(bam[0]), m1 = __float_as_uint(bam[1]);
@@ -550,7 +574,9 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
       for (int b = 0; b < 2; b++) {
         if (b == 1 && !b1) break;
         float scale_amax = bam[b];
-        if (TWO_D) {
+        if (TWO_D && EDGE) {
+          scale_amax = __uint_as_float(tile_amax(redx[lr >> 4][2 * q + b]));
+        } else if (TWO_D) {
           int wt = 2 * (lr >> 4);
           scale_amax = __uint_as_float(max(red[wt][2 * q + b], red[wt + 1][2 * q + b]));
         }
@@ -565,8 +591,14 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
         qd[b] = encode16_rn(v, enc, bam[b], bnan[b]);
       }
       uint32_t ow[4] = {(uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32)};
-      if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
-      store_bytes(p.row + r * p.row_pitch + c / 2, ow, p.row_pitch - c / 2);
+      if (EDGE) {
+        if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
+        store_bytes(p.row + r * p.row_pitch + c / 2, ow, p.row_pitch - c / 2);
+      } else {
+        uint8_t *drow = p.row + r * (p.k / 2) + c / 2;
+        if (b1) *reinterpret_cast<uint4 *>(drow) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+        else *reinterpret_cast<uint2 *>(drow) = make_uint2(ow[0], ow[1]);
+      }
       int64_t si = p.row_s.index(r, c / 16);
       if (b1 && p.row_s2) {
         *reinterpret_cast<uint16_t *>(p.row_s.buf + si) = (uint16_t)(code[0] | (code[1] << 8));
@@ -583,7 +615,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
       if (c0 + 2 * pp < p.k && r0 + 16 * rb < p.m) {
         uint32_t wc[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&tile[swz(16 * rb + i, 2 * pp)]);
+        for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&tile[swz<EDGE>(16 * rb + i, 2 * pp)]);
         uint32_t mm = wc[0] & 0x7FFF7FFFu;
 #pragma unroll
         for (int i = 1; i < 16; i++) mm = vmax_u16x2(mm, wc[i] & 0x7FFF7FFFu);
@@ -597,7 +629,9 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
           bool nan = m16 > R::kInf;
           float bamax = nan ? __uint_as_float(amax16(v)) : R::mag(m16);
           float scale_amax = bamax;
-          if (TWO_D) {
+          if (TWO_D && EDGE) {
+            scale_amax = __uint_as_float(tile_amax(redx[rb][(2 * pp) >> 4]));
+          } else if (TWO_D) {
             int cb = (2 * pp) >> 4;
             scale_amax = __uint_as_float(max(red[2 * rb][cb], red[2 * rb + 1][cb]));
           }
@@ -617,17 +651,23 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
       if (cc < p.k && rr < p.m) {
         uint2 a = ccodes[2 * hh][col], b = ccodes[2 * hh + 1][col];
         uint32_t ow[4] = {a.x, a.y, b.x, b.y};
-        if (rr + 32 > p.m) keep_nibbles(ow, p.m - rr);
-        store_bytes(p.col + cc * p.col_pitch + rr / 2, ow, p.col_pitch - rr / 2);
+        if (EDGE) {
+          if (rr + 32 > p.m) keep_nibbles(ow, p.m - rr);
+          store_bytes(p.col + cc * p.col_pitch + rr / 2, ow, p.col_pitch - rr / 2);
+        } else {
+          uint8_t *d = p.col + cc * (p.m / 2) + (rr / 16) * 8;
+          if (rr + 32 <= p.m) *reinterpret_cast<uint4 *>(d) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+          else *reinterpret_cast<uint2 *>(d) = make_uint2(ow[0], ow[1]);
+        }
       }
     }
-    if (TWO_D && !COL) __syncthreads();  // red is rewritten next round
+    if (TWO_D && !COL) __syncthreads();  // red/redx is rewritten next round
     if (sub + 1 < nsub) {
       if (PREF) {
 #pragma unroll
         for (int j = 0; j < 16; j++) w[j] = wn[j];
       } else {
-        load_chunk<T>(p.in, p.m, p.k, p.vec, r + kFR, c, w);
+        load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kFR, c, w);
       }
     }
   }
@@ -711,8 +751,8 @@ int32_t nv_spec(const quant_plugin_params *p, NvSpec *s, quant_plugin_error *err
 }
 
 int32_t check_nv_dims(int64_t m, int64_t k, quant_plugin_error *err) {
-  if (m < 1 || k < 1)
-    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "shape: [%lld, %lld]: both dims must be at least 1 (spec §14)",
+  if (m < 0 || k < 0)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "shape: [%lld, %lld]: a dim is negative (spec §14 takes any M, K ≥ 0)",
                 (long long)m, (long long)k);
   return QUANT_OK;
 }
@@ -796,19 +836,23 @@ int fast_variant(const char *var) {
 }
 
 template <typename T, bool ROW, bool COL, bool TWO_D>
-void launch_fast(const NvParams &q, unsigned g, cudaStream_t s) {
+void launch_fast(const NvParams &q, bool edge, unsigned g, cudaStream_t s) {
   static int variant = -1;
   if (variant < 0) variant = fast_variant("LIBQUANT_NVFP4_VARIANT");
+  if (edge) {
+    nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true><<<g, kThreads, 0, s>>>(q);
+    return;
+  }
   if constexpr (std::is_same<T, __nv_bfloat16>::value) {
     switch (variant) {
-      case 1: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 3, true><<<g, kThreads, 0, s>>>(q); return;
-      case 2: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 4, true><<<g, kThreads, 0, s>>>(q); return;
-      case 3: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 2, true><<<g, kThreads, 0, s>>>(q); return;
-      case 4: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 5, false><<<g, kThreads, 0, s>>>(q); return;
+      case 1: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 3, true, false><<<g, kThreads, 0, s>>>(q); return;
+      case 2: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 4, true, false><<<g, kThreads, 0, s>>>(q); return;
+      case 3: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 2, true, false><<<g, kThreads, 0, s>>>(q); return;
+      case 4: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 5, false, false><<<g, kThreads, 0, s>>>(q); return;
       default: break;
     }
   }
-  nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref><<<g, kThreads, 0, s>>>(q);
+  nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false><<<g, kThreads, 0, s>>>(q);
 }
 
 template <typename T, bool ROW, bool COL, bool SRON>
@@ -819,8 +863,12 @@ void launch_nv4(const NvParams &p, bool rht, bool two_d, unsigned grid, cudaStre
       NvParams q = p;
       q.fs = strip_subtiles(p.m, p.k);
       unsigned g = (unsigned)(ceil_div(p.m, kFR * q.fs) * ceil_div(p.k, kFC));
-      if (two_d) launch_fast<T, ROW, COL, true>(q, g, s);
-      else launch_fast<T, ROW, COL, false>(q, g, s);
+      // The aligned instance: whole 32-element runs, rows of 16-byte-aligned
+      // loads and stores (the old constraints); anything else is EDGE.
+      const bool edge = !(p.m % 32 == 0 && p.k % 32 == 0 && p.vec == kRowsAligned && (!ROW || aligned16(p.row)) &&
+                          (!COL || aligned16(p.col)) && (!ROW || p.row_pitch == p.k / 2) && (!COL || p.col_pitch == p.m / 2));
+      if (two_d) launch_fast<T, ROW, COL, true>(q, edge, g, s);
+      else launch_fast<T, ROW, COL, false>(q, edge, g, s);
       return;
     }
   }

@@ -218,6 +218,19 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 			}
 		}
 		return x
+	case "last-max":
+		// The largest magnitude of every row and of every column sits at the
+		// last valid position (column K-1, row M-1), so that a partial
+		// block's scale comes from the element next to the padding.
+		v := testutil.Normal(n, 1, seed)
+		for i := range v {
+			r, c := int64(i)/k, int64(i)%k
+			if c == k-1 || r == m-1 {
+				v[i] = v[i]*64 + float32(math.Copysign(100, float64(v[i])))
+			}
+		}
+		x, _ := testutil.Input(t, dt, v, m, k)
+		return x
 	case "zeros-and-ones":
 		v := make([]float32, n)
 		for i := range v {
@@ -416,6 +429,57 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 	}
 }
 
+// raggedShapes: M and K that are not multiples of the blocks (spec §14),
+// from the set {1, 2, 15, 16, 17, 31, 33, 47, 100, 129} and a few
+// larger ones that cross the fast kernels' 64×128 sub-tiles and strips with
+// rows at every 16-byte offset (K odd).
+var raggedShapes = [][2]int64{
+	{1, 1}, {1, 256}, {2, 33}, {15, 17}, {16, 15}, {17, 31}, {31, 47}, {33, 100}, {47, 129}, {100, 2},
+	{129, 16}, {45, 4096}, {257, 1001}, {130, 1537},
+}
+
+// TestRaggedShapesMatchCPU: GPU bytes = CPU bytes at shapes with partial
+// blocks, for every MX and NVFP4 config, usage and input dtype; the CPU
+// kernels define the rule (quantize the zero-padded X₀, drop the padding;
+// plugins/*/ragged_test.go check that).
+func TestRaggedShapesMatchCPU(t *testing.T) {
+	needGPU(t)
+	all := configs()
+	for _, format := range []string{"mxfp8", "mxfp4", "nvfp4"} {
+		if _, err := host.LookupFormat(format); err != nil {
+			t.Logf("SKIP %s: not registered", format)
+			continue
+		}
+		for _, c := range all[format] {
+			for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+				for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
+					if c.p.RHT != host.RHTOff && dt != host.BFloat16 {
+						continue
+					}
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", format, c.name, usage, dt), func(t *testing.T) {
+						p := c.p
+						p.Format = format
+						q, err := host.NewQuantizer(p, usage)
+						require.NoError(t, err)
+						defer q.Release()
+						for si, sh := range raggedShapes {
+							for ki, kind := range []string{"normal", "last-max", "adversarial"} {
+								x := input(t, dt, kind, sh[0], sh[1], uint64(1000+si*10+ki))
+								what := fmt.Sprintf("%v %s", sh, kind)
+								cq, gq := quantizeBoth(t, q, q, x, byte(0x5A+si), nil)
+								compareTensors(t, what, cq, gq)
+								if kind == "normal" {
+									dequantizeBoth(t, what, cq, gq)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestAmaxAndCallerAmaxMatchCPU: the amax pass, and quantize with a caller's
 // amax (options.amax, e.g. after an all-reduce).
 func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
@@ -431,8 +495,12 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 			q, err := host.NewQuantizer(c, host.BothUsages)
 			require.NoError(t, err)
 			defer q.Release()
-			for _, kind := range []string{"normal", "adversarial", "bits"} {
-				x := input(t, host.BFloat16, kind, 256, 512, 42)
+			for i, kind := range []string{"normal", "adversarial", "bits", "normal", "last-max"} {
+				sh := [2]int64{256, 512}
+				if i >= 3 {
+					sh = [2]int64{47, 129} // a partial RHT group (spec §14 item 2)
+				}
+				x := input(t, host.BFloat16, kind, sh[0], sh[1], 42)
 				want := testutil.Tensor(t, host.Float32, 2)
 				require.NoError(t, q.ComputeAmax(x, want, 0))
 				g := poisoned(t, host.Float32, []int64{2}, 0x7B)
@@ -500,13 +568,19 @@ func TestDeriveAndSwizzleMatchCPU(t *testing.T) {
 		{host.Params{Format: "nvfp4"}, false, true, [2]int64{144, 272}},
 		{host.Params{Format: "mxfp8"}, false, true, [2]int64{96, 288}},
 		{host.Params{Format: "mxfp4"}, false, true, [2]int64{96, 288}},
+		// Partial blocks (spec §14).
+		{host.Params{Format: "nvfp4", BlockDims: 2}, true, true, [2]int64{47, 129}},
+		{host.Params{Format: "nvfp4"}, false, true, [2]int64{33, 100}},
+		{host.Params{Format: "mxfp8"}, false, true, [2]int64{100, 33}},
+		{host.Params{Format: "mxfp4"}, false, true, [2]int64{17, 47}},
+		{host.Params{Format: "fp8_block", BlockDims: 2}, true, false, [2]int64{129, 47}},
 	}
 	for _, c := range cases {
 		if _, err := host.LookupFormat(c.p.Format); err != nil {
 			t.Logf("SKIP %s: not registered", c.p.Format)
 			continue
 		}
-		t.Run(fmt.Sprintf("%s dims=%d", c.p.Format, c.p.BlockDims), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s dims=%d %v", c.p.Format, c.p.BlockDims, c.shape), func(t *testing.T) {
 			usage := host.BothUsages
 			if c.derive {
 				usage = host.Rowwise
