@@ -99,8 +99,12 @@ $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) include/quant_plugin.h inclu
 	@mkdir -p $(BUILD)/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -c -o $@ $<
 
+# cuBLASLt (the GEMM, cuda/gemm.cu) is linked dynamically from the toolkit
+# nvcc belongs to, found at run time through the rpath.
+CUDA_LIBDIR ?= $(abspath $(dir $(shell command -v $(NVCC) 2>/dev/null))../lib64)
 $(CUDA_LIB): $(CUDA_OBJ) cuda/libquant_cuda.map
-	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ)
+	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ) \
+	  -L$(CUDA_LIBDIR) -lcublasLt -Xlinker -rpath,$(CUDA_LIBDIR)
 
 test-go:
 	$(GO) vet ./...

@@ -44,6 +44,7 @@ func toyPlugin(t *testing.T, variant string) string {
 		toyPlugins.dir = dir
 		for name, flags := range map[string][]string{
 			"toy": nil, "abi99": {"-DTOY_ABI_VERSION=99"}, "noentry": {"-DTOY_NO_ENTRY"}, "fail": {"-DTOY_FAIL"},
+			"abi1": {"-DTOY_ABI_VERSION=1", `-DTOY_FORMAT="toy1_u8"`},
 		} {
 			args := append([]string{"-std=c99", "-O1", "-fPIC", "-shared", "-I../include"}, flags...)
 			args = append(args, "../examples/c/plugin_toy.c", "-lm", "-o", filepath.Join(dir, "libquant_toy_"+name+".so"))
@@ -66,7 +67,7 @@ func TestLoadPluginFailuresLeaveHostWorking(t *testing.T) {
 		{"missing file", "/nonexistent/libquant_nothing.so", "cannot open"},
 		{"folder", os.TempDir(), "is a folder"},
 		{"not a plugin", toyPlugin(t, "noentry"), "does not export quant_plugin_get"},
-		{"wrong ABI version", toyPlugin(t, "abi99"), "built for plugin ABI version 99, but this libquant speaks version 1"},
+		{"wrong ABI version", toyPlugin(t, "abi99"), "built for plugin ABI version 99, but this libquant speaks versions 1 to 2"},
 		{"plugin refuses", toyPlugin(t, "fail"), "refusing to load"},
 	}
 	for _, c := range cases {
@@ -94,6 +95,25 @@ func TestLoadDefaultPluginsKeepsFailures(t *testing.T) {
 	require.Equal(t, uint32(99), list[0].ABIVersion)
 	require.ErrorContains(t, list[1].Err, "cannot open")
 	require.Contains(t, report(), "libquant_cuda.so does not exist")
+}
+
+// TestABI1PluginLoads: a plugin built for plugin ABI 1, which refuses any
+// other host version, is asked again in its version and loads, without GEMM.
+func TestABI1PluginLoads(t *testing.T) {
+	info, err := Load(toyPlugin(t, "abi1"), Explicit)
+	require.NoError(t, err)
+	require.Equal(t, uint32(1), info.ABIVersion)
+	require.Equal(t, []string{"toy1_u8"}, info.Formats)
+	require.Equal(t, []KernelInfo{{Format: "toy1_u8", Device: host.CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
+	q, err := host.NewQuantizer(host.Params{Format: "toy1_u8"}, host.Rowwise)
+	require.NoError(t, err)
+	defer q.Release()
+	x, err := host.AllocTensor(host.Device{Type: host.CPU}, host.Float32, []int64{2, 3}, 0)
+	require.NoError(t, err)
+	defer host.FreeTensor(x, 0)
+	qt, err := q.Quantize(x, host.QuantizeOptions{})
+	require.NoError(t, err)
+	qt.Free()
 }
 
 func TestToyPluginFormatAndKernels(t *testing.T) {
