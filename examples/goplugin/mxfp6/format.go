@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+
+	"libquant/internal/numeric"
+	"libquant/pluginsdk"
+)
+
+// Name is the format's registry name.
+const Name = "mxfp6"
+
+// BlockLen is the number of elements that share one E8M0 scale (OCP MX v1.0
+// §5.2: k = 32 for every concrete MX format).
+const BlockLen = 32
+
+type format struct{}
+
+func (format) Name() string { return Name }
+
+// NewSpec takes config.element (QUANT_ELEMENT_E2M3, the default, or
+// QUANT_ELEMENT_E3M2) and config.scale_rounding (RCEIL, the default, or FLOOR);
+// every other field must stay zero.
+func (format) NewSpec(p pluginsdk.Params) (pluginsdk.Spec, error) {
+	rest := p
+	rest.Format, rest.Element, rest.ScaleRounding = "", 0, 0
+	if rest != (pluginsdk.Params{}) {
+		return nil, fmt.Errorf("config: mxfp6 reads only element and scale_rounding (got %+v): %w", rest, pluginsdk.ErrInvalidArgument)
+	}
+	s := &spec{p: p}
+	switch p.Element {
+	case pluginsdk.ElementDefault, pluginsdk.ElementE2M3:
+		s.p.Element, s.el = pluginsdk.ElementE2M3, numeric.E2M3
+	case pluginsdk.ElementE3M2:
+		s.el = numeric.E3M2
+	default:
+		return nil, fmt.Errorf("config.element: %d not supported by mxfp6 (want QUANT_ELEMENT_E2M3 or QUANT_ELEMENT_E3M2): %w", p.Element, pluginsdk.ErrInvalidArgument)
+	}
+	if p.ScaleRounding != pluginsdk.ScaleRCEIL && p.ScaleRounding != pluginsdk.ScaleFLOOR {
+		return nil, fmt.Errorf("config.scale_rounding: %d is not QUANT_SCALE_RCEIL (0) or QUANT_SCALE_FLOOR (1): %w", p.ScaleRounding, pluginsdk.ErrInvalidArgument)
+	}
+	// TE's RCEIL multiplies the amax by a pre-rounded reciprocal of the max
+	// (spec §4.3): fl32(1/7.5) and fl32(1/28) are inexact, as fl32(1/448) is.
+	s.rcp = float32(1.0 / float64(s.el.Max))
+	return s, nil
+}
+
+type spec struct {
+	p   pluginsdk.Params
+	el  *numeric.FP6
+	rcp float32
+}
+
+func (s *spec) Params() pluginsdk.Params { return s.p }
+
+// packedBytes is the byte length of n packed codes: 4 codes in 3 bytes, a
+// partial group padded with zero codes.
+func packedBytes(n int64) int64 { return (n + 3) / 4 * 3 }
+
+// Layout (any [M, K] with M, K ≥ 0, spec §14):
+//
+//	rowwise:    data uint8 [M, 3·⌈K/4⌉]   scale_inv E8M0 [M, ⌈K/32⌉]
+//	columnwise: data uint8 [K, 3·⌈M/4⌉]   scale_inv E8M0 [K, ⌈M/32⌉]
+//
+// Columnwise is stored transposed, as MXFP4's (spec §4.5's NVFP4 rule), so
+// that each 32×1 block is 24 contiguous bytes. Each row packs its codes in
+// DLPack order (numeric.PackFP6); the codes past K (or M) are zero. Scales are
+// compact: this format has no GEMM swizzle.
+func (s *spec) Layout(m, k int64, dir pluginsdk.Direction) ([]pluginsdk.BufferSpec, error) {
+	if m < 0 || k < 0 {
+		return nil, fmt.Errorf("shape: [%d, %d] has a negative dim: %w", m, k, pluginsdk.ErrInvalidArgument)
+	}
+	rows, cols := m, k
+	if dir == pluginsdk.Columnwise {
+		rows, cols = k, m
+	}
+	return []pluginsdk.BufferSpec{
+		{Kind: pluginsdk.BufData, DType: pluginsdk.Uint8, Shape: []int64{rows, packedBytes(cols)}},
+		{Kind: pluginsdk.BufScaleInv, DType: pluginsdk.E8M0, Shape: []int64{rows, (cols + BlockLen - 1) / BlockLen}},
+	}, nil
+}
+
+// Derivable: neither direction can be built from the other, whose blocks run
+// the other way (as MXFP8, spec §7.4).
+func (s *spec) Derivable(from, to pluginsdk.Direction) bool { return false }
+
+func (s *spec) Derive(*pluginsdk.DeriveRequest) error {
+	return fmt.Errorf("mxfp6: a direction cannot be derived from the other (their blocks run along different dims): %w", pluginsdk.ErrUnsupported)
+}
+
+// exponent is a block's E8M0 scale byte for its amax (NaN elements skipped).
+//
+// RCEIL (TE's MXFP8 rule, spec §4.3): float_to_e8m0(fl32(amax · fl32(1/max))),
+// rounding the power of two up, so no element clips; NaN → 0xFF, Inf → 0xFE.
+//
+// FLOOR (OCP MX v1.0 §6.3, spec §4.4): X = 2^(floor(log2 amax) − emax_elem)
+// with emax_elem = 2 (E2M3) or 4 (E3M2), the exponent clamped to E8M0's
+// [−127, 127]; elements past the max after scaling saturate. An Inf amax
+// gives the NaN scale 0xFF (§5.4: a NaN scale makes the whole block NaN).
+func (s *spec) exponent(amax float32) uint8 {
+	if s.p.ScaleRounding == pluginsdk.ScaleFLOOR {
+		b := numeric.Float32ToE8M0Floor(amax)
+		switch {
+		case b == numeric.E8M0NaN:
+			return b
+		case b < s.el.Emax:
+			return 0
+		}
+		return b - s.el.Emax
+	}
+	return numeric.Float32ToE8M0RoundUp(amax * s.rcp)
+}
