@@ -19,10 +19,11 @@ import (
 	"libquant/internal/rpcwire"
 )
 
-// handshakeVersion is ProtocolVersion as text; libquant's tests build a plugin
-// with -ldflags "-X libquant/pluginsdk.handshakeVersion=99" to check that a
-// host refuses another version.
-var handshakeVersion = fmt.Sprint(ProtocolVersion)
+// handshakeVersion is ProtocolVersion as text (TestHandshakeVersion checks
+// they agree). It is a string variable so that libquant's tests can build a
+// plugin with -ldflags "-X libquant/pluginsdk.handshakeVersion=99" and check
+// that a host refuses another version.
+var handshakeVersion = "1"
 
 // Serve runs the plugin until libquant stops it, then exits the process. It
 // never returns. Started by hand (without libquant), it prints that it is a

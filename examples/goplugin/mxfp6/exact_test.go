@@ -1,4 +1,4 @@
-package main
+package mxfp6
 
 import (
 	"math"
@@ -148,7 +148,7 @@ func refQuantize(f refFormat, floor bool, x []float32, m, k int, dir pluginsdk.D
 
 // quantize runs the plugin's kernel in process on FP32 or BF16 input.
 func quantize(t *testing.T, p pluginsdk.Params, in pluginsdk.Tensor, m, k int64) [2]*pluginsdk.Storage {
-	sp, err := format{}.NewSpec(p)
+	sp, err := Format{}.NewSpec(p)
 	require.NoError(t, err)
 	var out [2]*pluginsdk.Storage
 	for d := pluginsdk.Rowwise; d <= pluginsdk.Columnwise; d++ {
@@ -333,7 +333,7 @@ func TestDequantizeExact(t *testing.T) {
 		x[i] = float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(60)-30))
 	}
 	for _, v := range variants {
-		sp, err := format{}.NewSpec(v.p)
+		sp, err := Format{}.NewSpec(v.p)
 		require.NoError(t, err)
 		out := quantize(t, v.p, f32Tensor(x, m, k), m, k)
 		for d := pluginsdk.Rowwise; d <= pluginsdk.Columnwise; d++ {
@@ -373,7 +373,7 @@ func TestNewSpecRejects(t *testing.T) {
 		{Format: Name, ScaleRounding: 7},
 		{Format: Name, Seed: 1},
 	} {
-		_, err := format{}.NewSpec(p)
+		_, err := Format{}.NewSpec(p)
 		require.ErrorIs(t, err, pluginsdk.ErrInvalidArgument, "%+v", p)
 	}
 }

@@ -1,4 +1,7 @@
-package main
+// Package mxfp6 is OCP Microscaling (MX) v1.0 FP6 as a libquant format for
+// pluginsdk: elements E2M3 or E3M2 (§5.3.2) sharing one E8M0 scale per 32
+// (§5.2, §6.3). cmd/mxfp6 serves it as an out-of-process plugin.
+package mxfp6
 
 import (
 	"fmt"
@@ -14,14 +17,15 @@ const Name = "mxfp6"
 // §5.2: k = 32 for every concrete MX format).
 const BlockLen = 32
 
-type format struct{}
+// Format is the mxfp6 format, for pluginsdk.Serve.
+type Format struct{}
 
-func (format) Name() string { return Name }
+func (Format) Name() string { return Name }
 
 // NewSpec takes config.element (QUANT_ELEMENT_E2M3, the default, or
 // QUANT_ELEMENT_E3M2) and config.scale_rounding (RCEIL, the default, or FLOOR);
 // every other field must stay zero.
-func (format) NewSpec(p pluginsdk.Params) (pluginsdk.Spec, error) {
+func (Format) NewSpec(p pluginsdk.Params) (pluginsdk.Spec, error) {
 	rest := p
 	rest.Format, rest.Element, rest.ScaleRounding = "", 0, 0
 	if rest != (pluginsdk.Params{}) {

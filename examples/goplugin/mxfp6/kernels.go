@@ -1,4 +1,4 @@
-package main
+package mxfp6
 
 import (
 	"fmt"

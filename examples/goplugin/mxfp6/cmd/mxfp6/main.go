@@ -4,8 +4,11 @@
 // LIBQUANT_PLUGIN_PATH; it registers the format "mxfp6".
 package main
 
-import "libquant/pluginsdk"
+import (
+	"libquant/examples/goplugin/mxfp6"
+	"libquant/pluginsdk"
+)
 
 func main() {
-	pluginsdk.Serve(pluginsdk.Info{Name: "mxfp6", Version: "1.0.0"}, format{})
+	pluginsdk.Serve(pluginsdk.Info{Name: "mxfp6", Version: "1.0.0"}, mxfp6.Format{})
 }
