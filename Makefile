@@ -11,7 +11,7 @@ CFLAGS  ?= -O2
 CFLAGS_ALL := -std=c99 $(CWARN) $(CFLAGS) -Iinclude -Iexamples/c
 LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 
-GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
+GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
 .PHONY: all demo lib mlp test test-gpu bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host

@@ -19,8 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 	"libquant/internal/numeric"
 	"libquant/internal/testutil"
+	"libquant/native"
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/mxfp8"
 	_ "libquant/plugins/nvfp4"
@@ -63,7 +65,7 @@ func needGPU(t *testing.T) {
 			setup.skip = "SKIP: no libquant_cuda.so (build it with `make cuda` where nvcc is, or set LIBQUANT_CUDA_PLUGIN)"
 			return
 		}
-		if _, err := host.LoadPlugin(p, host.PluginExplicit); err != nil {
+		if _, err := native.Load(p, native.Explicit); err != nil {
 			setup.err = err
 			return
 		}
@@ -103,7 +105,7 @@ func toGPU(t *testing.T, c host.Tensor) host.Tensor {
 
 func toCPU(t *testing.T, g host.Tensor) host.Tensor {
 	t.Helper()
-	c := testutil.Tensor(t, g.DType, g.Shape...)
+	c := hosttest.Tensor(t, g.DType, g.Shape...)
 	require.NoError(t, host.CopyTensor(c, g, 0))
 	require.NoError(t, host.Synchronize(gpu, 0))
 	return c
@@ -180,7 +182,7 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 	n := int(m * k)
 	switch kind {
 	case "normal":
-		x, _ := testutil.Input(t, dt, testutil.Normal(n, 1.5, seed), m, k)
+		x, _ := hosttest.Input(t, dt, testutil.Normal(n, 1.5, seed), m, k)
 		return x
 	case "wide":
 		// Magnitudes over 2^-30..2^30 with blocks of very different scale.
@@ -189,10 +191,10 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 		for i := range v {
 			v[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(60)-30)))
 		}
-		x, _ := testutil.Input(t, dt, v, m, k)
+		x, _ := hosttest.Input(t, dt, v, m, k)
 		return x
 	case "adversarial":
-		x, _ := testutil.Input(t, dt, testutil.Adversarial(n, seed), m, k)
+		x, _ := hosttest.Input(t, dt, testutil.Adversarial(n, seed), m, k)
 		return x
 	case "finite-adversarial":
 		v := testutil.Adversarial(n, seed)
@@ -201,11 +203,11 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 				v[i] = 0
 			}
 		}
-		x, _ := testutil.Input(t, dt, v, m, k)
+		x, _ := hosttest.Input(t, dt, v, m, k)
 		return x
 	case "bits":
 		// Every 16-bit pattern in turn (bf16/fp16), or random float32 bits.
-		x := testutil.Tensor(t, dt, m, k)
+		x := hosttest.Tensor(t, dt, m, k)
 		r := rand.New(rand.NewPCG(seed, 5))
 		if dt == host.Float32 {
 			for i := range x.Float32s() {
@@ -225,7 +227,7 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 				v[i] = float32(i%7) - 3
 			}
 		}
-		x, _ := testutil.Input(t, dt, v, m, k)
+		x, _ := hosttest.Input(t, dt, v, m, k)
 		return x
 	}
 	t.Fatalf("input kind %q", kind)
@@ -268,7 +270,7 @@ func quantizeBoth(t *testing.T, qc, qg *host.Quantizer, x host.Tensor, p byte, a
 	t.Helper()
 	var copt, gopt host.QuantizeOptions
 	if amax != nil {
-		a := testutil.Tensor(t, host.Float32, 2)
+		a := hosttest.Tensor(t, host.Float32, 2)
 		copy(a.Float32s(), amax)
 		ga := toGPU(t, a)
 		copt.AmaxIn, gopt.AmaxIn = &a, &ga
@@ -299,7 +301,7 @@ func dequantizeBoth(t *testing.T, what string, cq, gq *host.QTensor) {
 			continue
 		}
 		for _, dt := range []host.DType{host.Float32, host.BFloat16} {
-			want := testutil.Tensor(t, dt, m, k)
+			want := hosttest.Tensor(t, dt, m, k)
 			require.NoError(t, cq.Dequantize(d, want, 0))
 			g := poisoned(t, dt, []int64{m, k}, 0xC3)
 			require.NoError(t, gq.Dequantize(d, g, 0))
@@ -369,7 +371,7 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 		registered[n] = true
 	}
 	served := map[string]bool{}
-	for _, p := range host.Plugins() {
+	for _, p := range native.Plugins() {
 		for _, k := range p.Kernels {
 			if k.Device == host.CUDA {
 				served[k.Format] = true
@@ -433,7 +435,7 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 			defer q.Release()
 			for _, kind := range []string{"normal", "adversarial", "bits"} {
 				x := input(t, host.BFloat16, kind, 256, 512, 42)
-				want := testutil.Tensor(t, host.Float32, 2)
+				want := hosttest.Tensor(t, host.Float32, 2)
 				require.NoError(t, q.ComputeAmax(x, want, 0))
 				g := poisoned(t, host.Float32, []int64{2}, 0x7B)
 				require.NoError(t, q.ComputeAmax(toGPU(t, x), g, 0))
@@ -544,14 +546,14 @@ func TestMixedDevicesAreRefused(t *testing.T) {
 	gq, err := q.Quantize(toGPU(t, x), host.QuantizeOptions{})
 	require.NoError(t, err)
 	defer gq.Free()
-	cpuOut := testutil.Tensor(t, host.Float32, 64, 64)
+	cpuOut := hosttest.Tensor(t, host.Float32, 64, 64)
 	err = gq.Dequantize(host.DirRowwise, cpuOut, 0)
 	require.ErrorIs(t, err, host.ErrInvalidArgument)
 	require.ErrorContains(t, err, "on cpu but the tensor is on cuda:0")
 	err = q.QuantizeInto(x, host.QuantizeOptions{}, gq)
 	require.ErrorIs(t, err, host.ErrInvalidArgument)
 	require.ErrorContains(t, err, "input: on cpu but dst is on cuda:0")
-	a := testutil.Tensor(t, host.Float32, 2)
+	a := hosttest.Tensor(t, host.Float32, 2)
 	_, err = q.Quantize(toGPU(t, x), host.QuantizeOptions{AmaxIn: &a})
 	require.ErrorContains(t, err, "amax: on cpu but the input is on cuda:0")
 }

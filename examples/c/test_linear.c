@@ -1,7 +1,7 @@
 /* C ABI tests of issue 6: linear and grouped linear layers, their contexts,
  * backward overrides, the cached quantized weight and delayed scaling, with
  * good and bad input for every entry point. The numerics are checked in depth
- * by host/linear_test.go; here an identity layer checks every gradient's
+ * by linear/linear_test.go; here an identity layer checks every gradient's
  * plumbing against the float64 formulas, and a quantized one checks that the
  * results are close. */
 #include <math.h>

@@ -1,4 +1,4 @@
-package host
+package native
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../include
@@ -17,76 +17,78 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"libquant/host"
 )
 
-// PluginABIVersion is the native plugin ABI this host speaks (include/quant_plugin.h).
-const PluginABIVersion = uint32(C.QUANT_PLUGIN_ABI_VERSION)
+// ABIVersion is the native plugin ABI this host speaks (include/quant_plugin.h).
+const ABIVersion = uint32(C.QUANT_PLUGIN_ABI_VERSION)
 
-// PluginPathEnv lists plugins to load at start, separated like PATH: each entry
+// PathEnv lists plugins to load at start, separated like PATH: each entry
 // is a plugin file, or a folder whose libquant_*.so files are loaded.
-const PluginPathEnv = "LIBQUANT_PLUGIN_PATH"
+const PathEnv = "LIBQUANT_PLUGIN_PATH"
 
-// PluginOrigin says how a plugin came to be loaded.
-type PluginOrigin int32
+// Origin says how a plugin came to be loaded.
+type Origin int32
 
 const (
-	PluginExplicit PluginOrigin = 0 // quant_plugin_load / LoadPlugin
-	PluginEnv      PluginOrigin = 1 // LIBQUANT_PLUGIN_PATH
-	PluginAuto     PluginOrigin = 2 // libquant_cuda.so next to libquant.so
+	Explicit Origin = 0 // quant_plugin_load / Load
+	Env      Origin = 1 // LIBQUANT_PLUGIN_PATH
+	Auto     Origin = 2 // libquant_cuda.so next to libquant.so
 )
 
-func (o PluginOrigin) String() string {
+func (o Origin) String() string {
 	switch o {
-	case PluginExplicit:
+	case Explicit:
 		return "explicit"
-	case PluginEnv:
-		return PluginPathEnv
-	case PluginAuto:
+	case Env:
+		return PathEnv
+	case Auto:
 		return "automatic"
 	}
 	return fmt.Sprintf("origin(%d)", int32(o))
 }
 
-// PluginOps are the operations a plugin kernel set provides.
-type PluginOps uint32
+// Ops are the operations a plugin kernel set provides.
+type Ops uint32
 
 const (
-	OpAmax          PluginOps = 1
-	OpQuantize      PluginOps = 2
-	OpDequantize    PluginOps = 4
-	OpDerive        PluginOps = 8
-	OpSwizzleScales PluginOps = 16
-	OpGEMM          PluginOps = 32
+	OpAmax          Ops = 1
+	OpQuantize      Ops = 2
+	OpDequantize    Ops = 4
+	OpDerive        Ops = 8
+	OpSwizzleScales Ops = 16
+	OpGEMM          Ops = 32
 )
 
-// PluginKernelInfo describes one kernel set of a plugin.
-type PluginKernelInfo struct {
+// KernelInfo describes one kernel set of a plugin.
+type KernelInfo struct {
 	Format        string
-	Device        DeviceType
-	Ops           PluginOps
+	Device        host.DeviceType
+	Ops           Ops
 	DefinesFormat bool // the plugin defines this format itself
 }
 
-// PluginInfo describes a plugin load: a loaded plugin (Err nil) or a failed
+// Info describes a plugin load: a loaded plugin (Err nil) or a failed
 // automatic or LIBQUANT_PLUGIN_PATH load, kept so that the reason can be read
 // later.
-type PluginInfo struct {
+type Info struct {
 	Path       string
 	Name       string // empty when the plugin failed before saying
 	Version    string
 	ABIVersion uint32 // 0 when unknown
-	Origin     PluginOrigin
+	Origin     Origin
 	Err        error
 	Formats    []string // formats it defines
-	Kernels    []PluginKernelInfo
-	Memory     []DeviceType // device types whose memory it manages
-	Skipped    []string     // kernel sets left out, and why
+	Kernels    []KernelInfo
+	Memory     []host.DeviceType // device types whose memory it manages
+	Skipped    []string          // kernel sets left out, and why
 }
 
-// nativePlugin is a loaded plugin: its table lives in C memory forever (a
+// plugin is a loaded plugin: its table lives in C memory forever (a
 // plugin is never unloaded, so the pointers in it stay valid).
-type nativePlugin struct {
-	info   PluginInfo
+type plugin struct {
+	info   Info
 	real   string // resolved path, to load each file once
 	handle uintptr
 	table  *C.quant_plugin_table
@@ -94,37 +96,37 @@ type nativePlugin struct {
 
 var plugins = struct {
 	sync.Mutex
-	list []*nativePlugin
+	list []*plugin
 	// searched notes where automatic loading looked, for device-unavailable messages.
 	searched []string
 }{}
 
 // Plugins lists every loaded plugin and every failed automatic or
 // LIBQUANT_PLUGIN_PATH load, in load order.
-func Plugins() []PluginInfo {
+func Plugins() []Info {
 	plugins.Lock()
 	defer plugins.Unlock()
-	out := make([]PluginInfo, len(plugins.list))
+	out := make([]Info, len(plugins.list))
 	for i, p := range plugins.list {
 		out[i] = p.info
 	}
 	return out
 }
 
-// LoadPlugin loads a native plugin and registers its formats, kernels and
+// Load loads a native plugin and registers its formats, kernels and
 // allocators. Loading a file that is already loaded returns its info again.
 // On failure nothing is registered, the host keeps working, and the error (of
 // kind ErrPlugin) says why; failures of automatic and LIBQUANT_PLUGIN_PATH
 // loads are also kept in Plugins().
-func LoadPlugin(path string, origin PluginOrigin) (PluginInfo, error) {
+func Load(path string, origin Origin) (Info, error) {
 	plugins.Lock()
 	defer plugins.Unlock()
-	return loadPluginLocked(path, origin)
+	return loadLocked(path, origin)
 }
 
-func loadPluginLocked(path string, origin PluginOrigin) (PluginInfo, error) {
+func loadLocked(path string, origin Origin) (Info, error) {
 	if path == "" {
-		return PluginInfo{}, Errorf(ErrInvalidArgument, "path: is empty")
+		return Info{}, host.Errorf(host.ErrInvalidArgument, "path: is empty")
 	}
 	real := path
 	if abs, err := filepath.Abs(path); err == nil {
@@ -138,11 +140,11 @@ func loadPluginLocked(path string, origin PluginOrigin) (PluginInfo, error) {
 			return p.info, nil
 		}
 	}
-	p := &nativePlugin{info: PluginInfo{Path: path, Origin: origin}, real: real}
+	p := &plugin{info: Info{Path: path, Origin: origin}, real: real}
 	err := p.load()
 	if err != nil {
 		p.info.Err = err
-		if origin != PluginExplicit {
+		if origin != Explicit {
 			plugins.list = append(plugins.list, p)
 		}
 		return p.info, err
@@ -151,37 +153,37 @@ func loadPluginLocked(path string, origin PluginOrigin) (PluginInfo, error) {
 	return p.info, nil
 }
 
-// pluginErr builds an ErrPlugin error about a plugin file.
-func pluginErr(path, format string, args ...any) error {
-	return Errorf(ErrPlugin, "plugin %q: %s", path, fmt.Sprintf(format, args...))
+// loadErr builds an ErrPlugin error about a plugin file.
+func loadErr(path, format string, args ...any) error {
+	return host.Errorf(host.ErrPlugin, "plugin %q: %s", path, fmt.Sprintf(format, args...))
 }
 
-func (p *nativePlugin) load() error {
+func (p *plugin) load() error {
 	path := p.info.Path
 	if st, err := os.Stat(path); err != nil {
-		return pluginErr(path, "cannot open: %v", unwrapPathError(err))
+		return loadErr(path, "cannot open: %v", unwrapPathError(err))
 	} else if st.IsDir() {
-		return pluginErr(path, "is a folder, not a shared library")
+		return loadErr(path, "is a folder, not a shared library")
 	}
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
-		return pluginErr(path, "dlopen failed: %v", err)
+		return loadErr(path, "dlopen failed: %v", err)
 	}
 	p.handle = h
 	entry, err := purego.Dlsym(h, pluginEntry)
 	if err != nil || entry == 0 {
-		return pluginErr(path, "not a libquant plugin: it does not export %s", pluginEntry)
+		return loadErr(path, "not a libquant plugin: it does not export %s", pluginEntry)
 	}
 	table := (*C.quant_plugin_table)(C.calloc(1, C.sizeof_quant_plugin_table))
 	perr := (*C.quant_plugin_error)(C.calloc(1, C.sizeof_quant_plugin_error))
 	if table == nil || perr == nil {
 		C.free(unsafe.Pointer(table))
 		C.free(unsafe.Pointer(perr))
-		return Errorf(ErrOutOfMemory, "plugin %q: allocating its table", path)
+		return host.Errorf(host.ErrOutOfMemory, "plugin %q: allocating its table", path)
 	}
 	defer C.free(unsafe.Pointer(perr))
 	table.struct_size = C.uint32_t(C.sizeof_quant_plugin_table)
-	r1, _, _ := purego.SyscallN(entry, uintptr(PluginABIVersion), uintptr(unsafe.Pointer(table)), uintptr(unsafe.Pointer(perr)))
+	r1, _, _ := purego.SyscallN(entry, uintptr(ABIVersion), uintptr(unsafe.Pointer(table)), uintptr(unsafe.Pointer(perr)))
 	status := int32(r1)
 	p.info.ABIVersion = uint32(table.abi_version)
 	// The version is checked before anything else in the table is read: a
@@ -189,14 +191,14 @@ func (p *nativePlugin) load() error {
 	switch {
 	case table.abi_version == 0:
 		C.free(unsafe.Pointer(table))
-		return pluginErr(path, "did not report its plugin ABI version (status %d: %s)", status, errMessage(perr))
-	case uint32(table.abi_version) != PluginABIVersion:
+		return loadErr(path, "did not report its plugin ABI version (status %d: %s)", status, errMessage(perr))
+	case uint32(table.abi_version) != ABIVersion:
 		v := table.abi_version
 		C.free(unsafe.Pointer(table))
-		return pluginErr(path, "was built for plugin ABI version %d, but this libquant speaks version %d: rebuild the plugin against this libquant's quant_plugin.h", v, PluginABIVersion)
+		return loadErr(path, "was built for plugin ABI version %d, but this libquant speaks version %d: rebuild the plugin against this libquant's quant_plugin.h", v, ABIVersion)
 	case status != 0:
 		C.free(unsafe.Pointer(table))
-		return pluginErr(path, "%s failed (status %d): %s", pluginEntry, status, errMessage(perr))
+		return loadErr(path, "%s failed (status %d): %s", pluginEntry, status, errMessage(perr))
 	}
 	p.table = table
 	if err := p.validate(); err != nil {
@@ -225,21 +227,21 @@ func errMessage(e *C.quant_plugin_error) string {
 // maxTableEntries bounds the table's counts, so that garbage is caught.
 const maxTableEntries = 4096
 
-func (p *nativePlugin) formats() []C.quant_plugin_format {
+func (p *plugin) formats() []C.quant_plugin_format {
 	if p.table.num_formats == 0 {
 		return nil
 	}
 	return unsafe.Slice(p.table.formats, int(p.table.num_formats))
 }
 
-func (p *nativePlugin) kernels() []C.quant_plugin_kernels {
+func (p *plugin) kernels() []C.quant_plugin_kernels {
 	if p.table.num_kernels == 0 {
 		return nil
 	}
 	return unsafe.Slice(p.table.kernels, int(p.table.num_kernels))
 }
 
-func (p *nativePlugin) memories() []C.quant_plugin_memory {
+func (p *plugin) memories() []C.quant_plugin_memory {
 	if p.table.num_memory == 0 {
 		return nil
 	}
@@ -248,11 +250,11 @@ func (p *nativePlugin) memories() []C.quant_plugin_memory {
 
 // validate checks the table before anything is registered, so that a bad
 // plugin leaves the host as it was.
-func (p *nativePlugin) validate() error {
+func (p *plugin) validate() error {
 	t := p.table
 	path := p.info.Path
 	if t.name == nil || C.GoString(t.name) == "" {
-		return pluginErr(path, "its table has no name")
+		return loadErr(path, "its table has no name")
 	}
 	p.info.Name = C.GoString(t.name)
 	if t.version != nil {
@@ -269,47 +271,51 @@ func (p *nativePlugin) validate() error {
 		{"memory", t.num_memory, unsafe.Pointer(t.memory)},
 	} {
 		if c.n > maxTableEntries {
-			return pluginErr(path, "plugin %s: num_%s %d is implausible", name, c.what, c.n)
+			return loadErr(path, "plugin %s: num_%s %d is implausible", name, c.what, c.n)
 		}
 		if c.n > 0 && c.ptr == nil {
-			return pluginErr(path, "plugin %s: num_%s is %d but %s is NULL", name, c.what, c.n, c.what)
+			return loadErr(path, "plugin %s: num_%s is %d but %s is NULL", name, c.what, c.n, c.what)
 		}
 	}
 	defined := map[string]bool{}
 	for i, f := range p.formats() {
 		if f.name == nil || C.GoString(f.name) == "" {
-			return pluginErr(path, "plugin %s: formats[%d] has no name", name, i)
+			return loadErr(path, "plugin %s: formats[%d] has no name", name, i)
 		}
 		fn := C.GoString(f.name)
 		if len(fn) >= C.QUANT_PLUGIN_FORMAT_LEN {
-			return pluginErr(path, "plugin %s: format name %q is longer than %d bytes", name, fn, C.QUANT_PLUGIN_FORMAT_LEN-1)
+			return loadErr(path, "plugin %s: format name %q is longer than %d bytes", name, fn, C.QUANT_PLUGIN_FORMAT_LEN-1)
 		}
 		if f.layout == nil {
-			return pluginErr(path, "plugin %s: format %q has no layout function", name, fn)
+			return loadErr(path, "plugin %s: format %q has no layout function", name, fn)
 		}
 		if defined[fn] {
-			return pluginErr(path, "plugin %s: defines format %q twice", name, fn)
+			return loadErr(path, "plugin %s: defines format %q twice", name, fn)
 		}
-		if _, err := LookupFormat(fn); err == nil {
-			return pluginErr(path, "plugin %s: defines format %q, which is already registered", name, fn)
+		if _, err := host.LookupFormat(fn); err == nil {
+			return loadErr(path, "plugin %s: defines format %q, which is already registered", name, fn)
 		}
 		defined[fn] = true
 		p.info.Formats = append(p.info.Formats, fn)
 	}
+	type kernelKey struct {
+		format string
+		dev    host.DeviceType
+	}
 	seen := map[kernelKey]bool{}
 	for i, k := range p.kernels() {
 		if k.format == nil {
-			return pluginErr(path, "plugin %s: kernels[%d] has no format", name, i)
+			return loadErr(path, "plugin %s: kernels[%d] has no format", name, i)
 		}
 		fn := C.GoString(k.format)
-		dev := DeviceType(k.device_type)
-		if dev != CPU && dev != CUDA {
-			return pluginErr(path, "plugin %s: kernels[%d] (%s) are for device type %d, which libquant does not know", name, i, fn, k.device_type)
+		dev := host.DeviceType(k.device_type)
+		if dev != host.CPU && dev != host.CUDA {
+			return loadErr(path, "plugin %s: kernels[%d] (%s) are for device type %d, which libquant does not know", name, i, fn, k.device_type)
 		}
 		if k.quantize == nil {
-			return pluginErr(path, "plugin %s: kernels[%d] (%s on %s) have no quantize function", name, i, fn, dev)
+			return loadErr(path, "plugin %s: kernels[%d] (%s on %s) have no quantize function", name, i, fn, dev)
 		}
-		if _, err := LookupFormat(fn); err != nil && !defined[fn] {
+		if _, err := host.LookupFormat(fn); err != nil && !defined[fn] {
 			// A plugin may serve formats this build lacks (a newer plugin, a
 			// host built without a format): those kernels are left out, not fatal.
 			p.info.Skipped = append(p.info.Skipped, fmt.Sprintf("kernels for format %q on %s: the format is not registered", fn, dev))
@@ -317,33 +323,33 @@ func (p *nativePlugin) validate() error {
 		}
 		key := kernelKey{fn, dev}
 		if seen[key] {
-			return pluginErr(path, "plugin %s: two kernel sets for format %q on %s", name, fn, dev)
+			return loadErr(path, "plugin %s: two kernel sets for format %q on %s", name, fn, dev)
 		}
 		seen[key] = true
-		var ops PluginOps
+		var ops Ops
 		for _, o := range []struct {
 			set bool
-			op  PluginOps
+			op  Ops
 		}{{k.amax != nil, OpAmax}, {k.quantize != nil, OpQuantize}, {k.dequantize != nil, OpDequantize},
 			{k.derive != nil, OpDerive}, {k.swizzle_scales != nil, OpSwizzleScales}, {k.gemm != nil, OpGEMM}} {
 			if o.set {
 				ops |= o.op
 			}
 		}
-		p.info.Kernels = append(p.info.Kernels, PluginKernelInfo{Format: fn, Device: dev, Ops: ops, DefinesFormat: defined[fn]})
+		p.info.Kernels = append(p.info.Kernels, KernelInfo{Format: fn, Device: dev, Ops: ops, DefinesFormat: defined[fn]})
 	}
-	memSeen := map[DeviceType]bool{}
+	memSeen := map[host.DeviceType]bool{}
 	for i, m := range p.memories() {
-		dev := DeviceType(m.device_type)
+		dev := host.DeviceType(m.device_type)
 		switch {
-		case dev == CPU:
-			return pluginErr(path, "plugin %s: memory[%d] is for the cpu, whose memory libquant manages itself", name, i)
-		case dev != CUDA:
-			return pluginErr(path, "plugin %s: memory[%d] is for device type %d, which libquant does not know", name, i, m.device_type)
+		case dev == host.CPU:
+			return loadErr(path, "plugin %s: memory[%d] is for the cpu, whose memory libquant manages itself", name, i)
+		case dev != host.CUDA:
+			return loadErr(path, "plugin %s: memory[%d] is for device type %d, which libquant does not know", name, i, m.device_type)
 		case m.alloc == nil || m.free == nil || m.copy == nil || m.memset == nil || m.synchronize == nil || m.device_count == nil:
-			return pluginErr(path, "plugin %s: memory[%d] (%s) lacks one of device_count, alloc, free, copy, memset, synchronize", name, i, dev)
+			return loadErr(path, "plugin %s: memory[%d] (%s) lacks one of device_count, alloc, free, copy, memset, synchronize", name, i, dev)
 		case memSeen[dev]:
-			return pluginErr(path, "plugin %s: two memory tables for %s", name, dev)
+			return loadErr(path, "plugin %s: two memory tables for %s", name, dev)
 		}
 		memSeen[dev] = true
 		p.info.Memory = append(p.info.Memory, dev)
@@ -352,39 +358,39 @@ func (p *nativePlugin) validate() error {
 }
 
 // register makes the plugin's formats, kernels and memory available.
-func (p *nativePlugin) register() error {
+func (p *plugin) register() error {
 	for i := range p.formats() {
 		f := &p.formats()[i]
-		if err := RegisterFormat(&nativeFormat{plugin: p, f: f, name: C.GoString(f.name)}); err != nil {
-			return pluginErr(p.info.Path, "plugin %s: %v", p.info.Name, err)
+		if err := host.RegisterFormat(&format{plugin: p, f: f, name: C.GoString(f.name)}); err != nil {
+			return loadErr(p.info.Path, "plugin %s: %v", p.info.Name, err)
 		}
 	}
 	for i := range p.memories() {
 		m := &p.memories()[i]
-		RegisterAllocator(DeviceType(m.device_type), &nativeMemory{plugin: p, m: m})
+		host.RegisterAllocator(host.DeviceType(m.device_type), &memory{plugin: p, m: m})
 	}
 	for i := range p.kernels() {
 		k := &p.kernels()[i]
-		if _, err := LookupFormat(C.GoString(k.format)); err != nil {
+		if _, err := host.LookupFormat(C.GoString(k.format)); err != nil {
 			continue // skipped in validate
 		}
-		var kern Kernels = &nativeKernels{plugin: p, k: k}
+		var kern host.Kernels = &kernels{plugin: p, k: k}
 		if k.swizzle_scales != nil {
-			kern = &nativeSwizzlingKernels{nativeKernels{plugin: p, k: k}}
+			kern = &swizzlingKernels{kernels{plugin: p, k: k}}
 		}
-		RegisterKernels(C.GoString(k.format), DeviceType(k.device_type), kern)
+		host.RegisterKernels(C.GoString(k.format), host.DeviceType(k.device_type), kern)
 	}
 	return nil
 }
 
-// LoadDefaultPlugins loads the plugins of LIBQUANT_PLUGIN_PATH, then
+// LoadDefault loads the plugins of LIBQUANT_PLUGIN_PATH, then
 // libquant_cuda.so from libDir (the folder of libquant.so; "" skips it) unless
 // LIBQUANT_PLUGIN_AUTOLOAD=0. Failures are kept in Plugins(), never returned:
 // the host keeps working without the plugin.
-func LoadDefaultPlugins(libDir string) {
+func LoadDefault(libDir string) {
 	plugins.Lock()
 	defer plugins.Unlock()
-	for _, entry := range filepath.SplitList(os.Getenv(PluginPathEnv)) {
+	for _, entry := range filepath.SplitList(os.Getenv(PathEnv)) {
 		if entry == "" {
 			continue
 		}
@@ -392,12 +398,12 @@ func LoadDefaultPlugins(libDir string) {
 		if err == nil && st.IsDir() {
 			files, _ := filepath.Glob(filepath.Join(entry, "libquant_*.so"))
 			for _, f := range files {
-				_, _ = loadPluginLocked(f, PluginEnv)
+				_, _ = loadLocked(f, Env)
 			}
-			plugins.searched = append(plugins.searched, fmt.Sprintf("%s folder %s (%d libquant_*.so files)", PluginPathEnv, entry, len(files)))
+			plugins.searched = append(plugins.searched, fmt.Sprintf("%s folder %s (%d libquant_*.so files)", PathEnv, entry, len(files)))
 			continue
 		}
-		_, _ = loadPluginLocked(entry, PluginEnv)
+		_, _ = loadLocked(entry, Env)
 	}
 	if libDir == "" {
 		return
@@ -411,11 +417,14 @@ func LoadDefaultPlugins(libDir string) {
 		plugins.searched = append(plugins.searched, cuda+" does not exist")
 		return
 	}
-	_, _ = loadPluginLocked(cuda, PluginAuto)
+	_, _ = loadLocked(cuda, Auto)
 }
 
-// pluginSummary says what plugin loading did, for device-unavailable messages.
-func pluginSummary() string {
+func init() { host.RegisterPluginReport(report) }
+
+// report says what plugin loading did, for host's device-unavailable messages
+// ("" when nothing was loaded or searched: host then says that no plugin is).
+func report() string {
 	plugins.Lock()
 	defer plugins.Unlock()
 	var parts []string
@@ -427,9 +436,6 @@ func pluginSummary() string {
 		}
 	}
 	parts = append(parts, plugins.searched...)
-	if len(parts) == 0 {
-		return "no plugin is loaded (quant_plugin_load or " + PluginPathEnv + " load one)"
-	}
 	return strings.Join(parts, "; ")
 }
 
