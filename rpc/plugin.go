@@ -40,8 +40,16 @@ type Options struct {
 	// ArenaBytes is the size of the shared arena, which bounds the bytes of
 	// the calls in flight at once. 0 means DefaultArenaBytes.
 	ArenaBytes int64
-	Origin     host.PluginOrigin
+	Origin     Origin
 }
+
+// Origin says how a plugin came to be loaded (quant.h's quant_plugin_origin).
+type Origin int32
+
+const (
+	Explicit Origin = 0 // quant_plugin_load
+	Env      Origin = 1 // LIBQUANT_PLUGIN_PATH
+)
 
 // Info describes an executable plugin: loaded, stopped, or failed to load.
 type Info struct {
@@ -49,23 +57,12 @@ type Info struct {
 	Name     string
 	Version  string
 	Protocol int // the handshake version it speaks (0 if unknown)
-	Origin   host.PluginOrigin
+	Origin   Origin
 	Formats  []string
 	Pid      int
 	// Err is why it failed to load, or why it stopped (crashed, hung, exited,
 	// Shutdown); nil while it runs.
 	Err error
-}
-
-// HostInfo is the entry of the plugin list quant_plugin_get_info shows.
-func (i Info) HostInfo() host.PluginInfo {
-	h := host.PluginInfo{Path: i.Path, Name: i.Name, Version: i.Version, ABIVersion: uint32(i.Protocol),
-		Origin: i.Origin, Err: i.Err, Formats: i.Formats}
-	for _, f := range i.Formats {
-		h.Kernels = append(h.Kernels, host.PluginKernelInfo{Format: f, Device: host.CPU, DefinesFormat: true,
-			Ops: host.OpAmax | host.OpQuantize | host.OpDequantize | host.OpDerive})
-	}
-	return h
 }
 
 // plugin is one started plugin process.
@@ -149,7 +146,7 @@ func Load(path string, opts Options) (Info, error) {
 	}
 	if err != nil {
 		p.stop(err)
-		if opts.Origin != host.PluginExplicit {
+		if opts.Origin != Explicit {
 			loaded.list = append(loaded.list, p)
 		}
 		return p.snapshot(), err
@@ -250,7 +247,9 @@ func (p *plugin) startErr(err error, want string) error {
 
 // clientPlugin hands back the gRPC connection; the calls go through
 // rpcwire.Invoke.
-type clientPlugin struct{ goplugin.NetRPCUnsupportedPlugin }
+type clientPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+}
 
 func (clientPlugin) GRPCServer(*goplugin.GRPCBroker, *grpc.Server) error {
 	return errors.New("the host does not serve plugins")

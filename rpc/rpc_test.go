@@ -17,9 +17,10 @@ import (
 
 	"libquant/examples/goplugin/mxfp6"
 	"libquant/host"
-	tu "libquant/internal/testutil"
-	"libquant/pluginsdk"
+	"libquant/host/hosttest"
+	"libquant/internal/testutil"
 	_ "libquant/plugins/mxfp8"
+	"libquant/pluginsdk"
 	"libquant/rpc"
 )
 
@@ -87,7 +88,7 @@ func TestLoadExactBytes(t *testing.T) {
 	require.Equal(t, pluginsdk.ProtocolVersion, info.Protocol)
 	require.Contains(t, host.FormatNames(), "mxfp6")
 	const m, k = 67, 101
-	x, _ := tu.Input(t, host.BFloat16, tu.Normal(m*k, 3, 5), m, k)
+	x, _ := hosttest.Input(t, host.BFloat16, testutil.Normal(m*k, 3, 5), m, k)
 	for _, p := range []host.Params{
 		{Format: "mxfp6"},
 		{Format: "mxfp6", ScaleRounding: host.ScaleFLOOR},
@@ -106,7 +107,7 @@ func TestLoadExactBytes(t *testing.T) {
 				require.Equal(t, want[d].Buffers[i].Tensor.Data, b.Tensor.Bytes8(), "%+v %s buffer %d", p, d, i)
 			}
 			// Dequantize through the plugin equals the in-process one.
-			out := tu.Tensor(t, host.Float32, m, k)
+			out := hosttest.Tensor(t, host.Float32, m, k)
 			require.NoError(t, qt.Dequantize(d, out, 0))
 			ref := make([]byte, 4*m*k)
 			sp, _ := mxfp6.Format{}.NewSpec(wire(p))
@@ -157,7 +158,7 @@ func TestConcurrentCalls(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			m, k := int64(32+g), int64(64+3*g)
-			x, _ := tu.Input(t, host.Float32, tu.Normal(int(m*k), 1, uint64(g)), m, k)
+			x, _ := hosttest.Input(t, host.Float32, testutil.Normal(int(m*k), 1, uint64(g)), m, k)
 			want := inProcess(t, host.Params{Format: "mxfp6"}, x, m, k)
 			for it := 0; it < 10; it++ {
 				qt, err := q.Quantize(x, host.QuantizeOptions{})
@@ -185,7 +186,7 @@ func quantizeFaulty(t *testing.T, fault uint64) error {
 		return err
 	}
 	defer q.Release()
-	x, _ := tu.Input(t, host.Float32, tu.Normal(64, 1, 1), 8, 8)
+	x, _ := hosttest.Input(t, host.Float32, testutil.Normal(64, 1, 1), 8, 8)
 	qt, err := q.Quantize(x, host.QuantizeOptions{})
 	if err == nil {
 		qt.Free()
@@ -236,7 +237,7 @@ func TestFaults(t *testing.T) {
 			require.ErrorContains(t, err, "load it again")
 			q, err := host.NewQuantizer(host.Params{Format: "mxfp8"}, host.Rowwise)
 			require.NoError(t, err)
-			x, _ := tu.Input(t, host.Float32, tu.Normal(32*32, 1, 1), 32, 32)
+			x, _ := hosttest.Input(t, host.Float32, testutil.Normal(32*32, 1, 1), 32, 32)
 			qt, err := q.Quantize(x, host.QuantizeOptions{})
 			require.NoError(t, err)
 			qt.Free()
@@ -291,7 +292,7 @@ func TestRefusesCUDA(t *testing.T) {
 	q, err := host.NewQuantizer(host.Params{Format: "mxfp6"}, host.Rowwise)
 	require.NoError(t, err)
 	defer q.Release()
-	x, _ := tu.Input(t, host.Float32, tu.Normal(64, 1, 1), 8, 8)
+	x, _ := hosttest.Input(t, host.Float32, testutil.Normal(64, 1, 1), 8, 8)
 	x.Device = host.Device{Type: host.CUDA}
 	_, err = q.Quantize(x, host.QuantizeOptions{})
 	require.Error(t, err)
