@@ -105,7 +105,7 @@ var pluginStrings = struct {
 
 type cPluginStrings struct {
 	path, name, version, message *C.char
-	msg                          string // what message holds
+	msg                          string    // what message holds
 	formats                      []*C.char // kernel format names, then defined format names
 	defined                      []*C.char
 }
