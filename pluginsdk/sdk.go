@@ -13,12 +13,12 @@ import (
 	"fmt"
 	"unsafe"
 
-	"libquant/internal/rpcwire"
+	"libquant/pluginsdk/wire"
 )
 
 // ProtocolVersion is the handshake version this SDK speaks; libquant refuses
 // a plugin of another version with a message naming both.
-const ProtocolVersion = rpcwire.ProtocolVersion
+const ProtocolVersion = wire.ProtocolVersion
 
 // Sentinel errors a plugin wraps (fmt.Errorf("...: %w", ErrInvalidArgument))
 // so that the caller gets QUANT_ERROR_INVALID_ARGUMENT or
@@ -95,7 +95,7 @@ const (
 
 // Params are one direction's quantizer parameters (quant_quantizer_config);
 // zero fields mean the format's default.
-type Params = rpcwire.Params
+type Params = wire.Params
 
 // BufferKind is a buffer's role.
 type BufferKind int32

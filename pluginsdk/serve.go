@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"libquant/internal/rpcwire"
+	"libquant/pluginsdk/wire"
 )
 
 // handshakeVersion is ProtocolVersion as text (TestHandshakeVersion checks
@@ -35,7 +35,7 @@ var handshakeVersion = "1"
 // parent pid is polled as a second signal. Linux's Pdeathsig is not used: it
 // fires when the host's spawning thread exits, which Go's threads do.
 func Serve(info Info, formats ...Format) {
-	if os.Getenv(rpcwire.MagicCookieKey) != rpcwire.MagicCookieValue {
+	if os.Getenv(wire.MagicCookieKey) != wire.MagicCookieValue {
 		fmt.Fprintf(os.Stderr, "%s is a libquant format plugin: load it with quant_plugin_load or LIBQUANT_PLUGIN_PATH\n", os.Args[0])
 		os.Exit(1)
 	}
@@ -53,10 +53,10 @@ func Serve(info Info, formats ...Format) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: plugin.HandshakeConfig{
 			ProtocolVersion:  version,
-			MagicCookieKey:   rpcwire.MagicCookieKey,
-			MagicCookieValue: rpcwire.MagicCookieValue,
+			MagicCookieKey:   wire.MagicCookieKey,
+			MagicCookieValue: wire.MagicCookieValue,
 		},
-		Plugins:    plugin.PluginSet{rpcwire.PluginName: &grpcPlugin{srv: srv}},
+		Plugins:    plugin.PluginSet{wire.PluginName: &grpcPlugin{srv: srv}},
 		GRPCServer: plugin.DefaultGRPCServer,
 		Logger:     hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: os.Stderr}),
 	})
@@ -66,7 +66,7 @@ func Serve(info Info, formats ...Format) {
 // watchParent ends the process when the host is gone (see Serve).
 func watchParent() {
 	ppid := os.Getppid()
-	pipe := os.NewFile(rpcwire.WatchdogFD, "libquant-watchdog")
+	pipe := os.NewFile(wire.WatchdogFD, "libquant-watchdog")
 	go func() {
 		var b [1]byte
 		if pipe != nil {
@@ -91,7 +91,7 @@ type grpcPlugin struct {
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	s.RegisterService(&rpcwire.ServiceDesc, p.srv)
+	s.RegisterService(&wire.ServiceDesc, p.srv)
 	return nil
 }
 
@@ -99,7 +99,7 @@ func (p *grpcPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.Clien
 	return nil, errors.New("pluginsdk: a plugin has no client side")
 }
 
-// server implements rpcwire.Server over the plugin's formats.
+// server implements wire.Server over the plugin's formats.
 type server struct {
 	info    Info
 	formats map[string]Format
@@ -122,14 +122,14 @@ func newServer(info Info, formats []Format) (*server, error) {
 		s.formats[f.Name()] = f
 		s.names = append(s.names, f.Name())
 	}
-	if st, err := os.NewFile(rpcwire.ArenaFD, "arena").Stat(); err == nil && st.Size() > 0 {
-		mem, err := rpcwire.Map(rpcwire.ArenaFD, st.Size())
+	if st, err := os.NewFile(wire.ArenaFD, "arena").Stat(); err == nil && st.Size() > 0 {
+		mem, err := wire.Map(wire.ArenaFD, st.Size())
 		if err != nil {
 			return nil, err
 		}
 		s.arena = mem
 	} else {
-		return nil, fmt.Errorf("no shared arena at fd %d (start the plugin through libquant)", rpcwire.ArenaFD)
+		return nil, fmt.Errorf("no shared arena at fd %d (start the plugin through libquant)", wire.ArenaFD)
 	}
 	return s, nil
 }
@@ -179,18 +179,18 @@ func (s *server) spec(p Params) (Spec, error) {
 	return sp, nil
 }
 
-func (s *server) tensor(what string, r rpcwire.Region) (Tensor, error) {
+func (s *server) tensor(what string, r wire.Region) (Tensor, error) {
 	dt := DType(r.DType)
 	if dt.Size() == 0 {
 		return Tensor{}, fmt.Errorf("%s: unknown dtype %d: %w", what, r.DType, ErrInvalidArgument)
 	}
-	if err := rpcwire.CheckRegion(what, r, int64(len(s.arena)), numElements(r.Shape)*dt.Size()); err != nil {
+	if err := wire.CheckRegion(what, r, int64(len(s.arena)), numElements(r.Shape)*dt.Size()); err != nil {
 		return Tensor{}, err
 	}
 	return Tensor{DType: dt, Shape: r.Shape, Data: s.arena[r.Off : r.Off+r.Bytes : r.Off+r.Bytes]}, nil
 }
 
-func (s *server) storage(what string, w *rpcwire.Storage) (*Storage, error) {
+func (s *server) storage(what string, w *wire.Storage) (*Storage, error) {
 	if w == nil {
 		return nil, nil
 	}
@@ -205,17 +205,17 @@ func (s *server) storage(what string, w *rpcwire.Storage) (*Storage, error) {
 	return st, nil
 }
 
-func (s *server) Describe(context.Context, *rpcwire.Empty) (*rpcwire.DescribeResponse, error) {
-	return &rpcwire.DescribeResponse{Name: s.info.Name, Version: s.info.Version, Protocol: ProtocolVersion,
+func (s *server) Describe(context.Context, *wire.Empty) (*wire.DescribeResponse, error) {
+	return &wire.DescribeResponse{Name: s.info.Name, Version: s.info.Version, Protocol: ProtocolVersion,
 		Formats: s.names, Pid: os.Getpid(), ArenaBytes: int64(len(s.arena))}, nil
 }
 
-func (s *server) NewSpec(_ context.Context, r *rpcwire.NewSpecRequest) (*rpcwire.NewSpecResponse, error) {
+func (s *server) NewSpec(_ context.Context, r *wire.NewSpecRequest) (*wire.NewSpecResponse, error) {
 	sp, err := s.spec(r.Params)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &rpcwire.NewSpecResponse{Params: sp.Params()}
+	out := &wire.NewSpecResponse{Params: sp.Params()}
 	for _, from := range []Direction{Rowwise, Columnwise} {
 		for _, to := range []Direction{Rowwise, Columnwise} {
 			out.Derivable[from][to] = sp.Derivable(from, to)
@@ -224,7 +224,7 @@ func (s *server) NewSpec(_ context.Context, r *rpcwire.NewSpecRequest) (*rpcwire
 	return out, nil
 }
 
-func (s *server) Layout(_ context.Context, r *rpcwire.LayoutRequest) (*rpcwire.LayoutResponse, error) {
+func (s *server) Layout(_ context.Context, r *wire.LayoutRequest) (*wire.LayoutResponse, error) {
 	sp, err := s.spec(r.Params)
 	if err != nil {
 		return nil, toStatus(err)
@@ -233,14 +233,14 @@ func (s *server) Layout(_ context.Context, r *rpcwire.LayoutRequest) (*rpcwire.L
 	if err := guard(r.Params.Format+" Layout", func() (err error) { bufs, err = sp.Layout(r.M, r.K, Direction(r.Dir)); return }); err != nil {
 		return nil, toStatus(err)
 	}
-	out := &rpcwire.LayoutResponse{}
+	out := &wire.LayoutResponse{}
 	for _, b := range bufs {
-		out.Buffers = append(out.Buffers, rpcwire.BufferSpec{Kind: int32(b.Kind), DType: uint8(b.DType), Shape: b.Shape})
+		out.Buffers = append(out.Buffers, wire.BufferSpec{Kind: int32(b.Kind), DType: uint8(b.DType), Shape: b.Shape})
 	}
 	return out, nil
 }
 
-func (s *server) Amax(_ context.Context, r *rpcwire.AmaxRequest) (*rpcwire.Empty, error) {
+func (s *server) Amax(_ context.Context, r *wire.AmaxRequest) (*wire.Empty, error) {
 	return s.run(r.Params, "Amax", func(sp Spec) error {
 		in, err := s.tensor("input", r.Input)
 		if err != nil {
@@ -254,7 +254,7 @@ func (s *server) Amax(_ context.Context, r *rpcwire.AmaxRequest) (*rpcwire.Empty
 	})
 }
 
-func (s *server) Quantize(_ context.Context, r *rpcwire.QuantizeRequest) (*rpcwire.Empty, error) {
+func (s *server) Quantize(_ context.Context, r *wire.QuantizeRequest) (*wire.Empty, error) {
 	return s.run(r.Params, "Quantize", func(sp Spec) error {
 		in, err := s.tensor("input", r.Input)
 		if err != nil {
@@ -277,7 +277,7 @@ func (s *server) Quantize(_ context.Context, r *rpcwire.QuantizeRequest) (*rpcwi
 	})
 }
 
-func (s *server) Dequantize(_ context.Context, r *rpcwire.DequantizeRequest) (*rpcwire.Empty, error) {
+func (s *server) Dequantize(_ context.Context, r *wire.DequantizeRequest) (*wire.Empty, error) {
 	return s.run(r.Params, "Dequantize", func(sp Spec) error {
 		st, err := s.storage("storage", &r.Storage)
 		if err != nil {
@@ -291,7 +291,7 @@ func (s *server) Dequantize(_ context.Context, r *rpcwire.DequantizeRequest) (*r
 	})
 }
 
-func (s *server) Derive(_ context.Context, r *rpcwire.DeriveRequest) (*rpcwire.Empty, error) {
+func (s *server) Derive(_ context.Context, r *wire.DeriveRequest) (*wire.Empty, error) {
 	return s.run(r.Params, "Derive", func(sp Spec) error {
 		from, err := s.storage("from", &r.From)
 		if err != nil {
@@ -305,7 +305,7 @@ func (s *server) Derive(_ context.Context, r *rpcwire.DeriveRequest) (*rpcwire.E
 	})
 }
 
-func (s *server) run(p Params, op string, f func(Spec) error) (*rpcwire.Empty, error) {
+func (s *server) run(p Params, op string, f func(Spec) error) (*wire.Empty, error) {
 	sp, err := s.spec(p)
 	if err != nil {
 		return nil, toStatus(err)
@@ -313,5 +313,5 @@ func (s *server) run(p Params, op string, f func(Spec) error) (*rpcwire.Empty, e
 	if err := guard(p.Format+" "+op, func() error { return f(sp) }); err != nil {
 		return nil, toStatus(err)
 	}
-	return &rpcwire.Empty{}, nil
+	return &wire.Empty{}, nil
 }

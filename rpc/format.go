@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"libquant/host"
-	"libquant/internal/rpcwire"
+	"libquant/pluginsdk/wire"
 )
 
 // slot is where a format finds the plugin serving it; a reload swaps the
@@ -65,7 +65,7 @@ func (f *format) Name() string { return f.name }
 
 func (f *format) NewSpec(p host.Params) (host.Spec, error) {
 	pl := f.slot.get()
-	r, err := invoke[rpcwire.NewSpecResponse](pl, "NewSpec", &rpcwire.NewSpecRequest{Params: wireParams(p)})
+	r, err := invoke[wire.NewSpecResponse](pl, "NewSpec", &wire.NewSpecRequest{Params: wireParams(p)})
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ type layoutKey struct {
 // spec is a plugin format's spec; layouts are asked once per shape.
 type spec struct {
 	p         host.Params
-	w         rpcwire.Params
+	w         wire.Params
 	derivable [2][2]bool
 	slot      *slot
 
@@ -102,7 +102,7 @@ func (s *spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error)
 	if ok {
 		return l, nil
 	}
-	r, err := invoke[rpcwire.LayoutResponse](s.slot.get(), "Layout", &rpcwire.LayoutRequest{Params: s.w, M: m, K: k, Dir: int32(dir)})
+	r, err := invoke[wire.LayoutResponse](s.slot.get(), "Layout", &wire.LayoutRequest{Params: s.w, M: m, K: k, Dir: int32(dir)})
 	if err != nil {
 		return nil, err
 	}
@@ -119,15 +119,15 @@ func (s *spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error)
 	return l, nil
 }
 
-func wireParams(p host.Params) rpcwire.Params {
-	return rpcwire.Params{Format: p.Format, Element: int32(p.Element), Scaling: int32(p.Scaling), ForcePow2Scales: p.ForcePow2Scales,
+func wireParams(p host.Params) wire.Params {
+	return wire.Params{Format: p.Format, Element: int32(p.Element), Scaling: int32(p.Scaling), ForcePow2Scales: p.ForcePow2Scales,
 		AmaxEpsilon: p.AmaxEpsilon, AmaxHistoryLen: p.AmaxHistoryLen, AmaxAlgo: int32(p.AmaxAlgo), Margin: p.Margin,
 		BlockDims: p.BlockDims, FP32Scales: p.FP32Scales, ScaleRounding: int32(p.ScaleRounding), GEMMSwizzledScales: p.GEMMSwizzledScales,
 		RHT: int32(p.RHT), RHTSignMask: p.RHTSignMask, StochasticRounding: p.StochasticRounding, Seed: p.Seed, Offset: p.Offset,
 		HoldDType: uint8(p.HoldDType)}
 }
 
-func hostParams(w rpcwire.Params) host.Params {
+func hostParams(w wire.Params) host.Params {
 	return host.Params{Format: w.Format, Element: host.Element(w.Element), Scaling: host.Scaling(w.Scaling), ForcePow2Scales: w.ForcePow2Scales,
 		AmaxEpsilon: w.AmaxEpsilon, AmaxHistoryLen: w.AmaxHistoryLen, AmaxAlgo: host.AmaxAlgo(w.AmaxAlgo), Margin: w.Margin,
 		BlockDims: w.BlockDims, FP32Scales: w.FP32Scales, ScaleRounding: host.ScaleRounding(w.ScaleRounding), GEMMSwizzledScales: w.GEMMSwizzledScales,

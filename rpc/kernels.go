@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"libquant/host"
-	"libquant/internal/rpcwire"
+	"libquant/pluginsdk/wire"
 )
 
 // kernels run a plugin format's operations in the plugin process. Each call
@@ -18,7 +18,7 @@ var _ host.Kernels = (*kernels)(nil)
 // call is one operation's arena regions; done releases them.
 type call struct {
 	p    *plugin
-	regs []rpcwire.Region
+	regs []wire.Region
 	outs []func()
 }
 
@@ -43,16 +43,16 @@ func (c *call) done() {
 
 // region stages t in the arena: copied in when in is true, copied back out by
 // finish when out is true.
-func (c *call) region(what string, t host.Tensor, in, out bool) (rpcwire.Region, error) {
+func (c *call) region(what string, t host.Tensor, in, out bool) (wire.Region, error) {
 	if t.Device.Type != host.CPU {
-		return rpcwire.Region{}, host.Errorf(host.ErrUnsupported, "%s: is on %s, but format plugin %s runs in another process and takes CPU tensors only (copy the tensor to the CPU first)", what, t.Device, c.p.info.Name)
+		return wire.Region{}, host.Errorf(host.ErrUnsupported, "%s: is on %s, but format plugin %s runs in another process and takes CPU tensors only (copy the tensor to the CPU first)", what, t.Device, c.p.info.Name)
 	}
 	n := t.Bytes()
 	off, ok := c.p.alloc.alloc(n)
 	if !ok {
-		return rpcwire.Region{}, host.Errorf(host.ErrOutOfMemory, "%s: %d bytes do not fit in the free space of plugin %s's %d-byte shared arena", what, n, c.p.info.Name, c.p.opts.ArenaBytes)
+		return wire.Region{}, host.Errorf(host.ErrOutOfMemory, "%s: %d bytes do not fit in the free space of plugin %s's %d-byte shared arena", what, n, c.p.info.Name, c.p.opts.ArenaBytes)
 	}
-	r := rpcwire.Region{Off: off, Bytes: n, DType: uint8(t.DType), Shape: t.Shape}
+	r := wire.Region{Off: off, Bytes: n, DType: uint8(t.DType), Shape: t.Shape}
 	c.regs = append(c.regs, r)
 	if in && n > 0 {
 		copy(c.p.arena[off:off+n], t.Bytes8())
@@ -63,24 +63,24 @@ func (c *call) region(what string, t host.Tensor, in, out bool) (rpcwire.Region,
 	return r, nil
 }
 
-func (c *call) storage(what string, st *host.Storage, in, out bool) (*rpcwire.Storage, error) {
+func (c *call) storage(what string, st *host.Storage, in, out bool) (*wire.Storage, error) {
 	if st == nil {
 		return nil, nil
 	}
-	w := &rpcwire.Storage{Dir: int32(st.Dir)}
+	w := &wire.Storage{Dir: int32(st.Dir)}
 	for i, b := range st.Buffers {
 		r, err := c.region(fmt.Sprintf("%s %s buffer", what, b.Kind), b.Tensor, in, out)
 		if err != nil {
 			return nil, fmt.Errorf("%w (buffer %d)", err, i)
 		}
-		w.Buffers = append(w.Buffers, rpcwire.Buffer{Kind: int32(b.Kind), Region: r})
+		w.Buffers = append(w.Buffers, wire.Buffer{Kind: int32(b.Kind), Region: r})
 	}
 	return w, nil
 }
 
 // run sends the request and, when it succeeds, copies the outputs back.
 func (c *call) run(method string, req any) error {
-	if _, err := invoke[rpcwire.Empty](c.p, method, req); err != nil {
+	if _, err := invoke[wire.Empty](c.p, method, req); err != nil {
 		return err
 	}
 	for _, f := range c.outs {
@@ -89,7 +89,7 @@ func (c *call) run(method string, req any) error {
 	return nil
 }
 
-func wspec(s host.Spec) rpcwire.Params { return s.(*spec).w }
+func wspec(s host.Spec) wire.Params { return s.(*spec).w }
 
 func (k *kernels) Amax(r *host.AmaxRequest) error {
 	c, err := k.begin()
@@ -106,7 +106,7 @@ func (k *kernels) Amax(r *host.AmaxRequest) error {
 	if err != nil {
 		return err
 	}
-	return c.run("Amax", &rpcwire.AmaxRequest{Params: wspec(r.Spec), Input: in, M: r.M, K: r.K, Want: uint32(r.Want), Out: out})
+	return c.run("Amax", &wire.AmaxRequest{Params: wspec(r.Spec), Input: in, M: r.M, K: r.K, Want: uint32(r.Want), Out: out})
 }
 
 func (k *kernels) Quantize(r *host.QuantizeRequest) error {
@@ -115,7 +115,7 @@ func (k *kernels) Quantize(r *host.QuantizeRequest) error {
 		return err
 	}
 	defer c.done()
-	req := &rpcwire.QuantizeRequest{Params: wspec(r.Spec), M: r.M, K: r.K}
+	req := &wire.QuantizeRequest{Params: wspec(r.Spec), M: r.M, K: r.K}
 	if req.Input, err = c.region("input", r.Input, true, false); err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (k *kernels) Dequantize(r *host.DequantizeRequest) error {
 	if err != nil {
 		return err
 	}
-	return c.run("Dequantize", &rpcwire.DequantizeRequest{Params: wspec(r.Spec), Storage: *st, Dir: int32(r.Dir), M: r.M, K: r.K, Out: out})
+	return c.run("Dequantize", &wire.DequantizeRequest{Params: wspec(r.Spec), Storage: *st, Dir: int32(r.Dir), M: r.M, K: r.K, Out: out})
 }
 
 func (k *kernels) Derive(r *host.DeriveRequest) error {
@@ -165,5 +165,5 @@ func (k *kernels) Derive(r *host.DeriveRequest) error {
 	if err != nil {
 		return err
 	}
-	return c.run("Derive", &rpcwire.DeriveRequest{Params: wspec(r.Spec), From: *from, To: *to, FromDir: int32(r.FromDir), ToDir: int32(r.ToDir), M: r.M, K: r.K})
+	return c.run("Derive", &wire.DeriveRequest{Params: wspec(r.Spec), From: *from, To: *to, FromDir: int32(r.FromDir), ToDir: int32(r.ToDir), M: r.M, K: r.K})
 }

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"libquant/host"
-	"libquant/internal/rpcwire"
+	"libquant/pluginsdk/wire"
 )
 
 // Defaults of Options.
@@ -177,7 +177,7 @@ func (p *plugin) start() error {
 	if err != nil || len(sum) != sha256.Size {
 		return pluginErr(path, "expected SHA-256 %q is not 64 hex digits", want)
 	}
-	file, mem, err := rpcwire.NewArena(p.opts.ArenaBytes)
+	file, mem, err := wire.NewArena(p.opts.ArenaBytes)
 	if err != nil {
 		return host.Errorf(host.ErrOutOfMemory, "plugin %q: shared arena: %v", path, err)
 	}
@@ -189,14 +189,14 @@ func (p *plugin) start() error {
 	defer r.Close() // the child has its copy
 	p.watchdog = w
 	p.cmd = exec.Command(path)
-	p.cmd.ExtraFiles = []*os.File{file, r} // fds 3 and 4 (rpcwire.ArenaFD, WatchdogFD)
+	p.cmd.ExtraFiles = []*os.File{file, r} // fds 3 and 4 (wire.ArenaFD, WatchdogFD)
 	p.gp = goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: goplugin.HandshakeConfig{
-			ProtocolVersion:  rpcwire.ProtocolVersion,
-			MagicCookieKey:   rpcwire.MagicCookieKey,
-			MagicCookieValue: rpcwire.MagicCookieValue,
+			ProtocolVersion:  wire.ProtocolVersion,
+			MagicCookieKey:   wire.MagicCookieKey,
+			MagicCookieValue: wire.MagicCookieValue,
 		},
-		Plugins:          goplugin.PluginSet{rpcwire.PluginName: &clientPlugin{}},
+		Plugins:          goplugin.PluginSet{wire.PluginName: &clientPlugin{}},
 		Cmd:              p.cmd,
 		SecureConfig:     &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()},
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
@@ -209,12 +209,12 @@ func (p *plugin) start() error {
 	if err != nil {
 		return p.startErr(err, want)
 	}
-	raw, err := proto.Dispense(rpcwire.PluginName)
+	raw, err := proto.Dispense(wire.PluginName)
 	if err != nil {
-		return pluginErr(path, "dispensing %q: %v", rpcwire.PluginName, err)
+		return pluginErr(path, "dispensing %q: %v", wire.PluginName, err)
 	}
 	p.conn = raw.(*grpc.ClientConn)
-	d, err := invoke[rpcwire.DescribeResponse](p, "Describe", &rpcwire.Empty{})
+	d, err := invoke[wire.DescribeResponse](p, "Describe", &wire.Empty{})
 	if err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func (p *plugin) startErr(err error, want string) error {
 		got, _ := fileDigest(path)
 		return pluginErr(path, "refused: its SHA-256 is %s, but %s was expected (the file changed since it was listed)", got, want)
 	case strings.Contains(strings.ToLower(err.Error()), "incompatible api version"):
-		return pluginErr(path, "handshake failed: %v; this libquant speaks plugin protocol %d: rebuild the plugin against its pluginsdk", err, rpcwire.ProtocolVersion)
+		return pluginErr(path, "handshake failed: %v; this libquant speaks plugin protocol %d: rebuild the plugin against its pluginsdk", err, wire.ProtocolVersion)
 	}
 	msg := err.Error()
 	if t := p.stderr.String(); t != "" {
@@ -246,7 +246,7 @@ func (p *plugin) startErr(err error, want string) error {
 }
 
 // clientPlugin hands back the gRPC connection; the calls go through
-// rpcwire.Invoke.
+// wire.Invoke.
 type clientPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
 }
@@ -299,7 +299,7 @@ func (p *plugin) finish() {
 		p.watchdog.Close()
 	}
 	if p.arena != nil {
-		_ = rpcwire.Unmap(p.arena)
+		_ = wire.Unmap(p.arena)
 		p.arena = nil
 	}
 	if p.file != nil {
@@ -317,7 +317,7 @@ func invoke[Resp any](p *plugin, method string, req any) (*Resp, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
 	defer cancel()
-	resp, err := rpcwire.Invoke[Resp](ctx, p.conn, method, req)
+	resp, err := wire.Invoke[Resp](ctx, p.conn, method, req)
 	if err == nil {
 		return resp, nil
 	}

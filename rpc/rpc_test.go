@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"libquant/host"
 	"libquant/host/hosttest"
 	"libquant/internal/testutil"
+	_ "libquant/plugins/identity"
 	_ "libquant/plugins/mxfp8"
 	"libquant/pluginsdk"
 	"libquant/rpc"
@@ -336,4 +338,42 @@ func TestHostKilled(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	require.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 50*time.Millisecond, "plugin process %d outlived its host", pid)
+}
+
+// The CPU GEMM multiplies plugin-format operands (dequantized whole through
+// the plugin) and mixes them with built-in formats: D = A·Bᵀ equals the
+// float64 product of the dequantized operands within FP32 accumulation's
+// bound, |err| ≤ γ_K·Σ|a||b| with γ_K = K·u/(1−K·u), u = 2^-24 (the sum of K
+// FP32 products, each exact here: FP6×E8M0 values times FP6 values fit in 24
+// bits), plus one rounding of D (u·|d|).
+func TestGemm(t *testing.T) {
+	load(t, bin.mxfp6, 0)
+	s, err := host.QueryGemmSupport(cpu, "mxfp6", "mxfp8")
+	require.NoError(t, err)
+	require.Equal(t, host.GemmEmulated, s.Level, s.Reason)
+	const m, n, k = 33, 64, 96 // mxfp8 still wants multiples of 32 (branch anyshape lifts it)
+	xa, _ := hosttest.Input(t, host.Float32, testutil.Normal(m*k, 1, 3), m, k)
+	xb, _ := hosttest.Input(t, host.Float32, testutil.Normal(n*k, 1, 4), n, k)
+	for _, fb := range []string{"mxfp6", "mxfp8", "identity"} {
+		qa := hosttest.Quantize(t, hosttest.NewQuantizer(t, host.Params{Format: "mxfp6", Element: host.ElementE3M2}, host.Rowwise), xa)
+		qb := hosttest.Quantize(t, hosttest.NewQuantizer(t, host.Params{Format: fb}, host.Rowwise), xb)
+		d := hosttest.Tensor(t, host.Float32, m, n)
+		require.NoError(t, host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: qa}, B: host.GemmOperand{Q: qb, Trans: true}, Alpha: 1, D: d}))
+		a := hosttest.Dequantize(t, qa, host.DirRowwise)
+		b := hosttest.Dequantize(t, qb, host.DirRowwise)
+		u := math.Ldexp(1, -24)
+		gamma := k * u / (1 - k*u)
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				var exact, mag float64
+				for l := 0; l < k; l++ {
+					p := float64(a[i*k+l]) * float64(b[j*k+l])
+					exact += p
+					mag += math.Abs(p)
+				}
+				got := float64(d.Float32s()[i*n+j])
+				require.InDelta(t, exact, got, gamma*mag+u*math.Abs(exact), "%s (%d, %d)", fb, i, j)
+			}
+		}
+	}
 }

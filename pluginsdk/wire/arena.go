@@ -1,4 +1,4 @@
-package rpcwire
+package wire
 
 import (
 	"fmt"

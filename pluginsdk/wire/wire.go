@@ -1,9 +1,9 @@
-// Package rpcwire is the protocol between libquant's out-of-process plugin
+// Package wire is the protocol between libquant's out-of-process plugin
 // loader (rpc/) and the plugin SDK (pluginsdk/): the go-plugin handshake, the
 // gRPC service and its codec, the messages, and the shared-memory arena that
 // both sides map. Messages carry only parameters, offsets and sizes; tensor
 // bytes live in the arena (DESIGN.md, Plugins, RPC).
-package rpcwire
+package wire
 
 import (
 	"context"
