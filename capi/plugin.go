@@ -25,6 +25,9 @@ import (
 
 var defaultPlugins sync.Once
 
+// manifestVar is rpc.ManifestEnv for C's getenv.
+var manifestVar = C.CString(rpc.ManifestEnv)
+
 // loadDefaultPlugins runs once, on the first call into libquant: the plugins of
 // LIBQUANT_PLUGIN_PATH, then libquant_cuda.so next to libquant.so. It is not
 // done at load time so that loading libquant never runs plugin code.
@@ -40,7 +43,11 @@ func loadDefaultPlugins() {
 			if !rpc.IsExecutable(entry) {
 				return false
 			}
-			_, _ = rpc.Load(entry, rpc.Options{Origin: rpc.Env})
+			o := rpc.Options{Origin: rpc.Env}
+			if m := C.getenv(manifestVar); m != nil {
+				o.Manifest = C.GoString(m)
+			}
+			_, _ = rpc.Load(entry, o)
 			return true
 		})
 	})
@@ -184,6 +191,9 @@ func loadPlugin(path *C.capi_const_char, opts *C.capi_const_plugin_load_options,
 		return invalid("path: is empty")
 	}
 	var ro rpc.Options
+	if m := C.getenv(manifestVar); m != nil {
+		ro.Manifest = C.GoString(m)
+	}
 	if opts != nil {
 		if opts.sha256 != nil {
 			ro.SHA256 = C.GoString(opts.sha256)

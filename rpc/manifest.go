@@ -33,8 +33,10 @@ func realPath(path string) string {
 
 // manifestDigest looks the plugin up in the manifest: the digest, or "" when
 // no manifest is set or it does not list the plugin.
-func manifestDigest(real string) (string, error) {
-	name := os.Getenv(ManifestEnv)
+func manifestDigest(name, real string) (string, error) {
+	if name == "" {
+		name = os.Getenv(ManifestEnv)
+	}
 	if name == "" {
 		return "", nil
 	}

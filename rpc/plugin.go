@@ -41,6 +41,10 @@ type Options struct {
 	// the calls in flight at once. 0 means DefaultArenaBytes.
 	ArenaBytes int64
 	Origin     Origin
+	// Manifest is the manifest file to look the digest up in; empty means
+	// the LIBQUANT_PLUGIN_MANIFEST variable (capi reads it with C's getenv,
+	// which sees what a C caller setenv()s after Go started).
+	Manifest string
 }
 
 // Origin says how a plugin came to be loaded (quant.h's quant_plugin_origin).
@@ -166,7 +170,7 @@ func (p *plugin) start() error {
 	}
 	want := strings.ToLower(strings.TrimSpace(p.opts.SHA256))
 	if want == "" {
-		if want, err = manifestDigest(p.real); err != nil {
+		if want, err = manifestDigest(p.opts.Manifest, p.real); err != nil {
 			return pluginErr(path, "%v", err)
 		}
 	}
@@ -328,7 +332,7 @@ func invoke[Resp any](p *plugin, method string, req any) (*Resp, error) {
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		reason := fmt.Errorf("%s did not return within the %v per-call deadline; the plugin process was stopped", method, p.opts.CallTimeout)
+		reason := host.Errorf(host.ErrPlugin, "%s did not return within the %v per-call deadline; the plugin process was stopped", method, p.opts.CallTimeout)
 		if p.markDead(reason) {
 			go p.finish() // it waits for the calls in flight, this one included
 		}
@@ -341,7 +345,7 @@ func invoke[Resp any](p *plugin, method string, req any) (*Resp, error) {
 		return nil, pluginErr(p.info.Path, "plugin %s: %s failed: %s", name, method, st.Message())
 	}
 	// The transport failed: the process crashed, exited or was killed.
-	reason := fmt.Errorf("the plugin process ended during %s (%s)%s", method, p.exitStatus(), p.stderrNote())
+	reason := host.Errorf(host.ErrPlugin, "the plugin process ended during %s (%s)%s", method, p.exitStatus(), p.stderrNote())
 	if p.markDead(reason) {
 		go p.finish()
 	} else if err := p.deadErr(); err != nil {
@@ -379,7 +383,7 @@ func Shutdown() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.stop(errors.New("stopped by quant_shutdown"))
+			p.stop(host.Errorf(host.ErrPlugin, "stopped by quant_shutdown"))
 		}()
 	}
 	wg.Wait()
