@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"libquant/internal/numeric"
 	"libquant/internal/ratref"
 	"libquant/pluginsdk"
 )
@@ -248,7 +249,14 @@ func TestExactEveryBF16(t *testing.T) {
 				x2[r*k+j] = v * ratios[j]
 			}
 		}
-		checkExact(t, x2, f32Tensor(x2, rows, k), rows, k)
+		// The ratios' products are rounded to BF16, so that the BF16 kernel
+		// path sees each pattern as its block's amax.
+		in2 := pluginsdk.Tensor{DType: pluginsdk.BFloat16, Shape: []int64{rows, k}, Data: make([]byte, 2*rows*k)}
+		for i, v := range x2 {
+			in2.Uint16s()[i] = numeric.Float32ToBF16(v)
+			x2[i] = numeric.BF16ToFloat32(in2.Uint16s()[i])
+		}
+		checkExact(t, x2, in2, rows, k)
 	}
 }
 

@@ -46,14 +46,18 @@ func (Format) NewSpec(p pluginsdk.Params) (pluginsdk.Spec, error) {
 	// TE's RCEIL multiplies the amax by a pre-rounded reciprocal of the max
 	// (spec §4.3): fl32(1/7.5) and fl32(1/28) are inexact, as fl32(1/448) is.
 	s.rcp = float32(1.0 / float64(s.el.Max))
+	s.bf16 = bf16Tables[s.el]
 	return s, nil
 }
 
 type spec struct {
-	p   pluginsdk.Params
-	el  *numeric.FP6
-	rcp float32
+	p    pluginsdk.Params
+	el   *numeric.FP6
+	rcp  float32
+	bf16 *bf16Table // the codes of scaled BF16 values (blockBF16)
 }
+
+var bf16Tables = map[*numeric.FP6]*bf16Table{numeric.E2M3: newBF16Table(numeric.E2M3), numeric.E3M2: newBF16Table(numeric.E3M2)}
 
 func (s *spec) Params() pluginsdk.Params { return s.p }
 

@@ -109,6 +109,28 @@ func (s *spec) Quantize(r *pluginsdk.QuantizeRequest) error {
 	}
 	m, k := r.M, r.K
 	bands := int((m + BlockLen - 1) / BlockLen)
+	if r.Input.DType == pluginsdk.BFloat16 {
+		// BF16 bands are read in place: no FP32 staging.
+		in := r.Input.Uint16s()
+		parallel.For(bands, 1, func(lo, hi int) {
+			codes := make([]uint8, max(k, BlockLen)+3)
+			for b := lo; b < hi; b++ {
+				r0 := int64(b) * BlockLen
+				rows := min(BlockLen, m-r0)
+				if row != nil {
+					for i := int64(0); i < rows; i++ {
+						quantizeLine(s, in[(r0+i)*k:(r0+i+1)*k], 1, k, row, r0+i, codes)
+					}
+				}
+				if col != nil {
+					for c := int64(0); c < k; c++ {
+						quantizeColumnBlock(s, in[r0*k+c:], k, rows, col, c, int64(b), codes)
+					}
+				}
+			}
+		})
+		return nil
+	}
 	parallel.For(bands, 1, func(lo, hi int) {
 		x := make([]float32, BlockLen*k)
 		codes := make([]uint8, max(k, BlockLen)+3)
@@ -120,12 +142,12 @@ func (s *spec) Quantize(r *pluginsdk.QuantizeRequest) error {
 			}
 			if row != nil {
 				for i := int64(0); i < rows; i++ {
-					s.quantizeLine(x[i*k:(i+1)*k], 1, k, row, r0+i, codes)
+					quantizeLine(s, x[i*k:(i+1)*k], 1, k, row, r0+i, codes)
 				}
 			}
 			if col != nil {
 				for c := int64(0); c < k; c++ {
-					s.quantizeColumnBlock(x[c:], k, rows, col, c, int64(b), codes)
+					quantizeColumnBlock(s, x[c:], k, rows, col, c, int64(b), codes)
 				}
 			}
 		}
@@ -133,13 +155,17 @@ func (s *spec) Quantize(r *pluginsdk.QuantizeRequest) error {
 	return nil
 }
 
+// element is an input element as the kernels read it: FP32 values, or BF16
+// bit patterns read in place.
+type element interface{ float32 | uint16 }
+
 // quantizeLine quantizes n values x[0], x[stride], ... into data row `line`
 // of d: its blocks, its scales and its packed codes (zero past n).
-func (s *spec) quantizeLine(x []float32, stride, n int64, d *dirOut, line int64, codes []uint8) {
+func quantizeLine[T element](s *spec, x []T, stride, n int64, d *dirOut, line int64, codes []uint8) {
 	for j := int64(0); j*BlockLen < n; j++ {
 		c0 := j * BlockLen
 		c1 := min(c0+BlockLen, n)
-		d.scales[line*d.nb+j] = s.block(x, stride, c0, c1, codes[c0:c1])
+		d.scales[line*d.nb+j] = block(s, x, stride, c0, c1, codes[c0:c1])
 	}
 	for i := n; i < (n+3)/4*4; i++ {
 		codes[i] = 0
@@ -149,9 +175,9 @@ func (s *spec) quantizeLine(x []float32, stride, n int64, d *dirOut, line int64,
 
 // quantizeColumnBlock quantizes the rows values x[0], x[k], ... of one column
 // (a 32×1 block, or a partial one) into columnwise data row c, block b.
-func (s *spec) quantizeColumnBlock(x []float32, k, rows int64, d *dirOut, c, b int64, codes []uint8) {
+func quantizeColumnBlock[T element](s *spec, x []T, k, rows int64, d *dirOut, c, b int64, codes []uint8) {
 	cs := codes[:BlockLen]
-	d.scales[c*d.nb+b] = s.block(x, k, 0, rows, cs[:rows])
+	d.scales[c*d.nb+b] = block(s, x, k, 0, rows, cs[:rows])
 	for i := rows; i < BlockLen; i++ {
 		cs[i] = 0
 	}
@@ -165,19 +191,83 @@ func (s *spec) quantizeColumnBlock(x []float32, k, rows int64, d *dirOut, c, b i
 
 // block quantizes x[i*stride] for i in [c0, c1) into codes and returns the
 // block's scale byte.
-func (s *spec) block(x []float32, stride, c0, c1 int64, codes []uint8) uint8 {
+func block[T element](s *spec, x []T, stride, c0, c1 int64, codes []uint8) uint8 {
+	if xb, ok := any(x).([]uint16); ok {
+		return s.blockBF16(xb, stride, c0, c1, codes)
+	}
+	xf := any(x).([]float32)
 	var amax float32
 	for i := c0; i < c1; i++ {
-		if a := math.Float32frombits(math.Float32bits(x[i*stride]) & 0x7FFFFFFF); a > amax {
+		if a := math.Float32frombits(math.Float32bits(xf[i*stride]) & 0x7FFFFFFF); a > amax {
 			amax = a
 		}
 	}
 	e := s.exponent(amax)
 	scale := numeric.E8M0Reciprocal(e)
 	for i := c0; i < c1; i++ {
-		codes[i-c0] = s.el.Encode(x[i*stride] * scale)
+		codes[i-c0] = s.el.Encode(xf[i*stride] * scale)
 	}
 	return e
+}
+
+// blockBF16 is block on BF16 bit patterns. BF16 magnitudes order like their
+// bits, so the amax is an integer max (NaN patterns, above 0x7F80, skipped).
+// A normal x times the power of two 2^(127−e) is exact in FP32 unless it falls
+// below FP32's normal range, where every FP6 code is ±0 anyway; so its code
+// depends only on its sign, mantissa and scaled exponent E−e: one lookup in
+// s.bf16 (built from Encode). Zeros, subnormals, Inf, NaN and the NaN scale
+// take Encode itself.
+func (s *spec) blockBF16(x []uint16, stride, c0, c1 int64, codes []uint8) uint8 {
+	var amax uint16
+	for i := c0; i < c1; i++ {
+		if a := x[i*stride] & 0x7FFF; a > amax && a <= 0x7F80 {
+			amax = a
+		}
+	}
+	e := s.exponent(math.Float32frombits(uint32(amax) << 16))
+	scale := numeric.E8M0Reciprocal(e)
+	t := s.bf16
+	for i := c0; i < c1; i++ {
+		h := x[i*stride]
+		ex := int(h >> 7 & 0xFF)
+		if ex == 0 || ex == 0xFF || e == numeric.E8M0NaN {
+			codes[i-c0] = s.el.Encode(math.Float32frombits(uint32(h)<<16) * scale)
+			continue
+		}
+		d := min(max(ex-int(e), t.lo), t.hi) - t.lo
+		codes[i-c0] = t.codes[(int(h>>15)*t.n+d)<<7|int(h&0x7F)]
+	}
+	return e
+}
+
+// bf16Table holds the FP6 code of ±2^d·(1 + m/128) for d in [lo, hi] and the
+// 7-bit BF16 mantissa m: below lo every value rounds to ±0, from hi on every
+// value saturates, so clamping d to [lo, hi] gives the same code.
+type bf16Table struct {
+	lo, hi, n int
+	codes     []uint8 // [sign][d-lo][m]
+}
+
+func newBF16Table(el *numeric.FP6) *bf16Table {
+	emin := 1 - el.Bias
+	_, maxExp := math.Frexp(float64(el.Max)) // Max = f·2^maxExp, f in [0.5, 1)
+	// 2^lo·2 ≤ half the smallest subnormal 2^(emin−man): rounds to 0. 2^hi
+	// exceeds the max: saturates.
+	t := &bf16Table{lo: emin - int(el.ManBits) - 2, hi: maxExp}
+	t.n = t.hi - t.lo + 1
+	t.codes = make([]uint8, 2*t.n*128)
+	for sign := 0; sign < 2; sign++ {
+		for d := t.lo; d <= t.hi; d++ {
+			for m := 0; m < 128; m++ {
+				v := float32(math.Ldexp(1+float64(m)/128, d))
+				if sign == 1 {
+					v = -v
+				}
+				t.codes[(sign*t.n+d-t.lo)<<7|m] = el.Encode(v)
+			}
+		}
+	}
+	return t
 }
 
 // pack packs codes (a multiple of 4) into dst.
