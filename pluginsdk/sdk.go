@@ -60,9 +60,23 @@ const (
 	E4M3     DType = 8
 	E5M2     DType = 9
 	E8M0     DType = 10
+	// FP6 (OCP MX v1.0 §5.3.2), packed as DLPack packs sub-byte types: element
+	// i of a row occupies bits 6i..6i+5 of the row's bytes, little-endian (a
+	// row's element count times 6 must be a multiple of 8).
+	Float6E2M3 DType = 11
+	Float6E3M2 DType = 12
 )
 
-// Size is the byte size of one element (0 for an unknown dtype).
+// Bits is the size of one element in bits (0 for an unknown dtype).
+func (d DType) Bits() int64 {
+	if d == Float6E2M3 || d == Float6E3M2 {
+		return 6
+	}
+	return 8 * d.Size()
+}
+
+// Size is the byte size of one element (0 for an unknown dtype and for the
+// packed sub-byte ones: Bits says theirs).
 func (d DType) Size() int64 {
 	switch d {
 	case Float64, Int64:
@@ -114,7 +128,7 @@ type BufferSpec struct {
 }
 
 // Bytes is the buffer's size.
-func (b BufferSpec) Bytes() int64 { return numElements(b.Shape) * b.DType.Size() }
+func (b BufferSpec) Bytes() int64 { return (numElements(b.Shape)*b.DType.Bits() + 7) / 8 }
 
 func numElements(shape []int64) int64 {
 	n := int64(1)

@@ -181,10 +181,10 @@ func (s *server) spec(p Params) (Spec, error) {
 
 func (s *server) tensor(what string, r wire.Region) (Tensor, error) {
 	dt := DType(r.DType)
-	if dt.Size() == 0 {
+	if dt.Bits() == 0 {
 		return Tensor{}, fmt.Errorf("%s: unknown dtype %d: %w", what, r.DType, ErrInvalidArgument)
 	}
-	if err := wire.CheckRegion(what, r, int64(len(s.arena)), numElements(r.Shape)*dt.Size()); err != nil {
+	if err := wire.CheckRegion(what, r, int64(len(s.arena)), BufferSpec{DType: dt, Shape: r.Shape}.Bytes()); err != nil {
 		return Tensor{}, err
 	}
 	return Tensor{DType: dt, Shape: r.Shape, Data: s.arena[r.Off : r.Off+r.Bytes : r.Off+r.Bytes]}, nil

@@ -108,7 +108,7 @@ func (s *spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error)
 	}
 	for i, b := range r.Buffers {
 		dt := host.DType(b.DType)
-		if dt.Size() == 0 || host.CheckShape(fmt.Sprintf("layout buffer %d", i), b.Shape, dt.Size()) != nil {
+		if dt.Bits() == 0 || host.CheckShape(fmt.Sprintf("layout buffer %d", i), b.Shape, max(dt.Size(), 1)) != nil {
 			return nil, pluginErr(s.slot.get().info.Path, "format %s: layout buffer %d has dtype %d, shape %v", s.p.Format, i, b.DType, b.Shape)
 		}
 		l = append(l, host.BufferSpec{Kind: host.BufferKind(b.Kind), DType: dt, Shape: b.Shape})

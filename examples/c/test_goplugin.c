@@ -146,6 +146,28 @@ int main(void) {
   cfg.element = QUANT_ELEMENT_E2M3;
   EXPECT_OK(quant_quantizer_create(&cfg, &q));
   CHECK(quantize_check(q, x) == 0);
+  {
+    /* The data buffers are DLPack FP6 views: 4 codes in 3 bytes, rows of
+     * 4*ceil(K/4) elements; columnwise transposed. */
+    uint16_t xb[M * K] = {0};
+    int64_t shape[2] = {M, K};
+    DLTensor in = check_tensor(xb, kDLBfloat, 16, 2, shape), v;
+    quant_quantizer *q2 = NULL;
+    quant_qtensor *t = NULL;
+    quant_quantizer_config c2 = cfg;
+    c2.element = QUANT_ELEMENT_E3M2;
+    EXPECT_OK(quant_quantizer_create(&c2, &q2));
+    EXPECT_OK(quant_quantizer_set_usage(q2, QUANT_USAGE_ROWWISE | QUANT_USAGE_COLUMNWISE));
+    EXPECT_OK(quant_quantize(q2, &in, NULL, &t));
+    EXPECT_OK(quant_qtensor_buffer(t, QUANT_DIRECTION_ROWWISE, QUANT_BUFFER_DATA, &v));
+    CHECK(v.dtype.code == kDLFloat6_e3m2fn && v.dtype.bits == 6 && v.ndim == 2 && v.shape[0] == M && v.shape[1] == 72);
+    EXPECT_OK(quant_qtensor_buffer(t, QUANT_DIRECTION_COLUMNWISE, QUANT_BUFFER_DATA, &v));
+    CHECK(v.dtype.code == kDLFloat6_e3m2fn && v.dtype.bits == 6 && v.shape[0] == K && v.shape[1] == 4);
+    EXPECT_OK(quant_qtensor_buffer(t, QUANT_DIRECTION_ROWWISE, QUANT_BUFFER_SCALE_INV, &v));
+    CHECK(v.dtype.code == kDLFloat8_e8m0fnu && v.shape[0] == M && v.shape[1] == 3);
+    quant_qtensor_free(t);
+    quant_quantizer_free(q2);
+  }
   shared_q = q;
   for (i = 0; i < 16; i++) CHECK(pthread_create(&th[i], NULL, thread_body, &bad[i]) == 0);
   for (i = 0; i < 16; i++) {

@@ -34,9 +34,9 @@ func (Format) NewSpec(p pluginsdk.Params) (pluginsdk.Spec, error) {
 	s := &spec{p: p}
 	switch p.Element {
 	case pluginsdk.ElementDefault, pluginsdk.ElementE2M3:
-		s.p.Element, s.el = pluginsdk.ElementE2M3, numeric.E2M3
+		s.p.Element, s.el, s.dtype = pluginsdk.ElementE2M3, numeric.E2M3, pluginsdk.Float6E2M3
 	case pluginsdk.ElementE3M2:
-		s.el = numeric.E3M2
+		s.el, s.dtype = numeric.E3M2, pluginsdk.Float6E3M2
 	default:
 		return nil, fmt.Errorf("config.element: %d not supported by mxfp6 (want QUANT_ELEMENT_E2M3 or QUANT_ELEMENT_E3M2): %w", p.Element, pluginsdk.ErrInvalidArgument)
 	}
@@ -55,25 +55,25 @@ type spec struct {
 	el   *numeric.FP6
 	rcp  float32
 	bf16 *bf16Table // the codes of scaled BF16 values (blockBF16)
+	// dtype is the data buffers' DLPack type (float6_e2m3fn or float6_e3m2fn).
+	dtype pluginsdk.DType
 }
 
 var bf16Tables = map[*numeric.FP6]*bf16Table{numeric.E2M3: newBF16Table(numeric.E2M3), numeric.E3M2: newBF16Table(numeric.E3M2)}
 
 func (s *spec) Params() pluginsdk.Params { return s.p }
 
-// packedBytes is the byte length of n packed codes: 4 codes in 3 bytes, a
-// partial group padded with zero codes.
-func packedBytes(n int64) int64 { return (n + 3) / 4 * 3 }
-
 // Layout (any [M, K] with M, K ≥ 0, spec §14):
 //
-//	rowwise:    data uint8 [M, 3·⌈K/4⌉]   scale_inv E8M0 [M, ⌈K/32⌉]
-//	columnwise: data uint8 [K, 3·⌈M/4⌉]   scale_inv E8M0 [K, ⌈M/32⌉]
+//	rowwise:    data FP6 [M, 4·⌈K/4⌉]   scale_inv E8M0 [M, ⌈K/32⌉]
+//	columnwise: data FP6 [K, 4·⌈M/4⌉]   scale_inv E8M0 [K, ⌈M/32⌉]
 //
-// Columnwise is stored transposed, as MXFP4's (spec §4.5's NVFP4 rule), so
-// that each 32×1 block is 24 contiguous bytes. Each row packs its codes in
-// DLPack order (numeric.PackFP6); the codes past K (or M) are zero. Scales are
-// compact: this format has no GEMM swizzle.
+// The data buffers are DLPack float6_e2m3fn / float6_e3m2fn (codes 15, 16,
+// 6 bits), packed: 4 codes in 3 bytes, code i of a row in bits 6i..6i+5
+// (numeric.PackFP6), so a row is 3·⌈K/4⌉ bytes; the up to 3 codes past K (or
+// M) are zero. Columnwise is stored transposed, as MXFP4's (spec §4.5's NVFP4
+// rule), so that each 32×1 block is 24 contiguous bytes. Scales are compact:
+// this format has no GEMM swizzle.
 func (s *spec) Layout(m, k int64, dir pluginsdk.Direction) ([]pluginsdk.BufferSpec, error) {
 	if m < 0 || k < 0 {
 		return nil, fmt.Errorf("shape: [%d, %d] has a negative dim: %w", m, k, pluginsdk.ErrInvalidArgument)
@@ -83,7 +83,7 @@ func (s *spec) Layout(m, k int64, dir pluginsdk.Direction) ([]pluginsdk.BufferSp
 		rows, cols = k, m
 	}
 	return []pluginsdk.BufferSpec{
-		{Kind: pluginsdk.BufData, DType: pluginsdk.Uint8, Shape: []int64{rows, packedBytes(cols)}},
+		{Kind: pluginsdk.BufData, DType: s.dtype, Shape: []int64{rows, (cols + 3) / 4 * 4}},
 		{Kind: pluginsdk.BufScaleInv, DType: pluginsdk.E8M0, Shape: []int64{rows, (cols + BlockLen - 1) / BlockLen}},
 	}, nil
 }

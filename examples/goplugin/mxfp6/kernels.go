@@ -81,7 +81,7 @@ func (s *spec) dirOut(st *pluginsdk.Storage, m, k int64, dir pluginsdk.Direction
 			return nil, fmt.Errorf("%s output: buffer %d is not the layout's %v: %w", dir, i, b, pluginsdk.ErrInvalidArgument)
 		}
 	}
-	return &dirOut{data: st.Buffers[0].Tensor.Data, scales: st.Buffers[1].Tensor.Data, pitch: layout[0].Shape[1], nb: layout[1].Shape[1]}, nil
+	return &dirOut{data: st.Buffers[0].Tensor.Data, scales: st.Buffers[1].Tensor.Data, pitch: layout[0].Shape[1] / 4 * 3, nb: layout[1].Shape[1]}, nil
 }
 
 // Quantize writes the requested directions in one pass over 32-row bands, each
