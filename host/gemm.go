@@ -214,12 +214,23 @@ func cpuTileDequantizer(format string) (TileDequantizer, error) {
 	}
 	td, ok := k.(TileDequantizer)
 	if !ok {
-		return nil, Errorf(ErrUnsupported, "format %q has no CPU tile dequantizer: %w", format, errNoTileDequantizer)
+		if _, whole := k.(WholeDequantizer); whole {
+			return nil, errNoTileDequantizer
+		}
+		return nil, Errorf(ErrUnsupported, "format %q has no CPU tile dequantizer", format)
 	}
 	return td, nil
 }
 
-// errNoTileDequantizer: the CPU GEMM dequantizes such a format's operand whole.
+// WholeDequantizer marks CPU kernels without a TileDequantizer whose
+// Dequantize the CPU GEMM may run on a whole operand instead, into an FP32
+// copy it reads tiles from (an out-of-process plugin's kernels, where a round
+// trip per tile would cost more than the copy).
+type WholeDequantizer interface {
+	DequantizesWhole()
+}
+
+// errNoTileDequantizer: the format's kernels are a WholeDequantizer.
 var errNoTileDequantizer = errors.New("its operands are dequantized whole")
 
 func gemmKernelFor(dev Device) (GemmKernel, bool) {

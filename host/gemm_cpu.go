@@ -13,7 +13,7 @@ func init() { RegisterGemmKernel(CPU, cpuGemm{}) }
 // FP32 product (no full-size dequantized copy), each format's per-tensor
 // factors (TileDequantizer.TensorScale) go into alpha, and the epilogue
 // applies alpha, beta·C, bias and accumulation and rounds to D's dtype.
-// A format whose CPU kernels have no tile dequantizer (an out-of-process
+// A format whose CPU kernels are a WholeDequantizer (an out-of-process
 // plugin's, where a call per tile would cost a round trip each) is
 // dequantized whole to FP32 once, through its Dequantize kernel, and the
 // tiles are read from that copy.
@@ -78,7 +78,7 @@ func cpuLoader(name string, in *GemmInput) (gemm.Loader, float32, func(), error)
 		return nil, 0, nil, Errorf(ErrUnsupported, "%s: %v", name, err)
 	}
 	td, ok := k.(TileDequantizer)
-	if !ok {
+	if _, whole := k.(WholeDequantizer); !ok && whole {
 		whole, err := AllocTensor(Device{Type: CPU}, Float32, []int64{rows, cols}, 0)
 		if err != nil {
 			return nil, 0, nil, err
@@ -89,6 +89,9 @@ func cpuLoader(name string, in *GemmInput) (gemm.Loader, float32, func(), error)
 			return nil, 0, nil, fmt.Errorf("%s: dequantizing %s operand: %w", name, st.FormatName(), err)
 		}
 		return dense(whole), 1, free, nil
+	}
+	if !ok {
+		return nil, 0, nil, Errorf(ErrUnsupported, "%s: format %q has no CPU tile dequantizer", name, st.FormatName())
 	}
 	return func(r0, r1, c0, c1 int, dst []float32, ld int, transposed bool) {
 		if trans {

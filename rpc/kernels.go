@@ -13,7 +13,14 @@ import (
 // outputs back.
 type kernels struct{ slot *slot }
 
-var _ host.Kernels = (*kernels)(nil)
+var (
+	_ host.Kernels          = (*kernels)(nil)
+	_ host.WholeDequantizer = (*kernels)(nil)
+)
+
+// DequantizesWhole: the CPU GEMM dequantizes a plugin format's operand in one
+// call, not a call per tile.
+func (*kernels) DequantizesWhole() {}
 
 // call is one operation's arena regions; done releases them.
 type call struct {
