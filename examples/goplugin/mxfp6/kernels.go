@@ -218,24 +218,36 @@ func block[T element](s *spec, x []T, stride, c0, c1 int64, codes []uint8) uint8
 // s.bf16 (built from Encode). Zeros, subnormals, Inf, NaN and the NaN scale
 // take Encode itself.
 func (s *spec) blockBF16(x []uint16, stride, c0, c1 int64, codes []uint8) uint8 {
-	var amax uint16
-	for i := c0; i < c1; i++ {
-		if a := x[i*stride] & 0x7FFF; a > amax && a <= 0x7F80 {
-			amax = a
+	// A contiguous block is read in place; a strided one (columnwise) is
+	// gathered first, so that both loops below run over a plain slice.
+	var buf [BlockLen]uint16
+	xs := x[c0:c1]
+	if stride != 1 {
+		xs = buf[:c1-c0]
+		for i := range xs {
+			xs[i] = x[(c0+int64(i))*stride]
 		}
+	}
+	var amax uint16
+	for _, h := range xs {
+		a := h & 0x7FFF
+		if a > 0x7F80 {
+			a = 0
+		}
+		amax = max(amax, a)
 	}
 	e := s.exponent(math.Float32frombits(uint32(amax) << 16))
 	scale := numeric.E8M0Reciprocal(e)
 	t := s.bf16
-	for i := c0; i < c1; i++ {
-		h := x[i*stride]
+	codes = codes[:len(xs)]
+	for i, h := range xs {
 		ex := int(h >> 7 & 0xFF)
 		if ex == 0 || ex == 0xFF || e == numeric.E8M0NaN {
-			codes[i-c0] = s.el.Encode(math.Float32frombits(uint32(h)<<16) * scale)
+			codes[i] = s.el.Encode(math.Float32frombits(uint32(h)<<16) * scale)
 			continue
 		}
 		d := min(max(ex-int(e), t.lo), t.hi) - t.lo
-		codes[i-c0] = t.codes[(int(h>>15)*t.n+d)<<7|int(h&0x7F)]
+		codes[i] = t.codes[(int(h>>15)*t.n+d)<<7|int(h&0x7F)]
 	}
 	return e
 }
