@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"libquant/host"
+	"libquant/internal/parallel"
 	"libquant/pluginsdk/wire"
 )
 
@@ -62,12 +63,21 @@ func (c *call) region(what string, t host.Tensor, in, out bool) (wire.Region, er
 	r := wire.Region{Off: off, Bytes: n, DType: uint8(t.DType), Shape: t.Shape}
 	c.regs = append(c.regs, r)
 	if in && n > 0 {
-		copy(c.p.arena[off:off+n], t.Bytes8())
+		copyParallel(c.p.arena[off:off+n], t.Bytes8())
 	}
 	if out && n > 0 {
-		c.outs = append(c.outs, func() { copy(t.Bytes8(), c.p.arena[off:off+n]) })
+		c.outs = append(c.outs, func() { copyParallel(t.Bytes8(), c.p.arena[off:off+n]) })
 	}
 	return r, nil
+}
+
+// copyParallel copies src into dst (the same length) in 1 MiB chunks over
+// the cores: one core's memcpy does not reach the memory bandwidth.
+func copyParallel(dst, src []byte) {
+	const chunk = 1 << 20
+	parallel.For((len(src)+chunk-1)/chunk, 1, func(lo, hi int) {
+		copy(dst[lo*chunk:min(hi*chunk, len(dst))], src[lo*chunk:min(hi*chunk, len(src))])
+	})
 }
 
 func (c *call) storage(what string, st *host.Storage, in, out bool) (*wire.Storage, error) {
