@@ -87,7 +87,6 @@ type plugin struct {
 
 	mu      sync.Mutex
 	dead    error
-	stopped chan struct{} // closed once the process is stopped and unmapped
 	calls   sync.WaitGroup
 }
 
@@ -143,7 +142,7 @@ func Load(path string, opts Options) (Info, error) {
 			return q.snapshot(), nil
 		}
 	}
-	p := &plugin{info: Info{Path: path, Origin: opts.Origin}, real: real, opts: opts, stderr: &tail{}, stopped: make(chan struct{})}
+	p := &plugin{info: Info{Path: path, Origin: opts.Origin}, real: real, opts: opts, stderr: &tail{}}
 	err := p.start()
 	if err == nil {
 		err = register(p)
@@ -309,7 +308,6 @@ func (p *plugin) finish() {
 	if p.file != nil {
 		p.file.Close()
 	}
-	close(p.stopped)
 }
 
 // invoke calls method with the per-call deadline and turns every failure into
