@@ -85,9 +85,9 @@ type plugin struct {
 	watchdog *os.File
 	stderr   *tail
 
-	mu      sync.Mutex
-	dead    error
-	calls   sync.WaitGroup
+	mu    sync.Mutex
+	dead  error
+	calls sync.WaitGroup
 }
 
 var loaded = struct {
