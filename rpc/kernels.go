@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"fmt"
+	"sync"
+	"unsafe"
 
 	"libquant/host"
 	"libquant/internal/parallel"
@@ -17,7 +19,54 @@ type kernels struct{ slot *slot }
 var (
 	_ host.Kernels          = (*kernels)(nil)
 	_ host.WholeDequantizer = (*kernels)(nil)
+	_ host.BufferAllocator  = (*kernels)(nil)
 )
+
+// AllocBuffer places a storage buffer of the plugin's format in the arena,
+// where the plugin writes and reads it in place: quantize outputs and
+// dequantize inputs then cross without a copy. It stays valid after the
+// plugin stops (the arena is unmapped when its last buffer is released).
+func (k *kernels) AllocBuffer(b host.BufferSpec, dev host.Device) (host.Tensor, func(), bool) {
+	if dev.Type != host.CPU {
+		return host.Tensor{}, nil, false
+	}
+	p := k.slot.get()
+	n := b.Bytes()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead != nil || p.arena == nil {
+		return host.Tensor{}, nil, false
+	}
+	off, ok := p.alloc.alloc(n)
+	if !ok {
+		return host.Tensor{}, nil, false
+	}
+	p.live++
+	t := host.Tensor{Ptr: unsafe.Pointer(&p.arena[off]), DType: b.DType, Shape: append([]int64(nil), b.Shape...), Device: dev}
+	var once sync.Once
+	return t, func() {
+		once.Do(func() {
+			p.alloc.release(off, n)
+			p.mu.Lock()
+			p.live--
+			p.unmapIfUnused()
+			p.mu.Unlock()
+		})
+	}, true
+}
+
+// inArena returns t's offset when t lies in the arena of c's plugin.
+func (c *call) inArena(t host.Tensor, n int64) (int64, bool) {
+	if n == 0 || len(c.p.arena) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(&c.p.arena[0]))
+	ptr := uintptr(t.Ptr)
+	if ptr < base || ptr-base > uintptr(len(c.p.arena)) || uintptr(n) > uintptr(len(c.p.arena))-(ptr-base) {
+		return 0, false
+	}
+	return int64(ptr - base), true
+}
 
 // DequantizesWhole: the CPU GEMM dequantizes a plugin format's operand in one
 // call, not a call per tile.
@@ -56,6 +105,10 @@ func (c *call) region(what string, t host.Tensor, in, out bool) (wire.Region, er
 		return wire.Region{}, host.Errorf(host.ErrUnsupported, "%s: is on %s, but format plugin %s runs in another process and takes CPU tensors only (copy the tensor to the CPU first)", what, t.Device, c.p.info.Name)
 	}
 	n := t.Bytes()
+	if off, ok := c.inArena(t, n); ok {
+		// A storage buffer AllocBuffer placed here: used in place.
+		return wire.Region{Off: off, Bytes: n, DType: uint8(t.DType), Shape: t.Shape}, nil
+	}
 	off, ok := c.p.alloc.alloc(n)
 	if !ok {
 		return wire.Region{}, host.Errorf(host.ErrOutOfMemory, "%s: %d bytes do not fit in the free space of plugin %s's %d-byte shared arena", what, n, c.p.info.Name, c.p.opts.ArenaBytes)

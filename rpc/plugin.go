@@ -85,9 +85,12 @@ type plugin struct {
 	watchdog *os.File
 	stderr   *tail
 
-	mu    sync.Mutex
-	dead  error
-	calls sync.WaitGroup
+	mu   sync.Mutex
+	dead error
+	live int // storage buffers in the arena (kernels.AllocBuffer)
+	// finished: the process is stopped; the arena goes once live is 0.
+	finished bool
+	calls    sync.WaitGroup
 }
 
 var loaded = struct {
@@ -301,12 +304,22 @@ func (p *plugin) finish() {
 	if p.watchdog != nil {
 		p.watchdog.Close()
 	}
-	if p.arena != nil {
+	if p.file != nil {
+		p.file.Close() // the mapping keeps the memory
+	}
+	p.mu.Lock()
+	p.finished = true
+	p.unmapIfUnused()
+	p.mu.Unlock()
+}
+
+// unmapIfUnused unmaps the arena once the plugin is finished and no storage
+// buffer lives in it any more (storages outlive their plugin: their bytes
+// stay readable). Called with mu held.
+func (p *plugin) unmapIfUnused() {
+	if p.finished && p.live == 0 && p.arena != nil {
 		_ = wire.Unmap(p.arena)
 		p.arena = nil
-	}
-	if p.file != nil {
-		p.file.Close()
 	}
 }
 
