@@ -98,6 +98,23 @@ var loaded = struct {
 	list []*plugin // every load, in order; failed ones keep their error
 }{}
 
+func init() { host.RegisterPluginReport(report) }
+
+// report says what executable plugins were loaded, for host's
+// device-unavailable messages: they serve CPU tensors only.
+func report() string {
+	var parts []string
+	for _, i := range Plugins() {
+		if i.Err != nil {
+			parts = append(parts, i.Err.Error())
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("executable plugin %s from %s runs formats %s out of process, on CPU tensors only",
+			i.Name, i.Path, strings.Join(i.Formats, ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Plugins lists every executable plugin load, in order.
 func Plugins() []Info {
 	loaded.Lock()

@@ -297,7 +297,9 @@ func TestRefusesCUDA(t *testing.T) {
 	x, _ := hosttest.Input(t, host.Float32, testutil.Normal(64, 1, 1), 8, 8)
 	x.Device = host.Device{Type: host.CUDA}
 	_, err = q.Quantize(x, host.QuantizeOptions{})
-	require.Error(t, err)
+	require.ErrorIs(t, err, host.ErrDeviceUnavailable)
+	require.ErrorContains(t, err, "cuda")
+	require.ErrorContains(t, err, "runs formats mxfp6 out of process, on CPU tensors only")
 }
 
 // hostProcess is the host of TestHostKilled: it loads the faulty plugin,
