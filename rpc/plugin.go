@@ -384,7 +384,7 @@ func invoke[Resp any](p *plugin, method string, req any) (*Resp, error) {
 
 // exitStatus waits briefly for the process to be reaped and says how it ended.
 func (p *plugin) exitStatus() string {
-	for i := 0; i < 50 && !p.gp.Exited(); i++ {
+	for i := 0; i < 200 && !p.gp.Exited(); i++ { // up to 2 s: go-plugin reaps it after its stderr is read
 		time.Sleep(10 * time.Millisecond)
 	}
 	if ps := p.cmd.ProcessState; p.gp.Exited() && ps != nil {
