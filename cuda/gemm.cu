@@ -132,26 +132,84 @@ __device__ __forceinline__ float op_value(const OpView &v, int64_t r, int64_t c)
   return 0.0f;
 }
 
+// Elements p0 .. p0+7 (n of them inside) of row i of an operand whose
+// physical row i holds them contiguously, the contraction dim being the
+// physical one (the copy TE's rule picks for a quantized operand): one load
+// of the codes and one scale (blocks of 16, 32 or 128 along p, p0 % 8 == 0).
+__device__ __forceinline__ void expand8_contig(const OpView &v, int64_t i, int64_t p0, int n, float (&x)[8]) {
+  const bool fp4 = v.kind == Kind::Mxfp4 || v.kind == Kind::Nvfp4;
+  const uint8_t *q = v.data + i * v.pitch + (fp4 ? p0 / 2 : p0);
+  const int nb = fp4 ? (n + 1) / 2 : n;  // bytes to read
+  uint64_t codes = 0;
+  if (nb == (fp4 ? 4 : 8) && (reinterpret_cast<uintptr_t>(q) & (fp4 ? 3 : 7)) == 0) {
+    codes = fp4 ? *reinterpret_cast<const uint32_t *>(q) : *reinterpret_cast<const uint64_t *>(q);
+  } else {
+    for (int b = 0; b < nb; b++) codes |= (uint64_t)q[b] << (8 * b);
+  }
+  float s = 1.0f;
+  switch (v.kind) {
+    case Kind::Fp8Block: {
+      const float *sc = reinterpret_cast<const float *>(v.scale);
+      s = v.s_two_d ? sc[(i / 128) * v.s_stride + p0 / 128] : sc[(p0 / 128) * v.s_stride + i];
+      break;
+    }
+    case Kind::Mxfp8:
+    case Kind::Mxfp4: {
+      const int64_t j = p0 / 32;
+      const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : v.s_jmajor ? j * v.s_pad_i + i : i * v.s_pad_j + j;
+      s = e8m0_decode(reinterpret_cast<const uint8_t *>(v.scale)[si]);
+      break;
+    }
+    case Kind::Nvfp4: {
+      const int64_t j = p0 / 16;
+      const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
+      s = fp8_decode<Fp8::E4M3>(reinterpret_cast<const uint8_t *>(v.scale)[si]);
+      break;
+    }
+    default: break;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++) {
+    float c;
+    if (fp4) c = e2m1_decode((uint32_t)(codes >> (4 * e)) & 0xF);
+    else {
+      const uint8_t b = (uint8_t)(codes >> (8 * e));
+      c = (v.kind == Kind::Fp8Block || v.el == 0) ? fp8_decode<Fp8::E4M3>(b) : fp8_decode<Fp8::E5M2>(b);
+    }
+    x[e] = e < n ? (v.kind == Kind::Fp8 ? c : __fmul_rn(s, c)) : 0.0f;
+  }
+}
+
 // op(X) expanded into a row-major [rows_out, k] buffer of OT: for A, op(A)
 // [M, K]; for B, op(B)ᵀ [N, K] (so that cuBLASLt always gets "TN"). Each
-// thread writes 8 consecutive elements of a row (16 bytes of BF16).
+// thread writes 8 consecutive elements of a row (16 bytes of BF16). contig:
+// the operand's physical rows are op rows (expand8_contig), else element by
+// element (op_value).
 template <typename OT>
-__global__ void __launch_bounds__(256) expand_kernel(OpView v, int64_t rows_out, int64_t k, int is_b, OT *out) {
+__global__ void __launch_bounds__(256) expand_kernel(OpView v, int64_t rows_out, int64_t k, int is_b, int contig, OT *out) {
   const int64_t groups = (k + 7) / 8, n = rows_out * groups, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
     const int64_t i = g / groups, p0 = (g % groups) * 8;
     OT o[8];
+    float xs[8];
+    if (contig) {
+      expand8_contig(v, i, p0, (int)(k - p0 < 8 ? k - p0 : 8), xs);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        const int64_t p = p0 + e;
+        xs[e] = 0.0f;
+        if (p < k) {
+          // op(A)[i, p] = A[i, p] or A[p, i]; op(B)ᵀ[i, p] = op(B)[p, i] = B[p, i] or B[i, p].
+          const bool t = is_b ? !v.trans : v.trans;
+          xs[e] = t ? op_value(v, p, i) : op_value(v, i, p);
+        }
+      }
+    }
 #pragma unroll
     for (int e = 0; e < 8; e++) {
-      const int64_t p = p0 + e;
-      float x = 0.0f;
-      if (p < k) {
-        // op(A)[i, p] = A[i, p] or A[p, i]; op(B)ᵀ[i, p] = op(B)[p, i] = B[p, i] or B[i, p].
-        const bool t = is_b ? !v.trans : v.trans;
-        x = t ? op_value(v, p, i) : op_value(v, i, p);
-      }
-      if constexpr (sizeof(OT) == 2) o[e] = __float2bfloat16_rn(x);  // exact: x is a BF16 value
-      else o[e] = x;
+      if constexpr (sizeof(OT) == 2) o[e] = __float2bfloat16_rn(xs[e]);  // exact: a BF16 value
+      else o[e] = xs[e];
     }
     OT *dst = out + i * k + p0;
     if (p0 + 8 <= k && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
@@ -392,6 +450,11 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err
     LQ_LT(cublasLtMatmulPreferenceCreate(&pref), "preference");
     size_t wsz = kWorkspace;
     LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz), "workspace size");
+    // Split-K partial sums only in the compute type (FP32): a reduction in
+    // D's type or in place in D rounds partial sums to BF16/FP16 (H100 run 3:
+    // BF16 accumulate into D was off by more than one rounding).
+    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red), "reduction schemes");
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
     LQ_LT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, ld, pref, 1, &res, &found), "algorithm search");
@@ -430,6 +493,14 @@ struct Scratch {
     return QUANT_OK;
   }
 };
+
+// Whether the expansion of op(X) (A) or op(X)ᵀ (B) reads X's physical rows:
+// op row i, contraction index p is physical (i, p).
+int contiguous(const OpView &v, bool is_b) {
+  if (v.kind == Kind::Dense) return 0;
+  const bool t = is_b ? !v.trans : v.trans;  // logical (r, c) = t ? (p, i) : (i, p)
+  return t == (v.transposed != 0);
+}
 
 unsigned grid_for(int64_t n) {
   int64_t b = ceil_div(n > 0 ? n : 1, 256);
@@ -480,7 +551,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   const bool factors = !fp8_native && (va.factor != nullptr || vb.factor != nullptr);
   // cuBLASLt writes BF16/FP16 inputs' products to their own type or FP32,
   // FP32 inputs' to FP32, FP8's to any of the three.
-  const bool d_ok = fp8_native || ddt == 0 || ddt == ct;
+  // With C (or old D) added, D of 16 bits goes through the FP32 epilogue:
+  // one rounding after the addition, whatever cuBLASLt's epilogue does.
+  const bool d_ok = (fp8_native || ddt == 0 || ddt == ct) && (ddt == 0 || !(has_c || a->accumulate));
   const bool direct_epi = K > 0 && d_ok && !factors && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt);
   if (!direct_epi) {
     OpView fa = va, fb = vb;
@@ -526,8 +599,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
     } else {
       void *buf;
       LQ_TRY(scratch.get((size_t)M * K * esz, &buf, "the expanded a", err));
-      if (ct == 0) expand_kernel<float><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, (float *)buf);
-      else expand_kernel<__nv_bfloat16><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, (__nv_bfloat16 *)buf);
+      const int contig = contiguous(va, false);
+      if (ct == 0) expand_kernel<float><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, contig, (float *)buf);
+      else expand_kernel<__nv_bfloat16><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, contig, (__nv_bfloat16 *)buf);
       LQ_LAUNCHED("expand a kernel launch");
       c.b = buf;
       c.ldb = K;
@@ -541,8 +615,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
     } else {
       void *buf;
       LQ_TRY(scratch.get((size_t)N * K * esz, &buf, "the expanded b", err));
-      if (ct == 0) expand_kernel<float><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, (float *)buf);
-      else expand_kernel<__nv_bfloat16><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, (__nv_bfloat16 *)buf);
+      const int contig = contiguous(vb, true);
+      if (ct == 0) expand_kernel<float><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, contig, (float *)buf);
+      else expand_kernel<__nv_bfloat16><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, contig, (__nv_bfloat16 *)buf);
       LQ_LAUNCHED("expand b kernel launch");
       c.a = buf;
       c.lda = K;
