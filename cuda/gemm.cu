@@ -423,6 +423,7 @@ struct LtCall {
   float alpha, beta;            // host scalars
   bool use_c;
   const float *a_scale, *b_scale;  // FP8 scale pointers (device), or NULL
+  int32_t a_scale_mode, b_scale_mode;  // cublasLtMatmulMatrixScale_t (0: per-tensor scalar)
   cublasComputeType_t compute;
 };
 
@@ -438,6 +439,8 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err
     LQ_LT(cublasLtMatmulDescCreate(&op, c.compute, CUDA_R_32F), "matmul descriptor");
     LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &c.opa, sizeof c.opa), "transa");
     LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &c.opb, sizeof c.opb), "transb");
+    if (c.a_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &c.a_scale_mode, sizeof c.a_scale_mode), "A scale mode");
+    if (c.b_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &c.b_scale_mode, sizeof c.b_scale_mode), "B scale mode");
     if (c.a_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c.a_scale, sizeof c.a_scale), "A scale");
     if (c.b_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c.b_scale, sizeof c.b_scale), "B scale");
     // Stored (column-major) shapes: A' is [m', k'] after opa.
@@ -457,7 +460,9 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err
     LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red), "reduction schemes");
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
-    LQ_LT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, ld, pref, 1, &res, &found), "algorithm search");
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, ld, pref, 1, &res, &found);
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+    else LQ_LT(hs, "algorithm search");
     if (found == 0)
       return fail(err, QUANT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM (m'=%lld n'=%lld k'=%lld)", (long long)c.m,
                   (long long)c.n, (long long)c.k);
@@ -508,7 +513,9 @@ unsigned grid_for(int64_t n) {
   return (unsigned)b;
 }
 
-int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
+// allow_block: try FP8 block scaling in cuBLASLt (a retry without it follows
+// where cuBLASLt has no algorithm for it).
+int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allow_block = true) {
   const int64_t M = a->m, N = a->n, K = a->k;
   if (M < 0 || N < 0 || K < 0) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "m, n, k: negative");
   LQ_TRY(check_device(a->d, "d", err));
@@ -536,8 +543,17 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   // alpha (with the per-tensor factors) and beta on the device.
   float *ab = nullptr;
   LQ_TRY(scratch.get(2 * sizeof(float), (void **)&ab, "alpha and beta", err));
-  const bool fp8_native = va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && M % 16 == 0 && N % 16 == 0 &&
+  const bool fp8_tensor = va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && M % 16 == 0 && N % 16 == 0 &&
                           K % 16 == 0 && aligned16(va.data) && aligned16(vb.data);
+  // FP8 block scaling (CUDA >= 12.9 cuBLASLt, Hopper): A 1x128 (VEC128_32F),
+  // B 1x128 or 128x128 (BLK128x128_32F), TN as the host hands them, whole
+  // 128-blocks along K, and the scale buffers in the layouts cuBLASLt reads:
+  // fp8_block's 1-D [K/128, pad4(rows)] is its [K/128, rows] when rows % 4 == 0;
+  // the 2-D [N/128, pad4(K/128)] is [N/128, K/128] when (K/128) % 4 == 0.
+  const bool fp8_block = allow_block && va.kind == Kind::Fp8Block && vb.kind == Kind::Fp8Block && !va.s_two_d && M % 16 == 0 &&
+                         N % 16 == 0 && K % 128 == 0 && (!vb.s_two_d || (K / 128) % 4 == 0) && aligned16(va.data) && aligned16(vb.data) &&
+                         aligned16(va.scale) && aligned16(vb.scale) && contiguous(va, false) && contiguous(vb, true);
+  const bool fp8_native = fp8_tensor || fp8_block;
   // The epilogue runs in cuBLASLt where it is alpha·Σ + beta·C' with C' of
   // D's dtype (C itself, or old D with beta 1 when accumulating) and no
   // per-tensor factor is left to apply; else FP32 sums go to scratch and
@@ -585,6 +601,13 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
     c.ldb = K;
     c.a_scale = vb.factor;
     c.b_scale = va.factor;
+    if (fp8_block) {
+      c.ta = c.tb = CUDA_R_8F_E4M3;
+      c.a_scale = (const float *)vb.scale;
+      c.b_scale = (const float *)va.scale;
+      c.a_scale_mode = vb.s_two_d ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      c.b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    }
   } else {
     c.ta = c.tb = cuda_type(ct);
     const size_t esz = ct == 0 ? 4 : 2;
@@ -638,7 +661,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
       c.c = a->d.data;
       c.beta = 1.0f;
     }
-    return lt_run(c, dev, s, err);
+    const int32_t st = lt_run(c, dev, s, err);
+    if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
+    return st;
   }
   float *sums;
   LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
@@ -647,7 +672,11 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   c.use_c = false;
   c.alpha = 1.0f;  // Σ; epilogue_kernel applies alpha_eff
   c.beta = 0.0f;
-  LQ_TRY(lt_run(c, dev, s, err));
+  {
+    const int32_t st = lt_run(c, dev, s, err);
+    if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
+    LQ_TRY(st);
+  }
   epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
                                                   a->d.data, ddt, a->accumulate, M, N);
   LQ_LAUNCHED("epilogue kernel launch");
@@ -684,6 +713,8 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
   }
   if (is_format(fa, "identity") && is_format(fb, "identity"))
     return say(QUANT_GEMM_NATIVE, "cuBLASLt in the tensors' dtype (BF16, FP16; FP32 without TF32); mixed dtypes in FP32");
+  if (is_format(fa, "fp8_block") && is_format(fb, "fp8_block") && !(a->params_a && a->params_a->block_dims == 2))
+    return say(QUANT_GEMM_NATIVE, "FP8 block scaling (cuBLASLt) for 1x128 x 1x128 or 128x128, M, N %% 16, K %% 128 (512 for 128x128); else FP32");
   if (is_format(fa, "fp8_block") || is_format(fb, "fp8_block"))
     return say(QUANT_GEMM_EMULATED, "FP8 codes times FP32 block scales expanded to FP32, FP32 GEMM (cuBLASLt)");
   return say(QUANT_GEMM_EMULATED, "expanded exactly to BF16 (per-tensor factors into alpha), BF16 tensor cores, FP32 accumulation");
