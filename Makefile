@@ -11,7 +11,7 @@ CFLAGS  ?= -O2
 CFLAGS_ALL := -std=c99 $(CWARN) $(CFLAGS) -Iinclude -Iexamples/c
 LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 
-GO_SRC  := go.mod go.sum $(shell find capi host plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
+GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
 .PHONY: all demo lib mlp test test-gpu bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
@@ -99,8 +99,12 @@ $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) include/quant_plugin.h inclu
 	@mkdir -p $(BUILD)/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -c -o $@ $<
 
+# cuBLASLt (the GEMM, cuda/gemm.cu) is linked dynamically from the toolkit
+# nvcc belongs to, found at run time through the rpath.
+CUDA_LIBDIR ?= $(abspath $(dir $(shell command -v $(NVCC) 2>/dev/null))../lib64)
 $(CUDA_LIB): $(CUDA_OBJ) cuda/libquant_cuda.map
-	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ)
+	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ) \
+	  -L$(CUDA_LIBDIR) -lcublasLt -Xlinker -rpath,$(CUDA_LIBDIR)
 
 test-go:
 	$(GO) vet ./...
@@ -147,6 +151,7 @@ test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
+	$(BUILD)/mlp_train quick batch=45
 
 # CPU benchmarks against NumPy (landscape.md's peers). Installs Debian's NumPy
 # and OpenBLAS (the optimized BLAS NumPy's matmul peer should have) if missing,

@@ -10,14 +10,15 @@ import (
 	"unsafe"
 
 	"libquant/host"
+	"libquant/linear"
 )
 
 // linearEntry is what a quant_linear handle holds.
-type linearEntry struct{ l *host.Linear }
+type linearEntry struct{ l *linear.Layer }
 
 // linearCtxEntry is what a quant_linear_ctx handle holds.
 type linearCtxEntry struct {
-	c       *host.LinearContext
+	c       *linear.Context
 	grouped bool
 }
 
@@ -47,8 +48,8 @@ func flagArg(name string, v C.int32_t) (bool, error) {
 	return false, invalid("%s: %d is not 0 or 1", name, v)
 }
 
-func linearFlags(override, save, inGrad, wGrad C.int32_t) (host.LinearFlags, error) {
-	f := host.LinearFlags{BackwardOverride: host.BackwardOverride(override)}
+func linearFlags(override, save, inGrad, wGrad C.int32_t) (linear.Flags, error) {
+	f := linear.Flags{BackwardOverride: linear.BackwardOverride(override)}
 	var err error
 	if f.SaveOriginalInput, err = flagArg("save_original_input", save); err != nil {
 		return f, err
@@ -93,18 +94,18 @@ func quant_linear_create(config *C.capi_const_linear_config, out **C.quant_linea
 			return invalid("config.num_gemms: %d (want 0 for a plain layer, 1..%d for a grouped one)", c.num_gemms, maxGEMMs)
 		}
 		grouped, n := c.num_gemms > 0, max(1, int(c.num_gemms))
-		var l *host.Linear
+		var l *linear.Layer
 		if c.recipe != nil {
 			for i, p := range []**C.quant_quantizer{c.input_quantizers, c.weight_quantizers, c.grad_output_quantizers} {
 				if p != nil {
-					return invalid("config.%s_quantizers: set together with config.recipe; give a recipe or explicit quantizers", host.LinearTensor(i))
+					return invalid("config.%s_quantizers: set together with config.recipe; give a recipe or explicit quantizers", linear.Tensor(i))
 				}
 			}
 			r, err := getRecipePtr(unsafe.Pointer(c.recipe), "config.recipe")
 			if err != nil {
 				return err
 			}
-			if l, err = host.NewLinear(r.r, goString(c.name), grouped, n); err != nil {
+			if l, err = linear.New(r.r, goString(c.name), grouped, n); err != nil {
 				return err
 			}
 		} else {
@@ -127,7 +128,7 @@ func quant_linear_create(config *C.capi_const_linear_config, out **C.quant_linea
 				qs[i] = q
 			}
 			var err error
-			if l, err = host.NewLinearWithQuantizers(grouped, qs[0], qs[1], qs[2]); err != nil {
+			if l, err = linear.NewWithQuantizers(grouped, qs[0], qs[1], qs[2]); err != nil {
 				return err
 			}
 		}
@@ -164,7 +165,7 @@ func quant_linear_quantizer(layer *C.quant_linear, tensorType *C.capi_const_char
 		if out == nil {
 			return invalid("out: is NULL")
 		}
-		tt, err := host.LinearTensorOf(C.GoString(tensorType))
+		tt, err := linear.TensorOf(C.GoString(tensorType))
 		if err != nil {
 			return err
 		}
@@ -237,7 +238,7 @@ func tensorArray(name string, p unsafe.Pointer, n int) ([]host.Tensor, error) {
 	return out, nil
 }
 
-func linearCtxHandle(c *host.LinearContext, grouped bool) *C.quant_linear_ctx {
+func linearCtxHandle(c *linear.Context, grouped bool) *C.quant_linear_ctx {
 	return C.capi_linear_ctx_handle(C.uintptr_t(newHandle(&linearCtxEntry{c: c, grouped: grouped})))
 }
 
@@ -255,7 +256,7 @@ func quant_linear_forward(layer *C.quant_linear, args *C.capi_const_linear_forwa
 		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Offsetof(a.stream)+unsafe.Sizeof(a.stream)); err != nil {
 			return err
 		}
-		fa := host.LinearForwardArgs{Stream: uintptr(a.stream)}
+		fa := linear.ForwardArgs{Stream: uintptr(a.stream)}
 		if fa.Input, err = tensorFromDL("input", unsafe.Pointer(a.input)); err != nil {
 			return err
 		}
@@ -303,7 +304,7 @@ func quant_grouped_linear_forward(layer *C.quant_linear, args *C.capi_const_grou
 			return err
 		}
 		G := e.l.NumGEMMs()
-		fa := host.LinearForwardArgs{Stream: uintptr(a.stream)}
+		fa := linear.ForwardArgs{Stream: uintptr(a.stream)}
 		if fa.Input, err = tensorFromDL("input", unsafe.Pointer(a.input)); err != nil {
 			return err
 		}
@@ -353,7 +354,7 @@ func quant_linear_backward(ctx *C.quant_linear_ctx, args *C.capi_const_linear_ba
 		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Offsetof(a.stream)+unsafe.Sizeof(a.stream)); err != nil {
 			return err
 		}
-		ba := host.LinearBackwardArgs{Stream: uintptr(a.stream)}
+		ba := linear.BackwardArgs{Stream: uintptr(a.stream)}
 		if ba.GradOutput, err = tensorFromDL("grad_output", unsafe.Pointer(a.grad_output)); err != nil {
 			return err
 		}
@@ -393,7 +394,7 @@ func quant_grouped_linear_backward(ctx *C.quant_linear_ctx, args *C.capi_const_g
 			return err
 		}
 		G := e.c.Info().NumGEMMs
-		ba := host.LinearBackwardArgs{Stream: uintptr(a.stream)}
+		ba := linear.BackwardArgs{Stream: uintptr(a.stream)}
 		if ba.GradOutput, err = tensorFromDL("grad_output", unsafe.Pointer(a.grad_output)); err != nil {
 			return err
 		}
@@ -485,7 +486,7 @@ func quant_linear_scaling_amaxes(layer *C.capi_const_linear, pass C.int32_t, ama
 		if count == nil {
 			return invalid("count: is NULL")
 		}
-		a, err := e.l.ScalingAmaxes(host.LinearPass(pass))
+		a, err := e.l.ScalingAmaxes(linear.Pass(pass))
 		if err != nil {
 			return err
 		}
@@ -517,6 +518,6 @@ func quant_linear_update_scaling(layer *C.quant_linear, pass C.int32_t, reduced 
 		case reduced != nil:
 			r = append(make([]float32, 0, int(count)), unsafe.Slice((*float32)(unsafe.Pointer(reduced)), int(count))...)
 		}
-		return e.l.UpdateScaling(host.LinearPass(pass), r)
+		return e.l.UpdateScaling(linear.Pass(pass), r)
 	})
 }

@@ -1,5 +1,5 @@
 // Command capi is libquant's C ABI: built with -buildmode=c-shared into
-// libquant.so. It only converts C arguments, calls host, and turns errors and
+// libquant.so. It only converts C arguments, calls host, linear and native, and turns errors and
 // panics into status codes; include/quant.h is the contract it implements.
 package main
 
@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"libquant/host"
+	_ "libquant/host/cpumem" // CPU tensors on the C heap
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/mxfp8"
 	_ "libquant/plugins/nvfp4"

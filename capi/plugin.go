@@ -12,7 +12,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"libquant/host"
+	"libquant/native"
 )
 
 var defaultPlugins sync.Once
@@ -26,7 +26,7 @@ func loadDefaultPlugins() {
 		if p := C.capi_library_path(); p != nil {
 			dir = filepath.Dir(C.GoString(p))
 		}
-		host.LoadDefaultPlugins(dir)
+		native.LoadDefault(dir)
 	})
 }
 
@@ -43,10 +43,10 @@ type cPluginStrings struct {
 	defined                      []*C.char
 }
 
-func pluginEntry(index C.size_t) (host.PluginInfo, *cPluginStrings, error) {
-	list := host.Plugins()
+func pluginEntry(index C.size_t) (native.Info, *cPluginStrings, error) {
+	list := native.Plugins()
 	if int(index) >= len(list) {
-		return host.PluginInfo{}, nil, invalid("index: %d is past the %d entries of the plugin list", index, len(list))
+		return native.Info{}, nil, invalid("index: %d is past the %d entries of the plugin list", index, len(list))
 	}
 	i := int(index)
 	p := list[i]
@@ -80,12 +80,12 @@ func quant_plugin_load(path *C.capi_const_char, index *C.size_t) C.quant_status 
 		if p == "" {
 			return invalid("path: is empty")
 		}
-		info, err := host.LoadPlugin(p, host.PluginExplicit)
+		info, err := native.Load(p, native.Explicit)
 		if err != nil {
 			return err
 		}
 		if index != nil {
-			for i, q := range host.Plugins() {
+			for i, q := range native.Plugins() {
 				if q.Err == nil && q.Path == info.Path && q.Name == info.Name {
 					*index = C.size_t(i)
 					break
@@ -102,7 +102,7 @@ func quant_plugin_count(count *C.size_t) C.quant_status {
 		if count == nil {
 			return invalid("count: is NULL")
 		}
-		*count = C.size_t(len(host.Plugins()))
+		*count = C.size_t(len(native.Plugins()))
 		return nil
 	})
 }

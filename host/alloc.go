@@ -3,33 +3,20 @@ package host
 import (
 	"sync"
 	"unsafe"
-
-	"libquant/internal/cmem"
 )
 
 // Allocator provides buffer memory on one device type. CPU memory comes from the
-// C heap; a GPU plugin registers its own (stream-ordered) allocator.
+// C heap through host/cpumem, which registers itself (host has no cgo); a GPU
+// plugin registers its own (stream-ordered) allocator.
 type Allocator interface {
 	Alloc(dev Device, n int64, stream uintptr) (unsafe.Pointer, error)
 	Free(dev Device, p unsafe.Pointer, stream uintptr)
 }
 
-type cpuAllocator struct{}
-
-func (cpuAllocator) Alloc(_ Device, n int64, _ uintptr) (unsafe.Pointer, error) {
-	p, err := cmem.Alloc(n)
-	if err != nil {
-		return nil, Errorf(ErrOutOfMemory, "allocating %d bytes on the cpu: %v", n, err)
-	}
-	return p, nil
-}
-
-func (cpuAllocator) Free(_ Device, p unsafe.Pointer, _ uintptr) { cmem.Free(p) }
-
 var allocators = struct {
 	sync.RWMutex
 	m map[DeviceType]Allocator
-}{m: map[DeviceType]Allocator{CPU: cpuAllocator{}}}
+}{m: map[DeviceType]Allocator{}}
 
 // RegisterAllocator sets the allocator of a device type.
 func RegisterAllocator(dev DeviceType, a Allocator) {
@@ -42,6 +29,9 @@ func allocatorFor(dev Device) (Allocator, error) {
 	allocators.RLock()
 	a, ok := allocators.m[dev.Type]
 	allocators.RUnlock()
+	if !ok && dev.Type == CPU {
+		return nil, Errorf(ErrDeviceUnavailable, "device %s has no allocator: the program must import libquant/host/cpumem, which puts CPU buffers on the C heap", dev)
+	}
 	if !ok {
 		return nil, Errorf(ErrDeviceUnavailable, "device %s is not available: no loaded plugin manages its memory (%s)", dev, pluginSummary())
 	}

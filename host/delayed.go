@@ -22,3 +22,19 @@ func (q *Quantizer) DelayedState(d Direction) (DelayedScaling, error) {
 	}
 	return ds, nil
 }
+
+// DelayedStates returns q's delayed-scaling states: the rowwise one, then the
+// columnwise one when it is a state of its own (a hybrid's second). Empty when
+// q does not use delayed scaling.
+func (q *Quantizer) DelayedStates() []DelayedScaling {
+	var out []DelayedScaling
+	for d, st := range q.states {
+		if d == 1 && st == q.states[0] {
+			continue
+		}
+		if ds, ok := st.(DelayedScaling); ok {
+			out = append(out, ds)
+		}
+	}
+	return out
+}

@@ -420,7 +420,7 @@ func checkGemmTensors(a *GemmArgs, r *GemmRequest) error {
 		if m, n := Flatten2D(r.C.Shape); m != r.M || n != r.N {
 			return Errorf(ErrInvalidArgument, "c: shape %v (2-D view [%d, %d]) is not the product's [M=%d, N=%d]", r.C.Shape, m, n, r.M, r.N)
 		}
-		if overlaps(*r.C, r.D) && !(r.C.Ptr == r.D.Ptr && r.C.DType == r.D.DType) {
+		if Overlaps(*r.C, r.D) && !(r.C.Ptr == r.D.Ptr && r.C.DType == r.D.DType) {
 			return Errorf(ErrInvalidArgument, "c: overlaps d without being d itself")
 		}
 	}
@@ -431,32 +431,23 @@ func checkGemmTensors(a *GemmArgs, r *GemmRequest) error {
 		if len(r.Bias.Shape) != 1 || r.Bias.Shape[0] != r.N {
 			return Errorf(ErrInvalidArgument, "bias: shape %v is not [N=%d]", r.Bias.Shape, r.N)
 		}
-		if overlaps(*r.Bias, r.D) {
+		if Overlaps(*r.Bias, r.D) {
 			return Errorf(ErrInvalidArgument, "bias: overlaps d")
 		}
 	}
 	for i, in := range []*GemmInput{&r.A, &r.B} {
 		name := string(rune('a' + i))
 		if in.Storage == nil {
-			if overlaps(in.Dense, r.D) {
+			if Overlaps(in.Dense, r.D) {
 				return Errorf(ErrInvalidArgument, "d: overlaps operand %s", name)
 			}
 			continue
 		}
 		for _, b := range in.Storage.Buffers {
-			if overlaps(b.Tensor, r.D) {
+			if Overlaps(b.Tensor, r.D) {
 				return Errorf(ErrInvalidArgument, "d: overlaps the %s %s buffer of operand %s", in.Dir, b.Kind, name)
 			}
 		}
 	}
 	return nil
-}
-
-// overlaps reports whether two tensors on one device share bytes.
-func overlaps(x, y Tensor) bool {
-	if x.Device != y.Device || x.Ptr == nil || y.Ptr == nil || x.Bytes() == 0 || y.Bytes() == 0 {
-		return false
-	}
-	x0, y0 := uintptr(x.Ptr), uintptr(y.Ptr)
-	return x0 < y0+uintptr(y.Bytes()) && y0 < x0+uintptr(x.Bytes())
 }

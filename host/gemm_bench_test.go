@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"libquant/host"
-	tu "libquant/internal/testutil"
+	"libquant/host/hosttest"
 )
 
 // benchFormats are the formats BenchmarkGemm pairs: each registered format
@@ -30,12 +30,12 @@ func BenchmarkGemm(b *testing.B) {
 			for _, fb := range formats[i:] {
 				b.Run(fmt.Sprintf("%sx%s/%d", fa, fb, n), func(b *testing.B) {
 					rng := rand.New(rand.NewPCG(41, 42))
-					x := randTensor(b, rng, host.BFloat16, 1, n, n)
-					w := randTensor(b, rng, host.BFloat16, 1, n, n)
+					x := hosttest.RandTensor(b, rng, host.BFloat16, 1, n, n)
+					w := hosttest.RandTensor(b, rng, host.BFloat16, 1, n, n)
 					opA := benchOperand(b, fa, x)
 					opB := benchOperand(b, fb, w)
 					opB.Trans = true
-					d := tu.Tensor(b, host.Float32, n, n)
+					d := hosttest.Tensor(b, host.Float32, n, n)
 					args := &host.GemmArgs{A: opA, B: opB, Alpha: 1, D: d}
 					if err := host.Gemm(args); err != nil {
 						b.Fatal(err)
@@ -57,8 +57,8 @@ func BenchmarkGemm(b *testing.B) {
 // to a plain FP32 tensor for "dense".
 func benchOperand(b *testing.B, f string, x host.Tensor) host.GemmOperand {
 	if f == "dense" {
-		d := tu.Tensor(b, host.Float32, x.Shape...)
-		host.StoreFloat32(d, 0, values(x))
+		d := hosttest.Tensor(b, host.Float32, x.Shape...)
+		host.StoreFloat32(d, 0, hosttest.Values(x))
 		return host.GemmOperand{Dense: &d}
 	}
 	q, err := host.NewQuantizer(host.Params{Format: f}, host.Rowwise)

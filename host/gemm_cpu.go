@@ -40,7 +40,7 @@ func (cpuGemm) Gemm(r *GemmRequest) error {
 	p := &gemm.Problem{M: m, N: n, K: int(r.K), A: la, B: lb, Epilogue: e.apply}
 	// Partial sums over K blocks can live in D itself when D is FP32 and
 	// nothing the epilogue reads (old D, C) is there.
-	if r.D.DType == Float32 && !r.Accumulate && (r.C == nil || !overlaps(*r.C, r.D)) {
+	if r.D.DType == Float32 && !r.Accumulate && (r.C == nil || !Overlaps(*r.C, r.D)) {
 		p.Acc, p.LdAcc = r.D.Float32s(), n
 		e.inPlace = true
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 	"libquant/internal/gemm"
 	tu "libquant/internal/testutil"
 )
@@ -42,11 +43,7 @@ func formatConfigs(t *testing.T) map[string]host.Params {
 		},
 	}
 	out := map[string]host.Params{}
-	plugin := pluginFormats()
 	for _, f := range host.FormatNames() {
-		if plugin[f] {
-			continue
-		}
 		v, ok := variants[f]
 		if !ok {
 			v = map[string]host.Params{f: {Format: f}}
@@ -80,7 +77,7 @@ func operandValues(t *testing.T, q *host.QTensor, d *host.Tensor, isA, trans boo
 	t.Helper()
 	if d != nil {
 		r, c := host.Flatten2D(d.Shape)
-		return values(*d), int(r), int(c)
+		return hosttest.Values(*d), int(r), int(c)
 	}
 	dir := host.DirRowwise
 	if isA == trans {
@@ -93,7 +90,7 @@ func operandValues(t *testing.T, q *host.QTensor, d *host.Tensor, isA, trans boo
 		}
 	}
 	r, c := q.Dims2D()
-	return dequantize(t, q, dir), int(r), int(c)
+	return hosttest.Dequantize(t, q, dir), int(r), int(c)
 }
 
 // runGemmCase runs the case into a fresh D (filled with dInit when
@@ -137,11 +134,11 @@ func runGemmCase(t *testing.T, gc gemmCase, m, n, k int, dInit []float32) []floa
 			}
 		}
 	}
-	d := tu.Tensor(t, gc.outDType, int64(m), int64(n))
+	d := hosttest.Tensor(t, gc.outDType, int64(m), int64(n))
 	if dInit != nil {
 		host.StoreFloat32(d, 0, dInit)
 	}
-	dOld := values(d)
+	dOld := hosttest.Values(d)
 	args := &host.GemmArgs{A: host.GemmOperand{Q: gc.a, Dense: gc.da, Trans: gc.transA},
 		B: host.GemmOperand{Q: gc.b, Dense: gc.db, Trans: gc.transB}, Alpha: gc.alpha, Beta: gc.beta,
 		C: gc.c, Bias: gc.bias, D: d, Accumulate: gc.accumulate}
@@ -150,16 +147,16 @@ func runGemmCase(t *testing.T, gc gemmCase, m, n, k int, dInit []float32) []floa
 	}
 	cv := dOld
 	if gc.c != nil && gc.c.Ptr != nil {
-		cv = values(*gc.c)
+		cv = hosttest.Values(*gc.c)
 	}
 	var biasv []float32
 	if gc.bias != nil {
-		biasv = values(*gc.bias)
+		biasv = hosttest.Values(*gc.bias)
 	}
 	require.NoError(t, host.Gemm(args))
-	got := values(d)
-	uOut := unitRoundoff(gc.outDType)
-	gamma := gammaN(k + 8)
+	got := hosttest.Values(d)
+	uOut := hosttest.UnitRoundoff(gc.outDType)
+	gamma := tu.GammaN(k + 8)
 	for i := 0; i < m; i++ {
 		for j := 0; j < n; j++ {
 			var s, sa float64
@@ -225,18 +222,19 @@ func TestGemmFormatPairs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	cfgs := formatConfigs(t)
 	type shape struct{ m, n, k int }
-	// An odd shape, a block-aligned one, and (for same-format pairs: the engine
-	// is format-blind) K spanning two K blocks.
-	shapes := []shape{{13, 9, 40}, {32, 32, 128}, {32, 32, gemm.KC + 32}}
+	// Odd shapes (every format takes any shape, spec §14: ragged M, N and K,
+	// K = 1, a partial last K block), a block-aligned one, and (for
+	// same-format pairs: the engine is format-blind) K spanning two K blocks.
+	shapes := []shape{{13, 9, 40}, {1, 17, 33}, {45, 7, 129}, {32, 32, 128}, {32, 32, gemm.KC + 32}, {2, 3, 1}}
 	for na, pa := range cfgs {
 		for nb, pb := range cfgs {
 			for _, trans := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 				for si, s := range shapes {
-					if si == 2 && pa.Format != pb.Format {
+					if si >= 4 && pa.Format != pb.Format {
 						continue
 					}
-					qa := newQ(t, pa, host.BothUsages)
-					qb := newQ(t, pb, host.BothUsages)
+					qa := hosttest.NewQuantizer(t, pa, host.BothUsages)
+					qb := hosttest.NewQuantizer(t, pb, host.BothUsages)
 					sa := []int64{int64(s.m), int64(s.k)}
 					if trans[0] {
 						sa = []int64{int64(s.k), int64(s.m)}
@@ -250,8 +248,8 @@ func TestGemmFormatPairs(t *testing.T) {
 					}
 					name := fmt.Sprintf("%s×%s/%s/%dx%dx%d", na, nb, opsName(trans), s.m, s.n, s.k)
 					t.Run(name, func(t *testing.T) {
-						a := quantize(t, qa, randTensor(t, rng, host.BFloat16, 1, sa...))
-						b := quantize(t, qb, randTensor(t, rng, host.Float32, 0.5, sb...))
+						a := hosttest.Quantize(t, qa, hosttest.RandTensor(t, rng, host.BFloat16, 1, sa...))
+						b := hosttest.Quantize(t, qb, hosttest.RandTensor(t, rng, host.Float32, 0.5, sb...))
 						runGemmCase(t, gemmCase{a: a, b: b, transA: trans[0], transB: trans[1], alpha: 0.75, outDType: host.Float32}, s.m, s.n, s.k, nil)
 					})
 				}
@@ -277,9 +275,9 @@ func opsName(trans [2]bool) string {
 func TestGemmEpilogue(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	m, n, k := 37, 45, gemm.KC+70
-	qa := newQ(t, host.Params{Format: "fp8"}, host.BothUsages)
-	a := quantize(t, qa, randTensor(t, rng, host.BFloat16, 1, int64(m), int64(k)))
-	bDense := randTensor(t, rng, host.Float16, 1, int64(n), int64(k))
+	qa := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages)
+	a := hosttest.Quantize(t, qa, hosttest.RandTensor(t, rng, host.BFloat16, 1, int64(m), int64(k)))
+	bDense := hosttest.RandTensor(t, rng, host.Float16, 1, int64(n), int64(k))
 	for _, out := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
 		for _, mode := range []string{"plain", "c", "c=d", "bias", "accumulate", "all"} {
 			t.Run(fmt.Sprintf("%s/%s", out, mode), func(t *testing.T) {
@@ -287,16 +285,16 @@ func TestGemmEpilogue(t *testing.T) {
 				var init []float32
 				switch mode {
 				case "c", "all":
-					c := randTensor(t, rng, host.BFloat16, 2, int64(m), int64(n))
+					c := hosttest.RandTensor(t, rng, host.BFloat16, 2, int64(m), int64(n))
 					gc.c, gc.beta = &c, -0.5
 				case "c=d":
 					gc.c, gc.beta = &host.Tensor{}, 0.25 // runGemmCase passes D as C
 				}
 				if mode == "c=d" || mode == "accumulate" || mode == "all" {
-					init = values(randTensor(t, rng, host.Float32, 3, int64(m), int64(n)))
+					init = hosttest.Values(hosttest.RandTensor(t, rng, host.Float32, 3, int64(m), int64(n)))
 				}
 				if mode == "bias" || mode == "all" {
-					b := randTensor(t, rng, host.Float32, 1, int64(n))
+					b := hosttest.RandTensor(t, rng, host.Float32, 1, int64(n))
 					gc.bias = &b
 				}
 				gc.accumulate = mode == "accumulate" || mode == "all"
@@ -312,16 +310,16 @@ func TestGemmDense(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, dt := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
 		t.Run(dt.String(), func(t *testing.T) {
-			a := randTensor(t, rng, dt, 1, 3, 5, 24) // rank 3: the 2-D view is [15, 24]
-			b := randTensor(t, rng, host.Float32, 1, 24, 7)
+			a := hosttest.RandTensor(t, rng, dt, 1, 3, 5, 24) // rank 3: the 2-D view is [15, 24]
+			b := hosttest.RandTensor(t, rng, host.Float32, 1, 24, 7)
 			runGemmCase(t, gemmCase{da: &a, db: &b, alpha: 1, outDType: dt}, 15, 7, 24, nil)
 		})
 	}
 	t.Run("k=0", func(t *testing.T) {
-		a := tu.Tensor(t, host.Float32, 4, 0)
-		b := tu.Tensor(t, host.Float32, 0, 6)
-		c := randTensor(t, rng, host.Float32, 1, 4, 6)
-		bias := randTensor(t, rng, host.Float32, 1, 6)
+		a := hosttest.Tensor(t, host.Float32, 4, 0)
+		b := hosttest.Tensor(t, host.Float32, 0, 6)
+		c := hosttest.RandTensor(t, rng, host.Float32, 1, 4, 6)
+		bias := hosttest.RandTensor(t, rng, host.Float32, 1, 6)
 		runGemmCase(t, gemmCase{da: &a, db: &b, alpha: 1, beta: 2, c: &c, bias: &bias, outDType: host.Float32}, 4, 6, 0, nil)
 	})
 }
@@ -330,9 +328,9 @@ func TestGemmDense(t *testing.T) {
 // has (AVX-512, AVX2, Go), so that each path is checked end to end.
 func TestGemmKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
-	q := newQ(t, host.Params{Format: "fp8"}, host.BothUsages)
-	a := quantize(t, q, randTensor(t, rng, host.Float32, 1, 50, 300))
-	b := quantize(t, q, randTensor(t, rng, host.Float32, 1, 300, 40))
+	q := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages)
+	a := hosttest.Quantize(t, q, hosttest.RandTensor(t, rng, host.Float32, 1, 50, 300))
+	b := hosttest.Quantize(t, q, hosttest.RandTensor(t, rng, host.Float32, 1, 300, 40))
 	for _, kn := range gemm.Kernels() {
 		t.Run(kn.Name, func(t *testing.T) {
 			restore, err := gemm.Use(kn.Name)
@@ -347,17 +345,17 @@ func TestGemmKernels(t *testing.T) {
 // and a message naming the operand and the problem.
 func TestGemmErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
-	rowOnly := newQ(t, host.Params{Format: "fp8"}, host.Rowwise)
-	x := quantize(t, rowOnly, randTensor(t, rng, host.Float32, 1, 8, 16))
-	dense := randTensor(t, rng, host.Float32, 1, 16, 4)
-	d := tu.Tensor(t, host.Float32, 8, 4)
-	u8 := tu.Tensor(t, host.Uint8, 16, 4)
+	rowOnly := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.Rowwise)
+	x := hosttest.Quantize(t, rowOnly, hosttest.RandTensor(t, rng, host.Float32, 1, 8, 16))
+	dense := hosttest.RandTensor(t, rng, host.Float32, 1, 16, 4)
+	d := hosttest.Tensor(t, host.Float32, 8, 4)
+	u8 := hosttest.Tensor(t, host.Uint8, 16, 4)
 	gpu := host.Device{Type: host.CUDA}
 	gpuT := host.Tensor{Ptr: dense.Ptr, DType: host.Float32, Shape: []int64{16, 4}, Device: gpu}
-	aMem := tu.Tensor(t, host.Float32, 8, 16)
+	aMem := hosttest.Tensor(t, host.Float32, 8, 16)
 	gpuA := host.Tensor{Ptr: aMem.Ptr, DType: host.Float32, Shape: []int64{8, 16}, Device: gpu}
 	gpuD := host.Tensor{Ptr: d.Ptr, DType: host.Float32, Shape: []int64{8, 4}, Device: gpu}
-	bias5 := tu.Tensor(t, host.Float32, 5)
+	bias5 := hosttest.Tensor(t, host.Float32, 5)
 	cases := []struct {
 		name string
 		args host.GemmArgs
@@ -375,7 +373,7 @@ func TestGemmErrors(t *testing.T) {
 		{"mixed devices", host.GemmArgs{A: host.GemmOperand{Q: x}, B: host.GemmOperand{Dense: &gpuT}, D: d}, host.ErrInvalidArgument, []string{"b:", "cuda:0", "cpu"}},
 		{"d device", host.GemmArgs{A: host.GemmOperand{Q: x}, B: host.GemmOperand{Dense: &dense}, D: gpuD}, host.ErrInvalidArgument, []string{"d:", "cuda:0"}},
 		{"no gpu kernel", host.GemmArgs{A: host.GemmOperand{Dense: &gpuA}, B: host.GemmOperand{Dense: &gpuT}, D: gpuD}, host.ErrDeviceUnavailable, []string{"cuda:0", "no GEMM kernel"}},
-		{"d overlaps b", host.GemmArgs{A: host.GemmOperand{Dense: &dense, Trans: true}, B: host.GemmOperand{Dense: &dense}, D: host.Tensor{Ptr: dense.Ptr, DType: host.Float32, Shape: []int64{4, 4}, Device: cpu}},
+		{"d overlaps b", host.GemmArgs{A: host.GemmOperand{Dense: &dense, Trans: true}, B: host.GemmOperand{Dense: &dense}, D: host.Tensor{Ptr: dense.Ptr, DType: host.Float32, Shape: []int64{4, 4}, Device: hosttest.CPU}},
 			host.ErrInvalidArgument, []string{"d:", "overlaps operand a"}},
 	}
 	for _, c := range cases {
@@ -391,28 +389,22 @@ func TestGemmErrors(t *testing.T) {
 }
 
 func TestGemmSupport(t *testing.T) {
-	s, err := host.QueryGemmSupport(cpu, "fp8", "identity")
+	s, err := host.QueryGemmSupport(hosttest.CPU, "fp8", "identity")
 	require.NoError(t, err)
 	require.Equal(t, host.GemmEmulated, s.Level)
 	s, err = host.QueryGemmSupport(host.Device{Type: host.CUDA}, "fp8", "fp8")
 	require.NoError(t, err)
 	require.Equal(t, host.GemmUnsupported, s.Level)
 	require.Contains(t, s.Reason, "no loaded GPU plugin provides one")
-	_, err = host.QueryGemmSupport(cpu, "fp9", "fp8")
+	_, err = host.QueryGemmSupport(hosttest.CPU, "fp9", "fp8")
 	require.ErrorIs(t, err, host.ErrInvalidArgument)
 	require.ErrorContains(t, err, "format_a")
 
-	table, err := host.GemmSupportTable(cpu)
+	table, err := host.GemmSupportTable(hosttest.CPU)
 	require.NoError(t, err)
 	names := host.FormatNames()
 	require.Len(t, table, len(names)*len(names))
-	plugin := pluginFormats()
 	for _, e := range table {
-		if plugin[e.A] || plugin[e.B] {
-			require.Equal(t, host.GemmUnsupported, e.Level, "%s × %s on the CPU", e.A, e.B)
-			require.Contains(t, e.Reason, "no CPU tile dequantizer")
-			continue
-		}
 		require.Equal(t, host.GemmEmulated, e.Level, "%s × %s on the CPU", e.A, e.B)
 	}
 }
@@ -427,20 +419,26 @@ func TestGemmHadamardDomains(t *testing.T) {
 		t.Skipf("formats %v are not registered in this build", missing)
 	}
 	rng := rand.New(rand.NewPCG(25, 26))
-	rht := newQ(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.BothUsages)
-	plain := newQ(t, host.Params{Format: "nvfp4"}, host.BothUsages)
-	x := randTensor(t, rng, host.BFloat16, 1, 64, 32)
-	dy := randTensor(t, rng, host.BFloat16, 1, 64, 48)
-	w := randTensor(t, rng, host.BFloat16, 1, 48, 32)
-	xr, dyr, xp, wp := quantize(t, rht, x), quantize(t, rht, dy), quantize(t, plain, x), quantize(t, plain, w)
+	rht := hosttest.NewQuantizer(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.BothUsages)
+	plain := hosttest.NewQuantizer(t, host.Params{Format: "nvfp4"}, host.BothUsages)
+	x := hosttest.RandTensor(t, rng, host.BFloat16, 1, 64, 32)
+	dy := hosttest.RandTensor(t, rng, host.BFloat16, 1, 64, 48)
+	w := hosttest.RandTensor(t, rng, host.BFloat16, 1, 48, 32)
+	xr, dyr, xp, wp := hosttest.Quantize(t, rht, x), hosttest.Quantize(t, rht, dy), hosttest.Quantize(t, plain, x), hosttest.Quantize(t, plain, w)
 	runGemmCase(t, gemmCase{a: dyr, b: xr, transA: true, alpha: 1, outDType: host.Float32}, 48, 32, 64, nil) // wgrad
 	runGemmCase(t, gemmCase{a: dyr, b: wp, alpha: 1, outDType: host.Float32}, 64, 32, 48, nil)               // dgrad: dY rowwise
-	d := tu.Tensor(t, host.Float32, 48, 32)
+	// Ragged M (spec §14 item 2): wgrad contracts the stored transforms of
+	// X₀'s zero-padded groups, padded outputs dropped; the GEMM is exact to
+	// those stored values like any other.
+	xs := hosttest.RandTensor(t, rng, host.BFloat16, 1, 45, 32)
+	dys := hosttest.RandTensor(t, rng, host.BFloat16, 1, 45, 17)
+	runGemmCase(t, gemmCase{a: hosttest.Quantize(t, rht, dys), b: hosttest.Quantize(t, rht, xs), transA: true, alpha: 1, outDType: host.Float32}, 17, 32, 45, nil)
+	d := hosttest.Tensor(t, host.Float32, 48, 32)
 	err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyr, Trans: true}, B: host.GemmOperand{Q: xp}, Alpha: 1, D: d})
 	require.ErrorIs(t, err, host.ErrUnsupported)
 	require.ErrorContains(t, err, "random Hadamard")
 	require.ErrorContains(t, err, "untransformed")
-	dense := randTensor(t, rng, host.Float32, 1, 64, 32)
+	dense := hosttest.RandTensor(t, rng, host.Float32, 1, 64, 32)
 	err = host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyr, Trans: true}, B: host.GemmOperand{Dense: &dense}, Alpha: 1, D: d})
 	require.ErrorIs(t, err, host.ErrUnsupported)
 }
@@ -452,17 +450,17 @@ func TestGemmHadamardDomains(t *testing.T) {
 // taken in one order so that no GEMM pair deadlocks with the writers).
 func TestGemmConcurrent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 28))
-	q := newQ(t, host.Params{Format: "fp8"}, host.BothUsages)
-	a := quantize(t, q, randTensor(t, rng, host.Float32, 1, 40, 64))
-	w := quantize(t, q, randTensor(t, rng, host.Float32, 1, 24, 64))
-	nextW := randTensor(t, rng, host.Float32, 1, 24, 64)
-	nextA := randTensor(t, rng, host.Float32, 1, 40, 64)
+	q := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages)
+	a := hosttest.Quantize(t, q, hosttest.RandTensor(t, rng, host.Float32, 1, 40, 64))
+	w := hosttest.Quantize(t, q, hosttest.RandTensor(t, rng, host.Float32, 1, 24, 64))
+	nextW := hosttest.RandTensor(t, rng, host.Float32, 1, 24, 64)
+	nextA := hosttest.RandTensor(t, rng, host.Float32, 1, 40, 64)
 	done := make(chan error, 10)
 	for g := 0; g < 8; g++ {
 		// Half the GEMMs take the two tensors in the opposite order.
-		x, y, d := a, w, tu.Tensor(t, host.Float32, 40, 24)
+		x, y, d := a, w, hosttest.Tensor(t, host.Float32, 40, 24)
 		if g%2 == 1 {
-			x, y, d = w, a, tu.Tensor(t, host.Float32, 24, 40)
+			x, y, d = w, a, hosttest.Tensor(t, host.Float32, 24, 40)
 		}
 		go func() {
 			var err error

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
-	tu "libquant/internal/testutil"
+	"libquant/host/hosttest"
 )
 
 // storageBytes copies every buffer of one direction, in layout order.
@@ -27,20 +27,6 @@ func formatOf(t *testing.T, q *host.QTensor, dir host.Direction) string {
 	st, ok := q.Storage(dir)
 	require.True(t, ok, "tensor has no %s storage", dir)
 	return st.FormatName()
-}
-
-func newHybrid(t *testing.T, row, col host.Params, src host.ColumnwiseSource) *host.Quantizer {
-	t.Helper()
-	qr, err := host.NewQuantizer(row, 0)
-	require.NoError(t, err)
-	defer qr.Release()
-	qc, err := host.NewQuantizer(col, 0)
-	require.NoError(t, err)
-	defer qc.Release()
-	h, err := host.NewHybridQuantizer(qr, qc, src)
-	require.NoError(t, err)
-	t.Cleanup(h.Release)
-	return h
 }
 
 // hybridScenario is one "forward format, backward format" training setup in
@@ -98,28 +84,28 @@ func TestHybridTrainingGEMMs(t *testing.T) {
 				t.Skipf("formats %v are not registered in this build", missing)
 			}
 			rng := rand.New(rand.NewPCG(21, 22))
-			x := randTensor(t, rng, host.BFloat16, 1, m, k)
-			w := randTensor(t, rng, host.BFloat16, 0.05, n, k)
-			dy := randTensor(t, rng, host.BFloat16, 0.01, m, n)
+			x := hosttest.RandTensor(t, rng, host.BFloat16, 1, m, k)
+			w := hosttest.RandTensor(t, rng, host.BFloat16, 0.05, n, k)
+			dy := hosttest.RandTensor(t, rng, host.BFloat16, 0.01, m, n)
 
-			xq := quantize(t, newHybrid(t, sc.fwd, sc.bwdInput, host.SourceOriginal), x)
-			wq := quantize(t, newHybrid(t, sc.fwd, sc.bwdWeight, host.SourceRowwiseDequantized), w)
-			dyq := quantize(t, newQ(t, sc.grad, host.BothUsages), dy)
+			xq := hosttest.Quantize(t, hosttest.NewHybrid(t, sc.fwd, sc.bwdInput, host.SourceOriginal), x)
+			wq := hosttest.Quantize(t, hosttest.NewHybrid(t, sc.fwd, sc.bwdWeight, host.SourceRowwiseDequantized), w)
+			dyq := hosttest.Quantize(t, hosttest.NewQuantizer(t, sc.grad, host.BothUsages), dy)
 
 			// (1) Formats and bytes of each side.
 			require.Equal(t, sc.fwd.Format, formatOf(t, xq, host.DirRowwise))
 			require.Equal(t, sc.bwdInput.Format, formatOf(t, xq, host.DirColumnwise))
 			require.Equal(t, sc.fwd.Format, formatOf(t, wq, host.DirRowwise))
 			require.Equal(t, sc.bwdWeight.Format, formatOf(t, wq, host.DirColumnwise))
-			fwdQ := newQ(t, sc.fwd, host.BothUsages)
-			require.Equal(t, storageBytes(t, quantize(t, fwdQ, x), host.DirRowwise), storageBytes(t, xq, host.DirRowwise), "X rowwise")
-			require.Equal(t, storageBytes(t, quantize(t, newQ(t, sc.bwdInput, host.BothUsages), x), host.DirColumnwise),
+			fwdQ := hosttest.NewQuantizer(t, sc.fwd, host.BothUsages)
+			require.Equal(t, storageBytes(t, hosttest.Quantize(t, fwdQ, x), host.DirRowwise), storageBytes(t, xq, host.DirRowwise), "X rowwise")
+			require.Equal(t, storageBytes(t, hosttest.Quantize(t, hosttest.NewQuantizer(t, sc.bwdInput, host.BothUsages), x), host.DirColumnwise),
 				storageBytes(t, xq, host.DirColumnwise), "X columnwise must come from the original X")
-			wRow := quantize(t, fwdQ, w)
+			wRow := hosttest.Quantize(t, fwdQ, w)
 			require.Equal(t, storageBytes(t, wRow, host.DirRowwise), storageBytes(t, wq, host.DirRowwise), "W rowwise")
-			wDeq := tu.Tensor(t, host.BFloat16, n, k)
+			wDeq := hosttest.Tensor(t, host.BFloat16, n, k)
 			require.NoError(t, wRow.Dequantize(host.DirRowwise, wDeq, 0))
-			require.Equal(t, storageBytes(t, quantize(t, newQ(t, sc.bwdWeight, host.BothUsages), wDeq), host.DirColumnwise),
+			require.Equal(t, storageBytes(t, hosttest.Quantize(t, hosttest.NewQuantizer(t, sc.bwdWeight, host.BothUsages), wDeq), host.DirColumnwise),
 				storageBytes(t, wq, host.DirColumnwise), "W columnwise must come from the dequantized rowwise W")
 
 			// (2) The three GEMMs, with the directions spelled out.
@@ -141,8 +127,8 @@ func TestHybridTrainingGEMMs(t *testing.T) {
 // deciding which sides run, update_usage (drop only) and ComputeAmax.
 func TestHybridQuantizer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
-	a := newQ(t, host.Params{Format: "fp8"}, 0)
-	b := newQ(t, host.Params{Format: "identity"}, 0)
+	a := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, 0)
+	b := hosttest.NewQuantizer(t, host.Params{Format: "identity"}, 0)
 	_, err := host.NewHybridQuantizer(a, a, host.SourceOriginal)
 	require.ErrorContains(t, err, "different quantizer")
 	_, err = host.NewHybridQuantizer(a, nil, host.SourceOriginal)
@@ -155,14 +141,14 @@ func TestHybridQuantizer(t *testing.T) {
 	_, err = host.NewHybridQuantizer(h, b, host.SourceOriginal)
 	require.ErrorContains(t, err, "nest")
 
-	x := randTensor(t, rng, host.Float32, 1, 16, 32)
+	x := hosttest.RandTensor(t, rng, host.Float32, 1, 16, 32)
 	for _, u := range []host.Usage{host.Rowwise, host.Columnwise, host.BothUsages} {
 		require.NoError(t, h.SetUsage(u))
-		q := quantize(t, h, x)
+		q := hosttest.Quantize(t, h, x)
 		require.Equal(t, u, q.Usage())
 	}
 	require.NoError(t, h.SetUsage(host.BothUsages))
-	q := quantize(t, h, x)
+	q := hosttest.Quantize(t, h, x)
 	err = q.UpdateUsage(host.Rowwise, 0)
 	require.NoError(t, err, "a hybrid can drop a direction")
 	err = q.UpdateUsage(host.BothUsages, 0)
@@ -171,24 +157,24 @@ func TestHybridQuantizer(t *testing.T) {
 	require.Equal(t, host.Rowwise, q.Usage(), "a failed update_usage changes nothing")
 
 	// ComputeAmax: the columnwise side of a rowwise_dequantized hybrid sees
-	// dequantize(rowwise(x)), here x rounded to BF16, whose amax differs from x's.
-	bf16 := newQ(t, host.Params{Format: "identity", HoldDType: host.BFloat16}, 0)
+	// hosttest.Dequantize(rowwise(x)), here x rounded to BF16, whose amax differs from x's.
+	bf16 := hosttest.NewQuantizer(t, host.Params{Format: "identity", HoldDType: host.BFloat16}, 0)
 	h2, err := host.NewHybridQuantizer(bf16, a, host.SourceRowwiseDequantized)
 	require.NoError(t, err)
 	defer h2.Release()
-	amax := tu.Tensor(t, host.Float32, 2)
+	amax := hosttest.Tensor(t, host.Float32, 2)
 	require.NoError(t, h2.ComputeAmax(x, amax, 0))
-	deq := dequantize(t, quantize(t, bf16, x), host.DirRowwise)
+	deq := hosttest.Dequantize(t, hosttest.Quantize(t, bf16, x), host.DirRowwise)
 	var want float32
 	for _, v := range deq {
 		want = max(want, abs32(v))
 	}
 	var wantRow float32
-	for _, v := range values(x) {
+	for _, v := range hosttest.Values(x) {
 		wantRow = max(wantRow, abs32(v))
 	}
 	require.NotEqual(t, wantRow, want, "the test needs an input whose BF16 rounding changes its amax")
-	require.Equal(t, []float32{wantRow, want}, values(amax))
+	require.Equal(t, []float32{wantRow, want}, hosttest.Values(amax))
 }
 
 func abs32(v float32) float32 {
@@ -203,11 +189,11 @@ func abs32(v float32) float32 {
 // narrower dtype, and serves both directions from one buffer.
 func TestIdentityFormat(t *testing.T) {
 	rng := rand.New(rand.NewPCG(29, 30))
-	keep := newQ(t, host.Params{Format: "identity"}, 0)
+	keep := hosttest.NewQuantizer(t, host.Params{Format: "identity"}, 0)
 	_, err := keep.Layout([]int64{4, 8})
 	require.ErrorIs(t, err, host.ErrInvalidArgument)
 	require.ErrorContains(t, err, "config.dtype")
-	bf := newQ(t, host.Params{Format: "identity", HoldDType: host.BFloat16}, 0)
+	bf := hosttest.NewQuantizer(t, host.Params{Format: "identity", HoldDType: host.BFloat16}, 0)
 	l, err := bf.Layout([]int64{2, 4, 8})
 	require.NoError(t, err)
 	require.Len(t, l, 1, "one buffer for both directions")
@@ -218,14 +204,14 @@ func TestIdentityFormat(t *testing.T) {
 	_, err = host.NewQuantizer(host.Params{Format: "identity", Margin: 1}, 0)
 	require.ErrorContains(t, err, "config.margin")
 
-	x := randTensor(t, rng, host.Float32, 1, 8, 8)
-	q := quantize(t, keep, x)
-	require.Equal(t, values(x), dequantize(t, q, host.DirColumnwise), "kept FP32 exactly")
+	x := hosttest.RandTensor(t, rng, host.Float32, 1, 8, 8)
+	q := hosttest.Quantize(t, keep, x)
+	require.Equal(t, hosttest.Values(x), hosttest.Dequantize(t, q, host.DirColumnwise), "kept FP32 exactly")
 	st, _ := q.Storage(host.DirRowwise)
 	require.Equal(t, host.Float32, st.MustBuffer(host.BufData).DType)
-	b := quantize(t, bf, x)
-	rounded := tu.Tensor(t, host.BFloat16, 8, 8)
-	host.StoreFloat32(rounded, 0, values(x)) // RNE to BF16
-	require.Equal(t, values(rounded), dequantize(t, b, host.DirRowwise))
+	b := hosttest.Quantize(t, bf, x)
+	rounded := hosttest.Tensor(t, host.BFloat16, 8, 8)
+	host.StoreFloat32(rounded, 0, hosttest.Values(x)) // RNE to BF16
+	require.Equal(t, hosttest.Values(rounded), hosttest.Dequantize(t, b, host.DirRowwise))
 	require.Equal(t, host.BothUsages, b.Usage())
 }

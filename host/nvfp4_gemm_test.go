@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 	"libquant/plugins/nvfp4"
 )
 
@@ -38,11 +39,11 @@ func TestNVFP4RecipeMatchesPlugin(t *testing.T) {
 // it still holds with the spec that made them.
 func TestQuantizeIntoFailureKeepsSpecs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
-	plain := newQ(t, host.Params{Format: "nvfp4"}, host.BothUsages)
-	rht := newQ(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.BothUsages)
-	x := randTensor(t, rng, host.BFloat16, 1, 32, 64)
-	dst := quantize(t, plain, x)
-	err := rht.QuantizeInto(randTensor(t, rng, host.Float32, 1, 32, 64), host.QuantizeOptions{}, dst)
+	plain := hosttest.NewQuantizer(t, host.Params{Format: "nvfp4"}, host.BothUsages)
+	rht := hosttest.NewQuantizer(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.BothUsages)
+	x := hosttest.RandTensor(t, rng, host.BFloat16, 1, 32, 64)
+	dst := hosttest.Quantize(t, plain, x)
+	err := rht.QuantizeInto(hosttest.RandTensor(t, rng, host.Float32, 1, 32, 64), host.QuantizeOptions{}, dst)
 	require.Error(t, err)
 	for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
 		st, ok := dst.Storage(d)

@@ -280,3 +280,20 @@ func (t *QTensor) SetGEMMSwizzledScales(swizzled bool, stream uintptr) error {
 	}
 	return nil
 }
+
+// StorageBytes sums the buffers of the directions in u (a storage serving
+// both directions counts once).
+func (t *QTensor) StorageBytes(u Usage) int64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var n int64
+	for d, st := range t.dirs {
+		if st == nil || !u.Has(Direction(d).Usage()) || (d == 1 && st == t.dirs[0] && u.Has(Rowwise)) {
+			continue
+		}
+		for _, b := range st.Buffers {
+			n += b.Tensor.Bytes()
+		}
+	}
+	return n
+}

@@ -32,13 +32,13 @@ func (q *Quantizer) specsFor(dt DType) [2]Spec {
 
 // Quantize quantizes in into a new tensor with q's current usage.
 func (q *Quantizer) Quantize(in Tensor, opts QuantizeOptions) (*QTensor, error) {
-	return q.quantizeUsage(in, opts, q.Usage())
+	return q.QuantizeUsage(in, opts, q.Usage())
 }
 
-// quantizeUsage is Quantize with an explicit usage instead of q's, so that an
+// QuantizeUsage is Quantize with an explicit usage instead of q's, so that an
 // op sharing q (a linear layer's quantizers, spec §7.4) does not have to
 // mutate q's flags around each call.
-func (q *Quantizer) quantizeUsage(in Tensor, opts QuantizeOptions, usage Usage) (*QTensor, error) {
+func (q *Quantizer) QuantizeUsage(in Tensor, opts QuantizeOptions, usage Usage) (*QTensor, error) {
 	if err := checkInput(in); err != nil {
 		return nil, err
 	}
@@ -62,11 +62,11 @@ func (q *Quantizer) quantizeUsage(in Tensor, opts QuantizeOptions, usage Usage) 
 // q's usage. Directions whose layout did not change reuse their buffers, so
 // caller-owned buffers stay in place.
 func (q *Quantizer) QuantizeInto(in Tensor, opts QuantizeOptions, dst *QTensor) error {
-	return q.quantizeIntoUsage(in, opts, dst, q.Usage())
+	return q.QuantizeIntoUsage(in, opts, dst, q.Usage())
 }
 
-// quantizeIntoUsage is QuantizeInto with an explicit usage instead of q's.
-func (q *Quantizer) quantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTensor, usage Usage) error {
+// QuantizeIntoUsage is QuantizeInto with an explicit usage instead of q's.
+func (q *Quantizer) QuantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTensor, usage Usage) error {
 	if err := checkInput(in); err != nil {
 		return err
 	}

@@ -65,8 +65,8 @@ func NewHybridQuantizer(row, col *Quantizer, source ColumnwiseSource) (*Quantize
 	case source != SourceOriginal && source != SourceRowwiseDequantized:
 		return nil, Errorf(ErrInvalidArgument, "columnwise_source: %d is not original (0) or rowwise_dequantized (1)", source)
 	}
-	row.retain()
-	col.retain()
+	row.Retain()
+	col.Retain()
 	q := &Quantizer{
 		specs:  [2]Spec{row.specs[DirRowwise], col.specs[DirColumnwise]},
 		states: [2]State{row.states[DirRowwise], col.states[DirColumnwise]},
@@ -118,7 +118,8 @@ func checkUsage(u Usage) error {
 	return nil
 }
 
-func (q *Quantizer) retain() { q.refs.Add(1) }
+// Retain adds a reference to q, which the holder drops with Release.
+func (q *Quantizer) Retain() { q.refs.Add(1) }
 
 // Release drops a reference; the last one frees the state.
 func (q *Quantizer) Release() {

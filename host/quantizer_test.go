@@ -7,19 +7,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 	"libquant/internal/cmem"
 	tu "libquant/internal/testutil"
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/nvfp4"
 )
-
-func newQ(t *testing.T, p host.Params, u host.Usage) *host.Quantizer {
-	t.Helper()
-	q, err := host.NewQuantizer(p, u)
-	require.NoError(t, err)
-	t.Cleanup(q.Release)
-	return q
-}
 
 func data(t *testing.T, qt *host.QTensor, d host.Direction) []byte {
 	t.Helper()
@@ -30,14 +23,14 @@ func data(t *testing.T, qt *host.QTensor, d host.Direction) []byte {
 
 func fresh(t *testing.T, p host.Params, in host.Tensor, d host.Direction) []byte {
 	t.Helper()
-	qt, err := newQ(t, p, d.Usage()).Quantize(in, host.QuantizeOptions{})
+	qt, err := hosttest.NewQuantizer(t, p, d.Usage()).Quantize(in, host.QuantizeOptions{})
 	require.NoError(t, err)
 	defer qt.Free()
 	return append([]byte(nil), data(t, qt, d)...)
 }
 
 func TestLayoutFollowsUsage(t *testing.T) {
-	q := newQ(t, host.Params{Format: "fp8"}, host.Columnwise)
+	q := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.Columnwise)
 	l, err := q.Layout([]int64{4, 6, 10})
 	require.NoError(t, err)
 	require.Len(t, l, 3)
@@ -51,15 +44,15 @@ func TestLayoutFollowsUsage(t *testing.T) {
 // and refreshes, the direction it no longer asks for (spec §10).
 func TestPersistentTensorNeverLosesAUsage(t *testing.T) {
 	p := host.Params{Format: "fp8"}
-	w1, _ := tu.Input(t, host.BFloat16, tu.Normal(32*48, 1, 1), 32, 48)
-	w2, _ := tu.Input(t, host.BFloat16, tu.Normal(32*48, 3, 2), 32, 48)
-	train := newQ(t, p, host.BothUsages)
+	w1, _ := hosttest.Input(t, host.BFloat16, tu.Normal(32*48, 1, 1), 32, 48)
+	w2, _ := hosttest.Input(t, host.BFloat16, tu.Normal(32*48, 3, 2), 32, 48)
+	train := hosttest.NewQuantizer(t, p, host.BothUsages)
 	weight, err := train.Quantize(w1, host.QuantizeOptions{Persistent: true})
 	require.NoError(t, err)
 	defer weight.Free()
 	colAddr := &data(t, weight, host.DirColumnwise)[0]
 
-	infer := newQ(t, p, host.Rowwise)
+	infer := hosttest.NewQuantizer(t, p, host.Rowwise)
 	require.NoError(t, infer.QuantizeInto(w2, host.QuantizeOptions{}, weight))
 	require.Equal(t, host.BothUsages, weight.Usage())
 	require.Equal(t, fresh(t, p, w2, host.DirColumnwise), data(t, weight, host.DirColumnwise), "columnwise is fresh, not stale")
@@ -78,9 +71,9 @@ func TestPersistentTensorNeverLosesAUsage(t *testing.T) {
 }
 
 func TestQuantizeIntoAcrossALayoutChange(t *testing.T) {
-	in, _ := tu.Input(t, host.Float32, tu.Normal(16*16, 1, 3), 16, 16)
-	e4 := newQ(t, host.Params{Format: "fp8"}, host.Rowwise)
-	e5 := newQ(t, host.Params{Format: "fp8", Element: host.ElementE5M2}, host.Rowwise)
+	in, _ := hosttest.Input(t, host.Float32, tu.Normal(16*16, 1, 3), 16, 16)
+	e4 := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.Rowwise)
+	e5 := hosttest.NewQuantizer(t, host.Params{Format: "fp8", Element: host.ElementE5M2}, host.Rowwise)
 	// libquant-owned buffers are replaced when the element type changes.
 	qt, err := e4.Quantize(in, host.QuantizeOptions{})
 	require.NoError(t, err)
@@ -92,7 +85,7 @@ func TestQuantizeIntoAcrossALayoutChange(t *testing.T) {
 	require.NoError(t, err)
 	var bufs []host.Tensor
 	for _, l := range layout {
-		bufs = append(bufs, tu.Tensor(t, l.DType, l.Shape...))
+		bufs = append(bufs, hosttest.Tensor(t, l.DType, l.Shape...))
 	}
 	borrowed, err := e4.NewQTensorFromBuffers([]int64{16, 16}, bufs)
 	require.NoError(t, err)
@@ -105,11 +98,11 @@ func TestQuantizeIntoAcrossALayoutChange(t *testing.T) {
 }
 
 func TestHybridQuantizerDirectionsAndSources(t *testing.T) {
-	in, _ := tu.Input(t, host.BFloat16, tu.Normal(64*32, 2, 4), 64, 32)
+	in, _ := hosttest.Input(t, host.BFloat16, tu.Normal(64*32, 2, 4), 64, 32)
 	rowP := host.Params{Format: "fp8"}
 	colP := host.Params{Format: "fp8", Element: host.ElementE5M2}
-	row := newQ(t, rowP, 0)
-	col := newQ(t, colP, 0)
+	row := hosttest.NewQuantizer(t, rowP, 0)
+	col := hosttest.NewQuantizer(t, colP, 0)
 	_, err := host.NewHybridQuantizer(row, row, host.SourceOriginal)
 	require.ErrorContains(t, err, "different quantizer")
 
@@ -134,7 +127,7 @@ func TestHybridQuantizerDirectionsAndSources(t *testing.T) {
 	require.NoError(t, err)
 	defer qt2.Free()
 	require.Equal(t, host.Columnwise, qt2.Usage())
-	deq := tu.Tensor(t, host.BFloat16, 64, 32)
+	deq := hosttest.Tensor(t, host.BFloat16, 64, 32)
 	require.NoError(t, qt.Dequantize(host.DirRowwise, deq, 0))
 	require.Equal(t, fresh(t, colP, deq, host.DirColumnwise), data(t, qt2, host.DirColumnwise))
 	require.NotEqual(t, fresh(t, colP, in, host.DirColumnwise), data(t, qt2, host.DirColumnwise), "the source matters for this input")
@@ -147,11 +140,11 @@ func TestHybridQuantizerDirectionsAndSources(t *testing.T) {
 }
 
 func TestFromBuffersValidation(t *testing.T) {
-	q := newQ(t, host.Params{Format: "fp8"}, host.Rowwise)
-	good := []host.Tensor{tu.Tensor(t, host.E4M3, 8, 8), tu.Tensor(t, host.Float32, 1), tu.Tensor(t, host.Float32, 1)}
+	q := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.Rowwise)
+	good := []host.Tensor{hosttest.Tensor(t, host.E4M3, 8, 8), hosttest.Tensor(t, host.Float32, 1), hosttest.Tensor(t, host.Float32, 1)}
 	_, err := q.NewQTensorFromBuffers([]int64{8, 8}, good[:2])
 	require.ErrorContains(t, err, "buffers: got 2")
-	bad := append([]host.Tensor{tu.Tensor(t, host.E5M2, 8, 8)}, good[1:]...)
+	bad := append([]host.Tensor{hosttest.Tensor(t, host.E5M2, 8, 8)}, good[1:]...)
 	_, err = q.NewQTensorFromBuffers([]int64{8, 8}, bad)
 	require.ErrorContains(t, err, "buffers[0]")
 	gpu := good[1]
@@ -183,13 +176,13 @@ func TestUndoTransformIsRefusedWhereKernelsCannotDoIt(t *testing.T) {
 	host.RegisterKernels("nvfp4", fakeDevice, plainKernels{cpuK})
 	dev := host.Device{Type: fakeDevice}
 
-	in, _ := tu.Input(t, host.BFloat16, tu.Normal(32*32, 1, 9), 32, 32)
+	in, _ := hosttest.Input(t, host.BFloat16, tu.Normal(32*32, 1, 9), 32, 32)
 	in.Device = dev
-	q := newQ(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, 0)
+	q := hosttest.NewQuantizer(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, 0)
 	qt, err := q.Quantize(in, host.QuantizeOptions{})
 	require.NoError(t, err)
 	defer qt.Free()
-	out := tu.Tensor(t, host.Float32, 32, 32)
+	out := hosttest.Tensor(t, host.Float32, 32, 32)
 	out.Device = dev
 	err = qt.DequantizeWith(host.DirColumnwise, out, host.DequantizeOptions{UndoTransform: true})
 	require.ErrorIs(t, err, host.ErrUnsupported)

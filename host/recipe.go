@@ -250,7 +250,7 @@ func NewRuleRecipe(rules []Rule) (Recipe, error) {
 	}
 	rr := &ruleRecipe{rules: append([]Rule(nil), rules...)}
 	for _, r := range rr.rules {
-		r.Quantizer.retain()
+		r.Quantizer.Retain()
 	}
 	return rr, nil
 }

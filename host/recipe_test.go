@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 )
 
 var (
@@ -120,10 +121,10 @@ func TestPresetRecipes(t *testing.T) {
 // TestRuleRecipe: the first matching rule wins, empty fields match anything,
 // each lookup gets a clone with its own state, and no match names the role.
 func TestRuleRecipe(t *testing.T) {
-	fc2W := newQ(t, host.Params{Format: "identity"}, host.Rowwise)
-	delayed := newQ(t, host.Params{Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 8}, 0)
-	grad := newQ(t, host.Params{Format: "fp8", Element: host.ElementE5M2}, 0)
-	hyb := newHybrid(t, host.Params{Format: "fp8"}, host.Params{Format: "identity"}, host.SourceRowwiseDequantized)
+	fc2W := hosttest.NewQuantizer(t, host.Params{Format: "identity"}, host.Rowwise)
+	delayed := hosttest.NewQuantizer(t, host.Params{Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 8}, 0)
+	grad := hosttest.NewQuantizer(t, host.Params{Format: "fp8", Element: host.ElementE5M2}, 0)
+	hyb := hosttest.NewHybrid(t, host.Params{Format: "fp8"}, host.Params{Format: "identity"}, host.SourceRowwiseDequantized)
 	r, err := host.NewRuleRecipe([]host.Rule{
 		{Pattern: host.Role{TensorType: "weight", Name: "fc2"}, Quantizer: fc2W},
 		{Pattern: host.Role{TensorType: "grad_output"}, Quantizer: grad},

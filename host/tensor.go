@@ -123,3 +123,12 @@ func (t Tensor) Uint16s() []uint16 {
 	}
 	return unsafe.Slice((*uint16)(t.Ptr), n)
 }
+
+// Overlaps reports whether two tensors on one device share bytes.
+func Overlaps(x, y Tensor) bool {
+	if x.Device != y.Device || x.Ptr == nil || y.Ptr == nil || x.Bytes() == 0 || y.Bytes() == 0 {
+		return false
+	}
+	x0, y0 := uintptr(x.Ptr), uintptr(y.Ptr)
+	return x0 < y0+uintptr(y.Bytes()) && y0 < x0+uintptr(x.Bytes())
+}

@@ -5,26 +5,12 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
-	tu "libquant/internal/testutil"
+	"libquant/host/hosttest"
 )
-
-// bufferAddrs lists the data pointers of every buffer of every direction.
-func bufferAddrs(q *host.QTensor) []unsafe.Pointer {
-	var out []unsafe.Pointer
-	for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
-		if st, ok := q.Storage(d); ok {
-			for _, b := range st.Buffers {
-				out = append(out, b.Tensor.Ptr)
-			}
-		}
-	}
-	return out
-}
 
 func sortedConfigNames(cfgs map[string]host.Params) []string {
 	var names []string
@@ -43,14 +29,14 @@ func TestQuantizeIntoInPlace(t *testing.T) {
 	cfgs := formatConfigs(t)
 	for _, name := range sortedConfigNames(cfgs) {
 		t.Run(name, func(t *testing.T) {
-			q := newQ(t, cfgs[name], host.BothUsages)
-			dst := quantize(t, q, randTensor(t, rng, host.BFloat16, 1, 64, 128))
-			addrs := bufferAddrs(dst)
+			q := hosttest.NewQuantizer(t, cfgs[name], host.BothUsages)
+			dst := hosttest.Quantize(t, q, hosttest.RandTensor(t, rng, host.BFloat16, 1, 64, 128))
+			addrs := hosttest.BufferAddrs(dst)
 			for step := 0; step < 3; step++ {
-				x := randTensor(t, rng, host.BFloat16, 1+float64(step), 64, 128)
+				x := hosttest.RandTensor(t, rng, host.BFloat16, 1+float64(step), 64, 128)
 				require.NoError(t, q.QuantizeInto(x, host.QuantizeOptions{}, dst))
-				require.Equal(t, addrs, bufferAddrs(dst), "buffers moved")
-				fresh := quantize(t, newQ(t, cfgs[name], host.BothUsages), x)
+				require.Equal(t, addrs, hosttest.BufferAddrs(dst), "buffers moved")
+				fresh := hosttest.Quantize(t, hosttest.NewQuantizer(t, cfgs[name], host.BothUsages), x)
 				for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
 					require.Equal(t, storageBytes(t, fresh, d), storageBytes(t, dst, d), "step %d %s bytes", step, d)
 				}
@@ -77,24 +63,24 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 		t.Run(fmt.Sprintf("%s_then_%s", name, next), func(t *testing.T) {
 			const n, k = 64, 128
 			stages := []string{"train", "infer", "infer", "train", "infer", "train", "infer"}
-			w := randTensor(t, rng, host.BFloat16, 0.1, n, k)
-			q := newQ(t, cfgs[name], host.Rowwise)
+			w := hosttest.RandTensor(t, rng, host.BFloat16, 0.1, n, k)
+			q := hosttest.NewQuantizer(t, cfgs[name], host.Rowwise)
 			persistent, err := q.Quantize(w, host.QuantizeOptions{Persistent: true})
 			require.NoError(t, err)
 			defer persistent.Free()
-			temp := quantize(t, q, w)
+			temp := hosttest.Quantize(t, q, w)
 			trained := false
 			for step, stage := range stages {
 				p := cfgs[name]
 				if step >= len(stages)/2 {
 					p = cfgs[next] // a recipe change
 				}
-				q := newQ(t, p, host.Rowwise)
+				q := hosttest.NewQuantizer(t, p, host.Rowwise)
 				if stage == "train" {
 					require.NoError(t, q.SetUsage(host.BothUsages))
 					trained = true
 				}
-				w = randTensor(t, rng, host.BFloat16, 0.1, n, k) // the optimizer step
+				w = hosttest.RandTensor(t, rng, host.BFloat16, 0.1, n, k) // the optimizer step
 				require.NoError(t, q.QuantizeInto(w, host.QuantizeOptions{}, persistent))
 				require.NoError(t, q.QuantizeInto(w, host.QuantizeOptions{}, temp))
 
@@ -103,7 +89,7 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 					want = host.BothUsages
 				}
 				require.Equal(t, want, persistent.Usage(), "step %d (%s): persistent usage", step, stage)
-				fresh := quantize(t, newQ(t, p, host.BothUsages), w)
+				fresh := hosttest.Quantize(t, hosttest.NewQuantizer(t, p, host.BothUsages), w)
 				for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
 					if want.Has(d.Usage()) {
 						require.Equal(t, storageBytes(t, fresh, d), storageBytes(t, persistent, d), "step %d (%s): %s data is stale", step, stage, d)
@@ -117,8 +103,8 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 					tempUsage = host.BothUsages
 				}
 				require.Equal(t, tempUsage, temp.Usage(), "step %d (%s): temporary usage", step, stage)
-				dy := randTensor(t, rng, host.Float32, 1, 8, n)
-				dx := tu.Tensor(t, host.Float32, 8, k)
+				dy := hosttest.RandTensor(t, rng, host.Float32, 1, 8, n)
+				dx := hosttest.Tensor(t, host.Float32, 8, k)
 				err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Dense: &dy}, B: host.GemmOperand{Q: temp}, Alpha: 1, D: dx})
 				if !tempUsage.Has(host.Columnwise) {
 					require.ErrorIs(t, err, host.ErrState)
@@ -139,12 +125,12 @@ func TestPersistentTrainInferAlternation(t *testing.T) {
 // buffer keeps serving both directions.
 func TestUpdateUsage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(35, 36))
-	x := randTensor(t, rng, host.Float32, 1, 24, 40)
-	q := newQ(t, host.Params{Format: "fp8"}, host.Rowwise)
-	qt := quantize(t, q, x)
+	x := hosttest.RandTensor(t, rng, host.Float32, 1, 24, 40)
+	q := hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.Rowwise)
+	qt := hosttest.Quantize(t, q, x)
 	require.Equal(t, host.Rowwise, qt.Usage())
 	require.NoError(t, qt.UpdateUsage(host.BothUsages, 0))
-	fresh := quantize(t, newQ(t, host.Params{Format: "fp8"}, host.BothUsages), x)
+	fresh := hosttest.Quantize(t, hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages), x)
 	require.Equal(t, storageBytes(t, fresh, host.DirColumnwise), storageBytes(t, qt, host.DirColumnwise), "derived transpose")
 	require.NoError(t, qt.UpdateUsage(host.Columnwise, 0))
 	require.Equal(t, host.Columnwise, qt.Usage())
@@ -156,17 +142,17 @@ func TestUpdateUsage(t *testing.T) {
 
 	qt.SetPersistent(true)
 	require.NoError(t, qt.UpdateUsage(host.Columnwise, 0))
-	err = quantize(t, q, x).UpdateUsage(host.Rowwise, 0)
+	err = hosttest.Quantize(t, q, x).UpdateUsage(host.Rowwise, 0)
 	require.NoError(t, err)
-	p := quantize(t, newQ(t, host.Params{Format: "fp8"}, host.BothUsages), x)
+	p := hosttest.Quantize(t, hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, host.BothUsages), x)
 	p.SetPersistent(true)
 	err = p.UpdateUsage(host.Rowwise, 0)
 	require.ErrorIs(t, err, host.ErrState)
 	require.ErrorContains(t, err, "persistent")
 	require.Equal(t, host.BothUsages, p.Usage())
 
-	id := quantize(t, newQ(t, host.Params{Format: "identity"}, host.Rowwise), x)
+	id := hosttest.Quantize(t, hosttest.NewQuantizer(t, host.Params{Format: "identity"}, host.Rowwise), x)
 	require.Equal(t, host.BothUsages, id.Usage(), "identity's buffer serves both directions")
 	require.NoError(t, id.UpdateUsage(host.Rowwise, 0))
-	require.Equal(t, values(x), dequantize(t, id, host.DirColumnwise))
+	require.Equal(t, hosttest.Values(x), hosttest.Dequantize(t, id, host.DirColumnwise))
 }

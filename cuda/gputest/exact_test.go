@@ -19,8 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 	"libquant/internal/numeric"
 	"libquant/internal/testutil"
+	"libquant/native"
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/mxfp8"
 	_ "libquant/plugins/nvfp4"
@@ -63,7 +65,7 @@ func needGPU(t *testing.T) {
 			setup.skip = "SKIP: no libquant_cuda.so (build it with `make cuda` where nvcc is, or set LIBQUANT_CUDA_PLUGIN)"
 			return
 		}
-		if _, err := host.LoadPlugin(p, host.PluginExplicit); err != nil {
+		if _, err := native.Load(p, native.Explicit); err != nil {
 			setup.err = err
 			return
 		}
@@ -103,7 +105,7 @@ func toGPU(t *testing.T, c host.Tensor) host.Tensor {
 
 func toCPU(t *testing.T, g host.Tensor) host.Tensor {
 	t.Helper()
-	c := testutil.Tensor(t, g.DType, g.Shape...)
+	c := hosttest.Tensor(t, g.DType, g.Shape...)
 	require.NoError(t, host.CopyTensor(c, g, 0))
 	require.NoError(t, host.Synchronize(gpu, 0))
 	return c
@@ -180,7 +182,7 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 	n := int(m * k)
 	switch kind {
 	case "normal":
-		x, _ := testutil.Input(t, dt, testutil.Normal(n, 1.5, seed), m, k)
+		x, _ := hosttest.Input(t, dt, testutil.Normal(n, 1.5, seed), m, k)
 		return x
 	case "wide":
 		// Magnitudes over 2^-30..2^30 with blocks of very different scale.
@@ -189,10 +191,10 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 		for i := range v {
 			v[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(60)-30)))
 		}
-		x, _ := testutil.Input(t, dt, v, m, k)
+		x, _ := hosttest.Input(t, dt, v, m, k)
 		return x
 	case "adversarial":
-		x, _ := testutil.Input(t, dt, testutil.Adversarial(n, seed), m, k)
+		x, _ := hosttest.Input(t, dt, testutil.Adversarial(n, seed), m, k)
 		return x
 	case "finite-adversarial":
 		v := testutil.Adversarial(n, seed)
@@ -201,11 +203,11 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 				v[i] = 0
 			}
 		}
-		x, _ := testutil.Input(t, dt, v, m, k)
+		x, _ := hosttest.Input(t, dt, v, m, k)
 		return x
 	case "bits":
 		// Every 16-bit pattern in turn (bf16/fp16), or random float32 bits.
-		x := testutil.Tensor(t, dt, m, k)
+		x := hosttest.Tensor(t, dt, m, k)
 		r := rand.New(rand.NewPCG(seed, 5))
 		if dt == host.Float32 {
 			for i := range x.Float32s() {
@@ -229,7 +231,7 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 				v[i] = v[i]*64 + float32(math.Copysign(100, float64(v[i])))
 			}
 		}
-		x, _ := testutil.Input(t, dt, v, m, k)
+		x, _ := hosttest.Input(t, dt, v, m, k)
 		return x
 	case "zeros-and-ones":
 		v := make([]float32, n)
@@ -238,7 +240,7 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 				v[i] = float32(i%7) - 3
 			}
 		}
-		x, _ := testutil.Input(t, dt, v, m, k)
+		x, _ := hosttest.Input(t, dt, v, m, k)
 		return x
 	}
 	t.Fatalf("input kind %q", kind)
@@ -281,7 +283,7 @@ func quantizeBoth(t *testing.T, qc, qg *host.Quantizer, x host.Tensor, p byte, a
 	t.Helper()
 	var copt, gopt host.QuantizeOptions
 	if amax != nil {
-		a := testutil.Tensor(t, host.Float32, 2)
+		a := hosttest.Tensor(t, host.Float32, 2)
 		copy(a.Float32s(), amax)
 		ga := toGPU(t, a)
 		copt.AmaxIn, gopt.AmaxIn = &a, &ga
@@ -312,7 +314,7 @@ func dequantizeBoth(t *testing.T, what string, cq, gq *host.QTensor) {
 			continue
 		}
 		for _, dt := range []host.DType{host.Float32, host.BFloat16} {
-			want := testutil.Tensor(t, dt, m, k)
+			want := hosttest.Tensor(t, dt, m, k)
 			require.NoError(t, cq.Dequantize(d, want, 0))
 			g := poisoned(t, dt, []int64{m, k}, 0xC3)
 			require.NoError(t, gq.Dequantize(d, g, 0))
@@ -326,14 +328,28 @@ type config struct {
 	p    host.Params
 }
 
-// shapes per format: the dims the format accepts, odd ones included.
+// shapes per format: aligned ones, and (every format takes any shape, spec
+// §14) ragged ones: for MX and NVFP4 the dims of issue #18 as M and as K.
 var shapes = map[string][][2]int64{
 	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}},
-	"mxfp8":     {{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}},
-	"mxfp4":     {{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}},
-	"nvfp4":     {{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}},
+	"mxfp8":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
+	"mxfp4":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
+	"nvfp4":     append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
 	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}},
 }
+
+// raggedShapes: every M and every K of issue #18's set {1, 2, 15, 16, 17, 31,
+// 33, 47, 100, 129} against a ragged other dim, pairs of them, a decode
+// token [1, 256], an MoE expert's [45, 4096] and a large odd [1031, 2057]
+// (several GPU tiles with partial edges). The GPU must write the CPU's bytes:
+// the layouts of plugins/mxfp8/ragged.go and plugins/nvfp4/ragged.go.
+var raggedShapes = func() [][2]int64 {
+	var out [][2]int64
+	for _, d := range []int64{1, 2, 15, 16, 17, 31, 33, 47, 100, 129} {
+		out = append(out, [2]int64{d, 33}, [2]int64{17, d})
+	}
+	return append(out, [2]int64{47, 100}, [2]int64{129, 129}, [2]int64{1, 256}, [2]int64{45, 4096}, [2]int64{1031, 2057})
+}()
 
 func configs() map[string][]config {
 	return map[string][]config{
@@ -382,7 +398,7 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 		registered[n] = true
 	}
 	served := map[string]bool{}
-	for _, p := range host.Plugins() {
+	for _, p := range native.Plugins() {
 		for _, k := range p.Kernels {
 			if k.Device == host.CUDA {
 				served[k.Format] = true
@@ -429,19 +445,15 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 	}
 }
 
-// raggedShapes: M and K that are not multiples of the blocks (spec §14),
-// from the issue's set {1, 2, 15, 16, 17, 31, 33, 47, 100, 129} and a few
-// larger ones that cross the fast kernels' 64×128 sub-tiles and strips with
-// rows at every 16-byte offset (K odd).
-var raggedShapes = [][2]int64{
-	{1, 1}, {1, 256}, {2, 33}, {15, 17}, {16, 15}, {17, 31}, {31, 47}, {33, 100}, {47, 129}, {100, 2},
-	{129, 16}, {45, 4096}, {257, 1001}, {130, 1537},
-}
+// edgeShapes: partial blocks at sizes that cross the CUDA kernels' 64×128
+// sub-tiles and strips, with rows at every 16-byte offset (K odd: the
+// kernels' EDGE instances and shifted loads) and an M that leaves a partial
+// 16-row and 32-row group in the last strip.
+var edgeShapes = [][2]int64{{257, 1001}, {130, 1537}, {65, 2049}, {33, 100}}
 
-// TestRaggedShapesMatchCPU: GPU bytes = CPU bytes at shapes with partial
-// blocks, for every MX and NVFP4 config, usage and input dtype; the CPU
-// kernels define the rule (quantize the zero-padded X₀, drop the padding;
-// plugins/*/ragged_test.go check that).
+// TestRaggedShapesMatchCPU: GPU bytes = CPU bytes where the largest magnitude
+// of each row and column sits at the last valid element, next to the padding
+// (issue #18), for every MX and NVFP4 config, usage and input dtype.
 func TestRaggedShapesMatchCPU(t *testing.T) {
 	needGPU(t)
 	all := configs()
@@ -462,13 +474,13 @@ func TestRaggedShapesMatchCPU(t *testing.T) {
 						q, err := host.NewQuantizer(p, usage)
 						require.NoError(t, err)
 						defer q.Release()
-						for si, sh := range raggedShapes {
-							for ki, kind := range []string{"normal", "last-max", "adversarial"} {
+						for si, sh := range append(append([][2]int64(nil), raggedShapes...), edgeShapes...) {
+							for ki, kind := range []string{"last-max"} {
 								x := input(t, dt, kind, sh[0], sh[1], uint64(1000+si*10+ki))
 								what := fmt.Sprintf("%v %s", sh, kind)
 								cq, gq := quantizeBoth(t, q, q, x, byte(0x5A+si), nil)
 								compareTensors(t, what, cq, gq)
-								if kind == "normal" {
+								if si%4 == 0 {
 									dequantizeBoth(t, what, cq, gq)
 								}
 							}
@@ -486,6 +498,7 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 	needGPU(t)
 	for _, c := range []host.Params{
 		{Format: "fp8"}, {Format: "fp8_block"}, {Format: "nvfp4"}, {Format: "nvfp4", RHT: host.RHTDefault}, {Format: "nvfp4", BlockDims: 2}, {Format: "mxfp8"},
+		{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 3},
 	} {
 		if _, err := host.LookupFormat(c.Format); err != nil {
 			t.Logf("SKIP %s: not registered", c.Format)
@@ -495,13 +508,15 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 			q, err := host.NewQuantizer(c, host.BothUsages)
 			require.NoError(t, err)
 			defer q.Release()
-			for i, kind := range []string{"normal", "adversarial", "bits", "normal", "last-max"} {
-				sh := [2]int64{256, 512}
-				if i >= 3 {
-					sh = [2]int64{47, 129} // a partial RHT group (spec §14 item 2)
+			for ki, kind := range []string{"normal", "adversarial", "bits", "normal", "last-max"} {
+				m, k := int64(256), int64(512)
+				if ki == 3 {
+					m, k = 45, 77 // ragged: the RHT amax is X₀'s (spec §14 item 2)
+				} else if ki == 4 {
+					m, k = 47, 129 // a partial RHT group whose largest element is the last valid one
 				}
-				x := input(t, host.BFloat16, kind, sh[0], sh[1], 42)
-				want := testutil.Tensor(t, host.Float32, 2)
+				x := input(t, host.BFloat16, kind, m, k, 42)
+				want := hosttest.Tensor(t, host.Float32, 2)
 				require.NoError(t, q.ComputeAmax(x, want, 0))
 				g := poisoned(t, host.Float32, []int64{2}, 0x7B)
 				require.NoError(t, q.ComputeAmax(toGPU(t, x), g, 0))
@@ -568,7 +583,11 @@ func TestDeriveAndSwizzleMatchCPU(t *testing.T) {
 		{host.Params{Format: "nvfp4"}, false, true, [2]int64{144, 272}},
 		{host.Params{Format: "mxfp8"}, false, true, [2]int64{96, 288}},
 		{host.Params{Format: "mxfp4"}, false, true, [2]int64{96, 288}},
-		// Partial blocks (spec §14).
+		// Ragged (spec §14): partial blocks and tiles, odd packed rows.
+		{host.Params{Format: "nvfp4", BlockDims: 2}, true, true, [2]int64{45, 77}},
+		{host.Params{Format: "nvfp4", RHT: host.RHTDefault}, false, true, [2]int64{129, 47}},
+		{host.Params{Format: "mxfp8"}, false, true, [2]int64{45, 97}},
+		{host.Params{Format: "mxfp4"}, false, true, [2]int64{129, 33}},
 		{host.Params{Format: "nvfp4", BlockDims: 2}, true, true, [2]int64{47, 129}},
 		{host.Params{Format: "nvfp4"}, false, true, [2]int64{33, 100}},
 		{host.Params{Format: "mxfp8"}, false, true, [2]int64{100, 33}},
@@ -618,14 +637,14 @@ func TestMixedDevicesAreRefused(t *testing.T) {
 	gq, err := q.Quantize(toGPU(t, x), host.QuantizeOptions{})
 	require.NoError(t, err)
 	defer gq.Free()
-	cpuOut := testutil.Tensor(t, host.Float32, 64, 64)
+	cpuOut := hosttest.Tensor(t, host.Float32, 64, 64)
 	err = gq.Dequantize(host.DirRowwise, cpuOut, 0)
 	require.ErrorIs(t, err, host.ErrInvalidArgument)
 	require.ErrorContains(t, err, "on cpu but the tensor is on cuda:0")
 	err = q.QuantizeInto(x, host.QuantizeOptions{}, gq)
 	require.ErrorIs(t, err, host.ErrInvalidArgument)
 	require.ErrorContains(t, err, "input: on cpu but dst is on cuda:0")
-	a := testutil.Tensor(t, host.Float32, 2)
+	a := hosttest.Tensor(t, host.Float32, 2)
 	_, err = q.Quantize(toGPU(t, x), host.QuantizeOptions{AmaxIn: &a})
 	require.ErrorContains(t, err, "amax: on cpu but the input is on cuda:0")
 }

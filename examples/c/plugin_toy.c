@@ -25,7 +25,9 @@
 #define TOY_ABI_VERSION QUANT_PLUGIN_ABI_VERSION
 #endif
 
-#define TOY_FORMAT "toy_u8"
+#ifndef TOY_FORMAT
+#define TOY_FORMAT "toy_u8" /* another name lets two builds load side by side */
+#endif
 
 static int32_t fail(quant_plugin_error *err, int32_t status, const char *msg) {
   snprintf(err->message, sizeof err->message, "%s", msg);

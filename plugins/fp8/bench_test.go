@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 	tu "libquant/internal/testutil"
 )
 
@@ -11,7 +12,7 @@ import (
 // output byte written once) for 4096x4096 BF16, per element type and direction.
 func BenchmarkQuantize(b *testing.B) {
 	const m, k = 4096, 4096
-	in, _ := tu.Input(b, host.BFloat16, tu.Normal(m*k, 1, 1), m, k)
+	in, _ := hosttest.Input(b, host.BFloat16, tu.Normal(m*k, 1, 1), m, k)
 	for _, c := range []struct {
 		name  string
 		p     host.Params
@@ -22,6 +23,6 @@ func BenchmarkQuantize(b *testing.B) {
 		{"fp8_current_e4m3/both", host.Params{Format: "fp8"}, host.BothUsages},
 		{"fp8_delayed_e4m3/both", host.Params{Format: "fp8", Scaling: host.ScalingDelayed}, host.BothUsages},
 	} {
-		b.Run(c.name, func(b *testing.B) { tu.BenchQuantize(b, in, c.p, c.usage) })
+		b.Run(c.name, func(b *testing.B) { hosttest.BenchQuantize(b, in, c.p, c.usage) })
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"libquant/host"
-	tu "libquant/internal/testutil"
+	"libquant/host/hosttest"
 )
 
 // BenchmarkQuantize/fp8_block_<1d|2d>_<direction>: 4096×4096 BF16, GB/s =
@@ -25,7 +25,7 @@ func BenchmarkQuantize(b *testing.B) {
 		}{{"rowwise", host.Rowwise}, {"columnwise", host.Columnwise}, {"both", host.BothUsages}} {
 			name := map[int32]string{1: "fp8_block_1d_", 2: "fp8_block_2d_"}[dims] + u.name
 			b.Run(name, func(b *testing.B) {
-				tu.BenchQuantize(b, in, host.Params{Format: NameBlock, BlockDims: dims}, u.usage)
+				hosttest.BenchQuantize(b, in, host.Params{Format: NameBlock, BlockDims: dims}, u.usage)
 			})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 	"libquant/internal/numeric"
 	"libquant/internal/ratref"
 	tu "libquant/internal/testutil"
@@ -84,7 +85,7 @@ func TestCurrentScalingBytesMatchExactReference(t *testing.T) {
 				for si, shape := range shapes {
 					n := int(host.Tensor{Shape: shape}.NumElements())
 					for _, vals := range [][]float32{tu.Normal(n, 3, uint64(si)), tu.Adversarial(n, uint64(si))} {
-						in, exact := tu.Input(t, dt, vals, shape...)
+						in, exact := hosttest.Input(t, dt, vals, shape...)
 						q := quantizer(t, host.Params{Format: "fp8", Element: elem, ForcePow2Scales: pow2}, 0)
 						qt, err := q.Quantize(in, host.QuantizeOptions{})
 						require.NoError(t, err)
@@ -134,7 +135,7 @@ func TestScaleRuleEdges(t *testing.T) {
 	}
 	for _, c := range cases {
 		// The amax is the only non-zero input, so it is the tensor's amax.
-		in, _ := tu.Input(t, host.Float32, []float32{c.amax, 0}, 2)
+		in, _ := hosttest.Input(t, host.Float32, []float32{c.amax, 0}, 2)
 		q := quantizer(t, host.Params{Format: "fp8", ForcePow2Scales: c.pow2, AmaxEpsilon: c.eps}, host.Rowwise)
 		qt, err := q.Quantize(in, host.QuantizeOptions{})
 		require.NoError(t, err, c.name)
@@ -143,7 +144,7 @@ func TestScaleRuleEdges(t *testing.T) {
 		qt.Free()
 	}
 	// NaN inputs do not count towards the amax.
-	in, _ := tu.Input(t, host.Float32, []float32{float32(math.NaN()), -7}, 2)
+	in, _ := hosttest.Input(t, host.Float32, []float32{float32(math.NaN()), -7}, 2)
 	q := quantizer(t, host.Params{Format: "fp8"}, host.Rowwise)
 	qt, err := q.Quantize(in, host.QuantizeOptions{})
 	require.NoError(t, err)
@@ -154,9 +155,9 @@ func TestScaleRuleEdges(t *testing.T) {
 
 func TestCallerAmaxIsUsed(t *testing.T) {
 	vals := tu.Normal(64*32, 1, 5)
-	in, exact := tu.Input(t, host.BFloat16, vals, 64, 32)
+	in, exact := hosttest.Input(t, host.BFloat16, vals, 64, 32)
 	q := quantizer(t, host.Params{Format: "fp8"}, 0)
-	amax := tu.Tensor(t, host.Float32, 2)
+	amax := hosttest.Tensor(t, host.Float32, 2)
 	require.NoError(t, q.ComputeAmax(in, amax, 0))
 	require.Equal(t, []float32{refAmax(exact), refAmax(exact)}, amax.Float32s())
 	// An all-reduced amax larger than the local one changes the scale.
@@ -170,7 +171,7 @@ func TestCallerAmaxIsUsed(t *testing.T) {
 		require.Equal(t, refCast(x, refScale(10, 448, false, 0), ratref.E4M3), row[i])
 	}
 	// Wrong shape or dtype of the amax is rejected, naming it.
-	bad := tu.Tensor(t, host.Float32, 1)
+	bad := hosttest.Tensor(t, host.Float32, 1)
 	_, err = q.Quantize(in, host.QuantizeOptions{AmaxIn: &bad})
 	require.ErrorIs(t, err, host.ErrInvalidArgument)
 	require.ErrorContains(t, err, "amax")
@@ -178,7 +179,7 @@ func TestCallerAmaxIsUsed(t *testing.T) {
 
 func TestDequantizeIsExactProductRounded(t *testing.T) {
 	vals := tu.Adversarial(40*24, 3)
-	in, _ := tu.Input(t, host.Float32, vals, 40, 24)
+	in, _ := hosttest.Input(t, host.Float32, vals, 40, 24)
 	for _, elem := range []host.Element{host.ElementE4M3, host.ElementE5M2} {
 		ref := ratref.E4M3
 		if elem == host.ElementE5M2 {
@@ -191,7 +192,7 @@ func TestDequantizeIsExactProductRounded(t *testing.T) {
 			data := buf(t, qt, d, host.BufData).Bytes8()
 			sinv := buf(t, qt, d, host.BufScaleInv).Float32s()[0]
 			for _, dt := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
-				out := tu.Tensor(t, dt, 40, 24)
+				out := hosttest.Tensor(t, dt, 40, 24)
 				require.NoError(t, qt.Dequantize(d, out, 0))
 				got := make([]float32, 40*24)
 				host.LoadFloat32(out, 0, got)
@@ -311,7 +312,7 @@ func TestDelayedScalingSequences(t *testing.T) {
 			for si, st := range s.steps {
 				for _, a := range st.amaxes {
 					vals := []float32{a, -a / 2, a / 3, 0}
-					in, exact := tu.Input(t, host.Float32, vals, 2, 2)
+					in, exact := hosttest.Input(t, host.Float32, vals, 2, 2)
 					qt, err := q.Quantize(in, host.QuantizeOptions{})
 					require.NoError(t, err)
 					// The cast uses the scale as it stands, and scale_inv = 1/scale then.
@@ -340,7 +341,7 @@ func TestDelayedScalingSequences(t *testing.T) {
 
 func TestRowwiseToColumnwiseDerivationAndTiles(t *testing.T) {
 	vals := tu.Normal(70*45, 2, 11)
-	in, _ := tu.Input(t, host.BFloat16, vals, 70, 45)
+	in, _ := hosttest.Input(t, host.BFloat16, vals, 70, 45)
 	both := quantizer(t, host.Params{Format: "fp8"}, 0)
 	full, err := both.Quantize(in, host.QuantizeOptions{})
 	require.NoError(t, err)
@@ -360,7 +361,7 @@ func TestRowwiseToColumnwiseDerivationAndTiles(t *testing.T) {
 
 	// Tiles times the tensor scale equal the dequantized values.
 	st, _ := full.Storage(host.DirColumnwise)
-	deq := tu.Tensor(t, host.Float32, 70, 45)
+	deq := hosttest.Tensor(t, host.Float32, 70, 45)
 	require.NoError(t, full.Dequantize(host.DirColumnwise, deq, 0))
 	td := tileDequantizer(t)
 	tile := make([]float32, 16*16)
@@ -412,7 +413,7 @@ func TestBadConfigs(t *testing.T) {
 
 func TestResultDoesNotDependOnThreads(t *testing.T) {
 	vals := tu.Normal(300*257, 1, 2)
-	in, _ := tu.Input(t, host.BFloat16, vals, 300, 257)
+	in, _ := hosttest.Input(t, host.BFloat16, vals, 300, 257)
 	var outs [][]byte
 	for _, procs := range []int{1, 3} {
 		old := runtime.GOMAXPROCS(procs)
@@ -435,12 +436,12 @@ func TestEvery16BitPatternThroughTheTablePath(t *testing.T) {
 			if elem == host.ElementE5M2 {
 				ref, fp8Max = ratref.E5M2, 57344.0
 			}
-			in := tu.Tensor(t, dt, 512, 512)
+			in := hosttest.Tensor(t, dt, 512, 512)
 			h := in.Uint16s()
 			for i := range h {
 				h[i] = uint16(i)
 			}
-			amax := tu.Tensor(t, host.Float32, 2)
+			amax := hosttest.Tensor(t, host.Float32, 2)
 			amax.Float32s()[0], amax.Float32s()[1] = 3.7, 3.7
 			q := quantizer(t, host.Params{Format: "fp8", Element: elem}, 0)
 			qt, err := q.Quantize(in, host.QuantizeOptions{AmaxIn: &amax})

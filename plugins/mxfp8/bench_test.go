@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"libquant/host"
-	tu "libquant/internal/testutil"
+	"libquant/host/hosttest"
 )
 
 // benchInput is a 4096×4096 BF16 tensor of normal values.
@@ -38,7 +38,7 @@ func BenchmarkQuantize(b *testing.B) {
 		{"mxfp4", host.Params{Format: NameMXFP4}},
 	} {
 		for _, u := range benchUsages {
-			b.Run(f.name+"_"+u.name, func(b *testing.B) { tu.BenchQuantize(b, in, f.p, u.usage) })
+			b.Run(f.name+"_"+u.name, func(b *testing.B) { hosttest.BenchQuantize(b, in, f.p, u.usage) })
 		}
 	}
 }

@@ -2,8 +2,8 @@ package mxfp8
 
 import (
 	"libquant/host"
+	"libquant/host/ragged"
 	"libquant/internal/numeric"
-	"libquant/internal/ragged"
 	"libquant/internal/swizzle"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
-	tu "libquant/internal/testutil"
+	"libquant/host/hosttest"
 )
 
 var cpu = host.Device{Type: host.CPU}
@@ -18,7 +18,7 @@ var cpu = host.Device{Type: host.CPU}
 // (rounded to dt) and returns it with the exact values it holds.
 func newInput(t testing.TB, dt host.DType, m, k int, vals []float32) (host.Tensor, []float32) {
 	t.Helper()
-	return tu.Input(t, dt, vals, int64(m), int64(k))
+	return hosttest.Input(t, dt, vals, int64(m), int64(k))
 }
 
 // guardLen bytes past each buffer must never be written.

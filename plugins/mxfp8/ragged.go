@@ -2,7 +2,7 @@ package mxfp8
 
 import (
 	"libquant/host"
-	"libquant/internal/ragged"
+	"libquant/host/ragged"
 )
 
 // Shapes that are not whole 32-element blocks (spec §14). The bytes are

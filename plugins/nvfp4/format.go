@@ -2,7 +2,7 @@ package nvfp4
 
 import (
 	"libquant/host"
-	"libquant/internal/ragged"
+	"libquant/host/ragged"
 )
 
 // Name is the format's registry name.

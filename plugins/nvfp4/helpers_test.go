@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	_ "libquant/host/cpumem" // the tests allocate CPU tensors
 	"libquant/internal/numeric"
 )
 

@@ -2,7 +2,7 @@ package nvfp4
 
 import (
 	"libquant/host"
-	"libquant/internal/ragged"
+	"libquant/host/ragged"
 )
 
 // Shapes that are not whole 16-element blocks (spec §14). The bytes are those

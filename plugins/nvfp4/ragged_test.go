@@ -292,3 +292,38 @@ func TestRaggedDequantizeFollowsThePaddedTensor(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyShapes: a zero dim (an MoE expert that received no token) is an
+// empty tensor, aligned or with a ragged other dim: quantize, amax,
+// dequantize and the 16×16 derive work and every scale byte is zero.
+func TestEmptyShapes(t *testing.T) {
+	for _, sh := range [][]int64{{0, 16}, {16, 0}, {0, 33}, {45, 0}, {0, 0}, {2, 0, 7}} {
+		for _, p := range []host.Params{{Format: Name}, {Format: Name, BlockDims: 2}, {Format: Name, RHT: host.RHTDefault, StochasticRounding: true}} {
+			q, err := host.NewQuantizer(p, host.BothUsages)
+			require.NoError(t, err)
+			in, err := host.AllocTensor(cpu, host.BFloat16, sh, 0)
+			require.NoError(t, err)
+			qt, err := q.Quantize(in, host.QuantizeOptions{})
+			require.NoError(t, err, "%v %+v", sh, p)
+			for _, dir := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
+				st, _ := qt.Storage(dir)
+				for _, b := range st.MustBuffer(host.BufScaleInv).Bytes8() {
+					require.Zero(t, b)
+				}
+				require.NoError(t, qt.Dequantize(dir, in, 0))
+			}
+			amax, err := host.AllocTensor(cpu, host.Float32, []int64{2}, 0)
+			require.NoError(t, err)
+			require.NoError(t, q.ComputeAmax(in, amax, 0))
+			require.Equal(t, []float32{0, 0}, amax.Float32s())
+			if p.BlockDims == 2 {
+				require.NoError(t, qt.UpdateUsage(host.Rowwise, 0))
+				require.NoError(t, qt.UpdateUsage(host.BothUsages, 0))
+			}
+			qt.Free()
+			host.FreeTensor(amax, 0)
+			host.FreeTensor(in, 0)
+			q.Release()
+		}
+	}
+}

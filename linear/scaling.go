@@ -1,29 +1,26 @@
-package host
+package linear
 
-// LinearPass names the forward or backward delayed-scaling state (spec §2.2:
+import "libquant/host"
+
+// Pass names the forward or backward delayed-scaling state (spec §2.2:
 // a module keeps one of each).
-type LinearPass int32
+type Pass int32
 
 const (
-	PassForward  LinearPass = 1 // the input and weight quantizers
-	PassBackward LinearPass = 2 // the grad_output quantizers
+	PassForward  Pass = 1 // the input and weight quantizers
+	PassBackward Pass = 2 // the grad_output quantizers
 )
 
 // isDelayed reports whether either direction of q uses delayed scaling.
-func isDelayed(q *Quantizer) bool {
-	for d := range q.states {
-		if _, ok := q.states[d].(DelayedScaling); ok {
-			return true
-		}
-	}
-	return false
+func isDelayed(q *host.Quantizer) bool {
+	return len(q.DelayedStates()) > 0
 }
 
-func (l *Linear) anyDelayed() (LinearTensor, int, bool) {
+func (l *Layer) anyDelayed() (Tensor, int, bool) {
 	for t, qs := range l.quantizers {
 		for g, q := range qs {
 			if isDelayed(q) {
-				return LinearTensor(t), g, true
+				return Tensor(t), g, true
 			}
 		}
 	}
@@ -35,28 +32,21 @@ func (l *Linear) anyDelayed() (LinearTensor, int, bool) {
 // then the weight quantizer (forward) or the grad_output quantizer
 // (backward); within a quantizer the rowwise state, then the columnwise one
 // when a hybrid has a second.
-func (l *Linear) scalingSlots(p LinearPass) ([]DelayedScaling, error) {
-	var roles []LinearTensor
+func (l *Layer) scalingSlots(p Pass) ([]host.DelayedScaling, error) {
+	var roles []Tensor
 	switch p {
 	case PassForward:
-		roles = []LinearTensor{LinearInput, LinearWeight}
+		roles = []Tensor{Input, Weight}
 	case PassBackward:
-		roles = []LinearTensor{LinearGradOutput}
+		roles = []Tensor{GradOutput}
 	default:
-		return nil, Errorf(ErrInvalidArgument, "pass: %d is not forward (1) or backward (2)", int32(p))
+		return nil, host.Errorf(host.ErrInvalidArgument, "pass: %d is not forward (1) or backward (2)", int32(p))
 	}
-	var out []DelayedScaling
+	var out []host.DelayedScaling
 	for g := range l.weights {
 		for _, t := range roles {
 			q := l.quantizers[t][g]
-			for d, st := range q.states {
-				if d == 1 && st == q.states[0] {
-					continue
-				}
-				if ds, ok := st.(DelayedScaling); ok {
-					out = append(out, ds)
-				}
-			}
+			out = append(out, q.DelayedStates()...)
 		}
 	}
 	return out, nil
@@ -66,7 +56,7 @@ func (l *Linear) scalingSlots(p LinearPass) ([]DelayedScaling, error) {
 // staged this step (its history[0]), for a caller to all-reduce (MAX) across
 // processes and hand to UpdateScaling. Empty when no quantizer of the pass
 // uses delayed scaling.
-func (l *Linear) ScalingAmaxes(p LinearPass) ([]float32, error) {
+func (l *Layer) ScalingAmaxes(p Pass) ([]float32, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLive(); err != nil {
@@ -79,7 +69,7 @@ func (l *Linear) ScalingAmaxes(p LinearPass) ([]float32, error) {
 	out := make([]float32, len(slots))
 	for i, ds := range slots {
 		var a [1]float32
-		LoadFloat32(ds.AmaxHistory(), 0, a[:])
+		host.LoadFloat32(ds.AmaxHistory(), 0, a[:])
 		out[i] = a[0]
 	}
 	return out, nil
@@ -89,7 +79,7 @@ func (l *Linear) ScalingAmaxes(p LinearPass) ([]float32, error) {
 // delayed-scaling state of the pass: for the forward pass after the forward
 // step, for the backward pass at the end of backward. reduced, when not nil,
 // holds one amax per slot (ScalingAmaxes' order) reduced across processes.
-func (l *Linear) UpdateScaling(p LinearPass, reduced []float32) error {
+func (l *Layer) UpdateScaling(p Pass, reduced []float32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLive(); err != nil {
@@ -100,11 +90,11 @@ func (l *Linear) UpdateScaling(p LinearPass, reduced []float32) error {
 		return err
 	}
 	if reduced != nil && len(reduced) != len(slots) {
-		return Errorf(ErrInvalidArgument, "reduced_amaxes: %d given, the %s pass has %d delayed-scaling states", len(reduced), passName(p), len(slots))
+		return host.Errorf(host.ErrInvalidArgument, "reduced_amaxes: %d given, the %s pass has %d delayed-scaling states", len(reduced), passName(p), len(slots))
 	}
 	for i, r := range reduced {
 		if !(r >= 0) {
-			return Errorf(ErrInvalidArgument, "reduced_amaxes[%d]: %g must be a non-negative number", i, r)
+			return host.Errorf(host.ErrInvalidArgument, "reduced_amaxes[%d]: %g must be a non-negative number", i, r)
 		}
 	}
 	for i, ds := range slots {
@@ -119,7 +109,7 @@ func (l *Linear) UpdateScaling(p LinearPass, reduced []float32) error {
 	return nil
 }
 
-func passName(p LinearPass) string {
+func passName(p Pass) string {
 	if p == PassForward {
 		return "forward"
 	}

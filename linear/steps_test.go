@@ -1,4 +1,4 @@
-package host_test
+package linear_test
 
 import (
 	"fmt"
@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
-	tu "libquant/internal/testutil"
+	"libquant/host/hosttest"
+	"libquant/linear"
 )
 
 // TestLinearTrainInferAlternation runs TE's training-loop stages
@@ -30,15 +31,15 @@ func TestLinearTrainInferAlternation(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s_first", lr.name, stages[0]), func(t *testing.T) {
 				r := lr.make(t)
 				l := newLinear(t, r, false, 1)
-				w := randTensor(t, rng, host.Float32, 0.05, linN, linK) // the parameter, updated in place
-				b := randTensor(t, rng, host.Float32, 0.5, linN)
+				w := hosttest.RandTensor(t, rng, host.Float32, 0.05, linN, linK) // the parameter, updated in place
+				b := hosttest.RandTensor(t, rng, host.Float32, 0.5, linN)
 				var addrs []uintptr
 				var usage host.Usage
 				for step, stage := range stages {
 					io := newLinearIO(t, rng, true)
 					io.w, io.b = w, b
 					train := stage == "train"
-					flags := host.LinearFlags{}
+					flags := linear.Flags{}
 					if train {
 						flags = bothGrads
 					}
@@ -62,7 +63,7 @@ func TestLinearTrainInferAlternation(t *testing.T) {
 					}
 					addrs = a
 					if train { // the optimizer step
-						host.StoreFloat32(w, 0, values(randTensor(t, rng, host.Float32, 0.05, linN, linK)))
+						host.StoreFloat32(w, 0, hosttest.Values(hosttest.RandTensor(t, rng, host.Float32, 0.05, linN, linK)))
 						require.NoError(t, l.WeightUpdated(-1))
 					}
 				}
@@ -73,7 +74,7 @@ func TestLinearTrainInferAlternation(t *testing.T) {
 
 func ptrs(q *host.QTensor) []uintptr {
 	var out []uintptr
-	for _, p := range bufferAddrs(q) {
+	for _, p := range hosttest.BufferAddrs(q) {
 		out = append(out, uintptr(p))
 	}
 	return out
@@ -89,27 +90,27 @@ func TestLinearWeightCache(t *testing.T) {
 	r := presetRecipe(host.RecipeConfig{Kind: host.RecipeNVFP4, Seed: 3})(t)
 	l := newLinear(t, r, false, 1)
 	io := newLinearIO(t, rng, false)
-	io.step(t, l, host.LinearFlags{}, false)
+	io.step(t, l, linear.Flags{}, false)
 	before := io.bytes()
-	host.StoreFloat32(io.w, 0, values(randTensor(t, rng, host.Float32, 0.05, linN, linK)))
-	io.step(t, l, host.LinearFlags{}, false)
+	host.StoreFloat32(io.w, 0, hosttest.Values(hosttest.RandTensor(t, rng, host.Float32, 0.05, linN, linK)))
+	io.step(t, l, linear.Flags{}, false)
 	require.Equal(t, before, io.bytes(), "an unannounced in-place change must not be seen")
 	other := *io
-	other.w = tu.Tensor(t, host.Float32, linN, linK)
+	other.w = hosttest.Tensor(t, host.Float32, linN, linK)
 	copy(other.w.Bytes8(), io.w.Bytes8())
-	other.step(t, l, host.LinearFlags{}, false)
+	other.step(t, l, linear.Flags{}, false)
 	require.NotEqual(t, before, other.bytes(), "a weight at another address is quantized anew")
 
 	// Copy on write: ctx1 holds the quantized weight of w1 when w2 arrives.
-	w1 := values(io.w)
+	w1 := hosttest.Values(io.w)
 	ctx1io := *io
-	ctx1io.y = tu.Tensor(t, host.Float32, linOutShape...)
-	ctx1, err := l.Forward(&host.LinearForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Output: ctx1io.y, Flags: bothGrads}, true)
+	ctx1io.y = hosttest.Tensor(t, host.Float32, linOutShape...)
+	ctx1, err := l.Forward(&linear.ForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Output: ctx1io.y, Flags: bothGrads}, true)
 	require.NoError(t, err)
 	wq, _, err := l.Weight(0)
 	require.NoError(t, err)
 	addrs := ptrs(wq)
-	host.StoreFloat32(io.w, 0, values(randTensor(t, rng, host.Float32, 0.05, linN, linK)))
+	host.StoreFloat32(io.w, 0, hosttest.Values(hosttest.RandTensor(t, rng, host.Float32, 0.05, linN, linK)))
 	require.NoError(t, l.WeightUpdated(0))
 	io.step(t, l, bothGrads, true)
 	wq2, _, err := l.Weight(0)
@@ -117,14 +118,14 @@ func TestLinearWeightCache(t *testing.T) {
 	require.NotEqual(t, addrs, ptrs(wq2), "a weight a context still holds is not overwritten")
 	require.Equal(t, host.BothUsages, wq2.Usage(), "the copy keeps the usages")
 	l.Release()
-	dx := tu.Tensor(t, host.Float32, linInShape...)
-	require.NoError(t, ctx1.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &dx}))
+	dx := hosttest.Tensor(t, host.Float32, linInShape...)
+	require.NoError(t, ctx1.Backward(&linear.BackwardArgs{GradOutput: io.dy, GradInput: &dx}))
 	ctx1.Release()
 	// ctx1's dgrad used w1's quantization.
 	ref := *io
-	ref.w = tu.Tensor(t, host.Float32, linN, linK)
+	ref.w = hosttest.Tensor(t, host.Float32, linN, linK)
 	host.StoreFloat32(ref.w, 0, w1)
-	ref.step(t, newLinear(t, r, false, 1), host.LinearFlags{InputRequiresGrad: true}, true)
+	ref.step(t, newLinear(t, r, false, 1), linear.Flags{InputRequiresGrad: true}, true)
 	require.Equal(t, ref.dx.Bytes8(), dx.Bytes8())
 	// The next forward after the context is gone re-quantizes in place again.
 	l2 := newLinear(t, r, false, 1)
@@ -143,8 +144,8 @@ type groupedIO struct {
 	x, dy         host.Tensor
 	w, b, dw, db  []host.Tensor
 	y, dx         host.Tensor
-	flags         host.LinearFlags
-	infoBackwards host.LinearContextInfo
+	flags         linear.Flags
+	infoBackwards linear.ContextInfo
 }
 
 func newGroupedIO(t *testing.T, rng *rand.Rand, splits []int64) *groupedIO {
@@ -152,34 +153,34 @@ func newGroupedIO(t *testing.T, rng *rand.Rand, splits []int64) *groupedIO {
 	for _, s := range splits {
 		m += s
 	}
-	io := &groupedIO{splits: splits, x: randTensor(t, rng, host.BFloat16, 1, m, linK), dy: randTensor(t, rng, host.BFloat16, 0.01, m, linN)}
+	io := &groupedIO{splits: splits, x: hosttest.RandTensor(t, rng, host.BFloat16, 1, m, linK), dy: hosttest.RandTensor(t, rng, host.BFloat16, 0.01, m, linN)}
 	for range splits {
-		io.w = append(io.w, randTensor(t, rng, host.Float32, 0.05, linN, linK))
-		io.b = append(io.b, randTensor(t, rng, host.Float32, 0.5, linN))
+		io.w = append(io.w, hosttest.RandTensor(t, rng, host.Float32, 0.05, linN, linK))
+		io.b = append(io.b, hosttest.RandTensor(t, rng, host.Float32, 0.5, linN))
 	}
 	return io
 }
 
-func (io *groupedIO) step(t *testing.T, l *host.Linear, flags host.LinearFlags) {
+func (io *groupedIO) step(t *testing.T, l *linear.Layer, flags linear.Flags) {
 	t.Helper()
 	m, _ := host.Flatten2D(io.x.Shape)
 	io.flags = flags
-	io.y = tu.Tensor(t, host.Float32, m, linN)
-	ctx, err := l.Forward(&host.LinearForwardArgs{Input: io.x, Weights: io.w, Biases: io.b, MSplits: io.splits, Output: io.y, Flags: flags}, true)
+	io.y = hosttest.Tensor(t, host.Float32, m, linN)
+	ctx, err := l.Forward(&linear.ForwardArgs{Input: io.x, Weights: io.w, Biases: io.b, MSplits: io.splits, Output: io.y, Flags: flags}, true)
 	require.NoError(t, err)
 	defer ctx.Release()
-	io.dx = tu.Tensor(t, host.Float32, m, linK)
+	io.dx = hosttest.Tensor(t, host.Float32, m, linK)
 	io.dw, io.db = nil, nil
 	for range io.splits {
-		io.db = append(io.db, tu.Tensor(t, host.Float32, linN))
+		io.db = append(io.db, hosttest.Tensor(t, host.Float32, linN))
 		// Guard values: a zero-row GEMM's gradient must be overwritten with zeros.
-		dw := tu.Tensor(t, host.Float32, linN, linK)
+		dw := hosttest.Tensor(t, host.Float32, linN, linK)
 		for i := range dw.Float32s() {
 			dw.Float32s()[i] = float32(math.NaN())
 		}
 		io.dw = append(io.dw, dw)
 	}
-	ba := &host.LinearBackwardArgs{GradOutput: io.dy, GradBiases: io.db}
+	ba := &linear.BackwardArgs{GradOutput: io.dy, GradBiases: io.db}
 	if flags.InputRequiresGrad {
 		ba.GradInput = &io.dx
 	}
@@ -194,10 +195,11 @@ func (io *groupedIO) step(t *testing.T, l *host.Linear, flags host.LinearFlags) 
 // gradients are bit-identical to a plain layer run on that group's rows and
 // weight (whose results TestLinearMatchesReference checks against the
 // float64 reference), that output rows keep the input's order, and that a
-// group of zero rows gets zero weight and bias gradients.
+// group of zero rows gets zero weight and bias gradients. Groups of any size
+// (spec §14: 7, 45 and 1 rows, which no block divides) run in every mode too.
 func TestGroupedLinear(t *testing.T) {
 	rng := rand.New(rand.NewPCG(75, 76))
-	splitsCases := [][]int64{{32, 0, 64, 32}, {0, 0, 96, 0}, {0, 0, 0, 0}}
+	splitsCases := [][]int64{{32, 0, 64, 32}, {7, 0, 45, 1}, {0, 0, 96, 0}, {0, 0, 0, 0}}
 	for _, lr := range linearRecipes() {
 		ms := modes
 		if lr.delayed {
@@ -205,7 +207,7 @@ func TestGroupedLinear(t *testing.T) {
 		}
 		for _, mode := range ms {
 			for i, splits := range splitsCases {
-				if i > 0 && mode.name != "none" {
+				if i > 1 && mode.name != "none" {
 					continue // the degenerate splits once per recipe
 				}
 				t.Run(fmt.Sprintf("%s/%s/%v", lr.name, mode.name, splits), func(t *testing.T) {
@@ -219,15 +221,15 @@ func TestGroupedLinear(t *testing.T) {
 							return x.Bytes8()[row*cols*sz : (row+rows)*cols*sz]
 						}
 						if rows == 0 {
-							require.Equal(t, make([]float32, linN*linK), values(io.dw[g]), "gemm %d: zero rows give a zero weight gradient", g)
-							require.Equal(t, make([]float32, linN), values(io.db[g]), "gemm %d: zero rows give a zero bias gradient", g)
+							require.Equal(t, make([]float32, linN*linK), hosttest.Values(io.dw[g]), "gemm %d: zero rows give a zero weight gradient", g)
+							require.Equal(t, make([]float32, linN), hosttest.Values(io.db[g]), "gemm %d: zero rows give a zero bias gradient", g)
 							continue
 						}
 						// The same GEMM as a plain layer on its rows.
 						p := &linearIO{bias: true, outDType: host.Float32, grdType: host.Float32, w: io.w[g], b: io.b[g]}
-						p.x = tu.Tensor(t, host.BFloat16, rows, linK)
+						p.x = hosttest.Tensor(t, host.BFloat16, rows, linK)
 						copy(p.x.Bytes8(), sl(io.x, linK))
-						p.dy = tu.Tensor(t, host.BFloat16, rows, linN)
+						p.dy = hosttest.Tensor(t, host.BFloat16, rows, linN)
 						copy(p.dy.Bytes8(), sl(io.dy, linN))
 						plain := newLinear(t, r, false, 1)
 						stepPlain(t, plain, p, rows, mode.flags)
@@ -244,16 +246,16 @@ func TestGroupedLinear(t *testing.T) {
 }
 
 // stepPlain is linearIO.step for a [rows, K] input.
-func stepPlain(t *testing.T, l *host.Linear, io *linearIO, rows int64, flags host.LinearFlags) {
+func stepPlain(t *testing.T, l *linear.Layer, io *linearIO, rows int64, flags linear.Flags) {
 	t.Helper()
-	io.y = tu.Tensor(t, host.Float32, rows, linN)
-	ctx, err := l.Forward(&host.LinearForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Biases: []host.Tensor{io.b}, Output: io.y, Flags: flags}, true)
+	io.y = hosttest.Tensor(t, host.Float32, rows, linN)
+	ctx, err := l.Forward(&linear.ForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Biases: []host.Tensor{io.b}, Output: io.y, Flags: flags}, true)
 	require.NoError(t, err)
 	defer ctx.Release()
-	io.dx = tu.Tensor(t, host.Float32, rows, linK)
-	io.dw = tu.Tensor(t, host.Float32, linN, linK)
-	io.db = tu.Tensor(t, host.Float32, linN)
-	require.NoError(t, ctx.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &io.dx, GradWeights: []host.Tensor{io.dw}, GradBiases: []host.Tensor{io.db}}))
+	io.dx = hosttest.Tensor(t, host.Float32, rows, linK)
+	io.dw = hosttest.Tensor(t, host.Float32, linN, linK)
+	io.db = hosttest.Tensor(t, host.Float32, linN)
+	require.NoError(t, ctx.Backward(&linear.BackwardArgs{GradOutput: io.dy, GradInput: &io.dx, GradWeights: []host.Tensor{io.dw}, GradBiases: []host.Tensor{io.db}}))
 }
 
 // delayedRef is the spec §2.4 fused update of one delayed-scaling slot.
@@ -300,7 +302,7 @@ func TestLinearDelayedScaling(t *testing.T) {
 	const e4m3, e5m2 = 448, 57344
 	fwd := []*delayedRef{{h: make([]float32, 3), scale: 1, max: e4m3}, {h: make([]float32, 3), scale: 1, max: e4m3}}
 	bwd := []*delayedRef{{h: make([]float32, 3), scale: 1, max: e5m2}}
-	quantizers := [][]host.LinearTensor{{host.LinearInput, host.LinearWeight}, {host.LinearGradOutput}}
+	quantizers := [][]linear.Tensor{{linear.Input, linear.Weight}, {linear.GradOutput}}
 	checkState := func(step int, pass int, refs []*delayedRef) {
 		t.Helper()
 		for i, tt := range quantizers[pass] {
@@ -308,24 +310,24 @@ func TestLinearDelayedScaling(t *testing.T) {
 			require.NoError(t, err)
 			ds, err := q.DelayedState(host.DirRowwise)
 			require.NoError(t, err)
-			require.Equal(t, refs[i].h, values(ds.AmaxHistory()), "step %d: %s history", step, tt)
-			require.Equal(t, []float32{refs[i].scale}, values(ds.Scale()), "step %d: %s scale", step, tt)
+			require.Equal(t, refs[i].h, hosttest.Values(ds.AmaxHistory()), "step %d: %s history", step, tt)
+			require.Equal(t, []float32{refs[i].scale}, hosttest.Values(ds.Scale()), "step %d: %s scale", step, tt)
 			q.Release()
 		}
 	}
 	// withScale quantizes x as a delayed quantizer whose scale is s does.
 	withScale := func(x host.Tensor, elem host.Element, s float32) *host.QTensor {
-		q := newQ(t, host.Params{Format: "fp8", Element: elem, Scaling: host.ScalingDelayed, AmaxHistoryLen: 3}, host.BothUsages)
+		q := hosttest.NewQuantizer(t, host.Params{Format: "fp8", Element: elem, Scaling: host.ScalingDelayed, AmaxHistoryLen: 3}, host.BothUsages)
 		ds, err := q.DelayedState(host.DirRowwise)
 		require.NoError(t, err)
 		ds.Scale().Float32s()[0] = s
-		return quantize(t, q, x)
+		return hosttest.Quantize(t, q, x)
 	}
 	for step := 0; step < 6; step++ {
 		sigma := math.Ldexp(1, step%3*2-2) // amaxes that rise and fall
 		io := newLinearIO(t, rng, false)
-		io.x = randTensor(t, rng, host.BFloat16, sigma, linInShape...)
-		io.dy = randTensor(t, rng, host.BFloat16, sigma/64, linOutShape...)
+		io.x = hosttest.RandTensor(t, rng, host.BFloat16, sigma, linInShape...)
+		io.dy = hosttest.RandTensor(t, rng, host.BFloat16, sigma/64, linOutShape...)
 		if step > 0 {
 			require.NoError(t, l.WeightUpdated(-1))
 		}
@@ -333,21 +335,21 @@ func TestLinearDelayedScaling(t *testing.T) {
 		wq := withScale(io.w, host.ElementE4M3, fwd[1].scale)
 		dyq := withScale(io.dy, host.ElementE5M2, bwd[0].scale)
 
-		io.y = tu.Tensor(t, host.Float32, linOutShape...)
-		ctx, err := l.Forward(&host.LinearForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Output: io.y, Flags: bothGrads}, true)
+		io.y = hosttest.Tensor(t, host.Float32, linOutShape...)
+		ctx, err := l.Forward(&linear.ForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Output: io.y, Flags: bothGrads}, true)
 		require.NoError(t, err)
-		checkProduct(t, "output", io.y, opRows(dequantize(t, xq, host.DirRowwise), linM, linK, false),
-			opRows(dequantize(t, wq, host.DirRowwise), linN, linK, false), nil, linM, linN, linK)
+		checkProduct(t, "output", io.y, opRows(hosttest.Dequantize(t, xq, host.DirRowwise), linM, linK, false),
+			opRows(hosttest.Dequantize(t, wq, host.DirRowwise), linN, linK, false), nil, linM, linN, linK)
 		fwd[0].record(host.AmaxCPU(io.x))
 		fwd[1].record(host.AmaxCPU(io.w))
-		amaxes, err := l.ScalingAmaxes(host.PassForward)
+		amaxes, err := l.ScalingAmaxes(linear.PassForward)
 		require.NoError(t, err)
 		require.Equal(t, []float32{fwd[0].h[0], fwd[1].h[0]}, amaxes, "step %d: staged forward amaxes", step)
 		var reduced []float32
 		if step == 3 {
 			reduced = []float32{2 * amaxes[0], 2 * amaxes[1]}
 		}
-		require.NoError(t, l.UpdateScaling(host.PassForward, reduced))
+		require.NoError(t, l.UpdateScaling(linear.PassForward, reduced))
 		for i, ref := range fwd {
 			var rp *float32
 			if reduced != nil {
@@ -357,21 +359,21 @@ func TestLinearDelayedScaling(t *testing.T) {
 		}
 		checkState(step, 0, fwd)
 
-		io.dx = tu.Tensor(t, host.Float32, linInShape...)
-		io.dw = tu.Tensor(t, host.Float32, linN, linK)
-		require.NoError(t, ctx.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &io.dx, GradWeights: []host.Tensor{io.dw}}))
+		io.dx = hosttest.Tensor(t, host.Float32, linInShape...)
+		io.dw = hosttest.Tensor(t, host.Float32, linN, linK)
+		require.NoError(t, ctx.Backward(&linear.BackwardArgs{GradOutput: io.dy, GradInput: &io.dx, GradWeights: []host.Tensor{io.dw}}))
 		ctx.Release()
-		checkProduct(t, "grad_input", io.dx, opRows(dequantize(t, dyq, host.DirRowwise), linM, linN, false),
-			opRows(dequantize(t, wq, host.DirColumnwise), linN, linK, true), nil, linM, linK, linN)
+		checkProduct(t, "grad_input", io.dx, opRows(hosttest.Dequantize(t, dyq, host.DirRowwise), linM, linN, false),
+			opRows(hosttest.Dequantize(t, wq, host.DirColumnwise), linN, linK, true), nil, linM, linK, linN)
 		bwd[0].record(host.AmaxCPU(io.dy))
-		amaxes, err = l.ScalingAmaxes(host.PassBackward)
+		amaxes, err = l.ScalingAmaxes(linear.PassBackward)
 		require.NoError(t, err)
 		require.Equal(t, []float32{bwd[0].h[0]}, amaxes, "step %d: staged backward amaxes", step)
 		reduced = nil
 		if step == 3 {
 			reduced = []float32{2 * amaxes[0]}
 		}
-		require.NoError(t, l.UpdateScaling(host.PassBackward, reduced))
+		require.NoError(t, l.UpdateScaling(linear.PassBackward, reduced))
 		var rp *float32
 		if reduced != nil {
 			rp = &reduced[0]
@@ -379,7 +381,7 @@ func TestLinearDelayedScaling(t *testing.T) {
 		bwd[0].update(rp)
 		checkState(step, 1, bwd)
 	}
-	err := l.UpdateScaling(host.PassForward, []float32{1})
+	err := l.UpdateScaling(linear.PassForward, []float32{1})
 	require.ErrorIs(t, err, host.ErrInvalidArgument)
 	require.ErrorContains(t, err, "reduced_amaxes: 1 given, the forward pass has 2")
 	_, err = l.ScalingAmaxes(7)
@@ -387,10 +389,10 @@ func TestLinearDelayedScaling(t *testing.T) {
 
 	// A recipe without delayed scaling has no slots.
 	cur := newLinear(t, presetRecipe(host.RecipeConfig{Kind: host.RecipeMXFP8})(t), false, 1)
-	amaxes, err := cur.ScalingAmaxes(host.PassForward)
+	amaxes, err := cur.ScalingAmaxes(linear.PassForward)
 	require.NoError(t, err)
 	require.Empty(t, amaxes)
-	require.NoError(t, cur.UpdateScaling(host.PassBackward, nil))
+	require.NoError(t, cur.UpdateScaling(linear.PassBackward, nil))
 }
 
 // TestLinearErrors checks that bad calls fail with the right kind and a
@@ -400,9 +402,9 @@ func TestLinearErrors(t *testing.T) {
 	delayed := presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Delayed})(t)
 	current := presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Current})(t)
 	io := newLinearIO(t, rng, true)
-	y := tu.Tensor(t, host.Float32, linOutShape...)
-	args := func(mod func(a *host.LinearForwardArgs)) *host.LinearForwardArgs {
-		a := &host.LinearForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Biases: []host.Tensor{io.b}, Output: y, Flags: bothGrads}
+	y := hosttest.Tensor(t, host.Float32, linOutShape...)
+	args := func(mod func(a *linear.ForwardArgs)) *linear.ForwardArgs {
+		a := &linear.ForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Biases: []host.Tensor{io.b}, Output: y, Flags: bothGrads}
 		if mod != nil {
 			mod(a)
 		}
@@ -414,27 +416,27 @@ func TestLinearErrors(t *testing.T) {
 		name   string
 		recipe host.Recipe
 		keep   bool
-		args   *host.LinearForwardArgs
+		args   *linear.ForwardArgs
 		kind   error
 		msg    string
 	}{
-		{"override with delayed", delayed, true, args(func(a *host.LinearForwardArgs) { a.Flags.BackwardOverride = host.BackwardDequantized }),
+		{"override with delayed", delayed, true, args(func(a *linear.ForwardArgs) { a.Flags.BackwardOverride = linear.BackwardDequantized }),
 			host.ErrInvalidArgument, "backward_override: dequantized is not allowed with delayed scaling"},
-		{"high_precision with delayed", delayed, true, args(func(a *host.LinearForwardArgs) { a.Flags.BackwardOverride = host.BackwardHighPrecision }),
+		{"high_precision with delayed", delayed, true, args(func(a *linear.ForwardArgs) { a.Flags.BackwardOverride = linear.BackwardHighPrecision }),
 			host.ErrInvalidArgument, "backward_override: high_precision"},
-		{"save_original_input with delayed", delayed, true, args(func(a *host.LinearForwardArgs) { a.Flags.SaveOriginalInput = true }),
+		{"save_original_input with delayed", delayed, true, args(func(a *linear.ForwardArgs) { a.Flags.SaveOriginalInput = true }),
 			host.ErrInvalidArgument, "save_original_input: not allowed with delayed scaling"},
-		{"bad override", current, true, args(func(a *host.LinearForwardArgs) { a.Flags.BackwardOverride = 3 }), host.ErrInvalidArgument, "backward_override: 3"},
+		{"bad override", current, true, args(func(a *linear.ForwardArgs) { a.Flags.BackwardOverride = 3 }), host.ErrInvalidArgument, "backward_override: 3"},
 		{"grads without a context", current, false, args(nil), host.ErrInvalidArgument, "ctx: is NULL"},
-		{"input dtype", current, true, args(func(a *host.LinearForwardArgs) { a.Input.DType = host.Int32 }), host.ErrInvalidArgument, "input: dtype int32"},
-		{"input device", current, true, args(func(a *host.LinearForwardArgs) { a.Input = gpu }), host.ErrUnsupported, "input: on cuda:0"},
-		{"weight rank", current, true, args(func(a *host.LinearForwardArgs) { a.Weights[0].Shape = []int64{linN, 2, linK / 2} }), host.ErrInvalidArgument, "weight: shape [64 2 64] is not 2-D"},
-		{"weight K", current, true, args(func(a *host.LinearForwardArgs) { a.Weights[0].Shape = []int64{2 * linN, linK / 2} }), host.ErrInvalidArgument, "weight: shape [128 64], want [N, K=128]"},
-		{"two weights", current, true, args(func(a *host.LinearForwardArgs) { a.Weights = append(a.Weights, io.w) }), host.ErrInvalidArgument, "weights: 2 given"},
-		{"bias shape", current, true, args(func(a *host.LinearForwardArgs) { a.Biases[0].Shape = []int64{linN / 2} }), host.ErrInvalidArgument, "bias: shape [32] is not [N=64]"},
-		{"output shape", current, true, args(func(a *host.LinearForwardArgs) { a.Output.Shape = []int64{linM, linN} }), host.ErrInvalidArgument, "output: shape [64 64], want [2 32 64]"},
-		{"output overlaps input", current, true, args(func(a *host.LinearForwardArgs) { a.Output.Ptr = a.Input.Ptr; a.Output.DType = host.BFloat16 }), host.ErrInvalidArgument, "output: overlaps input"},
-		{"m_splits on a plain layer", current, true, args(func(a *host.LinearForwardArgs) { a.MSplits = []int64{linM} }), host.ErrInvalidArgument, "m_splits: set for a plain linear layer"},
+		{"input dtype", current, true, args(func(a *linear.ForwardArgs) { a.Input.DType = host.Int32 }), host.ErrInvalidArgument, "input: dtype int32"},
+		{"input device", current, true, args(func(a *linear.ForwardArgs) { a.Input = gpu }), host.ErrUnsupported, "input: on cuda:0"},
+		{"weight rank", current, true, args(func(a *linear.ForwardArgs) { a.Weights[0].Shape = []int64{linN, 2, linK / 2} }), host.ErrInvalidArgument, "weight: shape [64 2 64] is not 2-D"},
+		{"weight K", current, true, args(func(a *linear.ForwardArgs) { a.Weights[0].Shape = []int64{2 * linN, linK / 2} }), host.ErrInvalidArgument, "weight: shape [128 64], want [N, K=128]"},
+		{"two weights", current, true, args(func(a *linear.ForwardArgs) { a.Weights = append(a.Weights, io.w) }), host.ErrInvalidArgument, "weights: 2 given"},
+		{"bias shape", current, true, args(func(a *linear.ForwardArgs) { a.Biases[0].Shape = []int64{linN / 2} }), host.ErrInvalidArgument, "bias: shape [32] is not [N=64]"},
+		{"output shape", current, true, args(func(a *linear.ForwardArgs) { a.Output.Shape = []int64{linM, linN} }), host.ErrInvalidArgument, "output: shape [64 64], want [2 32 64]"},
+		{"output overlaps input", current, true, args(func(a *linear.ForwardArgs) { a.Output.Ptr = a.Input.Ptr; a.Output.DType = host.BFloat16 }), host.ErrInvalidArgument, "output: overlaps input"},
+		{"m_splits on a plain layer", current, true, args(func(a *linear.ForwardArgs) { a.MSplits = []int64{linM} }), host.ErrInvalidArgument, "m_splits: set for a plain linear layer"},
 	}
 	for _, c := range forward {
 		t.Run("forward/"+c.name, func(t *testing.T) {
@@ -451,58 +453,58 @@ func TestLinearErrors(t *testing.T) {
 
 	t.Run("grouped", func(t *testing.T) {
 		l := newLinear(t, current, true, 2)
-		x := randTensor(t, rng, host.BFloat16, 1, linM, linK)
-		out := tu.Tensor(t, host.Float32, linM, linN)
+		x := hosttest.RandTensor(t, rng, host.BFloat16, 1, linM, linK)
+		out := hosttest.Tensor(t, host.Float32, linM, linN)
 		for _, c := range []struct {
 			splits []int64
 			msg    string
 		}{{nil, "m_splits: 0 given, the layer has 2"}, {[]int64{32, 16}, "m_splits: the row counts sum to 48, the input has M = 64"}, {[]int64{-1, 65}, "m_splits[0]: -1 rows"}} {
-			_, err := l.Forward(&host.LinearForwardArgs{Input: x, Weights: []host.Tensor{io.w, io.w}, MSplits: c.splits, Output: out}, true)
+			_, err := l.Forward(&linear.ForwardArgs{Input: x, Weights: []host.Tensor{io.w, io.w}, MSplits: c.splits, Output: out}, true)
 			require.ErrorIs(t, err, host.ErrInvalidArgument)
 			require.ErrorContains(t, err, c.msg)
 		}
-		_, err := host.NewLinear(current, "x", true, 0)
+		_, err := linear.New(current, "x", true, 0)
 		require.ErrorContains(t, err, "num_gemms: 0")
-		_, err = host.NewLinear(current, "x", false, 2)
+		_, err = linear.New(current, "x", false, 2)
 		require.ErrorContains(t, err, "num_gemms: 2 for a plain linear layer")
 		require.ErrorContains(t, l.WeightUpdated(2), "gemm: 2 out of range")
-		_, err = l.Quantizer(host.LinearGradOutput, 5)
+		_, err = l.Quantizer(linear.GradOutput, 5)
 		require.ErrorContains(t, err, "gemm: 5")
 	})
 
 	t.Run("recipe without a role", func(t *testing.T) {
-		rr, err := host.NewRuleRecipe([]host.Rule{{Pattern: host.Role{TensorType: "input"}, Quantizer: newQ(t, host.Params{Format: "fp8"}, 0)}})
+		rr, err := host.NewRuleRecipe([]host.Rule{{Pattern: host.Role{TensorType: "input"}, Quantizer: hosttest.NewQuantizer(t, host.Params{Format: "fp8"}, 0)}})
 		require.NoError(t, err)
 		defer rr.Release()
-		_, err = host.NewLinear(rr, "fc2", false, 1)
+		_, err = linear.New(rr, "fc2", false, 1)
 		require.ErrorContains(t, err, `recipe: role (module_type "linear", tensor_type "weight", name "fc2"): no rule`)
 	})
 
 	t.Run("backward", func(t *testing.T) {
 		l := newLinear(t, current, false, 1)
-		fresh := func(flags host.LinearFlags) *host.LinearContext {
-			ctx, err := l.Forward(args(func(a *host.LinearForwardArgs) { a.Flags = flags }), true)
+		fresh := func(flags linear.Flags) *linear.Context {
+			ctx, err := l.Forward(args(func(a *linear.ForwardArgs) { a.Flags = flags }), true)
 			require.NoError(t, err)
 			t.Cleanup(ctx.Release)
 			return ctx
 		}
-		dx := tu.Tensor(t, host.Float32, linInShape...)
-		dw := tu.Tensor(t, host.Float32, linN, linK)
-		db := tu.Tensor(t, host.Float32, linN)
-		dwWrong := tu.Tensor(t, host.Float32, linK, linN)
+		dx := hosttest.Tensor(t, host.Float32, linInShape...)
+		dw := hosttest.Tensor(t, host.Float32, linN, linK)
+		db := hosttest.Tensor(t, host.Float32, linN)
+		dwWrong := hosttest.Tensor(t, host.Float32, linK, linN)
 		cases := []struct {
 			name  string
-			flags host.LinearFlags
-			args  host.LinearBackwardArgs
+			flags linear.Flags
+			args  linear.BackwardArgs
 			kind  error
 			msg   string
 		}{
-			{"nothing requested", bothGrads, host.LinearBackwardArgs{GradOutput: io.dy}, host.ErrInvalidArgument, "request at least one gradient"},
-			{"grad_weight of a frozen weight", host.LinearFlags{InputRequiresGrad: true}, host.LinearBackwardArgs{GradOutput: io.dy, GradWeights: []host.Tensor{dw}}, host.ErrState, "grad_weight: requested, but the forward pass ran with weight_requires_grad 0"},
-			{"grad_input not prepared", host.LinearFlags{WeightRequiresGrad: true}, host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &dx}, host.ErrState, "grad_input: requested, but the forward pass ran with input_requires_grad 0"},
-			{"grad_weight shape", bothGrads, host.LinearBackwardArgs{GradOutput: io.dy, GradWeights: []host.Tensor{dwWrong}}, host.ErrInvalidArgument, "grad_weight: shape [128 64], want the weight's [N=64, K=128]"},
-			{"grad_output shape", bothGrads, host.LinearBackwardArgs{GradOutput: io.x, GradBiases: []host.Tensor{db}}, host.ErrInvalidArgument, "grad_output: shape [2 32 128], the forward's output was [2 32 64]"},
-			{"grad_input overlaps grad_weight", bothGrads, host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &dx, GradWeights: []host.Tensor{{Ptr: dx.Ptr, DType: host.Float32, Shape: []int64{linN, linK}, Device: cpu}}}, host.ErrInvalidArgument, "grad_weight: overlaps grad_input"},
+			{"nothing requested", bothGrads, linear.BackwardArgs{GradOutput: io.dy}, host.ErrInvalidArgument, "request at least one gradient"},
+			{"grad_weight of a frozen weight", linear.Flags{InputRequiresGrad: true}, linear.BackwardArgs{GradOutput: io.dy, GradWeights: []host.Tensor{dw}}, host.ErrState, "grad_weight: requested, but the forward pass ran with weight_requires_grad 0"},
+			{"grad_input not prepared", linear.Flags{WeightRequiresGrad: true}, linear.BackwardArgs{GradOutput: io.dy, GradInput: &dx}, host.ErrState, "grad_input: requested, but the forward pass ran with input_requires_grad 0"},
+			{"grad_weight shape", bothGrads, linear.BackwardArgs{GradOutput: io.dy, GradWeights: []host.Tensor{dwWrong}}, host.ErrInvalidArgument, "grad_weight: shape [128 64], want the weight's [N=64, K=128]"},
+			{"grad_output shape", bothGrads, linear.BackwardArgs{GradOutput: io.x, GradBiases: []host.Tensor{db}}, host.ErrInvalidArgument, "grad_output: shape [2 32 128], the forward's output was [2 32 64]"},
+			{"grad_input overlaps grad_weight", bothGrads, linear.BackwardArgs{GradOutput: io.dy, GradInput: &dx, GradWeights: []host.Tensor{{Ptr: dx.Ptr, DType: host.Float32, Shape: []int64{linN, linK}, Device: hosttest.CPU}}}, host.ErrInvalidArgument, "grad_weight: overlaps grad_input"},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -513,21 +515,21 @@ func TestLinearErrors(t *testing.T) {
 				require.False(t, ctx.Info().Used, "a rejected backward leaves the context usable")
 			})
 		}
-		noBias, err := l.Forward(args(func(a *host.LinearForwardArgs) { a.Biases = nil }), true)
+		noBias, err := l.Forward(args(func(a *linear.ForwardArgs) { a.Biases = nil }), true)
 		require.NoError(t, err)
 		defer noBias.Release()
-		err = noBias.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradBiases: []host.Tensor{db}})
+		err = noBias.Backward(&linear.BackwardArgs{GradOutput: io.dy, GradBiases: []host.Tensor{db}})
 		require.ErrorIs(t, err, host.ErrState)
 		require.ErrorContains(t, err, "grad_bias: requested, but the forward pass had no bias")
 
 		ctx := fresh(bothGrads)
-		require.NoError(t, ctx.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &dx}))
-		err = ctx.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &dx})
+		require.NoError(t, ctx.Backward(&linear.BackwardArgs{GradOutput: io.dy, GradInput: &dx}))
+		err = ctx.Backward(&linear.BackwardArgs{GradOutput: io.dy, GradInput: &dx})
 		require.ErrorIs(t, err, host.ErrState)
 		require.ErrorContains(t, err, "backward already ran")
 		ctx = fresh(bothGrads)
 		ctx.Release()
-		err = ctx.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &dx})
+		err = ctx.Backward(&linear.BackwardArgs{GradOutput: io.dy, GradInput: &dx})
 		require.ErrorIs(t, err, host.ErrState)
 		require.ErrorContains(t, err, "ctx: released")
 	})
@@ -551,10 +553,10 @@ func TestLinearConcurrent(t *testing.T) {
 	for w := range ios {
 		for i := 0; i < iters; i++ {
 			io := *base
-			io.y = tu.Tensor(t, host.Float32, linOutShape...)
-			io.dx = tu.Tensor(t, host.Float32, linInShape...)
-			io.dw = tu.Tensor(t, host.Float32, linN, linK)
-			io.db = tu.Tensor(t, host.Float32, linN)
+			io.y = hosttest.Tensor(t, host.Float32, linOutShape...)
+			io.dx = hosttest.Tensor(t, host.Float32, linInShape...)
+			io.dw = hosttest.Tensor(t, host.Float32, linN, linK)
+			io.db = hosttest.Tensor(t, host.Float32, linN)
 			ios[w] = append(ios[w], &io)
 		}
 	}
@@ -563,13 +565,13 @@ func TestLinearConcurrent(t *testing.T) {
 	for w := 0; w < workers; w++ {
 		go func(steps []*linearIO) {
 			for _, io := range steps {
-				ctx, err := l.Forward(&host.LinearForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Biases: []host.Tensor{io.b}, Output: io.y, Flags: bothGrads}, true)
+				ctx, err := l.Forward(&linear.ForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Biases: []host.Tensor{io.b}, Output: io.y, Flags: bothGrads}, true)
 				if err != nil {
 					errs <- err
 					return
 				}
 				_ = ctx.Info()
-				err = ctx.Backward(&host.LinearBackwardArgs{GradOutput: io.dy, GradInput: &io.dx, GradWeights: []host.Tensor{io.dw}, GradBiases: []host.Tensor{io.db}})
+				err = ctx.Backward(&linear.BackwardArgs{GradOutput: io.dy, GradInput: &io.dx, GradWeights: []host.Tensor{io.dw}, GradBiases: []host.Tensor{io.db}})
 				ctx.Release()
 				if err != nil {
 					errs <- err
@@ -597,7 +599,7 @@ func TestLinearConcurrent(t *testing.T) {
 			} else if ok {
 				_ = wq.Usage()
 			}
-			if _, err := l.ScalingAmaxes(host.PassForward); err != nil {
+			if _, err := l.ScalingAmaxes(linear.PassForward); err != nil {
 				errs <- err
 				return
 			}

@@ -1,14 +1,18 @@
-package host_test
+package linear_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 	tu "libquant/internal/testutil"
+	"libquant/linear"
 )
 
 // The linear tests' layer: X [2, 32, 128] (M = 64 tokens, K = 128), W [N = 64,
@@ -65,21 +69,21 @@ func linearRecipes() []linearRecipe {
 		{name: "nvfp4", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeNVFP4, Seed: 5})},
 		{name: "mxfp8_fwd_nvfp4_bwd", make: ruleRecipe(func(t *testing.T) []host.Rule {
 			return byTensorType(
-				newHybrid(t, host.Params{Format: "mxfp8"}, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.SourceOriginal),
-				newHybrid(t, host.Params{Format: "mxfp8"}, host.Params{Format: "nvfp4"}, host.SourceRowwiseDequantized),
-				newQ(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 9}, 0))
+				hosttest.NewHybrid(t, host.Params{Format: "mxfp8"}, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.SourceOriginal),
+				hosttest.NewHybrid(t, host.Params{Format: "mxfp8"}, host.Params{Format: "nvfp4"}, host.SourceRowwiseDequantized),
+				hosttest.NewQuantizer(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 9}, 0))
 		})},
 		{name: "identity", make: ruleRecipe(func(t *testing.T) []host.Rule {
-			id := newQ(t, host.Params{Format: "identity"}, 0)
+			id := hosttest.NewQuantizer(t, host.Params{Format: "identity"}, 0)
 			return byTensorType(id, id, id)
 		})},
 		{name: "fp8_delayed", delayed: true, make: presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Delayed, AmaxHistoryLen: 4})},
 	}
 }
 
-func newLinear(t *testing.T, r host.Recipe, grouped bool, n int) *host.Linear {
+func newLinear(t *testing.T, r host.Recipe, grouped bool, n int) *linear.Layer {
 	t.Helper()
-	l, err := host.NewLinear(r, "fc1", grouped, n)
+	l, err := linear.New(r, "fc1", grouped, n)
 	require.NoError(t, err)
 	t.Cleanup(l.Release)
 	return l
@@ -87,20 +91,20 @@ func newLinear(t *testing.T, r host.Recipe, grouped bool, n int) *host.Linear {
 
 type linearMode struct {
 	name  string
-	flags host.LinearFlags
+	flags linear.Flags
 }
 
 var (
-	bothGrads = host.LinearFlags{InputRequiresGrad: true, WeightRequiresGrad: true}
+	bothGrads = linear.Flags{InputRequiresGrad: true, WeightRequiresGrad: true}
 	modes     = []linearMode{
 		{"none", bothGrads},
-		{"none_save_original_input", withFlags(bothGrads, host.BackwardQuantized, true)},
-		{"high_precision", withFlags(bothGrads, host.BackwardHighPrecision, false)},
-		{"dequantized", withFlags(bothGrads, host.BackwardDequantized, false)},
+		{"none_save_original_input", withFlags(bothGrads, linear.BackwardQuantized, true)},
+		{"high_precision", withFlags(bothGrads, linear.BackwardHighPrecision, false)},
+		{"dequantized", withFlags(bothGrads, linear.BackwardDequantized, false)},
 	}
 )
 
-func withFlags(f host.LinearFlags, o host.BackwardOverride, saveOriginal bool) host.LinearFlags {
+func withFlags(f linear.Flags, o linear.BackwardOverride, saveOriginal bool) linear.Flags {
 	f.BackwardOverride, f.SaveOriginalInput = o, saveOriginal
 	return f
 }
@@ -110,32 +114,41 @@ func withFlags(f host.LinearFlags, o host.BackwardOverride, saveOriginal bool) h
 type linearIO struct {
 	x, w, b, dy       host.Tensor
 	y, dx, dw, db     host.Tensor
-	info, infoAfter   host.LinearContextInfo
+	info, infoAfter   linear.ContextInfo
 	train, bias       bool
-	flags             host.LinearFlags
+	flags             linear.Flags
 	outDType, grdType host.DType
+	m                 int     // rows of the 2-D view of X
+	inShape, outShape []int64 // X's and Y's shapes
 }
 
 func newLinearIO(t *testing.T, rng *rand.Rand, bias bool) *linearIO {
+	return newLinearIOShaped(t, rng, bias, linM, linInShape, linOutShape)
+}
+
+// newLinearIOShaped is newLinearIO with X [inShape] (m rows in its 2-D view)
+// and Y [outShape].
+func newLinearIOShaped(t *testing.T, rng *rand.Rand, bias bool, m int, inShape, outShape []int64) *linearIO {
 	io := &linearIO{
-		x:    randTensor(t, rng, host.BFloat16, 1, linInShape...),
-		w:    randTensor(t, rng, host.Float32, 0.05, linN, linK),
-		dy:   randTensor(t, rng, host.BFloat16, 0.01, linOutShape...),
+		x:    hosttest.RandTensor(t, rng, host.BFloat16, 1, inShape...),
+		w:    hosttest.RandTensor(t, rng, host.Float32, 0.05, linN, linK),
+		dy:   hosttest.RandTensor(t, rng, host.BFloat16, 0.01, outShape...),
 		bias: bias, outDType: host.Float32, grdType: host.Float32,
+		m: m, inShape: inShape, outShape: outShape,
 	}
 	if bias {
-		io.b = randTensor(t, rng, host.Float32, 0.5, linN)
+		io.b = hosttest.RandTensor(t, rng, host.Float32, 0.5, linN)
 	}
 	return io
 }
 
 // step runs a forward (and, when training, a backward requesting every
 // gradient the flags allow) on l, into fresh output tensors.
-func (io *linearIO) step(t *testing.T, l *host.Linear, flags host.LinearFlags, train bool) {
+func (io *linearIO) step(t *testing.T, l *linear.Layer, flags linear.Flags, train bool) {
 	t.Helper()
 	io.flags, io.train = flags, train
-	io.y = tu.Tensor(t, io.outDType, linOutShape...)
-	fa := &host.LinearForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Output: io.y, Flags: flags}
+	io.y = hosttest.Tensor(t, io.outDType, io.outShape...)
+	fa := &linear.ForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Output: io.y, Flags: flags}
 	if io.bias {
 		fa.Biases = []host.Tensor{io.b}
 	}
@@ -147,17 +160,17 @@ func (io *linearIO) step(t *testing.T, l *host.Linear, flags host.LinearFlags, t
 	}
 	defer ctx.Release()
 	io.info = ctx.Info()
-	ba := &host.LinearBackwardArgs{GradOutput: io.dy}
+	ba := &linear.BackwardArgs{GradOutput: io.dy}
 	if flags.InputRequiresGrad {
-		io.dx = tu.Tensor(t, io.grdType, linInShape...)
+		io.dx = hosttest.Tensor(t, io.grdType, io.inShape...)
 		ba.GradInput = &io.dx
 	}
 	if flags.WeightRequiresGrad {
-		io.dw = tu.Tensor(t, io.grdType, linN, linK)
+		io.dw = hosttest.Tensor(t, io.grdType, linN, linK)
 		ba.GradWeights = []host.Tensor{io.dw}
 	}
 	if io.bias {
-		io.db = tu.Tensor(t, io.grdType, linN)
+		io.db = hosttest.Tensor(t, io.grdType, linN)
 		ba.GradBiases = []host.Tensor{io.db}
 	}
 	require.NoError(t, ctx.Backward(ba))
@@ -188,9 +201,9 @@ func opRows(v []float32, rows, cols int, trans bool) []float64 {
 // rounding to got's dtype, u_out·(|R| + that).
 func checkProduct(t *testing.T, what string, got host.Tensor, a, bt []float64, bias []float32, m, n, k int) {
 	t.Helper()
-	g := values(got)
+	g := hosttest.Values(got)
 	require.Len(t, g, m*n, what)
-	uOut, gamma := unitRoundoff(got.DType), gammaN(k+8)
+	uOut, gamma := hosttest.UnitRoundoff(got.DType), tu.GammaN(k+8)
 	for i := 0; i < m; i++ {
 		ra := a[i*k : i*k+k]
 		for j := 0; j < n; j++ {
@@ -223,8 +236,8 @@ func checkProduct(t *testing.T, what string, got host.Tensor, a, bt []float64, b
 // FP32 and once to db's dtype (≤ (u32 + u_out + u32·u_out)·|R|).
 func checkColumnSums(t *testing.T, db host.Tensor, dy []float32, m, n int) {
 	t.Helper()
-	g := values(db)
-	u32, uOut := math.Ldexp(1, -24), unitRoundoff(db.DType)
+	g := hosttest.Values(db)
+	u32, uOut := math.Ldexp(1, -24), hosttest.UnitRoundoff(db.DType)
 	for j := 0; j < n; j++ {
 		var s, sa float64
 		for i := 0; i < m; i++ {
@@ -241,9 +254,9 @@ func checkColumnSums(t *testing.T, db host.Tensor, dy []float32, m, n int) {
 // dequantizeAs dequantizes one direction of q into dtype dt and reads it back.
 func dequantizeAs(t *testing.T, q *host.QTensor, dir host.Direction, dt host.DType) []float32 {
 	t.Helper()
-	out := tu.Tensor(t, dt, q.Shape()...)
+	out := hosttest.Tensor(t, dt, q.Shape()...)
 	require.NoError(t, q.Dequantize(dir, out, 0))
-	return values(out)
+	return hosttest.Values(out)
 }
 
 func recipeQuantizer(t *testing.T, r host.Recipe, tensorType string) *host.Quantizer {
@@ -267,39 +280,40 @@ func recipeQuantizer(t *testing.T, r host.Recipe, tensorType string) *host.Quant
 // where deqₐ dequantizes to the input's dtype (the activation dtype).
 func checkAgainstReference(t *testing.T, r host.Recipe, io *linearIO) {
 	t.Helper()
-	xq := quantize(t, recipeQuantizer(t, r, "input"), io.x)
-	wq := quantize(t, recipeQuantizer(t, r, "weight"), io.w)
+	xq := hosttest.Quantize(t, recipeQuantizer(t, r, "input"), io.x)
+	wq := hosttest.Quantize(t, recipeQuantizer(t, r, "weight"), io.w)
 	var bias []float32
 	if io.bias {
-		bias = values(io.b)
+		bias = hosttest.Values(io.b)
 	}
-	checkProduct(t, "output", io.y, opRows(dequantize(t, xq, host.DirRowwise), linM, linK, false),
-		opRows(dequantize(t, wq, host.DirRowwise), linN, linK, false), bias, linM, linN, linK)
+	m := io.m
+	checkProduct(t, "output", io.y, opRows(hosttest.Dequantize(t, xq, host.DirRowwise), m, linK, false),
+		opRows(hosttest.Dequantize(t, wq, host.DirRowwise), linN, linK, false), bias, m, linN, linK)
 	if !io.train {
 		return
 	}
-	dyv := values(io.dy)
+	dyv := hosttest.Values(io.dy)
 	if io.bias {
-		checkColumnSums(t, io.db, dyv, linM, linN)
+		checkColumnSums(t, io.db, dyv, m, linN)
 	}
 	var dyRow, dyCol, wDgrad, xWgrad []float32
 	switch io.flags.BackwardOverride {
-	case host.BackwardQuantized:
-		dyq := quantize(t, recipeQuantizer(t, r, "grad_output"), io.dy)
-		dyRow, dyCol = dequantize(t, dyq, host.DirRowwise), dequantize(t, dyq, host.DirColumnwise)
-		wDgrad, xWgrad = dequantize(t, wq, host.DirColumnwise), dequantize(t, xq, host.DirColumnwise)
-	case host.BackwardHighPrecision:
-		dyRow, dyCol, wDgrad, xWgrad = dyv, dyv, values(io.w), values(io.x)
-	case host.BackwardDequantized:
+	case linear.BackwardQuantized:
+		dyq := hosttest.Quantize(t, recipeQuantizer(t, r, "grad_output"), io.dy)
+		dyRow, dyCol = hosttest.Dequantize(t, dyq, host.DirRowwise), hosttest.Dequantize(t, dyq, host.DirColumnwise)
+		wDgrad, xWgrad = hosttest.Dequantize(t, wq, host.DirColumnwise), hosttest.Dequantize(t, xq, host.DirColumnwise)
+	case linear.BackwardHighPrecision:
+		dyRow, dyCol, wDgrad, xWgrad = dyv, dyv, hosttest.Values(io.w), hosttest.Values(io.x)
+	case linear.BackwardDequantized:
 		dyRow, dyCol = dyv, dyv
 		wDgrad = dequantizeAs(t, wq, host.DirRowwise, io.x.DType)
 		xWgrad = dequantizeAs(t, xq, host.DirRowwise, io.x.DType)
 	}
 	if io.flags.InputRequiresGrad {
-		checkProduct(t, "grad_input", io.dx, opRows(dyRow, linM, linN, false), opRows(wDgrad, linN, linK, true), nil, linM, linK, linN)
+		checkProduct(t, "grad_input", io.dx, opRows(dyRow, m, linN, false), opRows(wDgrad, linN, linK, true), nil, m, linK, linN)
 	}
 	if io.flags.WeightRequiresGrad {
-		checkProduct(t, "grad_weight", io.dw, opRows(dyCol, linM, linN, true), opRows(xWgrad, linM, linK, true), nil, linN, linK, linM)
+		checkProduct(t, "grad_weight", io.dw, opRows(dyCol, m, linN, true), opRows(xWgrad, m, linK, true), nil, linN, linK, m)
 	}
 }
 
@@ -310,14 +324,16 @@ func checkAgainstReference(t *testing.T, r host.Recipe, io *linearIO) {
 func TestLinearMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(61, 62))
 	for _, lr := range linearRecipes() {
-		cases := modes
+		// A copy: the appends below must not write into modes' array, which
+		// later tests (TestGroupedLinear) read.
+		cases := slices.Clone(modes)
 		if lr.delayed {
-			cases = modes[:1]
+			cases = cases[:1]
 		}
 		cases = append(cases,
-			linearMode{"none_frozen_weight", host.LinearFlags{InputRequiresGrad: true}},
-			linearMode{"none_input_needs_no_grad", host.LinearFlags{WeightRequiresGrad: true}},
-			linearMode{"dequantized_frozen_weight", withFlags(host.LinearFlags{InputRequiresGrad: true}, host.BackwardDequantized, false)})
+			linearMode{"none_frozen_weight", linear.Flags{InputRequiresGrad: true}},
+			linearMode{"none_input_needs_no_grad", linear.Flags{WeightRequiresGrad: true}},
+			linearMode{"dequantized_frozen_weight", withFlags(linear.Flags{InputRequiresGrad: true}, linear.BackwardDequantized, false)})
 		if lr.delayed {
 			cases = cases[:3]
 		}
@@ -341,9 +357,39 @@ func TestLinearMatchesReference(t *testing.T) {
 	t.Run("fp8_current/inference", func(t *testing.T) {
 		r := presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Current})(t)
 		io := newLinearIO(t, rng, false)
-		io.step(t, newLinear(t, r, false, 1), host.LinearFlags{}, false)
+		io.step(t, newLinear(t, r, false, 1), linear.Flags{}, false)
 		checkAgainstReference(t, r, io)
 	})
+}
+
+// TestLinearAnyBatch runs every recipe in every backward mode at batches no
+// block divides — one decode token, 7 rows, and 45 rows as a [3, 15, K]
+// tensor — and checks the output and every gradient against the float64
+// reference (spec §14: MXFP8, MXFP4 and NVFP4 take any M; wgrad contracts
+// over the ragged M).
+func TestLinearAnyBatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(63, 64))
+	for _, sh := range [][]int64{{1, linK}, {7, linK}, {3, 15, linK}} {
+		m := int(sh[0])
+		if len(sh) == 3 {
+			m *= int(sh[1])
+		}
+		outShape := append(append([]int64(nil), sh[:len(sh)-1]...), linN)
+		for _, lr := range linearRecipes() {
+			cases := modes
+			if lr.delayed {
+				cases = modes[:1]
+			}
+			for _, mode := range cases {
+				t.Run(fmt.Sprintf("m=%d/%s/%s", m, lr.name, mode.name), func(t *testing.T) {
+					r := lr.make(t)
+					io := newLinearIOShaped(t, rng, true, m, sh, outShape)
+					io.step(t, newLinear(t, r, false, 1), mode.flags, true)
+					checkAgainstReference(t, r, io)
+				})
+			}
+		}
+	}
 }
 
 // linearBytes are the raw bytes of a step's outputs, for bit-identity checks.
@@ -368,7 +414,7 @@ func TestLinearOverrideIgnoresSaveOriginalInput(t *testing.T) {
 		if lr.delayed {
 			continue
 		}
-		for _, o := range []host.BackwardOverride{host.BackwardDequantized, host.BackwardHighPrecision} {
+		for _, o := range []linear.BackwardOverride{linear.BackwardDequantized, linear.BackwardHighPrecision} {
 			t.Run(lr.name+"/"+o.String(), func(t *testing.T) {
 				r := lr.make(t)
 				base := newLinearIO(t, rng, true)
@@ -376,7 +422,7 @@ func TestLinearOverrideIgnoresSaveOriginalInput(t *testing.T) {
 				for i, save := range []bool{false, true} {
 					io := *base
 					io.step(t, newLinear(t, r, false, 1), withFlags(bothGrads, o, save), true)
-					require.Equal(t, o == host.BackwardHighPrecision, io.info.Flags.SaveOriginalInput, "effective save_original_input")
+					require.Equal(t, o == linear.BackwardHighPrecision, io.info.Flags.SaveOriginalInput, "effective save_original_input")
 					got[i] = io.bytes()
 				}
 				require.Len(t, got[0], 4)
@@ -393,7 +439,7 @@ func quantizedBytes(t *testing.T, r host.Recipe, tensorType string, x host.Tenso
 	t.Helper()
 	q := recipeQuantizer(t, r, tensorType)
 	require.NoError(t, q.SetUsage(u))
-	qt := quantize(t, q, x)
+	qt := hosttest.Quantize(t, q, x)
 	var n int64
 	var seen []*host.Storage
 	for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
@@ -430,22 +476,22 @@ func TestLinearSavedMemory(t *testing.T) {
 		qx := func(u host.Usage) int64 { return quantizedBytes(t, r, "input", io.x, u) }
 		qw := func(u host.Usage) int64 { return quantizedBytes(t, r, "weight", io.w, u) }
 		type want struct {
-			in, w           host.LinearSaved
+			in, w           linear.Saved
 			inUsage, wUsage host.Usage
 			inBytes, wBytes int64
 		}
 		cases := []struct {
 			name  string
-			flags host.LinearFlags
+			flags linear.Flags
 			want  want
 		}{
-			{"none", bothGrads, want{host.SavedQuantized, host.SavedLayerWeight, col, col, qx(col), qw(col)}},
-			{"none_frozen_weight", host.LinearFlags{InputRequiresGrad: true}, want{host.SavedNone, host.SavedLayerWeight, 0, col, 0, qw(col)}},
-			{"none_input_needs_no_grad", host.LinearFlags{WeightRequiresGrad: true}, want{host.SavedQuantized, host.SavedNone, col, 0, qx(col), 0}},
-			{"none_save_original_input", withFlags(bothGrads, host.BackwardQuantized, true), want{host.SavedOriginal, host.SavedLayerWeight, 0, col, xBytes, qw(col)}},
-			{"high_precision", withFlags(bothGrads, host.BackwardHighPrecision, false), want{host.SavedOriginal, host.SavedOriginal, 0, 0, xBytes, wBytes}},
-			{"high_precision_frozen_weight", withFlags(host.LinearFlags{InputRequiresGrad: true}, host.BackwardHighPrecision, false), want{host.SavedNone, host.SavedOriginal, 0, 0, 0, wBytes}},
-			{"dequantized", withFlags(bothGrads, host.BackwardDequantized, true), want{host.SavedQuantized, host.SavedLayerWeight, row, row, qx(row), qw(row)}},
+			{"none", bothGrads, want{linear.SavedQuantized, linear.SavedLayerWeight, col, col, qx(col), qw(col)}},
+			{"none_frozen_weight", linear.Flags{InputRequiresGrad: true}, want{linear.SavedNone, linear.SavedLayerWeight, 0, col, 0, qw(col)}},
+			{"none_input_needs_no_grad", linear.Flags{WeightRequiresGrad: true}, want{linear.SavedQuantized, linear.SavedNone, col, 0, qx(col), 0}},
+			{"none_save_original_input", withFlags(bothGrads, linear.BackwardQuantized, true), want{linear.SavedOriginal, linear.SavedLayerWeight, 0, col, xBytes, qw(col)}},
+			{"high_precision", withFlags(bothGrads, linear.BackwardHighPrecision, false), want{linear.SavedOriginal, linear.SavedOriginal, 0, 0, xBytes, wBytes}},
+			{"high_precision_frozen_weight", withFlags(linear.Flags{InputRequiresGrad: true}, linear.BackwardHighPrecision, false), want{linear.SavedNone, linear.SavedOriginal, 0, 0, 0, wBytes}},
+			{"dequantized", withFlags(bothGrads, linear.BackwardDequantized, true), want{linear.SavedQuantized, linear.SavedLayerWeight, row, row, qx(row), qw(row)}},
 		}
 		for _, c := range cases {
 			t.Run(lr.name+"/"+c.name, func(t *testing.T) {
@@ -459,12 +505,12 @@ func TestLinearSavedMemory(t *testing.T) {
 				}
 				require.Equal(t, w, want{got.InputSaved, got.WeightSaved, got.InputUsage, got.WeightUsage, got.InputBytes, got.WeightBytes})
 				owned := got.InputBytes
-				if got.WeightSaved == host.SavedOriginal {
+				if got.WeightSaved == linear.SavedOriginal {
 					owned += got.WeightBytes
 				}
 				require.Equal(t, owned, got.OwnedBytes, "owned bytes")
 				require.True(t, step.infoAfter.Used)
-				require.Equal(t, host.LinearContextInfo{NumGEMMs: 1, Used: true, Flags: got.Flags}, step.infoAfter, "backward frees what was saved")
+				require.Equal(t, linear.ContextInfo{NumGEMMs: 1, Used: true, Flags: got.Flags}, step.infoAfter, "backward frees what was saved")
 			})
 		}
 	}

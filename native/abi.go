@@ -1,4 +1,4 @@
-package host
+package native
 
 /*
 #include <stdlib.h>
@@ -12,31 +12,33 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"libquant/host"
 )
 
 // DLPack type codes (dlpack.h v1.1) of the dtypes buffers can have.
-var dlpackOf = map[DType][2]uint8{
-	Float32:  {C.kDLFloat, 32},
-	Float16:  {C.kDLFloat, 16},
-	BFloat16: {C.kDLBfloat, 16},
-	Float64:  {C.kDLFloat, 64},
-	Uint8:    {C.kDLUInt, 8},
-	Int32:    {C.kDLInt, 32},
-	Int64:    {C.kDLInt, 64},
-	E4M3:     {C.kDLFloat8_e4m3fn, 8},
-	E5M2:     {C.kDLFloat8_e5m2, 8},
-	E8M0:     {C.kDLFloat8_e8m0fnu, 8},
+var dlpackOf = map[host.DType][2]uint8{
+	host.Float32:  {C.kDLFloat, 32},
+	host.Float16:  {C.kDLFloat, 16},
+	host.BFloat16: {C.kDLBfloat, 16},
+	host.Float64:  {C.kDLFloat, 64},
+	host.Uint8:    {C.kDLUInt, 8},
+	host.Int32:    {C.kDLInt, 32},
+	host.Int64:    {C.kDLInt, 64},
+	host.E4M3:     {C.kDLFloat8_e4m3fn, 8},
+	host.E5M2:     {C.kDLFloat8_e5m2, 8},
+	host.E8M0:     {C.kDLFloat8_e8m0fnu, 8},
 }
 
-func dlDType(d DType) (C.DLDataType, error) {
+func dlDType(d host.DType) (C.DLDataType, error) {
 	c, ok := dlpackOf[d]
 	if !ok {
-		return C.DLDataType{}, Errorf(ErrUnsupported, "dtype %s has no DLPack code for plugins", d)
+		return C.DLDataType{}, host.Errorf(host.ErrUnsupported, "dtype %s has no DLPack code for plugins", d)
 	}
 	return C.DLDataType{code: C.uint8_t(c[0]), bits: C.uint8_t(c[1]), lanes: 1}, nil
 }
 
-func dtypeFromDLPlugin(t C.DLDataType) (DType, bool) {
+func dtypeFromDLPlugin(t C.DLDataType) (host.DType, bool) {
 	if t.lanes != 1 {
 		return 0, false
 	}
@@ -49,11 +51,11 @@ func dtypeFromDLPlugin(t C.DLDataType) (DType, bool) {
 }
 
 // paramsToC fills a C parameter block from p.
-func paramsToC(p Params, c *C.quant_plugin_params) error {
+func paramsToC(p host.Params, c *C.quant_plugin_params) error {
 	*c = C.quant_plugin_params{}
 	c.struct_size = C.uint32_t(C.sizeof_quant_plugin_params)
 	if len(p.Format) >= C.QUANT_PLUGIN_FORMAT_LEN {
-		return Errorf(ErrInvalidArgument, "config.format: %q is longer than %d bytes", p.Format, C.QUANT_PLUGIN_FORMAT_LEN-1)
+		return host.Errorf(host.ErrInvalidArgument, "config.format: %q is longer than %d bytes", p.Format, C.QUANT_PLUGIN_FORMAT_LEN-1)
 	}
 	for i := 0; i < len(p.Format); i++ {
 		c.format[i] = C.char(p.Format[i])
@@ -74,7 +76,7 @@ func paramsToC(p Params, c *C.quant_plugin_params) error {
 	c.stochastic_rounding = cBool(p.StochasticRounding)
 	c.seed = C.uint64_t(p.Seed)
 	c.offset = C.uint64_t(p.Offset)
-	if p.HoldDType != DTypeInvalid {
+	if p.HoldDType != host.DTypeInvalid {
 		dt, err := dlDType(p.HoldDType)
 		if err != nil {
 			return err
@@ -86,22 +88,22 @@ func paramsToC(p Params, c *C.quant_plugin_params) error {
 
 // paramsFromC reads a C parameter block back (after a plugin's check filled
 // defaults).
-func paramsFromC(c *C.quant_plugin_params) (Params, error) {
+func paramsFromC(c *C.quant_plugin_params) (host.Params, error) {
 	c.format[len(c.format)-1] = 0
-	p := Params{
+	p := host.Params{
 		Format:             C.GoString(&c.format[0]),
-		Element:            Element(c.element),
-		Scaling:            Scaling(c.scaling),
+		Element:            host.Element(c.element),
+		Scaling:            host.Scaling(c.scaling),
 		ForcePow2Scales:    c.force_pow2_scales != 0,
 		AmaxEpsilon:        float32(c.amax_epsilon),
 		AmaxHistoryLen:     int32(c.amax_history_len),
-		AmaxAlgo:           AmaxAlgo(c.amax_compute_algo),
+		AmaxAlgo:           host.AmaxAlgo(c.amax_compute_algo),
 		Margin:             float32(c.margin),
 		BlockDims:          int32(c.block_dims),
 		FP32Scales:         c.fp32_scales != 0,
-		ScaleRounding:      ScaleRounding(c.scale_rounding),
+		ScaleRounding:      host.ScaleRounding(c.scale_rounding),
 		GEMMSwizzledScales: c.gemm_swizzled_scales != 0,
-		RHT:                RHTMode(c.rht),
+		RHT:                host.RHTMode(c.rht),
 		RHTSignMask:        uint32(c.rht_sign_mask),
 		StochasticRounding: c.stochastic_rounding != 0,
 		Seed:               uint64(c.seed),
@@ -110,7 +112,7 @@ func paramsFromC(c *C.quant_plugin_params) (Params, error) {
 	if c.dtype != (C.DLDataType{}) {
 		dt, ok := dtypeFromDLPlugin(c.dtype)
 		if !ok {
-			return Params{}, Errorf(ErrPlugin, "params.dtype: DLPack (code %d, bits %d) is not a libquant dtype", c.dtype.code, c.dtype.bits)
+			return host.Params{}, host.Errorf(host.ErrPlugin, "params.dtype: DLPack (code %d, bits %d) is not a libquant dtype", c.dtype.code, c.dtype.bits)
 		}
 		p.HoldDType = dt
 	}
@@ -126,12 +128,12 @@ func cBool(b bool) C.int32_t {
 
 // tensorToC describes t; shape overrides t.Shape when non-nil (the 2-D view of
 // an input).
-func tensorToC(t Tensor, shape []int64, c *C.quant_plugin_tensor) error {
+func tensorToC(t host.Tensor, shape []int64, c *C.quant_plugin_tensor) error {
 	if shape == nil {
 		shape = t.Shape
 	}
 	if len(shape) > C.QUANT_PLUGIN_MAX_DIMS {
-		return Errorf(ErrUnsupported, "tensor of rank %d: plugins take at most %d dims", len(shape), C.QUANT_PLUGIN_MAX_DIMS)
+		return host.Errorf(host.ErrUnsupported, "tensor of rank %d: plugins take at most %d dims", len(shape), C.QUANT_PLUGIN_MAX_DIMS)
 	}
 	dt, err := dlDType(t.DType)
 	if err != nil {
@@ -148,12 +150,12 @@ func tensorToC(t Tensor, shape []int64, c *C.quant_plugin_tensor) error {
 	return nil
 }
 
-func storageToC(st *Storage, c *C.quant_plugin_storage) error {
+func storageToC(st *host.Storage, c *C.quant_plugin_storage) error {
 	if st == nil {
 		return nil
 	}
 	if len(st.Buffers) > C.QUANT_PLUGIN_MAX_BUFFERS {
-		return Errorf(ErrUnsupported, "storage of %s has %d buffers: plugins take at most %d", st.FormatName(), len(st.Buffers), C.QUANT_PLUGIN_MAX_BUFFERS)
+		return host.Errorf(host.ErrUnsupported, "storage of %s has %d buffers: plugins take at most %d", st.FormatName(), len(st.Buffers), C.QUANT_PLUGIN_MAX_BUFFERS)
 	}
 	c.num_buffers = C.uint32_t(len(st.Buffers))
 	for i, b := range st.Buffers {
@@ -167,22 +169,22 @@ func storageToC(st *Storage, c *C.quant_plugin_storage) error {
 
 // statusError maps a plugin's status and message to a host error.
 func statusError(plugin string, status int32, msg string) error {
-	kind := ErrPlugin
+	kind := host.ErrPlugin
 	switch status {
 	case 1:
-		kind = ErrInvalidArgument
+		kind = host.ErrInvalidArgument
 	case 3:
-		kind = ErrUnsupported
+		kind = host.ErrUnsupported
 	case 4:
-		kind = ErrDeviceUnavailable
+		kind = host.ErrDeviceUnavailable
 	case 5:
-		kind = ErrOutOfMemory
+		kind = host.ErrOutOfMemory
 	case 6:
-		kind = ErrBufferTooSmall
+		kind = host.ErrBufferTooSmall
 	case 7:
-		kind = ErrState
+		kind = host.ErrState
 	}
-	return Errorf(kind, "plugin %s: %s", plugin, msg)
+	return host.Errorf(kind, "plugin %s: %s", plugin, msg)
 }
 
 // callArgs holds a call's argument block and error buffer in C memory, so that
@@ -198,7 +200,7 @@ func newCallArgs(size C.size_t) (callArgs, error) {
 	if a == nil || e == nil {
 		C.free(a)
 		C.free(unsafe.Pointer(e))
-		return callArgs{}, Errorf(ErrOutOfMemory, "plugin call arguments")
+		return callArgs{}, host.Errorf(host.ErrOutOfMemory, "plugin call arguments")
 	}
 	return callArgs{a, e}, nil
 }
@@ -211,7 +213,7 @@ func (c callArgs) free() {
 // invoke calls fn(args, err) and maps a failure to an error naming what.
 func (c callArgs) invoke(plugin string, fn unsafe.Pointer, what string) error {
 	if fn == nil {
-		return Errorf(ErrUnsupported, "plugin %s: provides no %s", plugin, what)
+		return host.Errorf(host.ErrUnsupported, "plugin %s: provides no %s", plugin, what)
 	}
 	r1, _, _ := purego.SyscallN(uintptr(fn), uintptr(c.args), uintptr(unsafe.Pointer(c.err)))
 	if status := int32(r1); status != 0 {
@@ -222,11 +224,11 @@ func (c callArgs) invoke(plugin string, fn unsafe.Pointer, what string) error {
 
 // paramsRoundTrip converts p to the C parameter block and back; the tests use
 // it to check that every Params field crosses the plugin ABI.
-func paramsRoundTrip(p Params) (Params, error) {
+func paramsRoundTrip(p host.Params) (host.Params, error) {
 	c := (*C.quant_plugin_params)(C.calloc(1, C.sizeof_quant_plugin_params))
 	defer C.free(unsafe.Pointer(c))
 	if err := paramsToC(p, c); err != nil {
-		return Params{}, err
+		return host.Params{}, err
 	}
 	return paramsFromC(c)
 }

@@ -1,21 +1,24 @@
-package host
+package linear
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+
+	"libquant/host"
 )
 
-// LinearSaved says what a context keeps of the input or the weight.
-type LinearSaved int32
+// Saved says what a context keeps of the input or the weight.
+type Saved int32
 
 const (
-	SavedNone        LinearSaved = 0 // nothing: no requested gradient needs it
-	SavedOriginal    LinearSaved = 1 // a copy of the high-precision tensor
-	SavedQuantized   LinearSaved = 2 // a quantized tensor of the context's own
-	SavedLayerWeight LinearSaved = 3 // a reference to the layer's quantized weight (not a copy)
+	SavedNone        Saved = 0 // nothing: no requested gradient needs it
+	SavedOriginal    Saved = 1 // a copy of the high-precision tensor
+	SavedQuantized   Saved = 2 // a quantized tensor of the context's own
+	SavedLayerWeight Saved = 3 // a reference to the layer's quantized weight (not a copy)
 )
 
-func (s LinearSaved) String() string {
+func (s Saved) String() string {
 	switch s {
 	case SavedNone:
 		return "none"
@@ -29,35 +32,35 @@ func (s LinearSaved) String() string {
 	return fmt.Sprintf("saved(%d)", int32(s))
 }
 
-// LinearContext holds what one forward call saved for its backward pass.
+// Context holds what one forward call saved for its backward pass.
 // Backward runs once; it frees what was saved.
-type LinearContext struct {
+type Context struct {
 	mu       sync.Mutex
 	grouped  bool
-	flags    LinearFlags // effective: overrides applied
+	flags    Flags // effective: overrides applied
 	inShape  []int64
 	outShape []int64
-	inDType  DType
+	inDType  host.DType
 	k, n     int64   // in and out features
 	splits   []int64 // rows per GEMM
 	hasBias  bool
 
-	xOrig   Tensor           // SaveOriginalInput: a copy of the input (all groups)
-	xq      []*QTensor       // per GEMM: the quantized input
-	wOrig   []Tensor         // high_precision: copies of the weights
-	wq      []*sharedQTensor // per GEMM: the layer's quantized weight
-	inQ     []*Quantizer     // SaveOriginalInput with quantized backward: to quantize xOrig
-	gradQ   []*Quantizer     // quantized backward: for grad_output
+	xOrig   host.Tensor       // SaveOriginalInput: a copy of the input (all groups)
+	xq      []*host.QTensor   // per GEMM: the quantized input
+	wOrig   []host.Tensor     // high_precision: copies of the weights
+	wq      []*sharedQTensor  // per GEMM: the layer's quantized weight
+	inQ     []*host.Quantizer // SaveOriginalInput with quantized backward: to quantize xOrig
+	gradQ   []*host.Quantizer // quantized backward: for grad_output
 	used    bool
 	freed   bool
-	inSaved LinearSaved
-	wSaved  LinearSaved
+	inSaved Saved
+	wSaved  Saved
 }
 
 // free releases everything the context holds (idempotent).
-func (c *LinearContext) free() {
-	FreeTensor(c.xOrig, 0)
-	c.xOrig = Tensor{}
+func (c *Context) free() {
+	host.FreeTensor(c.xOrig, 0)
+	c.xOrig = host.Tensor{}
 	for _, t := range c.xq {
 		if t != nil {
 			t.Free()
@@ -65,7 +68,7 @@ func (c *LinearContext) free() {
 	}
 	c.xq = nil
 	for _, t := range c.wOrig {
-		FreeTensor(t, 0)
+		host.FreeTensor(t, 0)
 	}
 	c.wOrig = nil
 	for _, s := range c.wq {
@@ -86,54 +89,37 @@ func (c *LinearContext) free() {
 }
 
 // Release frees what the context saved; a later Backward fails.
-func (c *LinearContext) Release() {
+func (c *Context) Release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.free()
 	c.freed = true
 }
 
-// LinearContextInfo describes what a context holds.
-type LinearContextInfo struct {
+// ContextInfo describes what a context holds.
+type ContextInfo struct {
 	Grouped  bool
 	NumGEMMs int
-	Used     bool        // backward ran (the context holds nothing now)
-	Flags    LinearFlags // the effective flags, after the override's forcing
+	Used     bool  // backward ran (the context holds nothing now)
+	Flags    Flags // the effective flags, after the override's forcing
 	// What is kept of the input and of the weight, and their bytes summed
 	// over GEMMs. InputUsage: the directions the saved quantized input
 	// holds; WeightUsage: the direction of the layer's quantized weight
 	// backward reads.
-	InputSaved, WeightSaved LinearSaved
-	InputUsage, WeightUsage Usage
+	InputSaved, WeightSaved Saved
+	InputUsage, WeightUsage host.Usage
 	InputBytes, WeightBytes int64
 	// OwnedBytes is what the context allocated itself (freed by backward or
 	// Release); a SavedLayerWeight is shared with the layer and not in it.
 	OwnedBytes int64
 }
 
-// storageBytes sums the buffers of the directions in u (a storage serving
-// both directions counts once).
-func (t *QTensor) storageBytes(u Usage) int64 {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	var n int64
-	for d, st := range t.dirs {
-		if st == nil || !u.Has(Direction(d).Usage()) || (d == 1 && st == t.dirs[0] && u.Has(Rowwise)) {
-			continue
-		}
-		for _, b := range st.Buffers {
-			n += b.Tensor.Bytes()
-		}
-	}
-	return n
-}
-
 // Info reports what the context holds.
-func (c *LinearContext) Info() LinearContextInfo {
+func (c *Context) Info() ContextInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	G := len(c.splits)
-	info := LinearContextInfo{Grouped: c.grouped, NumGEMMs: G, Used: c.used, Flags: c.flags,
+	info := ContextInfo{Grouped: c.grouped, NumGEMMs: G, Used: c.used, Flags: c.flags,
 		InputSaved: c.inSaved, WeightSaved: c.wSaved}
 	switch c.inSaved {
 	case SavedOriginal:
@@ -143,7 +129,7 @@ func (c *LinearContext) Info() LinearContextInfo {
 		for _, t := range c.xq {
 			if t != nil {
 				info.InputUsage = t.Usage()
-				info.InputBytes += t.storageBytes(t.Usage())
+				info.InputBytes += t.StorageBytes(t.Usage())
 			}
 		}
 		info.OwnedBytes += info.InputBytes
@@ -155,13 +141,13 @@ func (c *LinearContext) Info() LinearContextInfo {
 		}
 		info.OwnedBytes += info.WeightBytes
 	case SavedLayerWeight:
-		info.WeightUsage = Columnwise
+		info.WeightUsage = host.Columnwise
 		if c.flags.BackwardOverride == BackwardDequantized {
-			info.WeightUsage = Rowwise
+			info.WeightUsage = host.Rowwise
 		}
 		for _, s := range c.wq {
 			if s != nil {
-				info.WeightBytes += s.t.storageBytes(info.WeightUsage)
+				info.WeightBytes += s.t.StorageBytes(info.WeightUsage)
 			}
 		}
 	}
@@ -175,17 +161,17 @@ func (c *LinearContext) Info() LinearContextInfo {
 // columnwise; high_precision multiplies the original tensors; dequantized
 // multiplies the rowwise forward-quantized ones, dequantized to the input's
 // dtype. It runs once, and frees what the context saved.
-func (c *LinearContext) Backward(a *LinearBackwardArgs) error {
+func (c *Context) Backward(a *BackwardArgs) error {
 	if a == nil {
-		return Errorf(ErrInvalidArgument, "args: is NULL")
+		return host.Errorf(host.ErrInvalidArgument, "args: is NULL")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.freed:
-		return Errorf(ErrState, "ctx: released")
+		return host.Errorf(host.ErrState, "ctx: released")
 	case c.used:
-		return Errorf(ErrState, "ctx: backward already ran on this context (it frees what it saved); run forward again")
+		return host.Errorf(host.ErrState, "ctx: backward already ran on this context (it frees what it saved); run forward again")
 	}
 	if err := c.checkBackward(a); err != nil {
 		return err
@@ -196,7 +182,7 @@ func (c *LinearContext) Backward(a *LinearBackwardArgs) error {
 	var row int64
 	for g, rows := range c.splits {
 		dy := rowSlice(a.GradOutput, row, rows, c.n)
-		var dx Tensor
+		var dx host.Tensor
 		if a.GradInput != nil {
 			dx = rowSlice(*a.GradInput, row, rows, c.k)
 		}
@@ -216,7 +202,7 @@ func (c *LinearContext) Backward(a *LinearBackwardArgs) error {
 		case BackwardQuantized:
 			err = c.backwardQuantized(a, g, row0, dy, dx)
 		case BackwardHighPrecision:
-			err = c.backwardDense(a, g, row0, dy, dx, c.wOrig, func() (Tensor, func(), error) {
+			err = c.backwardDense(a, g, row0, dy, dx, c.wOrig, func() (host.Tensor, func(), error) {
 				return rowSlice(c.xOrig, row0, rows, c.k), func() {}, nil
 			})
 		case BackwardDequantized:
@@ -229,34 +215,34 @@ func (c *LinearContext) Backward(a *LinearBackwardArgs) error {
 	return nil
 }
 
-func (c *LinearContext) checkBackward(a *LinearBackwardArgs) error {
+func (c *Context) checkBackward(a *BackwardArgs) error {
 	G := len(c.splits)
 	if a.GradInput == nil && a.GradWeights == nil && a.GradBiases == nil {
-		return Errorf(ErrInvalidArgument, "grad_input, grad_weight and grad_bias: all NULL; request at least one gradient")
+		return host.Errorf(host.ErrInvalidArgument, "grad_input, grad_weight and grad_bias: all NULL; request at least one gradient")
 	}
 	if err := checkHP("grad_output", a.GradOutput); err != nil {
 		return err
 	}
-	if !equalShape(a.GradOutput.Shape, c.outShape) {
-		return Errorf(ErrInvalidArgument, "grad_output: shape %v, the forward's output was %v", a.GradOutput.Shape, c.outShape)
+	if !slices.Equal(a.GradOutput.Shape, c.outShape) {
+		return host.Errorf(host.ErrInvalidArgument, "grad_output: shape %v, the forward's output was %v", a.GradOutput.Shape, c.outShape)
 	}
 	outs := []struct {
 		name string
-		t    Tensor
+		t    host.Tensor
 	}{}
 	if a.GradInput != nil {
 		if !c.flags.InputRequiresGrad {
-			return Errorf(ErrState, "grad_input: requested, but the forward pass ran with input_requires_grad 0 and kept nothing for dgrad")
+			return host.Errorf(host.ErrState, "grad_input: requested, but the forward pass ran with input_requires_grad 0 and kept nothing for dgrad")
 		}
 		if err := checkHP("grad_input", *a.GradInput); err != nil {
 			return err
 		}
-		if !equalShape(a.GradInput.Shape, c.inShape) {
-			return Errorf(ErrInvalidArgument, "grad_input: shape %v, the forward's input was %v", a.GradInput.Shape, c.inShape)
+		if !slices.Equal(a.GradInput.Shape, c.inShape) {
+			return host.Errorf(host.ErrInvalidArgument, "grad_input: shape %v, the forward's input was %v", a.GradInput.Shape, c.inShape)
 		}
 		outs = append(outs, struct {
 			name string
-			t    Tensor
+			t    host.Tensor
 		}{"grad_input", *a.GradInput})
 	}
 	wname, bname := "grad_weight", "grad_bias"
@@ -265,10 +251,10 @@ func (c *LinearContext) checkBackward(a *LinearBackwardArgs) error {
 	}
 	if a.GradWeights != nil {
 		if !c.flags.WeightRequiresGrad {
-			return Errorf(ErrState, "%s: requested, but the forward pass ran with weight_requires_grad 0 (a frozen weight) and kept nothing for wgrad", wname)
+			return host.Errorf(host.ErrState, "%s: requested, but the forward pass ran with weight_requires_grad 0 (a frozen weight) and kept nothing for wgrad", wname)
 		}
 		if len(a.GradWeights) != G {
-			return Errorf(ErrInvalidArgument, "%s: %d given, the layer has %d GEMMs", wname, len(a.GradWeights), G)
+			return host.Errorf(host.ErrInvalidArgument, "%s: %d given, the layer has %d GEMMs", wname, len(a.GradWeights), G)
 		}
 		for g, t := range a.GradWeights {
 			name := indexed(wname, c.grouped, g)
@@ -276,20 +262,20 @@ func (c *LinearContext) checkBackward(a *LinearBackwardArgs) error {
 				return err
 			}
 			if len(t.Shape) != 2 || t.Shape[0] != c.n || t.Shape[1] != c.k {
-				return Errorf(ErrInvalidArgument, "%s: shape %v, want the weight's [N=%d, K=%d]", name, t.Shape, c.n, c.k)
+				return host.Errorf(host.ErrInvalidArgument, "%s: shape %v, want the weight's [N=%d, K=%d]", name, t.Shape, c.n, c.k)
 			}
 			outs = append(outs, struct {
 				name string
-				t    Tensor
+				t    host.Tensor
 			}{name, t})
 		}
 	}
 	if a.GradBiases != nil {
 		if !c.hasBias {
-			return Errorf(ErrState, "%s: requested, but the forward pass had no bias", bname)
+			return host.Errorf(host.ErrState, "%s: requested, but the forward pass had no bias", bname)
 		}
 		if len(a.GradBiases) != G {
-			return Errorf(ErrInvalidArgument, "%s: %d given, the layer has %d GEMMs", bname, len(a.GradBiases), G)
+			return host.Errorf(host.ErrInvalidArgument, "%s: %d given, the layer has %d GEMMs", bname, len(a.GradBiases), G)
 		}
 		for g, t := range a.GradBiases {
 			name := indexed(bname, c.grouped, g)
@@ -297,21 +283,21 @@ func (c *LinearContext) checkBackward(a *LinearBackwardArgs) error {
 				return err
 			}
 			if len(t.Shape) != 1 || t.Shape[0] != c.n {
-				return Errorf(ErrInvalidArgument, "%s: shape %v is not [N=%d]", name, t.Shape, c.n)
+				return host.Errorf(host.ErrInvalidArgument, "%s: shape %v is not [N=%d]", name, t.Shape, c.n)
 			}
 			outs = append(outs, struct {
 				name string
-				t    Tensor
+				t    host.Tensor
 			}{name, t})
 		}
 	}
 	for i, o := range outs {
-		if overlaps(o.t, a.GradOutput) {
-			return Errorf(ErrInvalidArgument, "%s: overlaps grad_output", o.name)
+		if host.Overlaps(o.t, a.GradOutput) {
+			return host.Errorf(host.ErrInvalidArgument, "%s: overlaps grad_output", o.name)
 		}
 		for _, p := range outs[:i] {
-			if overlaps(o.t, p.t) {
-				return Errorf(ErrInvalidArgument, "%s: overlaps %s", o.name, p.name)
+			if host.Overlaps(o.t, p.t) {
+				return host.Errorf(host.ErrInvalidArgument, "%s: overlaps %s", o.name, p.name)
 			}
 		}
 	}
@@ -321,24 +307,24 @@ func (c *LinearContext) checkBackward(a *LinearBackwardArgs) error {
 // backwardQuantized is GEMM g's quantized backward (spec §7.2): dY is
 // quantized rowwise for dgrad (dY.row × W.col) and columnwise for wgrad
 // (dY.col × X.col).
-func (c *LinearContext) backwardQuantized(a *LinearBackwardArgs, g int, row0 int64, dy, dx Tensor) error {
-	var usage Usage
+func (c *Context) backwardQuantized(a *BackwardArgs, g int, row0 int64, dy, dx host.Tensor) error {
+	var usage host.Usage
 	if a.GradInput != nil {
-		usage |= Rowwise
+		usage |= host.Rowwise
 	}
 	if a.GradWeights != nil {
-		usage |= Columnwise
+		usage |= host.Columnwise
 	}
 	if usage == 0 {
 		return nil // only dbias, from the unquantized dY
 	}
-	dyq, err := c.gradQ[g].quantizeUsage(dy, QuantizeOptions{Stream: a.Stream}, usage)
+	dyq, err := c.gradQ[g].QuantizeUsage(dy, host.QuantizeOptions{Stream: a.Stream}, usage)
 	if err != nil {
-		return fmt.Errorf("%s: %w", quantizerName(LinearGradOutput, c.grouped, g), err)
+		return fmt.Errorf("%s: %w", quantizerName(GradOutput, c.grouped, g), err)
 	}
 	defer dyq.Free()
 	if a.GradInput != nil {
-		if err := Gemm(&GemmArgs{A: GemmOperand{Q: dyq}, B: GemmOperand{Q: c.wq[g].t}, Alpha: 1, D: dx, Stream: a.Stream}); err != nil {
+		if err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyq}, B: host.GemmOperand{Q: c.wq[g].t}, Alpha: 1, D: dx, Stream: a.Stream}); err != nil {
 			return fmt.Errorf("dgrad%s: %w", gemmSuffix(c.grouped, g), err)
 		}
 	}
@@ -348,12 +334,12 @@ func (c *LinearContext) backwardQuantized(a *LinearBackwardArgs, g int, row0 int
 			// save_original_input (spec §9.6): quantize the input now, only
 			// the columnwise form wgrad reads.
 			x := rowSlice(c.xOrig, row0, c.splits[g], c.k)
-			if xq, err = c.inQ[g].quantizeUsage(x, QuantizeOptions{Stream: a.Stream}, Columnwise); err != nil {
-				return fmt.Errorf("%s: %w", quantizerName(LinearInput, c.grouped, g), err)
+			if xq, err = c.inQ[g].QuantizeUsage(x, host.QuantizeOptions{Stream: a.Stream}, host.Columnwise); err != nil {
+				return fmt.Errorf("%s: %w", quantizerName(Input, c.grouped, g), err)
 			}
 			defer xq.Free()
 		}
-		if err := Gemm(&GemmArgs{A: GemmOperand{Q: dyq, Trans: true}, B: GemmOperand{Q: xq}, Alpha: 1, D: a.GradWeights[g], Stream: a.Stream}); err != nil {
+		if err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyq, Trans: true}, B: host.GemmOperand{Q: xq}, Alpha: 1, D: a.GradWeights[g], Stream: a.Stream}); err != nil {
 			return fmt.Errorf("wgrad%s: %w", gemmSuffix(c.grouped, g), err)
 		}
 	}
@@ -362,9 +348,9 @@ func (c *LinearContext) backwardQuantized(a *LinearBackwardArgs, g int, row0 int
 
 // backwardDense runs dgrad and wgrad on the unquantized dY and dense W
 // (weights[g]) and X (from input).
-func (c *LinearContext) backwardDense(a *LinearBackwardArgs, g int, row0 int64, dy, dx Tensor, weights []Tensor, input func() (Tensor, func(), error)) error {
+func (c *Context) backwardDense(a *BackwardArgs, g int, row0 int64, dy, dx host.Tensor, weights []host.Tensor, input func() (host.Tensor, func(), error)) error {
 	if a.GradInput != nil {
-		if err := Gemm(&GemmArgs{A: GemmOperand{Dense: &dy}, B: GemmOperand{Dense: &weights[g]}, Alpha: 1, D: dx, Stream: a.Stream}); err != nil {
+		if err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Dense: &dy}, B: host.GemmOperand{Dense: &weights[g]}, Alpha: 1, D: dx, Stream: a.Stream}); err != nil {
 			return fmt.Errorf("dgrad%s: %w", gemmSuffix(c.grouped, g), err)
 		}
 	}
@@ -374,7 +360,7 @@ func (c *LinearContext) backwardDense(a *LinearBackwardArgs, g int, row0 int64, 
 			return err
 		}
 		defer done()
-		if err := Gemm(&GemmArgs{A: GemmOperand{Dense: &dy, Trans: true}, B: GemmOperand{Dense: &x}, Alpha: 1, D: a.GradWeights[g], Stream: a.Stream}); err != nil {
+		if err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Dense: &dy, Trans: true}, B: host.GemmOperand{Dense: &x}, Alpha: 1, D: a.GradWeights[g], Stream: a.Stream}); err != nil {
 			return fmt.Errorf("wgrad%s: %w", gemmSuffix(c.grouped, g), err)
 		}
 	}
@@ -383,49 +369,49 @@ func (c *LinearContext) backwardDense(a *LinearBackwardArgs, g int, row0 int64, 
 
 // backwardDequantized dequantizes the saved rowwise forms to the input's
 // dtype (spec §9.5) and runs the dense backward on them.
-func (c *LinearContext) backwardDequantized(a *LinearBackwardArgs, g int, row0 int64, dy, dx Tensor) error {
-	var weights []Tensor
+func (c *Context) backwardDequantized(a *BackwardArgs, g int, row0 int64, dy, dx host.Tensor) error {
+	var weights []host.Tensor
 	if a.GradInput != nil {
 		w, err := dequantizeRowwiseCopy(c.wq[g].t, c.inDType, a.Stream)
 		if err != nil {
 			return fmt.Errorf("dequantizing the saved %s: %w", indexed("weight", c.grouped, g), err)
 		}
-		defer FreeTensor(w, a.Stream)
-		weights = make([]Tensor, len(c.splits))
+		defer host.FreeTensor(w, a.Stream)
+		weights = make([]host.Tensor, len(c.splits))
 		weights[g] = w
 	}
-	return c.backwardDense(a, g, row0, dy, dx, weights, func() (Tensor, func(), error) {
+	return c.backwardDense(a, g, row0, dy, dx, weights, func() (host.Tensor, func(), error) {
 		x, err := dequantizeRowwiseCopy(c.xq[g], c.inDType, a.Stream)
 		if err != nil {
-			return Tensor{}, nil, fmt.Errorf("dequantizing the saved %s: %w", indexed("input", c.grouped, g), err)
+			return host.Tensor{}, nil, fmt.Errorf("dequantizing the saved %s: %w", indexed("input", c.grouped, g), err)
 		}
-		return x, func() { FreeTensor(x, a.Stream) }, nil
+		return x, func() { host.FreeTensor(x, a.Stream) }, nil
 	})
 }
 
 // dequantizeRowwiseCopy dequantizes t's rowwise data into a new [M, K]
 // tensor of dtype dt.
-func dequantizeRowwiseCopy(t *QTensor, dt DType, stream uintptr) (Tensor, error) {
+func dequantizeRowwiseCopy(t *host.QTensor, dt host.DType, stream uintptr) (host.Tensor, error) {
 	m, k := t.Dims2D()
-	out, err := AllocTensor(t.Device(), dt, []int64{m, k}, stream)
+	out, err := host.AllocTensor(t.Device(), dt, []int64{m, k}, stream)
 	if err != nil {
-		return Tensor{}, err
+		return host.Tensor{}, err
 	}
-	if err := t.Dequantize(DirRowwise, out, stream); err != nil {
-		FreeTensor(out, stream)
-		return Tensor{}, err
+	if err := t.Dequantize(host.DirRowwise, out, stream); err != nil {
+		host.FreeTensor(out, stream)
+		return host.Tensor{}, err
 	}
 	return out, nil
 }
 
 // columnSums writes the column sums of the 2-D CPU tensor dy into out,
 // summing in float64 and rounding once to FP32 and then to out's dtype.
-func columnSums(dy, out Tensor) {
-	rows, cols := Flatten2D(dy.Shape)
+func columnSums(dy, out host.Tensor) {
+	rows, cols := host.Flatten2D(dy.Shape)
 	sums := make([]float64, cols)
 	buf := make([]float32, cols)
 	for r := int64(0); r < rows; r++ {
-		LoadFloat32(dy, r*cols, buf)
+		host.LoadFloat32(dy, r*cols, buf)
 		for j, v := range buf {
 			sums[j] += float64(v)
 		}
@@ -433,10 +419,10 @@ func columnSums(dy, out Tensor) {
 	for j, s := range sums {
 		buf[j] = float32(s)
 	}
-	StoreFloat32(out, 0, buf)
+	host.StoreFloat32(out, 0, buf)
 }
 
-func zero(t Tensor) {
+func zero(t host.Tensor) {
 	b := t.Bytes8()
 	for i := range b {
 		b[i] = 0

@@ -1,4 +1,4 @@
-package host
+package native
 
 /*
 #include <stdlib.h>
@@ -8,111 +8,9 @@ import "C"
 
 import (
 	"unsafe"
+
+	"libquant/host"
 )
-
-// DelayedCast is implemented by delayed-scaling states so that kernels which
-// compute the amax somewhere the state cannot see (a device) can read the scale
-// to cast with and then stage the amax they computed (spec §2.3).
-type DelayedCast interface {
-	CastScale() float32
-	RecordAmax(amax float32)
-}
-
-// DeviceMemory is implemented by the allocators of device types whose memory
-// the host cannot touch directly (a GPU plugin's). Every operation is ordered on
-// stream; Synchronize waits for it.
-type DeviceMemory interface {
-	Allocator
-	// Copy copies src into dst (the same byte size); either may be on the CPU.
-	Copy(dst, src Tensor, stream uintptr) error
-	Memset(t Tensor, value byte, stream uintptr) error
-	Synchronize(dev Device, stream uintptr) error
-	DeviceCount() (int, error)
-}
-
-func deviceMemoryFor(dev Device) (DeviceMemory, error) {
-	a, err := allocatorFor(dev)
-	if err != nil {
-		return nil, err
-	}
-	m, ok := a.(DeviceMemory)
-	if !ok {
-		return nil, Errorf(ErrUnsupported, "the allocator of %s cannot copy", dev)
-	}
-	return m, nil
-}
-
-// CopyTensor copies src into dst (same dtype and element count) between any
-// two devices libquant can reach, ordered on stream. CPU-to-CPU copies finish
-// before it returns; others may still run until Synchronize.
-func CopyTensor(dst, src Tensor, stream uintptr) error {
-	if dst.Bytes() != src.Bytes() {
-		return Errorf(ErrInvalidArgument, "copy: dst has %d bytes, src %d", dst.Bytes(), src.Bytes())
-	}
-	if dst.Bytes() == 0 {
-		return nil
-	}
-	if dst.Device.Type == CPU && src.Device.Type == CPU {
-		copy(dst.Bytes8(), src.Bytes8())
-		return nil
-	}
-	if dst.Device.Type != CPU && src.Device.Type != CPU && dst.Device != src.Device {
-		return Errorf(ErrUnsupported, "copy: from %s to %s: peer copies are not supported", src.Device, dst.Device)
-	}
-	dev := dst.Device
-	if dev.Type == CPU {
-		dev = src.Device
-	}
-	m, err := deviceMemoryFor(dev)
-	if err != nil {
-		return err
-	}
-	return m.Copy(dst, src, stream)
-}
-
-// MemsetTensor sets every byte of t to value, ordered on stream.
-func MemsetTensor(t Tensor, value byte, stream uintptr) error {
-	if t.Bytes() == 0 {
-		return nil
-	}
-	if t.Device.Type == CPU {
-		b := t.Bytes8()
-		for i := range b {
-			b[i] = value
-		}
-		return nil
-	}
-	m, err := deviceMemoryFor(t.Device)
-	if err != nil {
-		return err
-	}
-	return m.Memset(t, value, stream)
-}
-
-// Synchronize waits for the work ordered on stream of dev (nothing on the CPU).
-func Synchronize(dev Device, stream uintptr) error {
-	if dev.Type == CPU {
-		return nil
-	}
-	m, err := deviceMemoryFor(dev)
-	if err != nil {
-		return err
-	}
-	return m.Synchronize(dev, stream)
-}
-
-// DeviceCount is the number of devices of a type (1 for the CPU, 0 when no
-// plugin serves the type).
-func DeviceCount(t DeviceType) (int, error) {
-	if t == CPU {
-		return 1, nil
-	}
-	m, err := deviceMemoryFor(Device{Type: t})
-	if err != nil {
-		return 0, nil
-	}
-	return m.DeviceCount()
-}
 
 func setStream(dst *unsafe.Pointer, stream uintptr) {
 	*(*uintptr)(unsafe.Pointer(dst)) = stream
@@ -120,7 +18,7 @@ func setStream(dst *unsafe.Pointer, stream uintptr) {
 
 // withParams allocates an argument block of size followed by a parameter block
 // filled from p, which the args' params field must point at.
-func withParams(size C.size_t, p Params) (callArgs, *C.quant_plugin_params, error) {
+func withParams(size C.size_t, p host.Params) (callArgs, *C.quant_plugin_params, error) {
 	ca, err := newCallArgs(size + C.sizeof_quant_plugin_params)
 	if err != nil {
 		return ca, nil, err
@@ -133,16 +31,16 @@ func withParams(size C.size_t, p Params) (callArgs, *C.quant_plugin_params, erro
 	return ca, cp, nil
 }
 
-// nativeFormat is a format a plugin defines.
-type nativeFormat struct {
-	plugin *nativePlugin
+// format is a format a plugin defines.
+type format struct {
+	plugin *plugin
 	f      *C.quant_plugin_format
 	name   string
 }
 
-func (f *nativeFormat) Name() string { return f.name }
+func (f *format) Name() string { return f.name }
 
-func (f *nativeFormat) NewSpec(p Params) (Spec, error) {
+func (f *format) NewSpec(p host.Params) (host.Spec, error) {
 	if f.f.check != nil {
 		ca, cp, err := withParams(C.sizeof_quant_plugin_check_args, p)
 		if err != nil {
@@ -160,17 +58,17 @@ func (f *nativeFormat) NewSpec(p Params) (Spec, error) {
 		}
 		p.Format = f.name
 	}
-	return &nativeSpec{f: f, p: p}, nil
+	return &spec{f: f, p: p}, nil
 }
 
-type nativeSpec struct {
-	f *nativeFormat
-	p Params
+type spec struct {
+	f *format
+	p host.Params
 }
 
-func (s *nativeSpec) Params() Params { return s.p }
+func (s *spec) Params() host.Params { return s.p }
 
-func (s *nativeSpec) Layout(m, k int64, dir Direction) ([]BufferSpec, error) {
+func (s *spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error) {
 	ca, cp, err := withParams(C.sizeof_quant_plugin_layout_args, s.p)
 	if err != nil {
 		return nil, err
@@ -187,59 +85,59 @@ func (s *nativeSpec) Layout(m, k int64, dir Direction) ([]BufferSpec, error) {
 	}
 	n := int(a.num_buffers)
 	if n < 1 || n > C.QUANT_PLUGIN_MAX_BUFFERS {
-		return nil, Errorf(ErrPlugin, "plugin %s: layout of format %s: num_buffers %d not in 1..%d", name, s.f.name, n, C.QUANT_PLUGIN_MAX_BUFFERS)
+		return nil, host.Errorf(host.ErrPlugin, "plugin %s: layout of format %s: num_buffers %d not in 1..%d", name, s.f.name, n, C.QUANT_PLUGIN_MAX_BUFFERS)
 	}
-	out := make([]BufferSpec, n)
+	out := make([]host.BufferSpec, n)
 	for i := range out {
 		b := &a.buffers[i]
 		dt, ok := dtypeFromDLPlugin(b.dtype)
 		if !ok || dt.Size() == 0 {
-			return nil, Errorf(ErrPlugin, "plugin %s: layout of format %s: buffers[%d] has DLPack dtype (code %d, bits %d), which libquant does not know", name, s.f.name, i, b.dtype.code, b.dtype.bits)
+			return nil, host.Errorf(host.ErrPlugin, "plugin %s: layout of format %s: buffers[%d] has DLPack dtype (code %d, bits %d), which libquant does not know", name, s.f.name, i, b.dtype.code, b.dtype.bits)
 		}
 		nd := int(b.ndim)
 		if nd < 1 || nd > C.QUANT_PLUGIN_MAX_DIMS {
-			return nil, Errorf(ErrPlugin, "plugin %s: layout of format %s: buffers[%d] has rank %d", name, s.f.name, i, nd)
+			return nil, host.Errorf(host.ErrPlugin, "plugin %s: layout of format %s: buffers[%d] has rank %d", name, s.f.name, i, nd)
 		}
 		shape := make([]int64, nd)
 		for j := range shape {
 			shape[j] = int64(b.shape[j])
 		}
-		if err := CheckShape("plugin layout", shape, dt.Size()); err != nil {
-			return nil, Errorf(ErrPlugin, "plugin %s: layout of format %s: buffers[%d]: %v", name, s.f.name, i, err)
+		if err := host.CheckShape("plugin layout", shape, dt.Size()); err != nil {
+			return nil, host.Errorf(host.ErrPlugin, "plugin %s: layout of format %s: buffers[%d]: %v", name, s.f.name, i, err)
 		}
-		kind := BufferKind(b.kind)
-		if kind != BufData && kind != BufScaleInv && kind != BufAmax {
-			return nil, Errorf(ErrPlugin, "plugin %s: layout of format %s: buffers[%d] has kind %d", name, s.f.name, i, b.kind)
+		kind := host.BufferKind(b.kind)
+		if kind != host.BufData && kind != host.BufScaleInv && kind != host.BufAmax {
+			return nil, host.Errorf(host.ErrPlugin, "plugin %s: layout of format %s: buffers[%d] has kind %d", name, s.f.name, i, b.kind)
 		}
-		out[i] = BufferSpec{Kind: kind, DType: dt, Shape: shape}
+		out[i] = host.BufferSpec{Kind: kind, DType: dt, Shape: shape}
 	}
 	return out, nil
 }
 
-func (s *nativeSpec) Derivable(from, to Direction) bool {
+func (s *spec) Derivable(from, to host.Direction) bool {
 	bits := uint32(s.f.f.derivable)
-	if from == DirRowwise && to == DirColumnwise {
+	if from == host.DirRowwise && to == host.DirColumnwise {
 		return bits&C.QUANT_PLUGIN_DERIVE_COLUMNWISE_FROM_ROWWISE != 0
 	}
-	if from == DirColumnwise && to == DirRowwise {
+	if from == host.DirColumnwise && to == host.DirRowwise {
 		return bits&C.QUANT_PLUGIN_DERIVE_ROWWISE_FROM_COLUMNWISE != 0
 	}
 	return false
 }
 
-func (s *nativeSpec) NewState() (State, error) { return nil, nil }
+func (s *spec) NewState() (host.State, error) { return nil, nil }
 
-// nativeKernels adapts a plugin's kernel set to Kernels.
-type nativeKernels struct {
-	plugin *nativePlugin
+// kernels adapts a plugin's kernel set to Kernels.
+type kernels struct {
+	plugin *plugin
 	k      *C.quant_plugin_kernels
 }
 
-func (n *nativeKernels) what(op string, p Params) string {
-	return op + " of " + p.Format + " on " + DeviceType(n.k.device_type).String()
+func (n *kernels) what(op string, p host.Params) string {
+	return op + " of " + p.Format + " on " + host.DeviceType(n.k.device_type).String()
 }
 
-func (n *nativeKernels) Amax(r *AmaxRequest) error {
+func (n *kernels) Amax(r *host.AmaxRequest) error {
 	ca, cp, err := withParams(C.sizeof_quant_plugin_amax_args, r.Spec.Params())
 	if err != nil {
 		return err
@@ -259,7 +157,7 @@ func (n *nativeKernels) Amax(r *AmaxRequest) error {
 	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.amax), n.what("amax", r.Spec.Params()))
 }
 
-func (n *nativeKernels) Quantize(r *QuantizeRequest) error {
+func (n *kernels) Quantize(r *host.QuantizeRequest) error {
 	ca, cp, err := withParams(C.sizeof_quant_plugin_quantize_args, r.Spec.Params())
 	if err != nil {
 		return err
@@ -281,7 +179,7 @@ func (n *nativeKernels) Quantize(r *QuantizeRequest) error {
 			return err
 		}
 	}
-	delayed, isDelayed := r.State.(DelayedCast)
+	delayed, isDelayed := r.State.(host.DelayedCast)
 	if isDelayed {
 		a.has_delayed_scale = 1
 		a.delayed_scale = C.float(delayed.CastScale())
@@ -299,28 +197,28 @@ func (n *nativeKernels) Quantize(r *QuantizeRequest) error {
 // stageAmax reads the amax the kernel wrote and stages it into the delayed
 // state's history. The history lives in CPU memory, so a device quantize waits
 // here for its stream (spec §2.3 does this with an atomic on the device).
-func stageAmax(r *QuantizeRequest, d DelayedCast) error {
+func stageAmax(r *host.QuantizeRequest, d host.DelayedCast) error {
 	for _, st := range r.Out {
 		if st == nil {
 			continue
 		}
-		b, ok := st.Buffer(BufAmax)
+		b, ok := st.Buffer(host.BufAmax)
 		if !ok {
 			continue
 		}
 		var v [1]float32
-		if b.Tensor.Device.Type == CPU {
+		if b.Tensor.Device.Type == host.CPU {
 			v[0] = b.Tensor.Float32s()[0]
 		} else {
-			tmp, err := AllocTensor(Device{Type: CPU}, Float32, []int64{1}, 0)
+			tmp, err := host.AllocTensor(host.Device{Type: host.CPU}, host.Float32, []int64{1}, 0)
 			if err != nil {
 				return err
 			}
-			defer FreeTensor(tmp, 0)
-			if err := CopyTensor(tmp, Tensor{Ptr: b.Tensor.Ptr, DType: Float32, Shape: []int64{1}, Device: b.Tensor.Device}, r.Stream); err != nil {
+			defer host.FreeTensor(tmp, 0)
+			if err := host.CopyTensor(tmp, host.Tensor{Ptr: b.Tensor.Ptr, DType: host.Float32, Shape: []int64{1}, Device: b.Tensor.Device}, r.Stream); err != nil {
 				return err
 			}
-			if err := Synchronize(b.Tensor.Device, r.Stream); err != nil {
+			if err := host.Synchronize(b.Tensor.Device, r.Stream); err != nil {
 				return err
 			}
 			v[0] = tmp.Float32s()[0]
@@ -328,10 +226,10 @@ func stageAmax(r *QuantizeRequest, d DelayedCast) error {
 		d.RecordAmax(v[0])
 		return nil
 	}
-	return Errorf(ErrPlugin, "delayed scaling: the quantized storage has no amax buffer to stage")
+	return host.Errorf(host.ErrPlugin, "delayed scaling: the quantized storage has no amax buffer to stage")
 }
 
-func (n *nativeKernels) Dequantize(r *DequantizeRequest) error {
+func (n *kernels) Dequantize(r *host.DequantizeRequest) error {
 	ca, cp, err := withParams(C.sizeof_quant_plugin_dequantize_args, r.Spec.Params())
 	if err != nil {
 		return err
@@ -352,7 +250,7 @@ func (n *nativeKernels) Dequantize(r *DequantizeRequest) error {
 	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.dequantize), n.what("dequantize", r.Spec.Params()))
 }
 
-func (n *nativeKernels) Derive(r *DeriveRequest) error {
+func (n *kernels) Derive(r *host.DeriveRequest) error {
 	ca, cp, err := withParams(C.sizeof_quant_plugin_derive_args, r.Spec.Params())
 	if err != nil {
 		return err
@@ -374,11 +272,11 @@ func (n *nativeKernels) Derive(r *DeriveRequest) error {
 	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.derive), n.what("derive", r.Spec.Params()))
 }
 
-// nativeSwizzlingKernels are the kernel sets that also convert scale layouts.
-type nativeSwizzlingKernels struct{ nativeKernels }
+// swizzlingKernels are the kernel sets that also convert scale layouts.
+type swizzlingKernels struct{ kernels }
 
 // SwizzleScales runs on the default stream: ScaleSwizzler takes none.
-func (n *nativeSwizzlingKernels) SwizzleScales(st *Storage, dir Direction, m, k int64, swizzled bool) error {
+func (n *swizzlingKernels) SwizzleScales(st *host.Storage, dir host.Direction, m, k int64, swizzled bool) error {
 	ca, cp, err := withParams(C.sizeof_quant_plugin_swizzle_args, st.Spec.Params())
 	if err != nil {
 		return err
@@ -396,13 +294,13 @@ func (n *nativeSwizzlingKernels) SwizzleScales(st *Storage, dir Direction, m, k 
 	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.swizzle_scales), n.what("scale swizzle", st.Spec.Params()))
 }
 
-// nativeMemory is a plugin's memory table for one device type.
-type nativeMemory struct {
-	plugin *nativePlugin
+// memory is a plugin's memory table for one device type.
+type memory struct {
+	plugin *plugin
 	m      *C.quant_plugin_memory
 }
 
-func (n *nativeMemory) call(fn C.quant_plugin_memory_fn, what string, fill func(a *C.quant_plugin_memory_args)) (*C.quant_plugin_memory_args, callArgs, error) {
+func (n *memory) call(fn C.quant_plugin_memory_fn, what string, fill func(a *C.quant_plugin_memory_args)) (*C.quant_plugin_memory_args, callArgs, error) {
 	ca, err := newCallArgs(C.sizeof_quant_plugin_memory_args)
 	if err != nil {
 		return nil, ca, err
@@ -414,7 +312,7 @@ func (n *nativeMemory) call(fn C.quant_plugin_memory_fn, what string, fill func(
 	return a, ca, err
 }
 
-func (n *nativeMemory) Alloc(dev Device, size int64, stream uintptr) (unsafe.Pointer, error) {
+func (n *memory) Alloc(dev host.Device, size int64, stream uintptr) (unsafe.Pointer, error) {
 	a, ca, err := n.call(n.m.alloc, "alloc", func(a *C.quant_plugin_memory_args) {
 		a.device_id = C.int32_t(dev.ID)
 		a.nbytes = C.uint64_t(size)
@@ -427,7 +325,7 @@ func (n *nativeMemory) Alloc(dev Device, size int64, stream uintptr) (unsafe.Poi
 	return a.ptr, nil
 }
 
-func (n *nativeMemory) Free(dev Device, p unsafe.Pointer, stream uintptr) {
+func (n *memory) Free(dev host.Device, p unsafe.Pointer, stream uintptr) {
 	_, ca, _ := n.call(n.m.free, "free", func(a *C.quant_plugin_memory_args) {
 		a.device_id = C.int32_t(dev.ID)
 		a.ptr = p
@@ -436,13 +334,13 @@ func (n *nativeMemory) Free(dev Device, p unsafe.Pointer, stream uintptr) {
 	ca.free()
 }
 
-func (n *nativeMemory) Copy(dst, src Tensor, stream uintptr) error {
+func (n *memory) Copy(dst, src host.Tensor, stream uintptr) error {
 	kind := C.QUANT_PLUGIN_COPY_DEVICE_TO_DEVICE
 	dev := dst.Device
 	switch {
-	case src.Device.Type == CPU:
+	case src.Device.Type == host.CPU:
 		kind = C.QUANT_PLUGIN_COPY_HOST_TO_DEVICE
-	case dst.Device.Type == CPU:
+	case dst.Device.Type == host.CPU:
 		kind = C.QUANT_PLUGIN_COPY_DEVICE_TO_HOST
 		dev = src.Device
 	}
@@ -458,7 +356,7 @@ func (n *nativeMemory) Copy(dst, src Tensor, stream uintptr) error {
 	return err
 }
 
-func (n *nativeMemory) Memset(t Tensor, value byte, stream uintptr) error {
+func (n *memory) Memset(t host.Tensor, value byte, stream uintptr) error {
 	_, ca, err := n.call(n.m.memset, "memset", func(a *C.quant_plugin_memory_args) {
 		a.device_id = C.int32_t(t.Device.ID)
 		a.ptr = t.Ptr
@@ -470,7 +368,7 @@ func (n *nativeMemory) Memset(t Tensor, value byte, stream uintptr) error {
 	return err
 }
 
-func (n *nativeMemory) Synchronize(dev Device, stream uintptr) error {
+func (n *memory) Synchronize(dev host.Device, stream uintptr) error {
 	_, ca, err := n.call(n.m.synchronize, "synchronize", func(a *C.quant_plugin_memory_args) {
 		a.device_id = C.int32_t(dev.ID)
 		setStream(&a.stream, stream)
@@ -479,7 +377,7 @@ func (n *nativeMemory) Synchronize(dev Device, stream uintptr) error {
 	return err
 }
 
-func (n *nativeMemory) DeviceCount() (int, error) {
+func (n *memory) DeviceCount() (int, error) {
 	ca, err := newCallArgs(4)
 	if err != nil {
 		return 0, err

@@ -1,9 +1,12 @@
-package host
+package linear
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"libquant/host"
 )
 
 // BackwardOverride selects how a linear layer's backward pass runs (spec §9).
@@ -34,42 +37,42 @@ func (o BackwardOverride) String() string {
 	return fmt.Sprintf("backward_override(%d)", int32(o))
 }
 
-// LinearTensor indexes the quantizer roles of a linear layer (spec §8.2).
-type LinearTensor int
+// Tensor indexes the quantizer roles of a linear layer (spec §8.2).
+type Tensor int
 
 const (
-	LinearInput LinearTensor = iota
-	LinearWeight
-	LinearGradOutput
+	Input Tensor = iota
+	Weight
+	GradOutput
 )
 
-var linearTensorTypes = [3]string{"input", "weight", "grad_output"}
+var tensorTypes = [3]string{"input", "weight", "grad_output"}
 
-func (t LinearTensor) String() string { return linearTensorTypes[t] }
+func (t Tensor) String() string { return tensorTypes[t] }
 
-// LinearTensorOf maps a role's tensor_type to its LinearTensor.
-func LinearTensorOf(tensorType string) (LinearTensor, error) {
-	for i, s := range linearTensorTypes {
+// TensorOf maps a role's tensor_type to its Tensor.
+func TensorOf(tensorType string) (Tensor, error) {
+	for i, s := range tensorTypes {
 		if s == tensorType {
-			return LinearTensor(i), nil
+			return Tensor(i), nil
 		}
 	}
-	return 0, Errorf(ErrInvalidArgument, "tensor_type: %q is not a linear layer's (input, weight or grad_output)", tensorType)
+	return 0, host.Errorf(host.ErrInvalidArgument, "tensor_type: %q is not a linear layer's (input, weight or grad_output)", tensorType)
 }
 
-// Linear is the quantization state of one linear or grouped linear layer, as
+// Layer is the quantization state of one linear or grouped linear layer, as
 // TransformerEngine's module keeps it: a quantizer per role and GEMM (their
 // delayed-scaling state lives across steps) and the quantized weight of each
 // GEMM, a persistent tensor re-quantized in place when the caller says the
 // weight changed (WeightUpdated), whose usages never shrink (spec §10).
 //
 // Forward computes Y = X·Wᵀ + b (per group of rows for a grouped layer) and
-// returns a LinearContext holding what the backward pass needs; the layer
+// returns a Context holding what the backward pass needs; the layer
 // itself holds no per-step activations.
-type Linear struct {
+type Layer struct {
 	mu         sync.Mutex
 	grouped    bool
-	quantizers [3][]*Quantizer // [LinearTensor][gemm]
+	quantizers [3][]*host.Quantizer // [Tensor][gemm]
 	weights    []weightCache
 	released   bool
 }
@@ -77,18 +80,18 @@ type Linear struct {
 // weightCache is a GEMM's quantized weight and what it was quantized from.
 type weightCache struct {
 	t     *sharedQTensor
-	src   Tensor // pointer, dtype, shape and device of the weight (no ownership)
+	src   host.Tensor // pointer, dtype, shape and device of the weight (no ownership)
 	stale bool
 }
 
 // sharedQTensor is a quantized tensor referenced by a layer and by the
 // contexts that saved it for backward; the last reference frees it.
 type sharedQTensor struct {
-	t    *QTensor
+	t    *host.QTensor
 	refs atomic.Int32
 }
 
-func newShared(t *QTensor) *sharedQTensor {
+func newShared(t *host.QTensor) *sharedQTensor {
 	s := &sharedQTensor{t: t}
 	s.refs.Store(1)
 	return s
@@ -102,28 +105,28 @@ func (s *sharedQTensor) release() {
 	}
 }
 
-func linearModuleType(grouped bool) string {
+func moduleType(grouped bool) string {
 	if grouped {
 		return "grouped_linear"
 	}
 	return "linear"
 }
 
-// NewLinear builds a layer whose quantizers come from r, one per role and
+// New builds a layer whose quantizers come from r, one per role and
 // GEMM: module_type "linear" (or "grouped_linear" when grouped), tensor_type
 // "input", "weight" and "grad_output", and name. A plain layer has one GEMM;
 // a grouped one numGEMMs ≥ 1 (numGEMMs must be 1 when not grouped).
-func NewLinear(r Recipe, name string, grouped bool, numGEMMs int) (*Linear, error) {
+func New(r host.Recipe, name string, grouped bool, numGEMMs int) (*Layer, error) {
 	if r == nil {
-		return nil, Errorf(ErrInvalidArgument, "recipe: is NULL")
+		return nil, host.Errorf(host.ErrInvalidArgument, "recipe: is NULL")
 	}
 	if err := checkNumGEMMs(grouped, numGEMMs); err != nil {
 		return nil, err
 	}
-	var qs [3][]*Quantizer
-	l := &Linear{grouped: grouped, weights: make([]weightCache, numGEMMs)}
+	var qs [3][]*host.Quantizer
+	l := &Layer{grouped: grouped, weights: make([]weightCache, numGEMMs)}
 	for t := range qs {
-		role := Role{ModuleType: linearModuleType(grouped), TensorType: linearTensorTypes[t], Name: name}
+		role := host.Role{ModuleType: moduleType(grouped), TensorType: tensorTypes[t], Name: name}
 		for g := 0; g < numGEMMs; g++ {
 			q, err := r.Quantizer(role)
 			if err != nil {
@@ -138,30 +141,30 @@ func NewLinear(r Recipe, name string, grouped bool, numGEMMs int) (*Linear, erro
 	return l, nil
 }
 
-// NewLinearWithQuantizers builds a layer over the caller's quantizers, one
+// NewWithQuantizers builds a layer over the caller's quantizers, one
 // per GEMM for each role (the layer keeps its own references, so the caller
 // can read and update their delayed-scaling state through its own).
-func NewLinearWithQuantizers(grouped bool, input, weight, gradOutput []*Quantizer) (*Linear, error) {
+func NewWithQuantizers(grouped bool, input, weight, gradOutput []*host.Quantizer) (*Layer, error) {
 	n := len(input)
 	if err := checkNumGEMMs(grouped, n); err != nil {
 		return nil, err
 	}
-	l := &Linear{grouped: grouped, weights: make([]weightCache, n)}
-	for t, qs := range [3][]*Quantizer{input, weight, gradOutput} {
+	l := &Layer{grouped: grouped, weights: make([]weightCache, n)}
+	for t, qs := range [3][]*host.Quantizer{input, weight, gradOutput} {
 		if len(qs) != n {
-			return nil, Errorf(ErrInvalidArgument, "%s_quantizers: %d given, want one per GEMM (%d)", linearTensorTypes[t], len(qs), n)
+			return nil, host.Errorf(host.ErrInvalidArgument, "%s_quantizers: %d given, want one per GEMM (%d)", tensorTypes[t], len(qs), n)
 		}
 		for g, q := range qs {
 			if q == nil {
-				return nil, Errorf(ErrInvalidArgument, "%s_quantizers[%d]: is NULL", linearTensorTypes[t], g)
+				return nil, host.Errorf(host.ErrInvalidArgument, "%s_quantizers[%d]: is NULL", tensorTypes[t], g)
 			}
 		}
 	}
-	for t, qs := range [3][]*Quantizer{input, weight, gradOutput} {
+	for t, qs := range [3][]*host.Quantizer{input, weight, gradOutput} {
 		for _, q := range qs {
-			q.retain()
+			q.Retain()
 		}
-		l.quantizers[t] = append([]*Quantizer(nil), qs...)
+		l.quantizers[t] = append([]*host.Quantizer(nil), qs...)
 	}
 	return l, nil
 }
@@ -169,22 +172,22 @@ func NewLinearWithQuantizers(grouped bool, input, weight, gradOutput []*Quantize
 func checkNumGEMMs(grouped bool, n int) error {
 	switch {
 	case grouped && (n < 1 || n > 1<<16):
-		return Errorf(ErrInvalidArgument, "num_gemms: %d (want 1..65536 for a grouped layer)", n)
+		return host.Errorf(host.ErrInvalidArgument, "num_gemms: %d (want 1..65536 for a grouped layer)", n)
 	case !grouped && n != 1:
-		return Errorf(ErrInvalidArgument, "num_gemms: %d for a plain linear layer (it has one GEMM)", n)
+		return host.Errorf(host.ErrInvalidArgument, "num_gemms: %d for a plain linear layer (it has one GEMM)", n)
 	}
 	return nil
 }
 
 // Grouped reports whether the layer is a grouped linear layer.
-func (l *Linear) Grouped() bool { return l.grouped }
+func (l *Layer) Grouped() bool { return l.grouped }
 
 // NumGEMMs is the number of GEMMs (groups) of the layer.
-func (l *Linear) NumGEMMs() int { return len(l.weights) }
+func (l *Layer) NumGEMMs() int { return len(l.weights) }
 
 // Release drops the layer's quantizers and quantized weights. Contexts of
 // earlier forwards keep what they reference and stay usable.
-func (l *Linear) Release() {
+func (l *Layer) Release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
@@ -204,35 +207,35 @@ func (l *Linear) Release() {
 	}
 }
 
-func (l *Linear) checkGEMM(g int) error {
+func (l *Layer) checkGEMM(g int) error {
 	if g < 0 || g >= len(l.weights) {
-		return Errorf(ErrInvalidArgument, "gemm: %d out of range (the layer has %d)", g, len(l.weights))
+		return host.Errorf(host.ErrInvalidArgument, "gemm: %d out of range (the layer has %d)", g, len(l.weights))
 	}
 	return nil
 }
 
 // Quantizer returns a new reference to the layer's quantizer of a role and
 // GEMM (Release it); it shares the layer's state.
-func (l *Linear) Quantizer(t LinearTensor, g int) (*Quantizer, error) {
+func (l *Layer) Quantizer(t Tensor, g int) (*host.Quantizer, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLive(); err != nil {
 		return nil, err
 	}
-	if t < LinearInput || t > LinearGradOutput {
-		return nil, Errorf(ErrInvalidArgument, "tensor: %d is not input, weight or grad_output", int(t))
+	if t < Input || t > GradOutput {
+		return nil, host.Errorf(host.ErrInvalidArgument, "tensor: %d is not input, weight or grad_output", int(t))
 	}
 	if err := l.checkGEMM(g); err != nil {
 		return nil, err
 	}
 	q := l.quantizers[t][g]
-	q.retain()
+	q.Retain()
 	return q, nil
 }
 
-func (l *Linear) checkLive() error {
+func (l *Layer) checkLive() error {
 	if l.released {
-		return Errorf(ErrState, "layer: released")
+		return host.Errorf(host.ErrState, "layer: released")
 	}
 	return nil
 }
@@ -241,7 +244,7 @@ func (l *Linear) checkLive() error {
 // of them for g < 0) changed in place: the next forward re-quantizes it into
 // the same buffers. A weight passed at another address, dtype or shape is
 // re-quantized without being told.
-func (l *Linear) WeightUpdated(g int) error {
+func (l *Layer) WeightUpdated(g int) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLive(); err != nil {
@@ -263,7 +266,7 @@ func (l *Linear) WeightUpdated(g int) error {
 // Weight returns the quantized weight of GEMM g, or false before the first
 // forward that needed it. The tensor belongs to the layer: read it, do not
 // free it, and do not keep it past the next forward.
-func (l *Linear) Weight(g int) (*QTensor, bool, error) {
+func (l *Layer) Weight(g int) (*host.QTensor, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLive(); err != nil {
@@ -284,22 +287,22 @@ func (l *Linear) Weight(g int) (*QTensor, bool, error) {
 // it holds and adds the new ones, so its usages never shrink (spec §10). It
 // happens in place unless a context still holds the old values for its
 // backward pass, which then keeps them (copy on write).
-func (l *Linear) quantizedWeight(g int, w Tensor, usage Usage, stream uintptr) (*sharedQTensor, error) {
+func (l *Layer) quantizedWeight(g int, w host.Tensor, usage host.Usage, stream uintptr) (*sharedQTensor, error) {
 	c := &l.weights[g]
 	if c.t != nil && !c.stale && sameTensor(c.src, w) && c.t.t.Usage().Has(usage) {
 		return c.t, nil
 	}
-	q := l.quantizers[LinearWeight][g]
-	opts := QuantizeOptions{Stream: stream, Persistent: true}
-	if c.t != nil && c.t.refs.Load() == 1 && equalShape(c.src.Shape, w.Shape) {
-		if err := q.quantizeIntoUsage(w, opts, c.t.t, usage); err != nil {
+	q := l.quantizers[Weight][g]
+	opts := host.QuantizeOptions{Stream: stream, Persistent: true}
+	if c.t != nil && c.t.refs.Load() == 1 && slices.Equal(c.src.Shape, w.Shape) {
+		if err := q.QuantizeIntoUsage(w, opts, c.t.t, usage); err != nil {
 			return nil, err
 		}
 	} else {
 		if c.t != nil {
 			usage |= c.t.t.Usage()
 		}
-		t, err := q.quantizeUsage(w, opts, usage)
+		t, err := q.QuantizeUsage(w, opts, usage)
 		if err != nil {
 			return nil, err
 		}
@@ -308,17 +311,17 @@ func (l *Linear) quantizedWeight(g int, w Tensor, usage Usage, stream uintptr) (
 		}
 		c.t = newShared(t)
 	}
-	c.src = Tensor{Ptr: w.Ptr, DType: w.DType, Shape: append([]int64(nil), w.Shape...), Device: w.Device}
+	c.src = host.Tensor{Ptr: w.Ptr, DType: w.DType, Shape: append([]int64(nil), w.Shape...), Device: w.Device}
 	c.stale = false
 	return c.t, nil
 }
 
-func sameTensor(a, b Tensor) bool {
-	return a.Ptr == b.Ptr && a.DType == b.DType && a.Device == b.Device && equalShape(a.Shape, b.Shape)
+func sameTensor(a, b host.Tensor) bool {
+	return a.Ptr == b.Ptr && a.DType == b.DType && a.Device == b.Device && slices.Equal(a.Shape, b.Shape)
 }
 
-// LinearFlags are a forward call's training settings.
-type LinearFlags struct {
+// Flags are a forward call's training settings.
+type Flags struct {
 	BackwardOverride BackwardOverride
 	// SaveOriginalInput keeps the high-precision input for backward and
 	// quantizes it there (columnwise) instead of keeping its columnwise
@@ -329,41 +332,41 @@ type LinearFlags struct {
 	WeightRequiresGrad bool // backward computes grad_weight (wgrad)
 }
 
-// LinearForwardArgs is one forward call. A plain layer takes one weight and
+// ForwardArgs is one forward call. A plain layer takes one weight and
 // no MSplits; a grouped one a weight per GEMM and the row count of each.
-type LinearForwardArgs struct {
-	Input   Tensor   // [..., K]: FP32, BF16 or FP16
-	Weights []Tensor // [N, K] each
-	Biases  []Tensor // nil, or [N] each
-	MSplits []int64  // grouped: rows of each GEMM, summing to the input's M
-	Output  Tensor   // [..., N] (the input's leading dims)
-	Flags   LinearFlags
+type ForwardArgs struct {
+	Input   host.Tensor   // [..., K]: FP32, BF16 or FP16
+	Weights []host.Tensor // [N, K] each
+	Biases  []host.Tensor // nil, or [N] each
+	MSplits []int64       // grouped: rows of each GEMM, summing to the input's M
+	Output  host.Tensor   // [..., N] (the input's leading dims)
+	Flags   Flags
 	Stream  uintptr
 }
 
-// LinearBackwardArgs is one backward call; a nil output is not computed.
-type LinearBackwardArgs struct {
-	GradOutput  Tensor   // the output's shape
-	GradInput   *Tensor  // the input's shape
-	GradWeights []Tensor // nil, or [N, K] per GEMM
-	GradBiases  []Tensor // nil, or [N] per GEMM
+// BackwardArgs is one backward call; a nil output is not computed.
+type BackwardArgs struct {
+	GradOutput  host.Tensor   // the output's shape
+	GradInput   *host.Tensor  // the input's shape
+	GradWeights []host.Tensor // nil, or [N, K] per GEMM
+	GradBiases  []host.Tensor // nil, or [N] per GEMM
 	Stream      uintptr
 }
 
 // effectiveFlags validates f and applies the overrides (spec §9.4-§9.6).
-func (l *Linear) effectiveFlags(f LinearFlags) (LinearFlags, error) {
+func (l *Layer) effectiveFlags(f Flags) (Flags, error) {
 	switch f.BackwardOverride {
 	case BackwardQuantized, BackwardHighPrecision, BackwardDequantized:
 	default:
-		return f, Errorf(ErrInvalidArgument, "backward_override: %d is not none (0), high_precision (1) or dequantized (2)", int32(f.BackwardOverride))
+		return f, host.Errorf(host.ErrInvalidArgument, "backward_override: %d is not none (0), high_precision (1) or dequantized (2)", int32(f.BackwardOverride))
 	}
 	if t, g, ok := l.anyDelayed(); ok {
 		if f.BackwardOverride != BackwardQuantized {
-			return f, Errorf(ErrInvalidArgument, "backward_override: %s is not allowed with delayed scaling (the %s quantizer of gemm %d uses it; spec §9.2: TransformerEngine's DelayedScaling rejects every override)",
+			return f, host.Errorf(host.ErrInvalidArgument, "backward_override: %s is not allowed with delayed scaling (the %s quantizer of gemm %d uses it; spec §9.2: TransformerEngine's DelayedScaling rejects every override)",
 				f.BackwardOverride, t, g)
 		}
 		if f.SaveOriginalInput {
-			return f, Errorf(ErrInvalidArgument, "save_original_input: not allowed with delayed scaling (the %s quantizer of gemm %d uses it; spec §9.6): backward would quantize the input with a scale updated after the forward pass",
+			return f, host.Errorf(host.ErrInvalidArgument, "save_original_input: not allowed with delayed scaling (the %s quantizer of gemm %d uses it; spec §9.6): backward would quantize the input with a scale updated after the forward pass",
 				t, g)
 		}
 	}
@@ -376,29 +379,29 @@ func (l *Linear) effectiveFlags(f LinearFlags) (LinearFlags, error) {
 	return f, nil
 }
 
-func checkCPU(name string, t Tensor) error {
-	if t.Device.Type != CPU {
-		return Errorf(ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version (there is no GPU GEMM yet)", name, t.Device)
+func checkCPU(name string, t host.Tensor) error {
+	if t.Device.Type != host.CPU {
+		return host.Errorf(host.ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version (there is no GPU GEMM yet)", name, t.Device)
 	}
 	return nil
 }
 
-func checkHP(name string, t Tensor) error {
+func checkHP(name string, t host.Tensor) error {
 	if !t.DType.IsHighPrecision() {
-		return Errorf(ErrInvalidArgument, "%s: dtype %s not supported (want float32, bfloat16 or float16)", name, t.DType)
+		return host.Errorf(host.ErrInvalidArgument, "%s: dtype %s not supported (want float32, bfloat16 or float16)", name, t.DType)
 	}
-	if err := CheckShape(name, t.Shape, t.DType.Size()); err != nil {
+	if err := host.CheckShape(name, t.Shape, t.DType.Size()); err != nil {
 		return err
 	}
 	if t.Ptr == nil && t.NumElements() > 0 {
-		return Errorf(ErrInvalidArgument, "%s: data is NULL", name)
+		return host.Errorf(host.ErrInvalidArgument, "%s: data is NULL", name)
 	}
 	return checkCPU(name, t)
 }
 
 // quantizerName names a role's quantizer in messages: "input quantizer", or
 // "input quantizer of gemm 2" in a grouped layer.
-func quantizerName(t LinearTensor, grouped bool, g int) string {
+func quantizerName(t Tensor, grouped bool, g int) string {
 	if grouped {
 		return fmt.Sprintf("%s quantizer of gemm %d", t, g)
 	}
@@ -426,9 +429,9 @@ func outShapeOf(in []int64, n int64) []int64 {
 // and computes Y = X·Wᵀ + b into the output with FP32 accumulation. With
 // keep it returns a context holding exactly what the requested gradients
 // need; without it nothing is saved and no gradient may be requested.
-func (l *Linear) Forward(a *LinearForwardArgs, keep bool) (ctx *LinearContext, err error) {
+func (l *Layer) Forward(a *ForwardArgs, keep bool) (ctx *Context, err error) {
 	if a == nil {
-		return nil, Errorf(ErrInvalidArgument, "args: is NULL")
+		return nil, host.Errorf(host.ErrInvalidArgument, "args: is NULL")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -440,13 +443,13 @@ func (l *Linear) Forward(a *LinearForwardArgs, keep bool) (ctx *LinearContext, e
 		return nil, err
 	}
 	if !keep && (f.InputRequiresGrad || f.WeightRequiresGrad) {
-		return nil, Errorf(ErrInvalidArgument, "ctx: is NULL but input_requires_grad or weight_requires_grad asks for a backward pass, which needs a context")
+		return nil, host.Errorf(host.ErrInvalidArgument, "ctx: is NULL but input_requires_grad or weight_requires_grad asks for a backward pass, which needs a context")
 	}
 	_, k, n, splits, err := l.checkForward(a)
 	if err != nil {
 		return nil, err
 	}
-	c := &LinearContext{grouped: l.grouped, flags: f, inShape: append([]int64(nil), a.Input.Shape...),
+	c := &Context{grouped: l.grouped, flags: f, inShape: append([]int64(nil), a.Input.Shape...),
 		outShape: append([]int64(nil), a.Output.Shape...), inDType: a.Input.DType, k: k, n: n,
 		splits: splits, hasBias: a.Biases != nil}
 	defer func() {
@@ -458,15 +461,15 @@ func (l *Linear) Forward(a *LinearForwardArgs, keep bool) (ctx *LinearContext, e
 	override := f.BackwardOverride != BackwardQuantized
 	// Usages (spec §7.4): the input's columnwise form is for wgrad, the
 	// weight's for dgrad, and only the quantized backward reads them.
-	inUsage, wUsage := Rowwise, Rowwise
+	inUsage, wUsage := host.Rowwise, host.Rowwise
 	if f.WeightRequiresGrad && !f.SaveOriginalInput && !override {
-		inUsage |= Columnwise
+		inUsage |= host.Columnwise
 	}
 	if f.InputRequiresGrad && !override {
-		wUsage |= Columnwise
+		wUsage |= host.Columnwise
 	}
 	if keep && f.WeightRequiresGrad {
-		c.xq = make([]*QTensor, G)
+		c.xq = make([]*host.QTensor, G)
 		switch {
 		case f.SaveOriginalInput:
 			c.inSaved = SavedOriginal
@@ -474,8 +477,8 @@ func (l *Linear) Forward(a *LinearForwardArgs, keep bool) (ctx *LinearContext, e
 				return nil, err
 			}
 			if !override {
-				for _, q := range l.quantizers[LinearInput] {
-					q.retain()
+				for _, q := range l.quantizers[Input] {
+					q.Retain()
 					c.inQ = append(c.inQ, q)
 				}
 			}
@@ -488,12 +491,12 @@ func (l *Linear) Forward(a *LinearForwardArgs, keep bool) (ctx *LinearContext, e
 		c.wSaved = SavedLayerWeight
 		if f.BackwardOverride == BackwardHighPrecision {
 			c.wSaved = SavedOriginal
-			c.wOrig = make([]Tensor, G)
+			c.wOrig = make([]host.Tensor, G)
 		}
 	}
 	if keep && !override && (f.InputRequiresGrad || f.WeightRequiresGrad) {
-		for _, q := range l.quantizers[LinearGradOutput] {
-			q.retain()
+		for _, q := range l.quantizers[GradOutput] {
+			q.Retain()
 			c.gradQ = append(c.gradQ, q)
 		}
 	}
@@ -506,33 +509,33 @@ func (l *Linear) Forward(a *LinearForwardArgs, keep bool) (ctx *LinearContext, e
 		if rows == 0 {
 			continue // nothing to multiply; backward gives this GEMM zero weight and bias gradients
 		}
-		xq, err := l.quantizers[LinearInput][g].quantizeUsage(x, QuantizeOptions{Stream: a.Stream}, inUsage)
+		xq, err := l.quantizers[Input][g].QuantizeUsage(x, host.QuantizeOptions{Stream: a.Stream}, inUsage)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", quantizerName(LinearInput, l.grouped, g), err)
+			return nil, fmt.Errorf("%s: %w", quantizerName(Input, l.grouped, g), err)
 		}
 		wq, err := l.quantizedWeight(g, a.Weights[g], wUsage, a.Stream)
 		if err != nil {
 			xq.Free()
-			return nil, fmt.Errorf("%s: %w", quantizerName(LinearWeight, l.grouped, g), err)
+			return nil, fmt.Errorf("%s: %w", quantizerName(Weight, l.grouped, g), err)
 		}
-		ga := &GemmArgs{A: GemmOperand{Q: xq}, B: GemmOperand{Q: wq.t, Trans: true}, Alpha: 1, D: y, Stream: a.Stream}
+		ga := &host.GemmArgs{A: host.GemmOperand{Q: xq}, B: host.GemmOperand{Q: wq.t, Trans: true}, Alpha: 1, D: y, Stream: a.Stream}
 		if a.Biases != nil {
 			ga.Bias = &a.Biases[g]
 		}
-		if err := Gemm(ga); err != nil {
+		if err := host.Gemm(ga); err != nil {
 			xq.Free()
 			return nil, fmt.Errorf("fprop%s: %w", gemmSuffix(l.grouped, g), err)
 		}
 		if c.inSaved == SavedQuantized {
 			// Keep only the direction backward reads (spec §7.4, §9.5): the
 			// temporary drops the other one.
-			keepDir := Columnwise
+			keepDir := host.Columnwise
 			if f.BackwardOverride == BackwardDequantized {
-				keepDir = Rowwise
+				keepDir = host.Rowwise
 			}
 			if err := xq.UpdateUsage(keepDir, a.Stream); err != nil {
 				xq.Free()
-				return nil, fmt.Errorf("%s: %w", quantizerName(LinearInput, l.grouped, g), err)
+				return nil, fmt.Errorf("%s: %w", quantizerName(Input, l.grouped, g), err)
 			}
 			c.xq[g] = xq
 		} else {
@@ -562,14 +565,14 @@ func gemmSuffix(grouped bool, g int) string {
 
 // checkForward validates a forward call's tensors and returns M, K, N and
 // the rows of each GEMM.
-func (l *Linear) checkForward(a *LinearForwardArgs) (m, k, n int64, splits []int64, err error) {
+func (l *Layer) checkForward(a *ForwardArgs) (m, k, n int64, splits []int64, err error) {
 	G := len(l.weights)
 	if err := checkHP("input", a.Input); err != nil {
 		return 0, 0, 0, nil, err
 	}
-	m, k = Flatten2D(a.Input.Shape)
+	m, k = host.Flatten2D(a.Input.Shape)
 	if len(a.Weights) != G {
-		return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "weights: %d given, the layer has %d GEMMs", len(a.Weights), G)
+		return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "weights: %d given, the layer has %d GEMMs", len(a.Weights), G)
 	}
 	for g, w := range a.Weights {
 		name := indexed("weight", l.grouped, g)
@@ -577,24 +580,24 @@ func (l *Linear) checkForward(a *LinearForwardArgs) (m, k, n int64, splits []int
 			return 0, 0, 0, nil, err
 		}
 		if len(w.Shape) != 2 {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "%s: shape %v is not 2-D [out_features, in_features]", name, w.Shape)
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "%s: shape %v is not 2-D [out_features, in_features]", name, w.Shape)
 		}
 		if g == 0 {
 			n = w.Shape[0]
 		}
 		if w.Shape[1] != k {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "%s: shape %v, want [N, K=%d] (K is the input's last dim)", name, w.Shape, k)
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "%s: shape %v, want [N, K=%d] (K is the input's last dim)", name, w.Shape, k)
 		}
 		if w.Shape[0] != n {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "%s: shape %v, want [N=%d, K] (every GEMM has weight[0]'s N)", name, w.Shape, n)
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "%s: shape %v, want [N=%d, K] (every GEMM has weight[0]'s N)", name, w.Shape, n)
 		}
 		if n == 0 || k == 0 {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "%s: shape %v has an empty dim", name, w.Shape)
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "%s: shape %v has an empty dim", name, w.Shape)
 		}
 	}
 	if a.Biases != nil {
 		if len(a.Biases) != G {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "biases: %d given, the layer has %d GEMMs", len(a.Biases), G)
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "biases: %d given, the layer has %d GEMMs", len(a.Biases), G)
 		}
 		for g, b := range a.Biases {
 			name := indexed("bias", l.grouped, g)
@@ -602,55 +605,55 @@ func (l *Linear) checkForward(a *LinearForwardArgs) (m, k, n int64, splits []int
 				return 0, 0, 0, nil, err
 			}
 			if len(b.Shape) != 1 || b.Shape[0] != n {
-				return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "%s: shape %v is not [N=%d]", name, b.Shape, n)
+				return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "%s: shape %v is not [N=%d]", name, b.Shape, n)
 			}
 		}
 	}
 	if err := checkHP("output", a.Output); err != nil {
 		return 0, 0, 0, nil, err
 	}
-	if want := outShapeOf(a.Input.Shape, n); !equalShape(a.Output.Shape, want) {
-		return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "output: shape %v, want %v (the input's leading dims, then N)", a.Output.Shape, want)
+	if want := outShapeOf(a.Input.Shape, n); !slices.Equal(a.Output.Shape, want) {
+		return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "output: shape %v, want %v (the input's leading dims, then N)", a.Output.Shape, want)
 	}
-	if overlaps(a.Output, a.Input) {
-		return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "output: overlaps input")
+	if host.Overlaps(a.Output, a.Input) {
+		return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "output: overlaps input")
 	}
 	for g, w := range a.Weights {
-		if overlaps(a.Output, w) {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "output: overlaps %s", indexed("weight", l.grouped, g))
+		if host.Overlaps(a.Output, w) {
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "output: overlaps %s", indexed("weight", l.grouped, g))
 		}
 	}
 	for g, b := range a.Biases {
-		if overlaps(a.Output, b) {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "output: overlaps %s", indexed("bias", l.grouped, g))
+		if host.Overlaps(a.Output, b) {
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "output: overlaps %s", indexed("bias", l.grouped, g))
 		}
 	}
 	if !l.grouped {
 		if a.MSplits != nil {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "m_splits: set for a plain linear layer")
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "m_splits: set for a plain linear layer")
 		}
 		return m, k, n, []int64{m}, nil
 	}
 	if len(a.MSplits) != G {
-		return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "m_splits: %d given, the layer has %d GEMMs", len(a.MSplits), G)
+		return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "m_splits: %d given, the layer has %d GEMMs", len(a.MSplits), G)
 	}
 	var sum int64
 	for g, r := range a.MSplits {
 		if r < 0 || r > m {
-			return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "m_splits[%d]: %d rows (want 0..%d)", g, r, m)
+			return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "m_splits[%d]: %d rows (want 0..%d)", g, r, m)
 		}
 		sum += r
 	}
 	if sum != m {
-		return 0, 0, 0, nil, Errorf(ErrInvalidArgument, "m_splits: the row counts sum to %d, the input has M = %d rows", sum, m)
+		return 0, 0, 0, nil, host.Errorf(host.ErrInvalidArgument, "m_splits: the row counts sum to %d, the input has M = %d rows", sum, m)
 	}
 	return m, k, n, append([]int64(nil), a.MSplits...), nil
 }
 
 // rowSlice is rows [r0, r0+rows) of a row-major tensor with cols columns, as
 // a 2-D tensor.
-func rowSlice(t Tensor, r0, rows, cols int64) Tensor {
-	s := Tensor{DType: t.DType, Shape: []int64{rows, cols}, Device: t.Device}
+func rowSlice(t host.Tensor, r0, rows, cols int64) host.Tensor {
+	s := host.Tensor{DType: t.DType, Shape: []int64{rows, cols}, Device: t.Device}
 	if rows > 0 {
 		s.Ptr = t.At(r0 * cols)
 	}
@@ -658,10 +661,10 @@ func rowSlice(t Tensor, r0, rows, cols int64) Tensor {
 }
 
 // copyTensor returns a new CPU tensor holding t's bytes.
-func copyTensor(t Tensor, stream uintptr) (Tensor, error) {
-	c, err := AllocTensor(t.Device, t.DType, t.Shape, stream)
+func copyTensor(t host.Tensor, stream uintptr) (host.Tensor, error) {
+	c, err := host.AllocTensor(t.Device, t.DType, t.Shape, stream)
 	if err != nil {
-		return Tensor{}, err
+		return host.Tensor{}, err
 	}
 	copy(c.Bytes8(), t.Bytes8())
 	return c, nil

@@ -1,4 +1,4 @@
-package host
+package native
 
 import (
 	"errors"
@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+
+	"libquant/host"
 )
 
 // toyPlugins compiles examples/c/plugin_toy.c into the variants the tests use,
@@ -42,6 +44,7 @@ func toyPlugin(t *testing.T, variant string) string {
 		toyPlugins.dir = dir
 		for name, flags := range map[string][]string{
 			"toy": nil, "abi99": {"-DTOY_ABI_VERSION=99"}, "noentry": {"-DTOY_NO_ENTRY"}, "fail": {"-DTOY_FAIL"},
+			"abi1": {"-DTOY_ABI_VERSION=1", `-DTOY_FORMAT="toy1_u8"`},
 		} {
 			args := append([]string{"-std=c99", "-O1", "-fPIC", "-shared", "-I../include"}, flags...)
 			args = append(args, "../examples/c/plugin_toy.c", "-lm", "-o", filepath.Join(dir, "libquant_toy_"+name+".so"))
@@ -64,54 +67,73 @@ func TestLoadPluginFailuresLeaveHostWorking(t *testing.T) {
 		{"missing file", "/nonexistent/libquant_nothing.so", "cannot open"},
 		{"folder", os.TempDir(), "is a folder"},
 		{"not a plugin", toyPlugin(t, "noentry"), "does not export quant_plugin_get"},
-		{"wrong ABI version", toyPlugin(t, "abi99"), "built for plugin ABI version 99, but this libquant speaks version 1"},
+		{"wrong ABI version", toyPlugin(t, "abi99"), "built for plugin ABI version 99, but this libquant speaks versions 1 to 2"},
 		{"plugin refuses", toyPlugin(t, "fail"), "refusing to load"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := len(Plugins())
-			_, err := LoadPlugin(c.path, PluginExplicit)
-			require.ErrorIs(t, err, ErrPlugin)
+			_, err := Load(c.path, Explicit)
+			require.ErrorIs(t, err, host.ErrPlugin)
 			require.ErrorContains(t, err, c.want)
 			require.Len(t, Plugins(), before, "an explicit failed load is reported, not listed")
 		})
 	}
-	_, err := LoadPlugin("", PluginExplicit)
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err := Load("", Explicit)
+	require.ErrorIs(t, err, host.ErrInvalidArgument)
 }
 
 func TestLoadDefaultPluginsKeepsFailures(t *testing.T) {
 	bad := toyPlugin(t, "abi99")
-	t.Setenv(PluginPathEnv, bad+string(os.PathListSeparator)+"/nonexistent/x.so")
+	t.Setenv(PathEnv, bad+string(os.PathListSeparator)+"/nonexistent/x.so")
 	before := len(Plugins())
-	LoadDefaultPlugins(t.TempDir())
+	LoadDefault(t.TempDir())
 	list := Plugins()[before:]
 	require.Len(t, list, 2)
-	require.Equal(t, PluginEnv, list[0].Origin)
+	require.Equal(t, Env, list[0].Origin)
 	require.ErrorContains(t, list[0].Err, "plugin ABI version 99")
 	require.Equal(t, uint32(99), list[0].ABIVersion)
 	require.ErrorContains(t, list[1].Err, "cannot open")
-	require.Contains(t, pluginSummary(), "libquant_cuda.so does not exist")
+	require.Contains(t, report(), "libquant_cuda.so does not exist")
+}
+
+// TestABI1PluginLoads: a plugin built for plugin ABI 1, which refuses any
+// other host version, is asked again in its version and loads, without GEMM.
+func TestABI1PluginLoads(t *testing.T) {
+	info, err := Load(toyPlugin(t, "abi1"), Explicit)
+	require.NoError(t, err)
+	require.Equal(t, uint32(1), info.ABIVersion)
+	require.Equal(t, []string{"toy1_u8"}, info.Formats)
+	require.Equal(t, []KernelInfo{{Format: "toy1_u8", Device: host.CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
+	q, err := host.NewQuantizer(host.Params{Format: "toy1_u8"}, host.Rowwise)
+	require.NoError(t, err)
+	defer q.Release()
+	x, err := host.AllocTensor(host.Device{Type: host.CPU}, host.Float32, []int64{2, 3}, 0)
+	require.NoError(t, err)
+	defer host.FreeTensor(x, 0)
+	qt, err := q.Quantize(x, host.QuantizeOptions{})
+	require.NoError(t, err)
+	qt.Free()
 }
 
 func TestToyPluginFormatAndKernels(t *testing.T) {
 	path := toyPlugin(t, "toy")
-	info, err := LoadPlugin(path, PluginExplicit)
+	info, err := Load(path, Explicit)
 	require.NoError(t, err)
 	require.Equal(t, "toy", info.Name)
 	require.Equal(t, "1.0", info.Version)
-	require.Equal(t, PluginABIVersion, info.ABIVersion)
+	require.Equal(t, ABIVersion, info.ABIVersion)
 	require.Equal(t, []string{"toy_u8"}, info.Formats)
-	require.Equal(t, []PluginKernelInfo{{Format: "toy_u8", Device: CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
-	again, err := LoadPlugin(path, PluginExplicit)
+	require.Equal(t, []KernelInfo{{Format: "toy_u8", Device: host.CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
+	again, err := Load(path, Explicit)
 	require.NoError(t, err, "a second load of the same file is a no-op")
 	require.Equal(t, info.Name, again.Name)
 
-	q, err := NewQuantizer(Params{Format: "toy_u8"}, Rowwise)
+	q, err := host.NewQuantizer(host.Params{Format: "toy_u8"}, host.Rowwise)
 	require.NoError(t, err)
 	defer q.Release()
-	_, err = NewQuantizer(Params{Format: "toy_u8", BlockDims: 2}, Rowwise)
-	require.ErrorIs(t, err, ErrInvalidArgument, "the plugin's check is called")
+	_, err = host.NewQuantizer(host.Params{Format: "toy_u8", BlockDims: 2}, host.Rowwise)
+	require.ErrorIs(t, err, host.ErrInvalidArgument, "the plugin's check is called")
 	require.ErrorContains(t, err, "plugin toy:")
 
 	const m, k = 5, 7
@@ -119,58 +141,58 @@ func TestToyPluginFormatAndKernels(t *testing.T) {
 	for i := range x {
 		x[i] = float32(i%11-5) * 0.3
 	}
-	in := Tensor{Ptr: unsafe.Pointer(&x[0]), DType: Float32, Shape: []int64{m, k}, Device: Device{Type: CPU}}
-	qt, err := q.Quantize(in, QuantizeOptions{})
+	in := host.Tensor{Ptr: unsafe.Pointer(&x[0]), DType: host.Float32, Shape: []int64{m, k}, Device: host.Device{Type: host.CPU}}
+	qt, err := q.Quantize(in, host.QuantizeOptions{})
 	runtime.KeepAlive(x)
 	require.NoError(t, err)
 	defer qt.Free()
-	require.NoError(t, qt.UpdateUsage(BothUsages, 0), "columnwise derived through the plugin's derive")
-	col, _ := qt.Storage(DirColumnwise)
-	require.Equal(t, []int64{k, m}, col.MustBuffer(BufData).Shape)
-	row, _ := qt.Storage(DirRowwise)
-	rd, cd := row.MustBuffer(BufData).Bytes8(), col.MustBuffer(BufData).Bytes8()
+	require.NoError(t, qt.UpdateUsage(host.BothUsages, 0), "columnwise derived through the plugin's derive")
+	col, _ := qt.Storage(host.DirColumnwise)
+	require.Equal(t, []int64{k, m}, col.MustBuffer(host.BufData).Shape)
+	row, _ := qt.Storage(host.DirRowwise)
+	rd, cd := row.MustBuffer(host.BufData).Bytes8(), col.MustBuffer(host.BufData).Bytes8()
 	for i := 0; i < m; i++ {
 		for j := 0; j < k; j++ {
 			require.Equal(t, rd[i*k+j], cd[j*m+i])
 		}
 	}
 	back := make([]float32, m*k)
-	out := Tensor{Ptr: unsafe.Pointer(&back[0]), DType: Float32, Shape: []int64{m, k}, Device: Device{Type: CPU}}
-	require.NoError(t, qt.Dequantize(DirColumnwise, out, 0))
+	out := host.Tensor{Ptr: unsafe.Pointer(&back[0]), DType: host.Float32, Shape: []int64{m, k}, Device: host.Device{Type: host.CPU}}
+	require.NoError(t, qt.Dequantize(host.DirColumnwise, out, 0))
 	for i := range x {
 		require.InDelta(t, x[i], back[i], 1.5/127*0.5+1e-6, "element %d", i)
 	}
 	// The plugin's own errors come back with its status.
 	bf := make([]uint16, m*k)
-	_, err = q.Quantize(Tensor{Ptr: unsafe.Pointer(&bf[0]), DType: BFloat16, Shape: []int64{m, k}, Device: Device{Type: CPU}}, QuantizeOptions{})
-	require.ErrorIs(t, err, ErrUnsupported)
+	_, err = q.Quantize(host.Tensor{Ptr: unsafe.Pointer(&bf[0]), DType: host.BFloat16, Shape: []int64{m, k}, Device: host.Device{Type: host.CPU}}, host.QuantizeOptions{})
+	require.ErrorIs(t, err, host.ErrUnsupported)
 	require.ErrorContains(t, err, "toy_u8 takes float32 only")
 }
 
 func TestNoCUDAPluginMeansDeviceUnavailable(t *testing.T) {
-	if n, _ := DeviceCount(CUDA); n > 0 {
+	if n, _ := host.DeviceCount(host.CUDA); n > 0 {
 		t.Skip("SKIP: a CUDA plugin is loaded in this process")
 	}
-	q, err := NewQuantizer(Params{Format: "toy_u8"}, Rowwise)
+	q, err := host.NewQuantizer(host.Params{Format: "toy_u8"}, host.Rowwise)
 	if err != nil {
 		t.Skipf("SKIP: toy plugin not loaded: %v", err)
 	}
 	defer q.Release()
 	// A device address the host never dereferences: the call fails before any use.
 	var fake [16]byte
-	in := Tensor{Ptr: unsafe.Pointer(&fake[0]), DType: Float32, Shape: []int64{2, 2}, Device: Device{Type: CUDA}}
-	_, err = q.Quantize(in, QuantizeOptions{})
-	require.ErrorIs(t, err, ErrDeviceUnavailable)
+	in := host.Tensor{Ptr: unsafe.Pointer(&fake[0]), DType: host.Float32, Shape: []int64{2, 2}, Device: host.Device{Type: host.CUDA}}
+	_, err = q.Quantize(in, host.QuantizeOptions{})
+	require.ErrorIs(t, err, host.ErrDeviceUnavailable)
 	require.ErrorContains(t, err, "device cuda:0 is not available")
 }
 
 // Every field of Params must cross the plugin ABI: a field added to Params
 // without a C counterpart fails here.
 func TestParamsRoundTripThroughC(t *testing.T) {
-	p := Params{Format: "fp8", Element: ElementE5M2, Scaling: ScalingDelayed, ForcePow2Scales: true, AmaxEpsilon: 0.5,
-		AmaxHistoryLen: 7, AmaxAlgo: AmaxMostRecent, Margin: 2, BlockDims: 2, FP32Scales: true, ScaleRounding: ScaleFLOOR,
-		GEMMSwizzledScales: true, RHT: RHTCustomMask, RHTSignMask: 0xBEEF, StochasticRounding: true, Seed: math.MaxUint64 - 3,
-		Offset: 12345678901, HoldDType: BFloat16}
+	p := host.Params{Format: "fp8", Element: host.ElementE5M2, Scaling: host.ScalingDelayed, ForcePow2Scales: true, AmaxEpsilon: 0.5,
+		AmaxHistoryLen: 7, AmaxAlgo: host.AmaxMostRecent, Margin: 2, BlockDims: 2, FP32Scales: true, ScaleRounding: host.ScaleFLOOR,
+		GEMMSwizzledScales: true, RHT: host.RHTCustomMask, RHTSignMask: 0xBEEF, StochasticRounding: true, Seed: math.MaxUint64 - 3,
+		Offset: 12345678901, HoldDType: host.BFloat16}
 	v := reflect.ValueOf(p)
 	for i := 0; i < v.NumField(); i++ {
 		require.False(t, v.Field(i).IsZero(), "set Params.%s in this test (and map it in paramsToC/paramsFromC)", v.Type().Field(i).Name)
@@ -179,7 +201,7 @@ func TestParamsRoundTripThroughC(t *testing.T) {
 	require.Equal(t, p, got)
 }
 
-func roundTripParams(t *testing.T, p Params) Params {
+func roundTripParams(t *testing.T, p host.Params) host.Params {
 	t.Helper()
 	got, err := paramsRoundTrip(p)
 	require.NoError(t, err)

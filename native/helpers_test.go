@@ -1,0 +1,4 @@
+package native
+
+// native's tests allocate CPU tensors.
+import _ "libquant/host/cpumem"
