@@ -132,9 +132,18 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
   return d;
 }
 
+// The wgmma instructions exist in the sm_90a build only (the plugin also
+// carries compute_90 PTX, where these are empty and the kernel traps; the host
+// launches it on sm_90 only, which runs the sm_90a machine code).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+#else
+__device__ __forceinline__ void wgmma_fence() {}
+__device__ __forceinline__ void wgmma_commit() {}
+__device__ __forceinline__ void wgmma_wait0() {}
+#endif
 __device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
 // wgmma m64nNk32, FP32 accumulators, D = A·B (scale-d = 0: the block sum
