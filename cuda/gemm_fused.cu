@@ -50,36 +50,9 @@
 
 #include <utility>
 
+#include "gemm_fused.cuh"
+
 namespace qfused {
-
-// Element codes of an operand.
-enum Elem : int32_t { kE4M3 = 0, kE5M2 = 1, kE2M1 = 2 };
-
-// One K-major operand: data [rows, K] codes (E4M3/E5M2) or packed E2M1
-// [rows, ⌈K/2⌉] (element 2c in the low nibble of byte c), ld bytes per row;
-// scales one row per data row, scale_stride bytes per row (the padded count
-// of K blocks, spec §4.6/§5.3), compact or GEMM-swizzled (spec §4.7), E8M0
-// per 32 or E4M3 per 16.
-struct Operand {
-  const uint8_t *data;
-  const uint8_t *scale;
-  int64_t rows;
-  int64_t ld;
-  int64_t scale_stride;
-  int32_t swizzled;
-  int32_t elem;
-};
-
-struct Params {
-  Operand a, b;  // a: M rows, b: N rows, both [rows, K]
-  int64_t M, N, K;
-  float alpha;
-  void *d;          // FP32 or BF16
-  int64_t ldd;      // elements per row of D
-  int32_t d_bf16;   // nonzero: D is BF16
-  int32_t d_trans;  // nonzero: write D[j*ldd + i] (the swapped-operand GEMM Dᵀ = B·Aᵀ)
-  int32_t sb16;     // nonzero: NVFP4 (E4M3 scales per 16), else E8M0 per 32
-};
 
 constexpr int kBK = 128;  // K elements per stage: one 128-byte swizzle row
 
@@ -475,6 +448,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
   }
 
   // ---------------- epilogue ----------------
+  const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
   const int64_t r0 = m0 + rloc;
 #pragma unroll
   for (int j = 0; j < BN / 8; j++) {
@@ -483,7 +457,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
       const int64_t i = r0 + (e >> 1) * 8;
       const int64_t jj = n0 + 8 * j + cq + (e & 1);
       if (i < P.M && jj < P.N) {
-        const float v = P.alpha * acc[4 * j + e];
+        const float v = alpha * acc[4 * j + e];
         const int64_t idx = P.d_trans ? jj * P.ldd + i : i * P.ldd + jj;
         if (P.d_bf16)
           reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
@@ -524,7 +498,7 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 
 // Whether the fused kernel can run on this device: sm_90 exactly (wgmma is
 // sm_90a; the kernel's machine code is built for sm_90a only).
-inline bool device_ok(int dev) {
+bool device_ok(int dev) {
   int major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
@@ -535,7 +509,7 @@ inline bool device_ok(int dev) {
 // arguments the kernel does not take (NVFP4 paired with another format, a
 // grid too large). For few rows of A (decode) the operands swap, so that the
 // large operand fills the 64-row wgmma tiles: Dᵀ = B·Aᵀ is written transposed.
-inline cudaError_t gemm(Params p, cudaStream_t stream) {
+cudaError_t gemm(Params p, cudaStream_t stream) {
   if (p.M <= 0 || p.N <= 0 || p.K <= 0) return cudaErrorInvalidValue;
   if (p.sb16 && (p.a.elem != kE2M1 || p.b.elem != kE2M1)) return cudaErrorInvalidValue;
   if (p.M <= 64 && p.N > p.M) {
