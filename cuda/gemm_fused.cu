@@ -208,41 +208,91 @@ __device__ __forceinline__ int64_t scale_index(int64_t r, int64_t j, int64_t str
 // Kernel
 // ---------------------------------------------------------------------------
 
-template <int BM, int BN, bool SB16>
+template <int BM, int BN, bool SB16, bool RAW>
 struct Layout {
-  static constexpr int NB = SB16 ? 8 : 4;                  // scale blocks per stage
+  static constexpr int NB = SB16 ? 8 : 4;                    // scale blocks per stage
   static constexpr int A_BYTES = BM * 128 * (SB16 ? 2 : 1);  // A (NVFP4: the even and the odd copy)
   static constexpr int B_BYTES = BN * 128;
-  static constexpr int SA_OFF = A_BYTES + B_BYTES;
-  static constexpr int SB_OFF = SA_OFF + NB * BM * 4;
-  static constexpr int FLAG_OFF = SB_OFF + NB * BN * 4;
-  static constexpr int STAGE = ((FLAG_OFF + 4 * 4 * 4) + 1023) / 1024 * 1024;
+  static constexpr int SA_OFF = A_BYTES + B_BYTES;           // scales as floats, [NB][BM]
+  static constexpr int SB_OFF = SA_OFF + NB * BM * 4;        // [NB][BN]
+  static constexpr int FLAG_OFF = SB_OFF + NB * BN * 4;      // E8M0 exponent range, 4 producer warps × 4
+  static constexpr int SRAW_OFF = FLAG_OFF + 64;             // raw scale bytes as loaded, 8 per row
+  static constexpr int RAW_OFF = SRAW_OFF + (BM + BN) * 8;   // raw packed E2M1, 64 bytes per row (RAW only)
+  static constexpr int END = RAW_OFF + (RAW ? (BM + BN) * 64 : 0);
+  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
   static constexpr int STAGES = (220 * 1024) / STAGE > 6 ? 6 : (220 * 1024) / STAGE;
-  static constexpr int LAG = STAGES >= 4 ? 2 : 1;  // stages the producer keeps in flight before signalling
+  static constexpr int LAG = STAGES >= 4 ? STAGES - 2 : 1;  // stages in flight before the producer signals
   static constexpr int SMEM = STAGES * STAGE + 1024;
 };
 
-// Loads rows [r0, r0+nrows) of one operand's K tile [k0, k0+128) into a
-// swizzled tile (two tiles, even and odd 16-blocks, when split). Each thread
-// of the producer warpgroup takes 16-byte chunks p, p+128, ...
+// How one operand is loaded (uniform over the grid).
+struct LoadMode {
+  bool fp4;
+  bool cp8;      // FP8 codes by 16-byte cp.async straight into the swizzled tile
+  bool cp4;      // packed E2M1 by 16-byte cp.async into the raw area, widened at signal time
+  bool cpscale;  // scale bytes by 4-byte cp.async
+};
+__device__ __forceinline__ LoadMode load_mode(const Operand &op, int64_t K) {
+  LoadMode m;
+  m.fp4 = op.elem == kE2M1;
+  m.cp8 = !m.fp4 && op.ld % 16 == 0 && K % 16 == 0 && (uintptr_t)op.data % 16 == 0;
+  m.cp4 = m.fp4 && op.ld % 16 == 0 && K % 32 == 0 && (uintptr_t)op.data % 16 == 0;
+  m.cpscale = op.scale_stride % 4 == 0 && (uintptr_t)op.scale % 4 == 0;
+  return m;
+}
+
+// Sixteen widened E4M3 codes (elements 16·h .. 16·h+15 of 32 packed in w).
+__device__ __forceinline__ uint4 widen16(uint4 w, int h) {
+  const uint32_t lo = h ? w.z : w.x, hi = h ? w.w : w.y;
+  return make_uint4(e2m1x4_to_e4m3(lo), e2m1x4_to_e4m3(lo >> 16), e2m1x4_to_e4m3(hi), e2m1x4_to_e4m3(hi >> 16));
+}
+
+// Stores one 16-byte chunk (16 elements, 16-block ch of the stage) of row r.
+// Split (NVFP4 A): even blocks go to the first copy, odd blocks to the second;
+// the other copy gets zeros there.
 template <int NROWS, bool SPLIT>
-__device__ __forceinline__ void load_tile(const Operand &op, int64_t r0, int64_t k0, int64_t K, uint8_t *tile, int p) {
-  const bool fp4 = op.elem == kE2M1;
-  const bool cpasync = !fp4 && (op.ld % 16 == 0) && (K % 16 == 0) && ((uintptr_t)op.data % 16 == 0);
-  const bool aligned4 = fp4 && (op.ld % 8 == 0) && (K % 16 == 0) && ((uintptr_t)op.data % 8 == 0);
+__device__ __forceinline__ void store_chunk(uint8_t *tile, int r, int ch, uint4 v) {
+  const uint32_t off = r * 128 + ((ch ^ (r & 7)) << 4);
+  if (SPLIT) {
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4 *>(tile + off) = (ch & 1) ? z : v;
+    *reinterpret_cast<uint4 *>(tile + NROWS * 128 + off) = (ch & 1) ? v : z;
+  } else {
+    *reinterpret_cast<uint4 *>(tile + off) = v;
+  }
+}
+
+// Issues the loads of rows [r0, r0+NROWS) of one operand's K tile
+// [k0, k0+128): cp.async where the mode allows (FP8 into the swizzled tile,
+// E2M1 into the raw area), else synchronous loads with per-element bounds
+// into the tile. Thread p takes chunks p, p+128, ... (the same chunks in
+// widen_tile, so each thread converts only what its own cp.async wrote).
+template <int NROWS, bool SPLIT>
+__device__ __forceinline__ void issue_tile(const Operand &op, const LoadMode &m, int64_t r0, int64_t k0, int64_t K, uint8_t *tile,
+                                           uint8_t *raw, int p) {
+  if (m.cp4) {
+#pragma unroll 2
+    for (int c = p; c < NROWS * 4; c += 128) {  // 16 packed bytes = 32 elements per chunk
+      const int r = c >> 2, ch = c & 3;
+      const int64_t gr = r0 + r, gk = k0 + ch * 32;
+      const bool valid = gr < op.rows && gk < K;
+      cp_async16(smem_u32(raw + r * 64 + ch * 16), valid ? (const void *)(op.data + gr * op.ld + gk / 2) : (const void *)op.data, valid);
+    }
+    return;
+  }
 #pragma unroll 4
   for (int c = p; c < NROWS * 8; c += 128) {
     const int r = c >> 3, ch = c & 7;  // row in tile, 16-byte chunk (16 elements) in the row
     const int64_t gr = r0 + r, gk = k0 + ch * 16;
     const bool rv = gr < op.rows;
-    const uint32_t off = r * 128 + ((ch ^ (r & 7)) << 4);
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (cpasync) {
+    if (m.cp8) {
       const bool valid = rv && gk < K;
-      cp_async16(smem_u32(tile + off), valid ? (const void *)(op.data + gr * op.ld + gk) : (const void *)op.data, valid);
+      cp_async16(smem_u32(tile + r * 128 + ((ch ^ (r & 7)) << 4)), valid ? (const void *)(op.data + gr * op.ld + gk) : (const void *)op.data,
+                 valid);
       continue;
     }
-    if (!fp4) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (!m.fp4) {
       if (rv) {
         const uint8_t *src = op.data + gr * op.ld;
         uint32_t w[4] = {0, 0, 0, 0};
@@ -252,69 +302,91 @@ __device__ __forceinline__ void load_tile(const Operand &op, int64_t r0, int64_t
         v = make_uint4(w[0], w[1], w[2], w[3]);
       }
     } else {
-      uint32_t lo = 0, hi = 0;  // 16 nibbles
+      uint4 q = make_uint4(0, 0, 0, 0);  // 16 nibbles in q.x, q.y
       if (rv && gk < K) {
         const uint8_t *src = op.data + gr * op.ld + gk / 2;
-        if (aligned4) {
-          uint2 q = __ldg(reinterpret_cast<const uint2 *>(src));
-          lo = q.x, hi = q.y;
-        } else {
 #pragma unroll
-          for (int i = 0; i < 8; i++) {
-            uint32_t byte = 0;
-            if (gk + 2 * i < K) byte = __ldg(src + i);
-            if (gk + 2 * i + 1 >= K) byte &= 0x0F;  // the padding nibble of an odd row (spec §14 item 4)
-            if (i < 4)
-              lo |= byte << (i * 8);
-            else
-              hi |= byte << ((i - 4) * 8);
-          }
+        for (int i = 0; i < 8; i++) {
+          uint32_t byte = 0;
+          if (gk + 2 * i < K) byte = __ldg(src + i);
+          if (gk + 2 * i + 1 >= K) byte &= 0x0F;  // the padding nibble of an odd row (spec §14 item 4)
+          if (i < 4)
+            q.x |= byte << (i * 8);
+          else
+            q.y |= byte << ((i - 4) * 8);
         }
       }
-      v = make_uint4(e2m1x4_to_e4m3(lo), e2m1x4_to_e4m3(lo >> 16), e2m1x4_to_e4m3(hi), e2m1x4_to_e4m3(hi >> 16));
+      v = widen16(q, 0);
     }
-    if (SPLIT) {
-      // chunk ch is 16-block ch of the stage: even blocks go to the first copy,
-      // odd blocks to the second; the other copy gets zeros there.
-      const uint4 z = make_uint4(0, 0, 0, 0);
-      *reinterpret_cast<uint4 *>(tile + off) = (ch & 1) ? z : v;
-      *reinterpret_cast<uint4 *>(tile + NROWS * 128 + off) = (ch & 1) ? v : z;
+    store_chunk<NROWS, SPLIT>(tile, r, ch, v);
+  }
+}
+
+// Widens the raw E2M1 chunks this thread loaded (cp4) into the tile.
+template <int NROWS, bool SPLIT>
+__device__ __forceinline__ void widen_tile(const uint8_t *raw, uint8_t *tile, int p) {
+#pragma unroll 2
+  for (int c = p; c < NROWS * 4; c += 128) {
+    const int r = c >> 2, ch = c & 3;
+    const uint4 w = *reinterpret_cast<const uint4 *>(raw + r * 64 + ch * 16);
+    store_chunk<NROWS, SPLIT>(tile, r, 2 * ch, widen16(w, 0));
+    store_chunk<NROWS, SPLIT>(tile, r, 2 * ch + 1, widen16(w, 1));
+  }
+}
+
+// Issues the loads of the raw scale bytes of row p (< NROWS) for the stage's
+// K blocks [j0, j0+NB): groups of 4 consecutive blocks are 4 aligned bytes in
+// both layouts (j0 is a multiple of 4; spec §4.6, §4.7). Bytes past the
+// buffer's row (j ≥ stride) or past the operand's rows are not read.
+template <int NROWS, int NB>
+__device__ __forceinline__ void issue_scales(const Operand &op, bool cpscale, int64_t r0, int64_t j0, uint8_t *sraw, int p) {
+  if (p >= NROWS) return;
+  const int64_t gr = r0 + p;
+#pragma unroll
+  for (int g = 0; g < NB / 4; g++) {
+    const int64_t j = j0 + 4 * g;
+    const bool valid = gr < op.rows && j < op.scale_stride;
+    const int64_t idx = valid ? scale_index(gr, j, op.scale_stride, op.swizzled) : 0;
+    uint8_t *dst = sraw + p * 8 + 4 * g;
+    if (cpscale) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_u32(dst)), "l"(op.scale + idx), "r"(valid ? 4 : 0) : "memory");
     } else {
-      *reinterpret_cast<uint4 *>(tile + off) = v;
+      uint32_t w = 0;
+      if (valid)
+        for (int i = 0; i < 4; i++) w |= (uint32_t)__ldg(op.scale + idx + i) << (8 * i);
+      *reinterpret_cast<uint32_t *>(dst) = w;
     }
   }
 }
 
-// Scales of rows [r0, r0+NROWS) for the stage's K blocks [j0, j0+NB) as
-// floats; blocks past the data and rows past the operand read as 1.0 (their
-// data are zeros). Returns the min and max E8M0 exponent seen (E8M0 only).
+// Converts row p's raw scale bytes to floats [NB][NROWS]; blocks past the
+// data and rows past the operand read as 1.0 (their data are zeros). Tracks
+// the min and max E8M0 exponent (E8M0 only).
 template <int NROWS, int NB, bool SB16>
-__device__ __forceinline__ void load_scales(const Operand &op, int64_t r0, int64_t j0, int64_t nblocks, float *dst, int p,
-                                            int &emin, int &emax) {
-  for (int r = p; r < NROWS; r += 128) {
-    const int64_t gr = r0 + r;
+__device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, int64_t j0, int64_t nblocks, const uint8_t *sraw, float *dst, int p,
+                                               int &emin, int &emax) {
+  if (p >= NROWS) return;
+  const bool rv = r0 + p < op.rows;
 #pragma unroll
-    for (int j = 0; j < NB; j++) {
-      const int64_t gj = j0 + j;
-      float f = 1.0f;
-      if (gr < op.rows && gj < nblocks) {
-        uint32_t s = __ldg(op.scale + scale_index(gr, gj, op.scale_stride, op.swizzled));
-        if (SB16) {
-          f = e4m3_to_float(s);
-        } else {
-          f = e8m0_to_float(s);
-          emin = min(emin, (int)s);
-          emax = max(emax, (int)s);
-        }
+  for (int j = 0; j < NB; j++) {
+    float f = 1.0f;
+    if (rv && j0 + j < nblocks) {
+      const uint32_t s = sraw[p * 8 + j];
+      if (SB16) {
+        f = e4m3_to_float(s);
+      } else {
+        f = e8m0_to_float(s);
+        emin = min(emin, (int)s);
+        emax = max(emax, (int)s);
       }
-      dst[j * NROWS + r] = f;
     }
+    dst[j * NROWS + p] = f;
   }
 }
 
-template <int BM, int BN, int TA, int TB, bool SB16>
+template <int BM, int BN, int TA, int TB, bool SB16, bool RAW>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(const Params P) {
-  using L = Layout<BM, BN, SB16>;
+  using L = Layout<BM, BN, SB16, RAW>;
   constexpr int NWG = BM / 64;
   constexpr int NB = L::NB;
   constexpr int S = L::STAGES;
@@ -324,7 +396,16 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 
   const int tid = threadIdx.x;
   const int wg = tid / 128;
-  const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+  // Tiles in groups of 8 tile rows, column by column inside a group, so that
+  // the CTAs running together share A rows and B columns in L2.
+  int64_t mt, nt;
+  {
+    const int64_t nM = gridDim.y, nN = gridDim.x, id = (int64_t)blockIdx.y * nN + blockIdx.x;
+    const int64_t G = 8, group = id / (G * nN), first = group * G, gs = nM - first < G ? nM - first : G;
+    mt = first + (id % (G * nN)) % gs;
+    nt = (id % (G * nN)) / gs;
+  }
+  const int64_t m0 = mt * BM, n0 = nt * BN;
   const int64_t K = P.K;
   const int KT = (int)((K + kBK - 1) / kBK);
   const int64_t nblocks = (K + (SB16 ? 15 : 31)) / (SB16 ? 16 : 32);
@@ -340,21 +421,36 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 
   if (wg == 0) {
     // ---------------- producer ----------------
+    // Stage kt's loads are issued at step kt and finished (waited for,
+    // widened, scales converted, fenced, signalled) at step kt + LAG, so that
+    // LAG + 1 stages of loads are in flight and no step waits on memory.
 #if QF_HAVE_WGMMA
     if constexpr (NWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 88;\n" ::: "memory");
 #endif
     const int p = tid;
+    const LoadMode ma = load_mode(P.a, K), mb = load_mode(P.b, K);
     for (int kt = 0; kt < KT + L::LAG; kt++) {
       if (kt < KT) {
         const int s = kt % S;
         if (kt >= S) mbar_wait(&empty[s], ((kt / S) + 1) & 1);
         uint8_t *st = smem + s * L::STAGE;
         const int64_t k0 = (int64_t)kt * kBK;
-        load_tile<BM, SB16>(P.a, m0, k0, K, st, p);
-        load_tile<BN, false>(P.b, n0, k0, K, st + L::A_BYTES, p);
+        issue_tile<BM, SB16>(P.a, ma, m0, k0, K, st, st + L::RAW_OFF, p);
+        issue_tile<BN, false>(P.b, mb, n0, k0, K, st + L::A_BYTES, st + L::RAW_OFF + BM * 64, p);
+        issue_scales<BM, NB>(P.a, ma.cpscale, m0, (int64_t)kt * NB, st + L::SRAW_OFF, p);
+        issue_scales<BN, NB>(P.b, mb.cpscale, n0, (int64_t)kt * NB, st + L::SRAW_OFF + BM * 8, p);
+      }
+      cp_async_commit();  // (empty groups while draining keep the count uniform)
+      if (kt >= L::LAG) {
+        const int t = kt - L::LAG, s = t % S;
+        uint8_t *st = smem + s * L::STAGE;
+        cp_async_wait<L::LAG>();  // this thread's loads of stage t have landed
+        if (RAW && ma.cp4) widen_tile<BM, SB16>(st + L::RAW_OFF, st, p);
+        if (RAW && mb.cp4) widen_tile<BN, false>(st + L::RAW_OFF + BM * 64, st + L::A_BYTES, p);
         int ea0 = 255, ea1 = 0, eb0 = 255, eb1 = 0;
-        load_scales<BM, NB, SB16>(P.a, m0, (int64_t)kt * NB, nblocks, reinterpret_cast<float *>(st + L::SA_OFF), p, ea0, ea1);
-        load_scales<BN, NB, SB16>(P.b, n0, (int64_t)kt * NB, nblocks, reinterpret_cast<float *>(st + L::SB_OFF), p, eb0, eb1);
+        convert_scales<BM, NB, SB16>(P.a, m0, (int64_t)t * NB, nblocks, st + L::SRAW_OFF, reinterpret_cast<float *>(st + L::SA_OFF), p, ea0, ea1);
+        convert_scales<BN, NB, SB16>(P.b, n0, (int64_t)t * NB, nblocks, st + L::SRAW_OFF + BM * 8, reinterpret_cast<float *>(st + L::SB_OFF), p,
+                                     eb0, eb1);
         if (!SB16) {
           // The stage's exponent range, per producer warp (one writer per slot).
           ea0 = __reduce_min_sync(0xffffffffu, ea0);
@@ -366,14 +462,8 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
             fl[0] = ea0, fl[1] = ea1, fl[2] = eb0, fl[3] = eb1;
           }
         }
-        cp_async_commit();
-      } else {
-        cp_async_commit();  // empty groups keep the count uniform while draining
-      }
-      if (kt >= L::LAG) {
-        cp_async_wait<L::LAG>();
         fence_proxy_async();  // our writes (cp.async and st.shared) before the tensor cores read them
-        mbar_arrive(&full[(kt - L::LAG) % S]);
+        mbar_arrive(&full[s]);
       }
     }
     return;
@@ -475,10 +565,10 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // The wgmma type of an operand's codes after widening (E2M1 -> E4M3).
 inline int wg_type(int32_t elem) { return elem == kE5M2 ? 1 : 0; }
 
-template <int BM, int BN, int TA, int TB, bool SB16>
+template <int BM, int BN, int TA, int TB, bool SB16, bool RAW>
 cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
-  using L = Layout<BM, BN, SB16>;
-  auto kern = fused_gemm_kernel<BM, BN, TA, TB, SB16>;
+  using L = Layout<BM, BN, SB16, RAW>;
+  auto kern = fused_gemm_kernel<BM, BN, TA, TB, SB16, RAW>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   if (e != cudaSuccess) return e;
   dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM));
@@ -488,12 +578,14 @@ cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
 
 template <int BM, int BN>
 cudaError_t launch_types(const Params &p, cudaStream_t stream) {
-  if (p.sb16) return launch_cfg<BM, BN, 0, 0, true>(p, stream);
+  // RAW: an E2M1 operand, staged packed and widened in shared memory.
+  if (p.sb16) return launch_cfg<BM, BN, 0, 0, true, true>(p, stream);
   const int ta = wg_type(p.a.elem), tb = wg_type(p.b.elem);
-  if (ta == 0 && tb == 0) return launch_cfg<BM, BN, 0, 0, false>(p, stream);
-  if (ta == 0 && tb == 1) return launch_cfg<BM, BN, 0, 1, false>(p, stream);
-  if (ta == 1 && tb == 0) return launch_cfg<BM, BN, 1, 0, false>(p, stream);
-  return launch_cfg<BM, BN, 1, 1, false>(p, stream);
+  const bool raw = p.a.elem == kE2M1 || p.b.elem == kE2M1;
+  if (ta == 0 && tb == 0) return raw ? launch_cfg<BM, BN, 0, 0, false, true>(p, stream) : launch_cfg<BM, BN, 0, 0, false, false>(p, stream);
+  if (ta == 0 && tb == 1) return raw ? launch_cfg<BM, BN, 0, 1, false, true>(p, stream) : launch_cfg<BM, BN, 0, 1, false, false>(p, stream);
+  if (ta == 1 && tb == 0) return raw ? launch_cfg<BM, BN, 1, 0, false, true>(p, stream) : launch_cfg<BM, BN, 1, 0, false, false>(p, stream);
+  return launch_cfg<BM, BN, 1, 1, false, false>(p, stream);
 }
 
 // Whether the fused kernel can run on this device: sm_90 exactly (wgmma is

@@ -364,17 +364,22 @@ __global__ void fill_scales(uint8_t *p, size_t n, uint32_t seed, int sb16) {
   }
 }
 
-static void bench() {
-  struct Shape {
-    int64_t M, N, K;
-    const char *name;
-  } shapes[] = {{8192, 8192, 8192, "8192^3"}, {4096, 4096, 4096, "4096^3"}, {16384, 28672, 8192, "llm M16384 N28672 K8192"},
-                {16, 8192, 8192, "decode M16 N8192 K8192"}};
-  struct Fmt {
-    const char *name;
-    int elem;
-    bool sb16;
-  } fmts[] = {{"mxfp8", kE4M3, false}, {"mxfp4", kE2M1, false}, {"nvfp4", kE2M1, true}};
+struct Shape {
+  int64_t M, N, K;
+  const char *name;
+};
+struct Fmt {
+  const char *name;
+  int elem;
+  bool sb16;
+};
+static const Fmt kFmts[] = {{"mxfp8", kE4M3, false}, {"mxfp4", kE2M1, false}, {"nvfp4", kE2M1, true}};
+
+// Times the given shapes and formats (all when fmt is NULL); iters 0: by size.
+static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
+  std::vector<Fmt> fmts;
+  for (auto &f : kFmts)
+    if (!fmt || !strcmp(fmt, f.name)) fmts.push_back(f);
   printf("\n%-26s %-6s %10s %10s\n", "shape", "format", "ms", "TFLOP/s");
   for (auto &s : shapes) {
     for (auto &f : fmts) {
@@ -403,7 +408,7 @@ static void bench() {
       CK(cudaEventCreate(&e0));
       CK(cudaEventCreate(&e1));
       std::vector<float> ts;
-      int iters = s.M * s.N * s.K > (int64_t)1 << 36 ? 5 : 20;
+      int iters = iters_req ? iters_req : s.M * s.N * s.K > (int64_t)1 << 36 ? 5 : 20;
       for (int i = 0; i < iters; i++) {
         CK(cudaEventRecord(e0));
         CK(qfused::gemm(p, 0));
@@ -434,7 +439,13 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (mode == "bench") {
-    bench();
+    bench({{8192, 8192, 8192, "8192^3"}, {4096, 4096, 4096, "4096^3"}, {16384, 28672, 8192, "llm M16384 N28672 K8192"},
+           {16, 8192, 8192, "decode M16 N8192 K8192"}},
+          nullptr, 0);
+    return 0;
+  }
+  if (mode == "one" && argc == 6) {  // one M N K format: a single timed launch after warm-up (for ncu)
+    bench({{atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), "one"}}, argv[5], 1);
     return 0;
   }
   int F = probe(mode == "probe" || mode == "check");
