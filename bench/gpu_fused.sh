@@ -21,9 +21,8 @@ timeout 300 build/fused_check bench 2>&1 | tee "$out/bench.log" || rc=1
 PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu_gemm_peers.py 2>&1 | tee "$out/peers.log" || rc=1
 if command -v ncu >/dev/null; then
   for s in "8192 8192 8192 mxfp8" "16 8192 8192 mxfp8"; do
-    timeout 120 ncu --kernel-name regex:fused_gemm --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy \
-      --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__average_warp_latency_issue_stalled_long_scoreboard,dram__throughput.avg.pct_of_peak_sustained_elapsed \
-      build/fused_check one $s 2>&1 | grep -v "^==PROF==" | tail -40 >> "$out/ncu.log"
+    timeout 120 ncu --kernel-name regex:fused_gemm --launch-skip 3 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+      build/fused_check one $s 2>&1 | grep -v "^==PROF==" | tail -80 >> "$out/ncu.log"
   done
 fi
 wait
