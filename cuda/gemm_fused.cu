@@ -111,11 +111,15 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
 #else
 __device__ __forceinline__ void wgmma_fence() {}
 __device__ __forceinline__ void wgmma_commit() {}
-__device__ __forceinline__ void wgmma_wait0() {}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {}
 #endif
 __device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
@@ -384,7 +388,7 @@ __device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, in
   }
 }
 
-template <int BM, int BN, int TA, int TB, bool SB16, bool RAW>
+template <int BM, int BN, int TA, int TB, bool SB16, bool RAW, bool PIPE>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(const Params P) {
   using L = Layout<BM, BN, SB16, RAW>;
   constexpr int NWG = BM / 64;
@@ -425,7 +429,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
     // widened, scales converted, fenced, signalled) at step kt + LAG, so that
     // LAG + 1 stages of loads are in flight and no step waits on memory.
 #if QF_HAVE_WGMMA
-    if constexpr (NWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 88;\n" ::: "memory");
+    if constexpr (NWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 96;\n" ::: "memory");
 #endif
     const int p = tid;
     const LoadMode ma = load_mode(P.a, K), mb = load_mode(P.b, K);
@@ -471,18 +475,18 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 
   // ---------------- consumers ----------------
 #if QF_HAVE_WGMMA
-  // 128·88 + 256·208 registers: the accumulator and the block sum (64 + 64
+  // 128·96 + 256·200 registers: the accumulator and the block sum (64 + 64
   // per thread) without spills.
-  if constexpr (NWG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 208;\n" ::: "memory");
+  if constexpr (NWG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 200;\n" ::: "memory");
 #endif
   const int g = wg - 1;  // consumer warpgroup: rows g*64 .. g*64+63 of the tile
   const int t = tid % 128, warp = t / 32, lane = t % 32;
   const int rloc = g * 64 + warp * 16 + lane / 4;  // this thread's first row (second: +8)
   const int cq = 2 * (lane % 4);                   // this thread's first column in each 8-column group
   constexpr int NR = BN / 2;                       // accumulator registers
-  float acc[NR], tmp[NR];
+  float acc[NR], tmp[2][NR];
 #pragma unroll
-  for (int i = 0; i < NR; i++) acc[i] = 0.f, tmp[i] = 0.f;
+  for (int i = 0; i < NR; i++) acc[i] = 0.f, tmp[0][i] = 0.f, tmp[1][i] = 0.f;
 
   for (int kt = 0; kt < KT; kt++) {
     const int s = kt % S;
@@ -501,37 +505,59 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
     }
     const uint32_t a_base = smem_u32(st) + g * 64 * 128;
     const uint32_t b_base = smem_u32(st + L::A_BYTES);
+    // Step u: the wgmma of K block u (NVFP4: 16-block u, through the even or
+    // odd copy of A). PIPE: step u's wgmma is issued before step u-1's sum
+    // is promoted, into the other register set, so that the tensor core and
+    // the promotion overlap inside the warpgroup too.
+    constexpr int NSTEP = SB16 ? 8 : 4;
+    auto issue = [&](int u) {
+      const int q = SB16 ? u / 2 : u, h = SB16 ? u % 2 : 0;
+      wgmma_fence();
+      wgmma_k32<BN, TA, TB>(tmp[u & 1], sw128_desc(a_base + h * BM * 128 + 32 * q), sw128_desc(b_base + 32 * q));
+      wgmma_commit();
+    };
+    auto promote = [&](int u) {
+      float *t = tmp[u & 1];
 #pragma unroll
-    for (int q = 0; q < 4; q++) {
+      for (int i = 0; i < NR; i++) reg_fence(t[i]);
+      const float sa0 = sA[u * BM + rloc], sa1 = sA[u * BM + rloc + 8];
+      if (fast) {
 #pragma unroll
-      for (int h = 0; h < (SB16 ? 2 : 1); h++) {
-        const int blk = SB16 ? 2 * q + h : q;
-        wgmma_fence();
-        wgmma_k32<BN, TA, TB>(tmp, sw128_desc(a_base + h * BM * 128 + 32 * q), sw128_desc(b_base + 32 * q));
-        wgmma_commit();
-        wgmma_wait0();
-#pragma unroll
-        for (int i = 0; i < NR; i++) reg_fence(tmp[i]);
-        const float sa0 = sA[blk * BM + rloc], sa1 = sA[blk * BM + rloc + 8];
-        if (fast) {
-#pragma unroll
-          for (int j = 0; j < BN / 8; j++) {
-            const float2 sb = *reinterpret_cast<const float2 *>(sB + blk * BN + 8 * j + cq);
-            acc[4 * j + 0] = fmaf(tmp[4 * j + 0], sa0 * sb.x, acc[4 * j + 0]);
-            acc[4 * j + 1] = fmaf(tmp[4 * j + 1], sa0 * sb.y, acc[4 * j + 1]);
-            acc[4 * j + 2] = fmaf(tmp[4 * j + 2], sa1 * sb.x, acc[4 * j + 2]);
-            acc[4 * j + 3] = fmaf(tmp[4 * j + 3], sa1 * sb.y, acc[4 * j + 3]);
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < BN / 8; j++) {
-            const float2 sb = *reinterpret_cast<const float2 *>(sB + blk * BN + 8 * j + cq);
-            acc[4 * j + 0] = (float)fma((double)tmp[4 * j + 0], (double)sa0 * sb.x, (double)acc[4 * j + 0]);
-            acc[4 * j + 1] = (float)fma((double)tmp[4 * j + 1], (double)sa0 * sb.y, (double)acc[4 * j + 1]);
-            acc[4 * j + 2] = (float)fma((double)tmp[4 * j + 2], (double)sa1 * sb.x, (double)acc[4 * j + 2]);
-            acc[4 * j + 3] = (float)fma((double)tmp[4 * j + 3], (double)sa1 * sb.y, (double)acc[4 * j + 3]);
-          }
+        for (int j = 0; j < BN / 8; j++) {
+          const float2 sb = *reinterpret_cast<const float2 *>(sB + u * BN + 8 * j + cq);
+          acc[4 * j + 0] = fmaf(t[4 * j + 0], sa0 * sb.x, acc[4 * j + 0]);
+          acc[4 * j + 1] = fmaf(t[4 * j + 1], sa0 * sb.y, acc[4 * j + 1]);
+          acc[4 * j + 2] = fmaf(t[4 * j + 2], sa1 * sb.x, acc[4 * j + 2]);
+          acc[4 * j + 3] = fmaf(t[4 * j + 3], sa1 * sb.y, acc[4 * j + 3]);
         }
+      } else {
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+          const float2 sb = *reinterpret_cast<const float2 *>(sB + u * BN + 8 * j + cq);
+          acc[4 * j + 0] = (float)fma((double)t[4 * j + 0], (double)sa0 * sb.x, (double)acc[4 * j + 0]);
+          acc[4 * j + 1] = (float)fma((double)t[4 * j + 1], (double)sa0 * sb.y, (double)acc[4 * j + 1]);
+          acc[4 * j + 2] = (float)fma((double)t[4 * j + 2], (double)sa1 * sb.x, (double)acc[4 * j + 2]);
+          acc[4 * j + 3] = (float)fma((double)t[4 * j + 3], (double)sa1 * sb.y, (double)acc[4 * j + 3]);
+        }
+      }
+    };
+    if constexpr (PIPE) {
+#pragma unroll
+      for (int u = 0; u < NSTEP; u++) {
+        issue(u);
+        if (u > 0) {
+          wgmma_wait<1>();
+          promote(u - 1);
+        }
+      }
+      wgmma_wait<0>();
+      promote(NSTEP - 1);
+    } else {
+#pragma unroll
+      for (int u = 0; u < NSTEP; u++) {
+        issue(u);
+        wgmma_wait<0>();
+        promote(u);
       }
     }
     mbar_arrive(&empty[s]);
@@ -568,7 +594,9 @@ inline int wg_type(int32_t elem) { return elem == kE5M2 ? 1 : 0; }
 template <int BM, int BN, int TA, int TB, bool SB16, bool RAW>
 cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
   using L = Layout<BM, BN, SB16, RAW>;
-  auto kern = fused_gemm_kernel<BM, BN, TA, TB, SB16, RAW>;
+  // The narrow tile (decode) has the registers for two block sums in flight;
+  // at 128×128 the second set spills (measured: ~540 bytes), so it waits.
+  auto kern = fused_gemm_kernel<BM, BN, TA, TB, SB16, RAW, BN == 16>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   if (e != cudaSuccess) return e;
   dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM));
