@@ -508,6 +508,21 @@ __device__ __forceinline__ void shift_words(const uint32_t *raw, uint32_t (&w)[W
   for (int j = 0; j < W; j++) w[j] = hs ? __funnelshift_r(raw[j + ws], raw[j + ws + 1], hs) : raw[j + ws];
 }
 
+// The W words at byte offset off (even, 0..14) of the loaded words raw.
+template <int W>
+__device__ __forceinline__ void shift_uniform(const uint32_t (&raw)[W + 4], int off, uint32_t (&w)[W]) {
+  switch (off) {
+    case 0: shift_words<W, 0>(raw, w); break;
+    case 2: shift_words<W, 2>(raw, w); break;
+    case 4: shift_words<W, 4>(raw, w); break;
+    case 6: shift_words<W, 6>(raw, w); break;
+    case 8: shift_words<W, 8>(raw, w); break;
+    case 10: shift_words<W, 10>(raw, w); break;
+    case 12: shift_words<W, 12>(raw, w); break;
+    default: shift_words<W, 14>(raw, w); break;
+  }
+}
+
 template <int W>
 __device__ __forceinline__ void load_shifted_uniform(const uint16_t *src, uint32_t (&w)[W]) {
   constexpr int NC = W / 4 + 1;

@@ -18,14 +18,24 @@
 //     (FP8 codes; MXFP8/MXFP4 code × E8M0 scale; NVFP4 E2M1 × E4M3 block
 //     scale; BF16), else to FP32 (FP16 or FP32 dense, FP8 block codes × FP32
 //     scale), then one cuBLASLt GEMM in that type. Per-tensor factors (FP8
-//     scale_inv, NVFP4 amax/(6·448)) are not expanded: a one-thread kernel
-//     folds them into alpha on the device (as the CPU GEMM does, spec §11), so
-//     nothing waits on the host.
+//     scale_inv, NVFP4 amax/(6·448)) are not expanded: they live in device
+//     memory, and cuBLASLt's BF16/FP32 algorithms on Hopper take alpha from
+//     the host only (H100 run 2: all refused CUBLASLT_POINTER_MODE_DEVICE),
+//     so cuBLASLt writes the FP32 sums and epilogue_kernel multiplies them by
+//     alpha·fa·fb, formed on the device in float64 and rounded once (as the
+//     CPU GEMM does, spec §11). Nothing waits on the host.
 //
-// The epilogue: cuBLASLt writes D itself where it can (no C, or C of D's dtype,
-// or accumulate as C = D, and no bias); otherwise it writes FP32 sums
-// alpha·Σ into scratch and epilogue_kernel adds beta·C, bias and old D in
-// FP32 and rounds once to D (host/gemm_cpu.go's order).
+// The epilogue: cuBLASLt writes D itself where it can (no per-tensor factor
+// left to apply, no bias, and no C or C of D's dtype, or accumulate as C =
+// D); otherwise it writes FP32 sums Σ into scratch and epilogue_kernel
+// computes alpha_eff·Σ + beta·C + bias + old D in FP32 and rounds once to D
+// (host/gemm_cpu.go's order).
+//
+// Accuracy: the BF16, FP16 and FP32 paths multiply exact operand values with
+// FP32 accumulation (host/gemm_test.go's bound). The native FP8 path does
+// not: Hopper's FP8 tensor-core MMA accumulates with fewer bits (about 14,
+// DeepSeek-V3 report §3.3.2) between cuBLASLt's promotions to FP32; the
+// support table says so.
 //
 // Handles: one cuBLASLt handle per device and one 32 MiB cuBLASLt workspace
 // per (device, stream) (two streams never share one), created on first use
@@ -166,7 +176,7 @@ __device__ __forceinline__ float op_factor(const OpView &v) {
 }
 
 // alpha·fa·fb in float64, rounded once (host/gemm_cpu.go), and beta, into
-// out[0], out[1] for cuBLASLt's device pointer mode.
+// out[0], out[1] for epilogue_kernel.
 __global__ void alpha_kernel(OpView a, OpView b, float alpha, float beta, float *out) {
   out[0] = (float)((double)alpha * (double)op_factor(a) * (double)op_factor(b));
   out[1] = beta;
@@ -184,14 +194,14 @@ __device__ __forceinline__ void store_any(void *p, int dt, int64_t i, float x) {
   else store_out(reinterpret_cast<__half *>(p) + i, x);
 }
 
-// x = s (alpha·Σ, or 0 without s); x += beta·c; x += bias[j]; x += d_old;
-// D = round(x) (host/gemm_cpu.go cpuEpilogue).
-__global__ void epilogue_kernel(const float *s, const void *c, int cdt, const float *beta, const void *bias, int bdt, void *d,
+// x = alpha_eff·s (0 without s); x += beta·c; x += bias[j]; x += d_old;
+// D = round(x) (host/gemm_cpu.go cpuEpilogue). ab: {alpha_eff, beta}.
+__global__ void epilogue_kernel(const float *s, const void *c, int cdt, const float *ab, const void *bias, int bdt, void *d,
                                 int ddt, int accumulate, int64_t m, int64_t n) {
   const int64_t total = m * n, stride = (int64_t)gridDim.x * blockDim.x;
-  const float bt = c ? *beta : 0.0f;
+  const float al = ab[0], bt = c ? ab[1] : 0.0f;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-    float x = s ? s[idx] : 0.0f;
+    float x = s ? al * s[idx] : 0.0f;
     if (c) x += bt * load_any(c, cdt, idx);
     if (bias) x += load_any(bias, bdt, idx % n);
     if (accumulate) x += load_any(d, ddt, idx);
@@ -353,7 +363,7 @@ struct LtCall {
   const void *c;                // may equal d
   void *d;
   int64_t ldd;
-  const float *alpha_beta;      // device: {alpha, beta}
+  float alpha, beta;            // host scalars
   bool use_c;
   const float *a_scale, *b_scale;  // FP8 scale pointers (device), or NULL
   cublasComputeType_t compute;
@@ -369,8 +379,6 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err
   int32_t st = QUANT_OK;
   auto body = [&]() -> int32_t {
     LQ_LT(cublasLtMatmulDescCreate(&op, c.compute, CUDA_R_32F), "matmul descriptor");
-    cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
-    LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm), "pointer mode");
     LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &c.opa, sizeof c.opa), "transa");
     LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &c.opb, sizeof c.opb), "transb");
     if (c.a_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c.a_scale, sizeof c.a_scale), "A scale");
@@ -392,8 +400,7 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err
       return fail(err, QUANT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM (m'=%lld n'=%lld k'=%lld)", (long long)c.m,
                   (long long)c.n, (long long)c.k);
     const void *cptr = c.use_c ? c.c : c.d;
-    LQ_LT(cublasLtMatmul(h, op, c.alpha_beta, c.a, la, c.b, lb, c.alpha_beta + 1, cptr, lc, c.d, ld, &res.algo, ws, kWorkspace, s),
-          "matmul");
+    LQ_LT(cublasLtMatmul(h, op, &c.alpha, c.a, la, c.b, lb, &c.beta, cptr, lc, c.d, ld, &res.algo, ws, kWorkspace, s), "matmul");
     return QUANT_OK;
   };
   st = body();
@@ -502,39 +509,54 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   const bool fp8_native = va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && M % 16 == 0 && N % 16 == 0 &&
                           K % 16 == 0 && aligned16(va.data) && aligned16(vb.data);
   // The epilogue runs in cuBLASLt where it is alpha·Σ + beta·C' with C' of
-  // D's dtype (C itself, or old D with beta 1 when accumulating), else FP32
-  // sums go to scratch and epilogue_kernel finishes.
-  const bool direct_epi = !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt);
-  {
+  // D's dtype (C itself, or old D with beta 1 when accumulating) and no
+  // per-tensor factor is left to apply; else FP32 sums go to scratch and
+  // epilogue_kernel finishes.
+  // One compute type for both operands (unless native FP8): BF16 when both
+  // expand exactly to it, FP16 for two FP16 tensors, else FP32.
+  auto bf16_exact = [](const OpView &v) { return v.kind != Kind::Fp8Block && (v.kind != Kind::Dense || v.el == 1); };
+  int ct = 0;  // 0 f32, 1 bf16, 2 f16 (dense_code's numbering)
+  if (bf16_exact(va) && bf16_exact(vb)) ct = 1;
+  else if (va.kind == Kind::Dense && vb.kind == Kind::Dense && va.el == 2 && vb.el == 2) ct = 2;
+  const bool factors = !fp8_native && (va.factor != nullptr || vb.factor != nullptr);
+  // cuBLASLt writes BF16/FP16 inputs' products to their own type or FP32,
+  // FP32 inputs' to FP32, FP8's to any of the three.
+  const bool d_ok = fp8_native || ddt == 0 || ddt == ct;
+  const bool direct_epi = K > 0 && d_ok && !factors && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt);
+  if (!direct_epi) {
     OpView fa = va, fb = vb;
     if (fp8_native) fa.factor = fb.factor = nullptr;  // cuBLASLt's scale pointers apply them
-    const float beta = has_c ? a->beta : (direct_epi && a->accumulate) ? 1.0f : 0.0f;
-    alpha_kernel<<<1, 1, 0, s>>>(fa, fb, a->alpha, beta, ab);
+    alpha_kernel<<<1, 1, 0, s>>>(fa, fb, a->alpha, has_c ? a->beta : 0.0f, ab);
     LQ_LAUNCHED("alpha kernel launch");
   }
   if (K > 0 && !(a->flags & QUANT_PLUGIN_GEMM_EXACT)) {
     qfused::Params fp{};
     if (fused_pick(va, vb, M, N, K, dev, &fp)) {
-      // alpha·fa·fb from the device; D directly where the epilogue is alpha·Σ
-      // into FP32 or BF16, else FP32 sums and epilogue_kernel.
-      fp.alpha_dev = ab;
-      fp.ldd = N;
+      // alpha·fa·fb from the device (ab[0]); D directly where the epilogue is
+      // alpha·Σ into FP32 or BF16, else plain FP32 sums and epilogue_kernel.
+      if (direct_epi) {
+        alpha_kernel<<<1, 1, 0, s>>>(va, vb, a->alpha, has_c ? a->beta : 0.0f, ab);
+        LQ_LAUNCHED("alpha kernel launch");
+      }
       const bool direct = !has_c && !has_bias && !a->accumulate && (ddt == 0 || ddt == 1);
+      fp.alpha = 1.0f;
+      fp.alpha_dev = direct ? ab : nullptr;
+      fp.ldd = N;
       float *sums = nullptr;
       if (!direct) LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
       fp.d = direct ? a->d.data : sums;
       fp.d_bf16 = direct && ddt == 1;
       LQ_CUDA(qfused::gemm(fp, s), "the fused Hopper GEMM (m=%lld n=%lld k=%lld)", (long long)M, (long long)N, (long long)K);
       if (!direct) {
-        epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab + 1, has_bias ? a->bias.data : nullptr,
-                                                        bdt, a->d.data, ddt, a->accumulate, M, N);
+        epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
+                                                        a->d.data, ddt, a->accumulate, M, N);
         LQ_LAUNCHED("epilogue kernel launch");
       }
       return QUANT_OK;
     }
   }
   if (K == 0) {  // no products: the epilogue of zeros
-    epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(nullptr, has_c ? a->c.data : nullptr, cdt, ab + 1, has_bias ? a->bias.data : nullptr, bdt,
+    epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(nullptr, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
                                                     a->d.data, ddt, a->accumulate, M, N);
     LQ_LAUNCHED("epilogue kernel launch");
     return QUANT_OK;
@@ -544,7 +566,6 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   c.m = N;
   c.n = M;
   c.k = K;
-  c.alpha_beta = ab;
   c.compute = CUBLAS_COMPUTE_32F;
   if (fp8_native) {
     // Both physical copies are [rows, K] row-major (the host picked them so).
@@ -559,13 +580,6 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
     c.a_scale = vb.factor;
     c.b_scale = va.factor;
   } else {
-    // One compute type for both operands: BF16 when both expand exactly to
-    // it, FP16 for two FP16 tensors, else FP32.
-    auto bf16_exact = [](const OpView &v) { return v.kind != Kind::Fp8Block && (v.kind != Kind::Dense || v.el == 1); };
-    int ct;  // 0 f32, 1 bf16, 2 f16
-    if (bf16_exact(va) && bf16_exact(vb)) ct = 1;
-    else if (va.kind == Kind::Dense && vb.kind == Kind::Dense && va.el == 2 && vb.el == 2) ct = 2;
-    else ct = 0;
     c.ta = c.tb = cuda_type(ct);
     const size_t esz = ct == 0 ? 4 : 2;
     // An operand goes to cuBLASLt as it is where it is a dense tensor of the
@@ -606,12 +620,15 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   if (direct_epi) {
     c.td = c.tc = cuda_type(ddt);
     c.d = a->d.data;
+    c.alpha = a->alpha;
     if (has_c) {
       c.use_c = true;
       c.c = a->c.data;
+      c.beta = a->beta;
     } else if (a->accumulate) {
       c.use_c = true;  // old D, beta 1
       c.c = a->d.data;
+      c.beta = 1.0f;
     }
     return lt_run(c, dev, s, err);
   }
@@ -620,8 +637,10 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   c.td = c.tc = CUDA_R_32F;
   c.d = sums;
   c.use_c = false;
+  c.alpha = 1.0f;  // Σ; epilogue_kernel applies alpha_eff
+  c.beta = 0.0f;
   LQ_TRY(lt_run(c, dev, s, err));
-  epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab + 1, has_bias ? a->bias.data : nullptr, bdt,
+  epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
                                                   a->d.data, ddt, a->accumulate, M, N);
   LQ_LAUNCHED("epilogue kernel launch");
   return QUANT_OK;
@@ -653,7 +672,7 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
   const bool e5a = a->params_a && a->params_a->element == QUANT_ELEMENT_E5M2, e5b = a->params_b && a->params_b->element == QUANT_ELEMENT_E5M2;
   if (is_format(fa, "fp8") && is_format(fb, "fp8")) {
     if (e5a && e5b) return say(QUANT_GEMM_EMULATED, "E5M2 x E5M2 has no FP8 tensor-core GEMM: codes expanded to BF16, FP32 accumulation");
-    return say(QUANT_GEMM_NATIVE, "FP8 tensor cores (cuBLASLt), scale_inv from device memory; M, N, K not multiples of 16: BF16");
+    return say(QUANT_GEMM_NATIVE, "FP8 tensor cores (cuBLASLt; Hopper accumulates with ~14 bits between FP32 promotions); M, N, K not multiples of 16: BF16");
   }
   if (is_format(fa, "identity") && is_format(fb, "identity"))
     return say(QUANT_GEMM_NATIVE, "cuBLASLt in the tensors' dtype (BF16, FP16; FP32 without TF32); mixed dtypes in FP32");

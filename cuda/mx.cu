@@ -139,6 +139,24 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
   const bool full = !EDGE || gc + 8 <= p.k;
   const int64_t ncols = valid ? (full ? 8 : p.k - gc) : 0;  // of them, inside
   float v[4][8];
+  // EDGE, rows at any even offset (K odd, say): the two aligned 16-byte
+  // chunks under each of the four rows' 8 elements are all loaded before any
+  // is shifted (H100 run 2: loading and shifting row by row left 2 loads in
+  // flight and ran at half speed), then shifted by the row's offset, which
+  // the warp's lanes share.
+  uint4 sh[4][2];
+  bool shifted[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    int64_t r = r0 + 4 * warp + i;
+    const uint16_t *src = reinterpret_cast<const uint16_t *>(x + r * p.k + gc);
+    shifted[i] = EDGE && sizeof(T) == 2 && p.vec == kRowsShifted && r < p.m && full && shifted_fits<4>(src, x + p.m * p.k);
+    if (shifted[i]) {
+      const uint4 *base = reinterpret_cast<const uint4 *>(reinterpret_cast<uintptr_t>(src) & ~(uintptr_t)15);
+      sh[i][0] = __ldg(base);
+      sh[i][1] = __ldg(base + 1);
+    }
+  }
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     int64_t r = r0 + 4 * warp + i;
@@ -148,12 +166,10 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
 #pragma unroll
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
     } else if (rin && full && vec) raw_convert<T>(next[i], v[i]);
-    else if (sizeof(T) == 2 && p.vec == kRowsShifted && rin && full &&
-             shifted_fits<4>(reinterpret_cast<const uint16_t *>(x + r * p.k + gc), x + p.m * p.k)) {
-      // A row at any even offset (K odd, say): two aligned loads, shifted
-      // (the warp's lanes share the row, so the offset).
+    else if (shifted[i]) {
+      const uint32_t raw8[8] = {sh[i][0].x, sh[i][0].y, sh[i][0].z, sh[i][0].w, sh[i][1].x, sh[i][1].y, sh[i][1].z, sh[i][1].w};
       Raw8<T> raw;
-      load_shifted_uniform<4>(reinterpret_cast<const uint16_t *>(x + r * p.k + gc), *reinterpret_cast<uint32_t(*)[4]>(&raw.w[0]));
+      shift_uniform<4>(raw8, (int)(reinterpret_cast<uintptr_t>(x + r * p.k + gc) & 15), *reinterpret_cast<uint32_t(*)[4]>(&raw.w[0]));
       raw_convert<T>(raw, v[i]);
     } else if (rin && full) load8<T, false>(x + r * p.k + gc, v[i]);
     else if (rin && valid) {
