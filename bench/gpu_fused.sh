@@ -21,15 +21,19 @@ timeout 300 build/fused_check bench 2>&1 | tee "$out/bench.log" || rc=1
 PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu_gemm_peers.py 2>&1 | tee "$out/peers.log" || rc=1
 if command -v ncu >/dev/null; then
   for s in "8192 8192 8192 mxfp8" "16 8192 8192 mxfp8"; do
-    timeout 120 ncu --kernel-name regex:fused_gemm --launch-skip 3 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+    timeout 120 ncu --kernel-name regex:fused_gemm --launch-skip 3 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
       build/fused_check one $s 2>&1 | grep -v "^==PROF==" | tail -80 >> "$out/ncu.log"
   done
 fi
 wait
 tail -3 "$out/plugin_build.log"
 if [ -x build/gputest.test ] && [ -f build/libquant_cuda.so ]; then
-  LIBQUANT_CUDA_PLUGIN=$PWD/build/libquant_cuda.so timeout 400 build/gputest.test -test.count=1 -test.v \
+  LIBQUANT_CUDA_PLUGIN=$PWD/build/libquant_cuda.so timeout 200 build/gputest.test -test.count=1 -test.v \
     -test.run 'TestGemmFused|TestGemmMatchesCPU/^(mxfp8|nvfp4|mxfp4)_x_(mxfp8|nvfp4|mxfp4)$' > "$out/gputest.log" 2>&1 || rc=1
   grep -E "^(---|ok|FAIL|PASS)|fused_test|largest" "$out/gputest.log" | tail -40
+fi
+if [ -f build/libquant.so ] && [ -f build/libquant_cuda.so ]; then
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/gpu_gemm.py --out "$out" > "$out/gpu_gemm.log" 2>&1 || rc=1
+  grep -E "^\| |Host time" "$out/gpu_gemm.log" | grep -v -- "--- |" | tail -60
 fi
 exit $rc
