@@ -225,7 +225,6 @@ struct Layout {
   static constexpr int END = RAW_OFF + (RAW ? (BM + BN) * 64 : 0);
   static constexpr int STAGE = (END + 1023) / 1024 * 1024;
   static constexpr int STAGES = (220 * 1024) / STAGE > 6 ? 6 : (220 * 1024) / STAGE;
-  static constexpr int LAG = STAGES >= 4 ? STAGES - 2 : 1;  // stages in flight before the producer signals
   static constexpr int SMEM = STAGES * STAGE + 1024;
 };
 
@@ -271,12 +270,12 @@ __device__ __forceinline__ void store_chunk(uint8_t *tile, int r, int ch, uint4 
 // E2M1 into the raw area), else synchronous loads with per-element bounds
 // into the tile. Thread p takes chunks p, p+128, ... (the same chunks in
 // widen_tile, so each thread converts only what its own cp.async wrote).
-template <int NROWS, bool SPLIT>
+template <int NROWS, bool SPLIT, int NT>
 __device__ __forceinline__ void issue_tile(const Operand &op, const LoadMode &m, int64_t r0, int64_t k0, int64_t K, uint8_t *tile,
                                            uint8_t *raw, int p) {
   if (m.cp4) {
 #pragma unroll 2
-    for (int c = p; c < NROWS * 4; c += 128) {  // 16 packed bytes = 32 elements per chunk
+    for (int c = p; c < NROWS * 4; c += NT) {  // 16 packed bytes = 32 elements per chunk
       const int r = c >> 2, ch = c & 3;
       const int64_t gr = r0 + r, gk = k0 + ch * 32;
       const bool valid = gr < op.rows && gk < K;
@@ -285,7 +284,7 @@ __device__ __forceinline__ void issue_tile(const Operand &op, const LoadMode &m,
     return;
   }
 #pragma unroll 4
-  for (int c = p; c < NROWS * 8; c += 128) {
+  for (int c = p; c < NROWS * 8; c += NT) {
     const int r = c >> 3, ch = c & 7;  // row in tile, 16-byte chunk (16 elements) in the row
     const int64_t gr = r0 + r, gk = k0 + ch * 16;
     const bool rv = gr < op.rows;
@@ -327,10 +326,10 @@ __device__ __forceinline__ void issue_tile(const Operand &op, const LoadMode &m,
 }
 
 // Widens the raw E2M1 chunks this thread loaded (cp4) into the tile.
-template <int NROWS, bool SPLIT>
+template <int NROWS, bool SPLIT, int NT>
 __device__ __forceinline__ void widen_tile(const uint8_t *raw, uint8_t *tile, int p) {
 #pragma unroll 2
-  for (int c = p; c < NROWS * 4; c += 128) {
+  for (int c = p; c < NROWS * 4; c += NT) {
     const int r = c >> 2, ch = c & 3;
     const uint4 w = *reinterpret_cast<const uint4 *>(raw + r * 64 + ch * 16);
     store_chunk<NROWS, SPLIT>(tile, r, 2 * ch, widen16(w, 0));
@@ -342,9 +341,9 @@ __device__ __forceinline__ void widen_tile(const uint8_t *raw, uint8_t *tile, in
 // K blocks [j0, j0+NB): groups of 4 consecutive blocks are 4 aligned bytes in
 // both layouts (j0 is a multiple of 4; spec §4.6, §4.7). Bytes past the
 // buffer's row (j ≥ stride) or past the operand's rows are not read.
-template <int NROWS, int NB>
-__device__ __forceinline__ void issue_scales(const Operand &op, bool cpscale, int64_t r0, int64_t j0, uint8_t *sraw, int p) {
-  if (p >= NROWS) return;
+template <int NROWS, int NB, int NT>
+__device__ __forceinline__ void issue_scales(const Operand &op, bool cpscale, int64_t r0, int64_t j0, uint8_t *sraw, int p0) {
+  for (int p = p0; p < NROWS; p += NT) {
   const int64_t gr = r0 + p;
 #pragma unroll
   for (int g = 0; g < NB / 4; g++) {
@@ -361,15 +360,16 @@ __device__ __forceinline__ void issue_scales(const Operand &op, bool cpscale, in
       *reinterpret_cast<uint32_t *>(dst) = w;
     }
   }
+  }
 }
 
 // Converts row p's raw scale bytes to floats [NB][NROWS]; blocks past the
 // data and rows past the operand read as 1.0 (their data are zeros). Tracks
 // the min and max E8M0 exponent (E8M0 only).
-template <int NROWS, int NB, bool SB16>
-__device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, int64_t j0, int64_t nblocks, const uint8_t *sraw, float *dst, int p,
+template <int NROWS, int NB, bool SB16, int NT>
+__device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, int64_t j0, int64_t nblocks, const uint8_t *sraw, float *dst, int p0,
                                                int &emin, int &emax) {
-  if (p >= NROWS) return;
+  for (int p = p0; p < NROWS; p += NT) {
   const bool rv = r0 + p < op.rows;
 #pragma unroll
   for (int j = 0; j < NB; j++) {
@@ -385,6 +385,7 @@ __device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, in
       }
     }
     dst[j * NROWS + p] = f;
+  }
   }
 }
 
@@ -416,7 +417,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 
   if (tid == 0) {
     for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 128);
+      mbar_init(&full[s], 32);  // the producer warp of the stage
       mbar_init(&empty[s], NWG * 128);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -425,50 +426,52 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 
   if (wg == 0) {
     // ---------------- producer ----------------
-    // Stage kt's loads are issued at step kt and finished (waited for,
-    // widened, scales converted, fenced, signalled) at step kt + LAG, so that
-    // LAG + 1 stages of loads are in flight and no step waits on memory.
+    // Warp w of the producer warpgroup fills stages w, w+PW, w+2·PW, ...: it
+    // issues a stage's loads, waits for them, widens E2M1, converts the
+    // scales, fences and signals. PW stages are in flight at once, one per
+    // warp, whatever the proxy fence costs (run 2, H100: with LAG stages in
+    // flight behind one thread's fence, every stage paid a full memory
+    // latency, as if the fence waited for all of the thread's copies). PW ≤ S
+    // keeps every wait on an empty barrier at most one phase ahead (a warp
+    // reaching stage kt+S has finished kt+S−PW, which needed the consumers
+    // past kt−PW ≥ kt−S), as parity waits require.
 #if QF_HAVE_WGMMA
     if constexpr (NWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 96;\n" ::: "memory");
 #endif
-    const int p = tid;
+    constexpr int PW = S < 4 ? S : 4;
+    const int w = tid / 32, lane = tid % 32;
     const LoadMode ma = load_mode(P.a, K), mb = load_mode(P.b, K);
-    for (int kt = 0; kt < KT + L::LAG; kt++) {
-      if (kt < KT) {
-        const int s = kt % S;
-        if (kt >= S) mbar_wait(&empty[s], ((kt / S) + 1) & 1);
-        uint8_t *st = smem + s * L::STAGE;
-        const int64_t k0 = (int64_t)kt * kBK;
-        issue_tile<BM, SB16>(P.a, ma, m0, k0, K, st, st + L::RAW_OFF, p);
-        issue_tile<BN, false>(P.b, mb, n0, k0, K, st + L::A_BYTES, st + L::RAW_OFF + BM * 64, p);
-        issue_scales<BM, NB>(P.a, ma.cpscale, m0, (int64_t)kt * NB, st + L::SRAW_OFF, p);
-        issue_scales<BN, NB>(P.b, mb.cpscale, n0, (int64_t)kt * NB, st + L::SRAW_OFF + BM * 8, p);
-      }
-      cp_async_commit();  // (empty groups while draining keep the count uniform)
-      if (kt >= L::LAG) {
-        const int t = kt - L::LAG, s = t % S;
-        uint8_t *st = smem + s * L::STAGE;
-        cp_async_wait<L::LAG>();  // this thread's loads of stage t have landed
-        if (RAW && ma.cp4) widen_tile<BM, SB16>(st + L::RAW_OFF, st, p);
-        if (RAW && mb.cp4) widen_tile<BN, false>(st + L::RAW_OFF + BM * 64, st + L::A_BYTES, p);
-        int ea0 = 255, ea1 = 0, eb0 = 255, eb1 = 0;
-        convert_scales<BM, NB, SB16>(P.a, m0, (int64_t)t * NB, nblocks, st + L::SRAW_OFF, reinterpret_cast<float *>(st + L::SA_OFF), p, ea0, ea1);
-        convert_scales<BN, NB, SB16>(P.b, n0, (int64_t)t * NB, nblocks, st + L::SRAW_OFF + BM * 8, reinterpret_cast<float *>(st + L::SB_OFF), p,
-                                     eb0, eb1);
-        if (!SB16) {
-          // The stage's exponent range, per producer warp (one writer per slot).
-          ea0 = __reduce_min_sync(0xffffffffu, ea0);
-          ea1 = __reduce_max_sync(0xffffffffu, ea1);
-          eb0 = __reduce_min_sync(0xffffffffu, eb0);
-          eb1 = __reduce_max_sync(0xffffffffu, eb1);
-          if ((p & 31) == 0) {
-            int *fl = reinterpret_cast<int *>(st + L::FLAG_OFF) + (p / 32) * 4;
-            fl[0] = ea0, fl[1] = ea1, fl[2] = eb0, fl[3] = eb1;
-          }
+    for (int kt = w; kt < KT && w < PW; kt += PW) {
+      const int s = kt % S;
+      if (kt >= S) mbar_wait(&empty[s], ((kt / S) + 1) & 1);
+      uint8_t *st = smem + s * L::STAGE;
+      const int64_t k0 = (int64_t)kt * kBK;
+      issue_tile<BM, SB16, 32>(P.a, ma, m0, k0, K, st, st + L::RAW_OFF, lane);
+      issue_tile<BN, false, 32>(P.b, mb, n0, k0, K, st + L::A_BYTES, st + L::RAW_OFF + BM * 64, lane);
+      issue_scales<BM, NB, 32>(P.a, ma.cpscale, m0, (int64_t)kt * NB, st + L::SRAW_OFF, lane);
+      issue_scales<BN, NB, 32>(P.b, mb.cpscale, n0, (int64_t)kt * NB, st + L::SRAW_OFF + BM * 8, lane);
+      cp_async_commit();
+      cp_async_wait<0>();  // this thread's loads of the stage have landed
+      if (RAW && ma.cp4) widen_tile<BM, SB16, 32>(st + L::RAW_OFF, st, lane);
+      if (RAW && mb.cp4) widen_tile<BN, false, 32>(st + L::RAW_OFF + BM * 64, st + L::A_BYTES, lane);
+      int ea0 = 255, ea1 = 0, eb0 = 255, eb1 = 0;
+      convert_scales<BM, NB, SB16, 32>(P.a, m0, (int64_t)kt * NB, nblocks, st + L::SRAW_OFF, reinterpret_cast<float *>(st + L::SA_OFF), lane, ea0,
+                                       ea1);
+      convert_scales<BN, NB, SB16, 32>(P.b, n0, (int64_t)kt * NB, nblocks, st + L::SRAW_OFF + BM * 8, reinterpret_cast<float *>(st + L::SB_OFF),
+                                       lane, eb0, eb1);
+      if (!SB16) {
+        // The stage's exponent range (the consumers read it from slot 0).
+        ea0 = __reduce_min_sync(0xffffffffu, ea0);
+        ea1 = __reduce_max_sync(0xffffffffu, ea1);
+        eb0 = __reduce_min_sync(0xffffffffu, eb0);
+        eb1 = __reduce_max_sync(0xffffffffu, eb1);
+        if (lane == 0) {
+          int *fl = reinterpret_cast<int *>(st + L::FLAG_OFF);
+          fl[0] = ea0, fl[1] = ea1, fl[2] = eb0, fl[3] = eb1;
         }
-        fence_proxy_async();  // our writes (cp.async and st.shared) before the tensor cores read them
-        mbar_arrive(&full[s]);
       }
+      fence_proxy_async();  // our writes (cp.async and st.shared) before the tensor cores read them
+      mbar_arrive(&full[s]);
     }
     return;
   }
@@ -497,9 +500,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
     bool fast = true;
     if (!SB16) {
       const int *fl = reinterpret_cast<const int *>(st + L::FLAG_OFF);
-      int ea0 = 255, ea1 = 0, eb0 = 255, eb1 = 0;
-#pragma unroll
-      for (int w = 0; w < 4; w++) ea0 = min(ea0, fl[4 * w]), ea1 = max(ea1, fl[4 * w + 1]), eb0 = min(eb0, fl[4 * w + 2]), eb1 = max(eb1, fl[4 * w + 3]);
+      const int ea0 = fl[0], ea1 = fl[1], eb0 = fl[2], eb1 = fl[3];
       // sa·sb = 2^(ea+eb-254) is exact in FP32 for exponents in [-149, 127]; 255 is NaN.
       fast = ea1 < 255 && eb1 < 255 && ea1 + eb1 - 254 <= 127 && ea0 + eb0 - 254 >= -149;
     }
