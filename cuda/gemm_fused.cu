@@ -35,8 +35,22 @@
 // and their scales as 1.0, so padded positions contribute exact zeros; loads
 // and stores are bounds-checked, nothing outside a buffer is read or written.
 //
-// Numerics of the tensor-core sum (the bound the tests use): see FUSED_NUMERICS
-// below and README "Fused Hopper GEMM".
+// Numerics of the tensor-core sum (the bound the tests use; README "Fused
+// Hopper GEMM"). FP8 wgmma does not add in FP32. Measured on an H100
+// (cuda/gputest/fused_check.cu probe, bench/RESULTS.md): inside one k32
+// instruction every product p_k is aligned to the largest one, of exponent
+// e, and truncated toward −∞ to a multiple of 2^(e−13); the truncated
+// products then add exactly (≤ 32 terms of ≤ 19 significant bits fit FP32).
+// So one block's sum T_b, scale-free, has
+//   T_b − Σ p_k ∈ (−n·2^(e−13), 0],   |T_b − Σ p_k| < n·2^-13·max|p_k|,
+// n ≤ 32 products (NVFP4: 16 nonzero of the 32). Promotion rounds once per
+// block (the fma, or FP64 then FP32 on the slow path: two roundings of 2^-53
+// and 2^-24), alpha once more, so with s_b = sa·sb and R the exact result:
+//   |D − R| ≤ |α|·Σ_b s_b·(32·2^-13·max_k|p_bk| + 2^-24·Σ_k|p_bk|)
+//             + (n_blocks + 2)·2^-24·|α|·Σ_k|a_k·b_k| + (n_blocks + 2)·2^-149,
+// plus the rounding to D's dtype. fused_check tests every element of its
+// GEMMs against this bound with the measured 13, and fails if a device keeps
+// fewer bits; cuda/gputest/fused_test.go checks quant_gemm against it.
 //
 // Structure: one CTA per BM×BN output tile; warpgroup 0 is the producer (loads
 // through cp.async, or through registers where FP4 must be widened or a row is
