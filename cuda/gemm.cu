@@ -133,26 +133,84 @@ __device__ __forceinline__ float op_value(const OpView &v, int64_t r, int64_t c)
   return 0.0f;
 }
 
+// Elements p0 .. p0+7 (n of them inside) of row i of an operand whose
+// physical row i holds them contiguously, the contraction dim being the
+// physical one (the copy TE's rule picks for a quantized operand): one load
+// of the codes and one scale (blocks of 16, 32 or 128 along p, p0 % 8 == 0).
+__device__ __forceinline__ void expand8_contig(const OpView &v, int64_t i, int64_t p0, int n, float (&x)[8]) {
+  const bool fp4 = v.kind == Kind::Mxfp4 || v.kind == Kind::Nvfp4;
+  const uint8_t *q = v.data + i * v.pitch + (fp4 ? p0 / 2 : p0);
+  const int nb = fp4 ? (n + 1) / 2 : n;  // bytes to read
+  uint64_t codes = 0;
+  if (nb == (fp4 ? 4 : 8) && (reinterpret_cast<uintptr_t>(q) & (fp4 ? 3 : 7)) == 0) {
+    codes = fp4 ? *reinterpret_cast<const uint32_t *>(q) : *reinterpret_cast<const uint64_t *>(q);
+  } else {
+    for (int b = 0; b < nb; b++) codes |= (uint64_t)q[b] << (8 * b);
+  }
+  float s = 1.0f;
+  switch (v.kind) {
+    case Kind::Fp8Block: {
+      const float *sc = reinterpret_cast<const float *>(v.scale);
+      s = v.s_two_d ? sc[(i / 128) * v.s_stride + p0 / 128] : sc[(p0 / 128) * v.s_stride + i];
+      break;
+    }
+    case Kind::Mxfp8:
+    case Kind::Mxfp4: {
+      const int64_t j = p0 / 32;
+      const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : v.s_jmajor ? j * v.s_pad_i + i : i * v.s_pad_j + j;
+      s = e8m0_decode(reinterpret_cast<const uint8_t *>(v.scale)[si]);
+      break;
+    }
+    case Kind::Nvfp4: {
+      const int64_t j = p0 / 16;
+      const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
+      s = fp8_decode<Fp8::E4M3>(reinterpret_cast<const uint8_t *>(v.scale)[si]);
+      break;
+    }
+    default: break;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++) {
+    float c;
+    if (fp4) c = e2m1_decode((uint32_t)(codes >> (4 * e)) & 0xF);
+    else {
+      const uint8_t b = (uint8_t)(codes >> (8 * e));
+      c = (v.kind == Kind::Fp8Block || v.el == 0) ? fp8_decode<Fp8::E4M3>(b) : fp8_decode<Fp8::E5M2>(b);
+    }
+    x[e] = e < n ? (v.kind == Kind::Fp8 ? c : __fmul_rn(s, c)) : 0.0f;
+  }
+}
+
 // op(X) expanded into a row-major [rows_out, k] buffer of OT: for A, op(A)
 // [M, K]; for B, op(B)ᵀ [N, K] (so that cuBLASLt always gets "TN"). Each
-// thread writes 8 consecutive elements of a row (16 bytes of BF16).
+// thread writes 8 consecutive elements of a row (16 bytes of BF16). contig:
+// the operand's physical rows are op rows (expand8_contig), else element by
+// element (op_value).
 template <typename OT>
-__global__ void __launch_bounds__(256) expand_kernel(OpView v, int64_t rows_out, int64_t k, int is_b, OT *out) {
+__global__ void __launch_bounds__(256) expand_kernel(OpView v, int64_t rows_out, int64_t k, int is_b, int contig, OT *out) {
   const int64_t groups = (k + 7) / 8, n = rows_out * groups, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
     const int64_t i = g / groups, p0 = (g % groups) * 8;
     OT o[8];
+    float xs[8];
+    if (contig) {
+      expand8_contig(v, i, p0, (int)(k - p0 < 8 ? k - p0 : 8), xs);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        const int64_t p = p0 + e;
+        xs[e] = 0.0f;
+        if (p < k) {
+          // op(A)[i, p] = A[i, p] or A[p, i]; op(B)ᵀ[i, p] = op(B)[p, i] = B[p, i] or B[i, p].
+          const bool t = is_b ? !v.trans : v.trans;
+          xs[e] = t ? op_value(v, p, i) : op_value(v, i, p);
+        }
+      }
+    }
 #pragma unroll
     for (int e = 0; e < 8; e++) {
-      const int64_t p = p0 + e;
-      float x = 0.0f;
-      if (p < k) {
-        // op(A)[i, p] = A[i, p] or A[p, i]; op(B)ᵀ[i, p] = op(B)[p, i] = B[p, i] or B[i, p].
-        const bool t = is_b ? !v.trans : v.trans;
-        x = t ? op_value(v, p, i) : op_value(v, i, p);
-      }
-      if constexpr (sizeof(OT) == 2) o[e] = __float2bfloat16_rn(x);  // exact: x is a BF16 value
-      else o[e] = x;
+      if constexpr (sizeof(OT) == 2) o[e] = __float2bfloat16_rn(xs[e]);  // exact: a BF16 value
+      else o[e] = xs[e];
     }
     OT *dst = out + i * k + p0;
     if (p0 + 8 <= k && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
@@ -366,6 +424,7 @@ struct LtCall {
   float alpha, beta;            // host scalars
   bool use_c;
   const float *a_scale, *b_scale;  // FP8 scale pointers (device), or NULL
+  int32_t a_scale_mode, b_scale_mode;  // cublasLtMatmulMatrixScale_t (0: per-tensor scalar)
   cublasComputeType_t compute;
 };
 
@@ -381,6 +440,8 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err
     LQ_LT(cublasLtMatmulDescCreate(&op, c.compute, CUDA_R_32F), "matmul descriptor");
     LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &c.opa, sizeof c.opa), "transa");
     LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &c.opb, sizeof c.opb), "transb");
+    if (c.a_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &c.a_scale_mode, sizeof c.a_scale_mode), "A scale mode");
+    if (c.b_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &c.b_scale_mode, sizeof c.b_scale_mode), "B scale mode");
     if (c.a_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c.a_scale, sizeof c.a_scale), "A scale");
     if (c.b_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c.b_scale, sizeof c.b_scale), "B scale");
     // Stored (column-major) shapes: A' is [m', k'] after opa.
@@ -393,9 +454,16 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err
     LQ_LT(cublasLtMatmulPreferenceCreate(&pref), "preference");
     size_t wsz = kWorkspace;
     LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz), "workspace size");
+    // Split-K partial sums only in the compute type (FP32): a reduction in
+    // D's type or in place in D rounds partial sums to BF16/FP16 (H100 run 3:
+    // BF16 accumulate into D was off by more than one rounding).
+    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red), "reduction schemes");
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
-    LQ_LT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, ld, pref, 1, &res, &found), "algorithm search");
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, ld, pref, 1, &res, &found);
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+    else LQ_LT(hs, "algorithm search");
     if (found == 0)
       return fail(err, QUANT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM (m'=%lld n'=%lld k'=%lld)", (long long)c.m,
                   (long long)c.n, (long long)c.k);
@@ -479,13 +547,23 @@ bool fused_pick(const OpView &va, const OpView &vb, int64_t M, int64_t N, int64_
   return true;
 }
 
+// Whether the expansion of op(X) (A) or op(X)ᵀ (B) reads X's physical rows:
+// op row i, contraction index p is physical (i, p).
+int contiguous(const OpView &v, bool is_b) {
+  if (v.kind == Kind::Dense) return 0;
+  const bool t = is_b ? !v.trans : v.trans;  // logical (r, c) = t ? (p, i) : (i, p)
+  return t == (v.transposed != 0);
+}
+
 unsigned grid_for(int64_t n) {
   int64_t b = ceil_div(n > 0 ? n : 1, 256);
   if (b > grid_cap()) b = grid_cap();
   return (unsigned)b;
 }
 
-int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
+// allow_block: try FP8 block scaling in cuBLASLt (a retry without it follows
+// where cuBLASLt has no algorithm for it).
+int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allow_block = true) {
   const int64_t M = a->m, N = a->n, K = a->k;
   if (M < 0 || N < 0 || K < 0) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "m, n, k: negative");
   LQ_TRY(check_device(a->d, "d", err));
@@ -513,8 +591,17 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   // alpha (with the per-tensor factors) and beta on the device.
   float *ab = nullptr;
   LQ_TRY(scratch.get(2 * sizeof(float), (void **)&ab, "alpha and beta", err));
-  const bool fp8_native = va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && M % 16 == 0 && N % 16 == 0 &&
+  const bool fp8_tensor = va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && M % 16 == 0 && N % 16 == 0 &&
                           K % 16 == 0 && aligned16(va.data) && aligned16(vb.data);
+  // FP8 block scaling (CUDA >= 12.9 cuBLASLt, Hopper): A 1x128 (VEC128_32F),
+  // B 1x128 or 128x128 (BLK128x128_32F), TN as the host hands them, whole
+  // 128-blocks along K, and the scale buffers in the layouts cuBLASLt reads:
+  // fp8_block's 1-D [K/128, pad4(rows)] is its [K/128, rows] when rows % 4 == 0;
+  // the 2-D [N/128, pad4(K/128)] is [N/128, K/128] when (K/128) % 4 == 0.
+  const bool fp8_block = allow_block && va.kind == Kind::Fp8Block && vb.kind == Kind::Fp8Block && !va.s_two_d && M % 16 == 0 &&
+                         N % 16 == 0 && K % 128 == 0 && (!vb.s_two_d || (K / 128) % 4 == 0) && aligned16(va.data) && aligned16(vb.data) &&
+                         aligned16(va.scale) && aligned16(vb.scale) && contiguous(va, false) && contiguous(vb, true);
+  const bool fp8_native = fp8_tensor || fp8_block;
   // The epilogue runs in cuBLASLt where it is alpha·Σ + beta·C' with C' of
   // D's dtype (C itself, or old D with beta 1 when accumulating) and no
   // per-tensor factor is left to apply; else FP32 sums go to scratch and
@@ -528,7 +615,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   const bool factors = !fp8_native && (va.factor != nullptr || vb.factor != nullptr);
   // cuBLASLt writes BF16/FP16 inputs' products to their own type or FP32,
   // FP32 inputs' to FP32, FP8's to any of the three.
-  const bool d_ok = fp8_native || ddt == 0 || ddt == ct;
+  // With C (or old D) added, D of 16 bits goes through the FP32 epilogue:
+  // one rounding after the addition, whatever cuBLASLt's epilogue does.
+  const bool d_ok = (fp8_native || ddt == 0 || ddt == ct) && (ddt == 0 || !(has_c || a->accumulate));
   const bool direct_epi = K > 0 && d_ok && !factors && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt);
   if (!direct_epi) {
     OpView fa = va, fb = vb;
@@ -586,6 +675,13 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
     c.ldb = K;
     c.a_scale = vb.factor;
     c.b_scale = va.factor;
+    if (fp8_block) {
+      c.ta = c.tb = CUDA_R_8F_E4M3;
+      c.a_scale = (const float *)vb.scale;
+      c.b_scale = (const float *)va.scale;
+      c.a_scale_mode = vb.s_two_d ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      c.b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    }
   } else {
     c.ta = c.tb = cuda_type(ct);
     const size_t esz = ct == 0 ? 4 : 2;
@@ -600,8 +696,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
     } else {
       void *buf;
       LQ_TRY(scratch.get((size_t)M * K * esz, &buf, "the expanded a", err));
-      if (ct == 0) expand_kernel<float><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, (float *)buf);
-      else expand_kernel<__nv_bfloat16><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, (__nv_bfloat16 *)buf);
+      const int contig = contiguous(va, false);
+      if (ct == 0) expand_kernel<float><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, contig, (float *)buf);
+      else expand_kernel<__nv_bfloat16><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, contig, (__nv_bfloat16 *)buf);
       LQ_LAUNCHED("expand a kernel launch");
       c.b = buf;
       c.ldb = K;
@@ -615,8 +712,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
     } else {
       void *buf;
       LQ_TRY(scratch.get((size_t)N * K * esz, &buf, "the expanded b", err));
-      if (ct == 0) expand_kernel<float><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, (float *)buf);
-      else expand_kernel<__nv_bfloat16><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, (__nv_bfloat16 *)buf);
+      const int contig = contiguous(vb, true);
+      if (ct == 0) expand_kernel<float><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, contig, (float *)buf);
+      else expand_kernel<__nv_bfloat16><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, contig, (__nv_bfloat16 *)buf);
       LQ_LAUNCHED("expand b kernel launch");
       c.a = buf;
       c.lda = K;
@@ -637,7 +735,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
       c.c = a->d.data;
       c.beta = 1.0f;
     }
-    return lt_run(c, dev, s, err);
+    const int32_t st = lt_run(c, dev, s, err);
+    if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
+    return st;
   }
   float *sums;
   LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
@@ -646,7 +746,11 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   c.use_c = false;
   c.alpha = 1.0f;  // Σ; epilogue_kernel applies alpha_eff
   c.beta = 0.0f;
-  LQ_TRY(lt_run(c, dev, s, err));
+  {
+    const int32_t st = lt_run(c, dev, s, err);
+    if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
+    LQ_TRY(st);
+  }
   epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
                                                   a->d.data, ddt, a->accumulate, M, N);
   LQ_LAUNCHED("epilogue kernel launch");
@@ -683,6 +787,8 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
   }
   if (is_format(fa, "identity") && is_format(fb, "identity"))
     return say(QUANT_GEMM_NATIVE, "cuBLASLt in the tensors' dtype (BF16, FP16; FP32 without TF32); mixed dtypes in FP32");
+  if (is_format(fa, "fp8_block") && is_format(fb, "fp8_block") && !(a->params_a && a->params_a->block_dims == 2))
+    return say(QUANT_GEMM_NATIVE, "FP8 block scaling (cuBLASLt) for 1x128 x 1x128 or 128x128, M, N %% 16, K %% 128 (512 for 128x128); else FP32");
   if (is_format(fa, "fp8_block") || is_format(fb, "fp8_block"))
     return say(QUANT_GEMM_EMULATED, "FP8 codes times FP32 block scales expanded to FP32, FP32 GEMM (cuBLASLt)");
   const bool mx_a = is_format(fa, "mxfp8") || is_format(fa, "mxfp4"), mx_b = is_format(fb, "mxfp8") || is_format(fb, "mxfp4");

@@ -44,7 +44,7 @@ func toyPlugin(t *testing.T, variant string) string {
 		toyPlugins.dir = dir
 		for name, flags := range map[string][]string{
 			"toy": nil, "abi99": {"-DTOY_ABI_VERSION=99"}, "noentry": {"-DTOY_NO_ENTRY"}, "fail": {"-DTOY_FAIL"},
-			"abi1": {"-DTOY_ABI_VERSION=1", `-DTOY_FORMAT="toy1_u8"`},
+			"abi2": {"-DTOY_ABI_VERSION=2", `-DTOY_FORMAT="toy2_u8"`},
 		} {
 			args := append([]string{"-std=c99", "-O1", "-fPIC", "-shared", "-I../include"}, flags...)
 			args = append(args, "../examples/c/plugin_toy.c", "-lm", "-o", filepath.Join(dir, "libquant_toy_"+name+".so"))
@@ -87,7 +87,7 @@ func TestLoadDefaultPluginsKeepsFailures(t *testing.T) {
 	bad := toyPlugin(t, "abi99")
 	t.Setenv(PathEnv, bad+string(os.PathListSeparator)+"/nonexistent/x.so")
 	before := len(Plugins())
-	LoadDefault(t.TempDir())
+	LoadDefault(t.TempDir(), nil)
 	list := Plugins()[before:]
 	require.Len(t, list, 2)
 	require.Equal(t, Env, list[0].Origin)
@@ -97,15 +97,17 @@ func TestLoadDefaultPluginsKeepsFailures(t *testing.T) {
 	require.Contains(t, report(), "libquant_cuda.so does not exist")
 }
 
-// TestABI1PluginLoads: a plugin built for plugin ABI 1, which refuses any
-// other host version, is asked again in its version and loads, without GEMM.
-func TestABI1PluginLoads(t *testing.T) {
-	info, err := Load(toyPlugin(t, "abi1"), Explicit)
+// TestABI2PluginWithoutGEMMLoads: the toy built for plugin ABI 2 (a table
+// with no GEMM) loads as version 2; the default toy, built for ABI 1 and
+// refusing any other host version, is asked again in its own version and
+// loads as version 1 (TestToyPluginFormatAndKernels).
+func TestABI2PluginWithoutGEMMLoads(t *testing.T) {
+	info, err := Load(toyPlugin(t, "abi2"), Explicit)
 	require.NoError(t, err)
-	require.Equal(t, uint32(1), info.ABIVersion)
-	require.Equal(t, []string{"toy1_u8"}, info.Formats)
-	require.Equal(t, []KernelInfo{{Format: "toy1_u8", Device: host.CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
-	q, err := host.NewQuantizer(host.Params{Format: "toy1_u8"}, host.Rowwise)
+	require.Equal(t, uint32(2), info.ABIVersion)
+	require.Equal(t, []string{"toy2_u8"}, info.Formats)
+	require.Equal(t, []KernelInfo{{Format: "toy2_u8", Device: host.CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
+	q, err := host.NewQuantizer(host.Params{Format: "toy2_u8"}, host.Rowwise)
 	require.NoError(t, err)
 	defer q.Release()
 	x, err := host.AllocTensor(host.Device{Type: host.CPU}, host.Float32, []int64{2, 3}, 0)
@@ -122,7 +124,7 @@ func TestToyPluginFormatAndKernels(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "toy", info.Name)
 	require.Equal(t, "1.0", info.Version)
-	require.Equal(t, ABIVersion, info.ABIVersion)
+	require.Equal(t, uint32(1), info.ABIVersion, "an ABI 1 plugin, asked again in its version")
 	require.Equal(t, []string{"toy_u8"}, info.Formats)
 	require.Equal(t, []KernelInfo{{Format: "toy_u8", Device: host.CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
 	again, err := Load(path, Explicit)

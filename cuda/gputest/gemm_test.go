@@ -49,6 +49,7 @@ type gemmSide struct {
 	rows     int64
 	cols     int64
 	fp8      host.Element // per-tensor FP8 operand: its element (else 0)
+	fp8block int32        // fp8_block operand: its block dims, 1 or 2 (else 0)
 }
 
 func makeGemmSide(t *testing.T, op gemmOperand, rows, cols int64, seed uint64) gemmSide {
@@ -66,6 +67,9 @@ func makeGemmSide(t *testing.T, op gemmOperand, rows, cols int64, seed uint64) g
 		host.LoadFloat32(x, 0, v)
 		s.vals[host.DirRowwise], s.vals[host.DirColumnwise] = v, v
 		return s
+	}
+	if op.params != nil && op.params.Format == "fp8_block" {
+		s.fp8block = max(op.params.BlockDims, 1)
 	}
 	if op.params != nil && op.params.Format == "fp8" {
 		s.fp8 = host.ElementE4M3
@@ -119,8 +123,9 @@ func makeGemmSide(t *testing.T, op gemmOperand, rows, cols int64, seed uint64) g
 // also checks the GPU D against the CPU quant_gemm's D: both lie within that
 // bound of R, so they differ by at most twice it.
 //
-// The native FP8 path (FP8 × FP8 but E5M2 × E5M2, M, N, K multiples of 16)
-// breaks one premise: Hopper's FP8 tensor cores add the (exact) products in an
+// The native FP8 paths (FP8 × FP8 but E5M2 × E5M2, M, N, K multiples of 16;
+// fp8_block 1x128 × 1x128 or 128x128 with M, N multiples of 16 and K of 128,
+// or 512 for 128x128) break one premise: Hopper's FP8 tensor cores add the (exact) products in an
 // accumulator of about 14 significant bits between cuBLASLt's promotions to
 // FP32 (DeepSeek-V3 technical report §3.3.2; H100 run 2 measured errors of
 // 2^-16.5·Σ|ab| at K = 160). Modelling that accumulator as rounding with
@@ -239,6 +244,9 @@ func runGPUGemm(t *testing.T, what string, a, b gemmSide, ta, tb bool, out host.
 	if a.fp8 != 0 && b.fp8 != 0 && !(a.fp8 == host.ElementE5M2 && b.fp8 == host.ElementE5M2) && m%16 == 0 && n%16 == 0 && k%16 == 0 {
 		ref.accU = math.Ldexp(1, -13) // the native FP8 path (cuda/gemm.cu)
 	}
+	if a.fp8block == 1 && b.fp8block != 0 && m%16 == 0 && n%16 == 0 && k%128 == 0 && (b.fp8block == 1 || (k/128)%4 == 0) {
+		ref.accU = math.Ldexp(1, -13) // FP8 block scaling in cuBLASLt: the same tensor cores
+	}
 	ref.opA, ref.opBt = make([]float64, m*k), make([]float64, n*k)
 	for i := int64(0); i < m; i++ {
 		for p := int64(0); p < k; p++ {
@@ -310,7 +318,8 @@ func runGPUGemm(t *testing.T, what string, a, b gemmSide, ta, tb bool, out host.
 func TestGemmMatchesCPU(t *testing.T) {
 	needGPU(t)
 	ops := gemmOperands()
-	shapes := [][3]int64{{64, 48, 160}, {45, 33, 77}}
+	// [64, 48, 512]: whole 128-blocks along K for the native FP8 block path.
+	shapes := [][3]int64{{64, 48, 160}, {45, 33, 77}, {64, 48, 512}}
 	for ai, oa := range ops {
 		for bi, ob := range ops {
 			t.Run(oa.name+" x "+ob.name, func(t *testing.T) {
@@ -353,7 +362,7 @@ func TestGemmEpilogueMatchesCPU(t *testing.T) {
 	for _, o := range gemmOperands() {
 		byName[o.name] = o
 	}
-	pairs := [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"mxfp8", "nvfp4"}, {"bf16", "bf16"}, {"fp32", "mxfp4"}}
+	pairs := [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"mxfp8", "nvfp4"}, {"bf16", "bf16"}, {"fp32", "mxfp4"}, {"fp8_block 1x128", "fp8_block 128x128"}}
 	eps := []gemmEpilogue{
 		{name: "alpha", alpha: -0.75},
 		{name: "alpha beta C", alpha: 1.5, beta: 0.5, c: "same"},
@@ -365,7 +374,7 @@ func TestGemmEpilogueMatchesCPU(t *testing.T) {
 		{name: "C is D accumulate bias", alpha: 1, beta: 1, c: "d", bias: host.Float16, accumulate: true},
 	}
 	for pi, pr := range pairs {
-		for _, sh := range [][3]int64{{64, 48, 160}, {45, 33, 77}} {
+		for _, sh := range [][3]int64{{64, 48, 160}, {45, 33, 77}, {64, 48, 512}} {
 			t.Run(fmt.Sprintf("%s x %s %v", pr[0], pr[1], sh), func(t *testing.T) {
 				m, n, k := sh[0], sh[1], sh[2]
 				a := makeGemmSide(t, byName[pr[0]], m, k, uint64(pi*7))
@@ -392,7 +401,7 @@ func TestGemmSupportTable(t *testing.T) {
 		{"fp8", "fp8", host.GemmNative, "FP8 tensor cores"},
 		{"mxfp8", "nvfp4", host.GemmEmulated, "BF16"},
 		{"nvfp4", "nvfp4", host.GemmEmulated, "BF16"},
-		{"fp8_block", "fp8_block", host.GemmEmulated, "FP32"},
+		{"fp8_block", "fp8_block", host.GemmNative, "block scaling"},
 		{"identity", "identity", host.GemmNative, "cuBLASLt"},
 	} {
 		if _, err := host.LookupFormat(c.a); err != nil {
