@@ -541,6 +541,7 @@ bool fused_pick(const OpView &va, const OpView &vb, int64_t M, int64_t N, int64_
   if (nv != (vb.kind == Kind::Nvfp4)) return false;
   if (!fused_operand(va, false, M, &p->a) || !fused_operand(vb, true, N, &p->b)) return false;
   if (!fused_faster(M, N, K, nv)) return false;
+  if (M > 65535 * 64 || N > 65535 * 64) return false;  // the kernel's grid rows (qfused::gemm refuses more)
   if (!qfused::device_ok(dev)) return false;
   p->M = M, p->N = N, p->K = K;
   p->sb16 = nv;
