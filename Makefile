@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp goplugins test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
+.PHONY: all demo lib mlp goplugins test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check plugins test-cuda-host
 
 all: demo
 
@@ -101,6 +101,14 @@ CUDA_SRC  := $(wildcard cuda/*.cu)
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
 
 cuda: $(CUDA_LIB)
+
+# The fused Hopper GEMM's own check (cuda/gputest/fused_check.cu, needs nvcc and
+# an sm_90 GPU; elsewhere it says SKIP): the wgmma precision probe, GEMMs against
+# the exact product within the derived bound; `build/fused_check bench` times it.
+fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh
+	@mkdir -p $(BUILD)
+	$(NVCC) -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o $(BUILD)/fused_check cuda/gputest/fused_check.cu
+	$(BUILD)/fused_check check
 
 # Device codecs that compile for the host too, checked exhaustively without a GPU.
 test-cuda-host: $(BUILD)/e2m1_exhaustive

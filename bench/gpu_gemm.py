@@ -36,7 +36,7 @@ class GemmOperand(C.Structure):
 class GemmArgs(C.Structure):
     _fields_ = [("struct_size", C.c_size_t), ("a", GemmOperand), ("b", GemmOperand), ("alpha", C.POINTER(C.c_float)),
                 ("beta", C.POINTER(C.c_float)), ("c", C.POINTER(DLTensor)), ("bias", C.POINTER(DLTensor)),
-                ("d", C.POINTER(DLTensor)), ("accumulate", C.c_int32), ("stream", C.c_void_p)]
+                ("d", C.POINTER(DLTensor)), ("accumulate", C.c_int32), ("stream", C.c_void_p), ("exact", C.c_int32)]
 
 
 # name, (format, config fields) of X, of W; None: a dense BF16 tensor.
@@ -49,6 +49,12 @@ LIBQUANT = [
     ("mxfp4", ("mxfp4", {}), ("mxfp4", {})),
     ("nvfp4", ("nvfp4", {}), ("nvfp4", {"block_dims": 2})),
     ("mxfp8 x nvfp4", ("mxfp8", {}), ("nvfp4", {"block_dims": 2})),
+    # The same pairs with quant_gemm_args.exact: always the BF16 expansion,
+    # beside the default rows above, which take the fused Hopper kernel
+    # where the dispatch picks it (cuda/gemm.cu fused_faster).
+    ("mxfp8 exact", ("mxfp8", {}), ("mxfp8", {})),
+    ("mxfp4 exact", ("mxfp4", {}), ("mxfp4", {})),
+    ("nvfp4 exact", ("nvfp4", {}), ("nvfp4", {"block_dims": 2})),
 ]
 
 
@@ -61,10 +67,11 @@ def quantized(lib, spec, x, keep):
     return p
 
 
-def gemm_call(lib, a, b, d_dl, stream):
+def gemm_call(lib, a, b, d_dl, stream, exact=0):
     """A callable running quant_gemm(Y = A·Bᵀ) once; a/b: Prepared or a DLTensor."""
     args = GemmArgs()
     args.struct_size = C.sizeof(GemmArgs)
+    args.exact = exact
     for op, src, trans in ((args.a, a, 0), (args.b, b, 1)):
         if isinstance(src, Prepared):
             op.qtensor = src.t
@@ -142,7 +149,7 @@ def main():
             try:
                 a = quantized(lib, sa, x, keep) if sa else dl_from_torch(x)
                 b = quantized(lib, sb, w, keep) if sb else dl_from_torch(w)
-                f, _ = gemm_call(lib, a, b, d_dl, stream)
+                f, _ = gemm_call(lib, a, b, d_dl, stream, exact=int(name.endswith(" exact")))
                 res["libquant " + name] = time_gpu(f, iters=iters)
                 if m == 16:
                     for i in range(20):

@@ -48,6 +48,7 @@
 #include <utility>
 
 #include "common.cuh"
+#include "gemm_fused.cuh"
 
 namespace lq {
 namespace {
@@ -499,6 +500,54 @@ struct Scratch {
   }
 };
 
+// The fused Hopper kernel's operand (cuda/gemm_fused.cu), if v can be one: MX
+// (E8M0 per 32) or NVFP4 codes, read K-major (op(A) [M, K] or op(B)ᵀ [N, K]
+// with K contiguous: MXFP8 rowwise, MXFP4/NVFP4 either direction), scales
+// one row per operand row (compact or GEMM-swizzled).
+bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o) {
+  if (v.kind != Kind::Mxfp8 && v.kind != Kind::Mxfp4 && v.kind != Kind::Nvfp4) return false;
+  const bool kmajor = is_b ? v.trans != v.transposed : v.trans == v.transposed;
+  if (!kmajor || (v.s_jmajor && !v.s_swizzled)) return false;
+  o->data = v.data;
+  o->scale = reinterpret_cast<const uint8_t *>(v.scale);
+  o->rows = rows;
+  o->ld = v.pitch;
+  o->scale_stride = v.s_pad_j;
+  o->swizzled = v.s_swizzled;
+  o->elem = v.kind == Kind::Mxfp8 ? (v.el ? qfused::kE5M2 : qfused::kE4M3) : qfused::kE2M1;
+  return true;
+}
+
+// Where the fused kernel is faster than expanding to BF16 and cuBLASLt
+// (H100, N = K = 8192, bench/RESULTS.md "Fused Hopper GEMM"): the expansion
+// of the large operand dominates when the other is small. MX: M = 16..256
+// fused 0.07-0.21 ms vs 0.32-0.44 ms; at 4096³ and up the BF16 path wins
+// 3.5x (the per-32 promotion keeps the FP32 pipes, not the tensor cores,
+// busy). NVFP4 (two wgmmas and promotions per 32, two stages of shared
+// memory at 128×128): fused wins at M ≤ 32 (0.10-0.19 ms vs 0.34), loses at
+// M = 64 (0.37 vs 0.34) and M = 128 (0.54 vs 0.37).
+#define FUSED_WHERE "min(M,N) <= 256 (NVFP4: 32)"
+bool fused_faster(int64_t M, int64_t N, int64_t K, bool nvfp4) {
+  (void)K;
+  const int64_t small = M < N ? M : N;
+  return small <= (nvfp4 ? 32 : 256);
+}
+
+// Whether the fused kernel takes this GEMM by default (no exact flag): a pair
+// it covers (MX × MX, NVFP4 × NVFP4) on sm_90, at shapes where it beats the
+// BF16 path (bench/RESULTS.md, "Fused Hopper GEMM").
+bool fused_pick(const OpView &va, const OpView &vb, int64_t M, int64_t N, int64_t K, int dev, qfused::Params *p) {
+  const bool nv = va.kind == Kind::Nvfp4;
+  if (nv != (vb.kind == Kind::Nvfp4)) return false;
+  if (!fused_operand(va, false, M, &p->a) || !fused_operand(vb, true, N, &p->b)) return false;
+  if (!fused_faster(M, N, K, nv)) return false;
+  if (M > 65535 * 64 || N > 65535 * 64) return false;  // the kernel's grid rows (qfused::gemm refuses more)
+  if (!qfused::device_ok(dev)) return false;
+  p->M = M, p->N = N, p->K = K;
+  p->sb16 = nv;
+  return true;
+}
+
 // Whether the expansion of op(X) (A) or op(X)ᵀ (B) reads X's physical rows:
 // op row i, contraction index p is physical (i, p).
 int contiguous(const OpView &v, bool is_b) {
@@ -576,6 +625,32 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
     if (fp8_native) fa.factor = fb.factor = nullptr;  // cuBLASLt's scale pointers apply them
     alpha_kernel<<<1, 1, 0, s>>>(fa, fb, a->alpha, has_c ? a->beta : 0.0f, ab);
     LQ_LAUNCHED("alpha kernel launch");
+  }
+  if (K > 0 && !(a->flags & QUANT_PLUGIN_GEMM_EXACT)) {
+    qfused::Params fp{};
+    if (fused_pick(va, vb, M, N, K, dev, &fp)) {
+      // alpha·fa·fb from the device (ab[0]); D directly where the epilogue is
+      // alpha·Σ into FP32 or BF16, else plain FP32 sums and epilogue_kernel.
+      if (direct_epi) {
+        alpha_kernel<<<1, 1, 0, s>>>(va, vb, a->alpha, has_c ? a->beta : 0.0f, ab);
+        LQ_LAUNCHED("alpha kernel launch");
+      }
+      const bool direct = !has_c && !has_bias && !a->accumulate && (ddt == 0 || ddt == 1);
+      fp.alpha = 1.0f;
+      fp.alpha_dev = direct ? ab : nullptr;
+      fp.ldd = N;
+      float *sums = nullptr;
+      if (!direct) LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
+      fp.d = direct ? a->d.data : sums;
+      fp.d_bf16 = direct && ddt == 1;
+      LQ_CUDA(qfused::gemm(fp, s), "the fused Hopper GEMM (m=%lld n=%lld k=%lld)", (long long)M, (long long)N, (long long)K);
+      if (!direct) {
+        epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
+                                                        a->d.data, ddt, a->accumulate, M, N);
+        LQ_LAUNCHED("epilogue kernel launch");
+      }
+      return QUANT_OK;
+    }
   }
   if (K == 0) {  // no products: the epilogue of zeros
     epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(nullptr, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
@@ -717,6 +792,13 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
     return say(QUANT_GEMM_NATIVE, "FP8 block scaling (cuBLASLt) for 1x128 x 1x128 or 128x128, M, N %% 16, K %% 128 (512 for 128x128); else FP32");
   if (is_format(fa, "fp8_block") || is_format(fb, "fp8_block"))
     return say(QUANT_GEMM_EMULATED, "FP8 codes times FP32 block scales expanded to FP32, FP32 GEMM (cuBLASLt)");
+  const bool mx_a = is_format(fa, "mxfp8") || is_format(fa, "mxfp4"), mx_b = is_format(fb, "mxfp8") || is_format(fb, "mxfp4");
+  if ((mx_a && mx_b) || (is_format(fa, "nvfp4") && is_format(fb, "nvfp4"))) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && qfused::device_ok(dev))
+      return say(QUANT_GEMM_NATIVE, "sm_90: codes on FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE "; else or exact: BF16");
+    cudaGetLastError();
+  }
   return say(QUANT_GEMM_EMULATED, "expanded exactly to BF16 (per-tensor factors into alpha), BF16 tensor cores, FP32 accumulation");
 }
 

@@ -228,11 +228,16 @@ typedef struct {
   quant_plugin_tensor bias;         /* data NULL: none; [n] */
   quant_plugin_tensor d;            /* [m, n] FP32, BF16 or FP16 */
   int32_t accumulate;               /* nonzero: add the result to d's contents */
-  uint32_t reserved1;
+  uint32_t flags;                   /* QUANT_PLUGIN_GEMM_* bits (0 from hosts that predate them) */
   quant_plugin_tensor workspace;    /* data NULL: the plugin allocates what it needs, stream-ordered;
                                        else uint8 scratch the host lends for this call */
   void *stream;                     /* cudaStream_t for CUDA work */
 } quant_plugin_gemm_args;
+
+/* flags: the caller asked for the exact path (quant_gemm_args.exact): no
+ * kernel whose sums are less precise than FP32 accumulation of exact
+ * products (such as the fused Hopper GEMM's FP8 tensor-core block sums). */
+#define QUANT_PLUGIN_GEMM_EXACT 1u
 
 typedef int32_t (*quant_plugin_gemm_fn)(const quant_plugin_gemm_args *args, quant_plugin_error *err);
 

@@ -61,6 +61,9 @@ func (k *gemmKernel) Gemm(r *host.GemmRequest) error {
 		return err
 	}
 	a.accumulate = cBool(r.Accumulate)
+	if r.Exact {
+		a.flags |= C.QUANT_PLUGIN_GEMM_EXACT
+	}
 	setStream(&a.stream, r.Stream)
 	return ca.invoke(k.plugin.info.Name, unsafe.Pointer(k.g.gemm), k.what(r))
 }

@@ -141,6 +141,7 @@ type gemmRef struct {
 	accumulate    bool
 	outDType      host.DType
 	accU          float64 // > 0: the products accumulate with this unit roundoff (native FP8)
+	fusedBlock    int     // > 0: add fusedTerm over K blocks of this size (fused_test.go)
 }
 
 func (g *gemmRef) check(t *testing.T, what string, gotGPU, gotCPU []float32) (worst float64) {
@@ -160,6 +161,10 @@ func (g *gemmRef) check(t *testing.T, what string, gotGPU, gotCPU []float32) (wo
 			}
 			r := float64(g.alpha) * s
 			mag := math.Abs(float64(g.alpha)) * sa
+			fused := 0.0
+			if g.fusedBlock > 0 {
+				fused = math.Abs(float64(g.alpha)) * fusedTerm(ra, rb, g.fusedBlock)
+			}
 			if g.c != nil {
 				r += float64(g.beta) * float64(g.c[i*g.n+j])
 				mag += math.Abs(float64(g.beta) * float64(g.c[i*g.n+j]))
@@ -172,7 +177,7 @@ func (g *gemmRef) check(t *testing.T, what string, gotGPU, gotCPU []float32) (wo
 				r += float64(g.dOld[i*g.n+j])
 				mag += math.Abs(float64(g.dOld[i*g.n+j]))
 			}
-			e := gamma*mag + float64(g.k+8)*math.Ldexp(1, -149)
+			e := gamma*mag + fused + float64(g.k+8)*math.Ldexp(1, -149)
 			if g.accU > 0 {
 				nu := float64(g.k) * g.accU
 				e += nu / (1 - nu) * math.Abs(float64(g.alpha)) * sa
@@ -206,6 +211,10 @@ type gemmEpilogue struct {
 	c          string // "", "same" (C of D's dtype), "f32", "d" (C is D)
 	bias       host.DType
 	accumulate bool
+	// fused: the GPU may take the fused Hopper kernel (default dispatch); its
+	// bound adds the tensor core's block-sum error (fused_test.go). Otherwise
+	// the GPU GEMM runs with Exact set.
+	fusedBlock int
 }
 
 // runGPUGemm runs one GEMM on the CPU and on the GPU with the same operands
@@ -231,7 +240,7 @@ func runGPUGemm(t *testing.T, what string, a, b gemmSide, ta, tb bool, out host.
 		dirB = host.DirRowwise
 	}
 	av, bv := a.vals[dirA], b.vals[dirB]
-	ref := &gemmRef{m: int(m), n: int(n), k: int(k), alpha: ep.alpha, beta: ep.beta, accumulate: ep.accumulate, outDType: out}
+	ref := &gemmRef{m: int(m), n: int(n), k: int(k), alpha: ep.alpha, beta: ep.beta, accumulate: ep.accumulate, outDType: out, fusedBlock: ep.fusedBlock}
 	if a.fp8 != 0 && b.fp8 != 0 && !(a.fp8 == host.ElementE5M2 && b.fp8 == host.ElementE5M2) && m%16 == 0 && n%16 == 0 && k%16 == 0 {
 		ref.accU = math.Ldexp(1, -13) // the native FP8 path (cuda/gemm.cu)
 	}
@@ -265,7 +274,7 @@ func runGPUGemm(t *testing.T, what string, a, b gemmSide, ta, tb bool, out host.
 	copy(dCPU.Bytes8(), dInit.Bytes8())
 	dGPU := toGPU(t, dInit)
 	argsCPU := &host.GemmArgs{A: a.cpu, B: b.cpu, Alpha: ep.alpha, D: dCPU, Accumulate: ep.accumulate}
-	argsGPU := &host.GemmArgs{A: a.gpu, B: b.gpu, Alpha: ep.alpha, D: dGPU, Accumulate: ep.accumulate}
+	argsGPU := &host.GemmArgs{A: a.gpu, B: b.gpu, Alpha: ep.alpha, D: dGPU, Accumulate: ep.accumulate, Exact: ep.fusedBlock == 0}
 	argsCPU.A.Trans, argsCPU.B.Trans, argsGPU.A.Trans, argsGPU.B.Trans = ta, tb, ta, tb
 	switch ep.c {
 	case "same", "f32":

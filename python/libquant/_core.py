@@ -782,11 +782,13 @@ def _rows_cols(shape: tuple[int, ...]) -> tuple[int, int]:
 def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = False, trans_b: bool = False,
          out: ArrayLike | None = None, out_dtype: Any = "float32", alpha: float | None = None,
          beta: float | None = None, c: ArrayLike | None = None, bias: ArrayLike | None = None,
-         accumulate: bool = False, stream: int | None = None) -> Any:
+         accumulate: bool = False, stream: int | None = None, exact: bool = False) -> Any:
     """D = alpha * op(A) * op(B) + beta * C + bias (+ D if accumulate), row-major,
     FP32 accumulation (quant_gemm). Operands are QTensors (read in the direction
-    their contraction needs) or plain FP32/BF16/FP16 arrays. Returns out, or a new
-    [M, N] array of out_dtype."""
+    their contraction needs) or plain FP32/BF16/FP16 arrays. exact: never the
+    fused Hopper kernel (13-bit FP8 block sums), always the exact path, bit-stable
+    across GPUs (quant_gemm_args.exact). Returns out, or a new [M, N] array of
+    out_dtype."""
     args = L.quant_gemm_args()
     args.struct_size = C.sizeof(args)
     keep: list[Any] = []
@@ -837,6 +839,7 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
         keep.append(fb)
         args.beta = C.pointer(fb)
     args.accumulate = int(accumulate)
+    args.exact = int(exact)
     s = _stream(stream, *[k for k in keep if isinstance(k, Tensor)])
     if s is None and d.dl.device.device_type == L.kDLCUDA:
         s = _device_stream(None, _device_of(d))
