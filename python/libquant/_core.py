@@ -908,9 +908,10 @@ class QTensor:
         what = "; ".join("the %s direction would be %s" % (_DIR_NAMES[d], freed[d]) for d in dirs)
         n = len(views)
         raise StateError(
-            "%s: %s, and %d live view%s of it (Buffer or DirectionView objects, or NumPy arrays, torch tensors "
-            "or DLPack capsules made from them) would point at freed memory; nothing was changed. Delete those "
-            "views, or copy what you need (np.array(view), tensor.clone()), first" % (op, what, n, "s" if n > 1 else ""))
+            "%s: %s; %d live view%s of %s buffers (Buffer objects, held directly, by a DirectionView, or by NumPy "
+            "arrays, torch tensors or DLPack capsules made from them) would point at freed memory. Nothing was "
+            "changed: delete those views, or copy what you need (np.array(view), tensor.clone()), first"
+            % (op, what, n, "s" if n > 1 else "", "its" if len(dirs) == 1 else "their"))
 
     def _direction_view(self, d: int) -> DirectionView | None:
         fmt = self.formats[d - 1]

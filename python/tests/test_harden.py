@@ -22,6 +22,7 @@ import pytest
 import libquant as lq
 from libquant import _dlpack
 from libquant import _lib as L
+from conftest import CUDA_SKIP
 
 RNG = np.random.default_rng(77)
 
@@ -316,3 +317,31 @@ def test_cuda_dlpack_without_torch_raises_when_a_wait_is_needed(monkeypatch: pyt
     f.buf.__dlpack__(stream=0x5000)  # no wait needed: fine without torch
     with pytest.raises(BufferError, match="needs torch"):
         f.buf.__dlpack__(stream=0x7000)
+
+
+@pytest.mark.skipif(CUDA_SKIP is not None, reason=str(CUDA_SKIP))
+@pytest.mark.parametrize("consumer_kind", ["side", "default"])
+def test_cuda_consumer_stream_waits_for_libquant_stream(consumer_kind: str) -> None:
+    """On a GPU: libquant quantizes on a side stream that then stays busy (a
+    ~0.5 s spin after the quantize); a torch consumer on another stream (a second
+    side stream, or the default one: DLPack stream 1) must not run ahead of it."""
+    import torch
+
+    x = torch.randn(256, 256, device="cuda")
+    producer = torch.cuda.Stream()
+    producer.wait_stream(torch.cuda.current_stream())
+    q = lq.Quantizer("fp8")
+    with torch.cuda.stream(producer):
+        qt = q.quantize(x)
+        torch.cuda._sleep(int(1e9))  # producer busy after libquant's work
+    assert qt.last_stream == producer.cuda_stream
+    buf = qt.rowwise.data  # type: ignore[union-attr]
+    consumer = torch.cuda.Stream() if consumer_kind == "side" else torch.cuda.default_stream()
+    with torch.cuda.stream(consumer):
+        t = torch.from_dlpack(buf)  # torch passes its current stream (1 for the default one)
+        done = torch.cuda.Event()
+        done.record(consumer)
+    assert not done.query(), "the consumer's stream did not wait for libquant's stream"
+    torch.cuda.synchronize()
+    assert done.query()
+    assert t.data_ptr() == buf.ptr  # zero-copy
