@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _lib as L
 from ._dlpack import Buffer, Tensor, as_dltensor, as_output, dl_dtype
-from ._errors import InvalidArgumentError, InvalidHandleError, StateError
+from ._errors import InvalidArgumentError, InvalidHandleError, LibquantError, StateError
 
 if TYPE_CHECKING:
     import torch
@@ -550,8 +550,13 @@ class Quantizer:
         lib = L.lib()
         if usage != qu:
             L.check(lib.quant_quantizer_set_usage(h, usage))
+        want: list[BufferDesc] | None
         try:
             want = _layout(h, info.shape)
+        except LibquantError:
+            # identity without config.dtype has no layout before it quantizes: it
+            # stores the input, [M, K] of the input's dtype (quant.h)
+            want = None
         finally:
             if usage != qu:
                 lib.quant_quantizer_set_usage(h, qu)
@@ -563,7 +568,10 @@ class Quantizer:
             if not usage & d:
                 out[d] = "dropped (the quantizer's usage lacks it)"
                 continue
-            wd = sorted((_KINDS[b.kind], b.dl_dtype, b.shape) for b in want if _DIRECTIONS[b.direction] == d)
+            if want is None:
+                wd = [(0, (int(t.dl.dtype.code), int(t.dl.dtype.bits)), _rows_cols(t.shape))]
+            else:
+                wd = sorted((_KINDS[b.kind], b.dl_dtype, b.shape) for b in want if _DIRECTIONS[b.direction] == d)
             if wd != dst._buffer_layout(d):
                 out[d] = "re-allocated (a new layout: %s)" % (dst.formats[d - 1] + " -> " + self.format)
         if shared and 1 not in out:

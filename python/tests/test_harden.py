@@ -137,6 +137,35 @@ def test_quantize_into_in_place_keeps_views_valid() -> None:
     np.testing.assert_array_equal(view.view(np.uint8), q.quantize(-x).rowwise.data.numpy().view(np.uint8))  # type: ignore[union-attr]
 
 
+def test_quantize_into_persistent_keeps_viewed_directions_in_place() -> None:
+    # A persistent weight keeps (and refreshes) every direction whatever the
+    # quantizer's usage: a view of its columnwise codes stays valid and sees the
+    # new ones, and the quantizer's usage is what it was.
+    x = randn(32, 32)
+    p = lq.Quantizer("fp8").quantize(x, persistent=True)
+    col = p.columnwise.data.numpy()  # type: ignore[union-attr]
+    q = lq.Quantizer("fp8", usage="rowwise")
+    q.quantize_into(-x, p)
+    assert p.usage == lq.BOTH and q.usage == lq.ROWWISE
+    ref = lq.Quantizer("fp8").quantize(-x)
+    np.testing.assert_array_equal(col.view(np.uint8), ref.columnwise.data.numpy().view(np.uint8))  # type: ignore[union-attr]
+
+
+def test_identity_views_follow_the_shared_storage() -> None:
+    # identity keeps one storage for both directions: dropping one frees nothing,
+    # re-quantizing the same dtype reuses it, another dtype re-allocates it.
+    x = randn(4, 8)
+    q = lq.Quantizer("identity")
+    qt = q.quantize(x)
+    col = qt.columnwise.data.numpy()  # type: ignore[union-attr]
+    qt.update_usage("rowwise")
+    q.quantize_into(x * 2, qt)
+    np.testing.assert_array_equal(col, x * 2)
+    with pytest.raises(lq.StateError, match="re-allocated"):
+        q.quantize_into(x.astype(np.float16), qt)
+    np.testing.assert_array_equal(col, x * 2)
+
+
 def test_refusal_is_never_a_read_of_freed_memory_under_threads() -> None:
     """One thread makes views while another drops and re-derives the direction:
     every view either blocks the drop or is made after it, and every view read
