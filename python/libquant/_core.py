@@ -568,6 +568,7 @@ class Quantizer:
             if not usage & d:
                 out[d] = "dropped (the quantizer's usage lacks it)"
                 continue
+            wd: list[tuple[int, tuple[int, int], tuple[int, ...]]]
             if want is None:
                 wd = [(0, (int(t.dl.dtype.code), int(t.dl.dtype.bits)), _rows_cols(t.shape))]
             else:
