@@ -221,7 +221,7 @@ $(PY_VENV)/.complete: | $(PY_REQ)
 # A platform wheel carrying build/libquant.so (and build/libquant_cuda.so when built),
 # from a staging copy of python/ so that the source tree never holds a stale library.
 wheel: $(LIB) venv
-	rm -rf $(BUILD)/wheel-src && mkdir -p $(BUILD)/dist
+	rm -rf $(BUILD)/wheel-src $(BUILD)/dist/libquant-*.whl && mkdir -p $(BUILD)/dist
 	cp -r python $(BUILD)/wheel-src
 	rm -rf $(BUILD)/wheel-src/build $(BUILD)/wheel-src/*.egg-info $(BUILD)/wheel-src/tests
 	mkdir -p $(BUILD)/wheel-src/libquant/_native
