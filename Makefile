@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
+.PHONY: all demo lib mlp goplugins test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check plugins test-cuda-host
 
 all: demo
 
@@ -74,6 +74,22 @@ $(BUILD)/libquant_toy_fail.so: examples/c/plugin_toy.c include/quant_plugin.h in
 
 $(BUILD)/test_plugin: $(TOY_PLUGINS)
 
+# The Go format plugin of examples/goplugin (an executable libquant runs out of
+# process) and its sha256sum line, the manifest libquant checks it against.
+GOPLUGIN := $(BUILD)/goplugin/mxfp6
+GOPLUGIN_MANIFEST := $(BUILD)/goplugin/plugins.sha256
+
+goplugins: $(GOPLUGIN_MANIFEST)
+
+$(GOPLUGIN): go.mod go.sum $(shell find pluginsdk examples/goplugin internal/numeric internal/parallel -name '*.go' 2>/dev/null)
+	@mkdir -p $(BUILD)/goplugin
+	$(GO) build -o $@ ./examples/goplugin/mxfp6/cmd/mxfp6
+
+$(GOPLUGIN_MANIFEST): $(GOPLUGIN)
+	cd $(BUILD)/goplugin && sha256sum mxfp6 > plugins.sha256
+
+$(BUILD)/test_goplugin: $(GOPLUGIN_MANIFEST)
+
 # The CUDA plugin (cuda/ -> build/libquant_cuda.so), built where nvcc is: Hopper
 # machine code (sm_90a) plus compute_90 PTX so that newer GPUs can run it too.
 # libquant.so itself never links CUDA; it loads this file at run time.
@@ -85,6 +101,14 @@ CUDA_SRC  := $(wildcard cuda/*.cu)
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
 
 cuda: $(CUDA_LIB)
+
+# The fused Hopper GEMM's own check (cuda/gputest/fused_check.cu, needs nvcc and
+# an sm_90 GPU; elsewhere it says SKIP): the wgmma precision probe, GEMMs against
+# the exact product within the derived bound; `build/fused_check bench` times it.
+fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh
+	@mkdir -p $(BUILD)
+	$(NVCC) -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o $(BUILD)/fused_check cuda/gputest/fused_check.cu
+	$(BUILD)/fused_check check
 
 # Device codecs that compile for the host too, checked exhaustively without a GPU.
 test-cuda-host: $(BUILD)/e2m1_exhaustive
@@ -99,8 +123,12 @@ $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) include/quant_plugin.h inclu
 	@mkdir -p $(BUILD)/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -c -o $@ $<
 
+# cuBLASLt (the GEMM, cuda/gemm.cu) is linked dynamically from the toolkit
+# nvcc belongs to, found at run time through the rpath.
+CUDA_LIBDIR ?= $(abspath $(dir $(shell command -v $(NVCC) 2>/dev/null))../lib64)
 $(CUDA_LIB): $(CUDA_OBJ) cuda/libquant_cuda.map
-	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ)
+	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ) \
+	  -L$(CUDA_LIBDIR) -lcublasLt -Xlinker -rpath,$(CUDA_LIBDIR)
 
 test-go:
 	$(GO) vet ./...
@@ -145,6 +173,8 @@ test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 	@echo "== $(BUILD)/test_plugin with LIBQUANT_PLUGIN_PATH"
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
+	@echo "== $(BUILD)/test_goplugin with LIBQUANT_PLUGIN_PATH"
+	LIBQUANT_PLUGIN_PATH=$(GOPLUGIN) LIBQUANT_PLUGIN_MANIFEST=$(GOPLUGIN_MANIFEST) $(BUILD)/test_goplugin
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
 	$(BUILD)/mlp_train quick batch=45
@@ -191,7 +221,7 @@ $(PY_VENV)/.complete: | $(PY_REQ)
 # A platform wheel carrying build/libquant.so (and build/libquant_cuda.so when built),
 # from a staging copy of python/ so that the source tree never holds a stale library.
 wheel: $(LIB) venv
-	rm -rf $(BUILD)/wheel-src && mkdir -p $(BUILD)/dist
+	rm -rf $(BUILD)/wheel-src $(BUILD)/dist/libquant-*.whl && mkdir -p $(BUILD)/dist
 	cp -r python $(BUILD)/wheel-src
 	rm -rf $(BUILD)/wheel-src/build $(BUILD)/wheel-src/*.egg-info $(BUILD)/wheel-src/tests
 	mkdir -p $(BUILD)/wheel-src/libquant/_native
