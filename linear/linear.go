@@ -738,7 +738,7 @@ func (l *Layer) checkWeightQ(a *ForwardArgs, k int64) (n int64, err error) {
 			return 0, host.Errorf(host.ErrInvalidArgument, "%s: shape %v, want [N=%d, K=%d] (K is the input's last dim, N weight 0's)", iname, shape, n, k)
 		}
 		if t.Device().Type != host.CPU {
-			return 0, host.Errorf(host.ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version", iname, t.Device())
+			return 0, host.Errorf(host.ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version (quant_gemm runs on the GPU; the linear layers do not use it yet)", iname, t.Device())
 		}
 		if u := t.Usage(); !u.Has(need) {
 			return 0, host.Errorf(host.ErrInvalidArgument, "%s: holds usage %s, this call reads %s (rowwise for the forward GEMM, columnwise for grad_input; quantize persistent weights with both)", iname, u, need)
