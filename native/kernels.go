@@ -18,7 +18,7 @@ func setStream(dst *unsafe.Pointer, stream uintptr) {
 
 // withParams allocates an argument block of size followed by a parameter block
 // filled from p, which the args' params field must point at.
-func withParams(size C.size_t, p host.Params) (callArgs, *C.quant_plugin_params, error) {
+func withParams(size C.size_t, p *host.Params) (callArgs, *C.quant_plugin_params, error) {
 	ca, err := newCallArgs(size + C.sizeof_quant_plugin_params)
 	if err != nil {
 		return ca, nil, err
@@ -42,7 +42,7 @@ func (f *format) Name() string { return f.name }
 
 func (f *format) NewSpec(p host.Params) (host.Spec, error) {
 	if f.f.check != nil {
-		ca, cp, err := withParams(C.sizeof_quant_plugin_check_args, p)
+		ca, cp, err := withParams(C.sizeof_quant_plugin_check_args, &p)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +69,7 @@ type spec struct {
 func (s *spec) Params() host.Params { return s.p }
 
 func (s *spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error) {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_layout_args, s.p)
+	ca, cp, err := withParams(C.sizeof_quant_plugin_layout_args, &s.p)
 	if err != nil {
 		return nil, err
 	}
@@ -133,12 +133,13 @@ type kernels struct {
 	k      *C.quant_plugin_kernels
 }
 
-func (n *kernels) what(op string, p host.Params) string {
-	return op + " of " + p.Format + " on " + host.DeviceType(n.k.device_type).String()
+func (n *kernels) what(name string, p *host.Params) op {
+	return op{what: name, format: p.Format, device: host.DeviceType(n.k.device_type)}
 }
 
 func (n *kernels) Amax(r *host.AmaxRequest) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_amax_args, r.Spec.Params())
+	p := r.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_amax_args, &p)
 	if err != nil {
 		return err
 	}
@@ -147,18 +148,19 @@ func (n *kernels) Amax(r *host.AmaxRequest) error {
 	a.struct_size = C.uint32_t(C.sizeof_quant_plugin_amax_args)
 	a.want = C.uint32_t(r.Want)
 	a.params = cp
-	if err := tensorToC(r.Input, []int64{r.M, r.K}, &a.input); err != nil {
+	if err := tensor2DToC(r.Input, r.M, r.K, &a.input); err != nil {
 		return err
 	}
-	if err := tensorToC(r.Out, nil, &a.out); err != nil {
+	if err := tensorToC(r.Out, &a.out); err != nil {
 		return err
 	}
 	setStream(&a.stream, r.Stream)
-	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.amax), n.what("amax", r.Spec.Params()))
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.amax), n.what("amax", &p))
 }
 
 func (n *kernels) Quantize(r *host.QuantizeRequest) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_quantize_args, r.Spec.Params())
+	p := r.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_quantize_args, &p)
 	if err != nil {
 		return err
 	}
@@ -166,7 +168,7 @@ func (n *kernels) Quantize(r *host.QuantizeRequest) error {
 	a := (*C.quant_plugin_quantize_args)(ca.args)
 	a.struct_size = C.uint32_t(C.sizeof_quant_plugin_quantize_args)
 	a.params = cp
-	if err := tensorToC(r.Input, []int64{r.M, r.K}, &a.input); err != nil {
+	if err := tensor2DToC(r.Input, r.M, r.K, &a.input); err != nil {
 		return err
 	}
 	for d, st := range r.Out {
@@ -175,7 +177,7 @@ func (n *kernels) Quantize(r *host.QuantizeRequest) error {
 		}
 	}
 	if r.AmaxIn != nil {
-		if err := tensorToC(*r.AmaxIn, nil, &a.amax_in); err != nil {
+		if err := tensorToC(*r.AmaxIn, &a.amax_in); err != nil {
 			return err
 		}
 	}
@@ -185,7 +187,7 @@ func (n *kernels) Quantize(r *host.QuantizeRequest) error {
 		a.delayed_scale = C.float(delayed.CastScale())
 	}
 	setStream(&a.stream, r.Stream)
-	if err := ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.quantize), n.what("quantize", r.Spec.Params())); err != nil {
+	if err := ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.quantize), n.what("quantize", &p)); err != nil {
 		return err
 	}
 	if isDelayed {
@@ -230,7 +232,8 @@ func stageAmax(r *host.QuantizeRequest, d host.DelayedCast) error {
 }
 
 func (n *kernels) Dequantize(r *host.DequantizeRequest) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_dequantize_args, r.Spec.Params())
+	p := r.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_dequantize_args, &p)
 	if err != nil {
 		return err
 	}
@@ -243,15 +246,16 @@ func (n *kernels) Dequantize(r *host.DequantizeRequest) error {
 		return err
 	}
 	a.m, a.k = C.int64_t(r.M), C.int64_t(r.K)
-	if err := tensorToC(r.Out, []int64{r.M, r.K}, &a.out); err != nil {
+	if err := tensor2DToC(r.Out, r.M, r.K, &a.out); err != nil {
 		return err
 	}
 	setStream(&a.stream, r.Stream)
-	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.dequantize), n.what("dequantize", r.Spec.Params()))
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.dequantize), n.what("dequantize", &p))
 }
 
 func (n *kernels) Derive(r *host.DeriveRequest) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_derive_args, r.Spec.Params())
+	p := r.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_derive_args, &p)
 	if err != nil {
 		return err
 	}
@@ -269,7 +273,7 @@ func (n *kernels) Derive(r *host.DeriveRequest) error {
 	}
 	a.m, a.k = C.int64_t(r.M), C.int64_t(r.K)
 	setStream(&a.stream, r.Stream)
-	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.derive), n.what("derive", r.Spec.Params()))
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.derive), n.what("derive", &p))
 }
 
 // swizzlingKernels are the kernel sets that also convert scale layouts.
@@ -277,7 +281,8 @@ type swizzlingKernels struct{ kernels }
 
 // SwizzleScales runs on the default stream: ScaleSwizzler takes none.
 func (n *swizzlingKernels) SwizzleScales(st *host.Storage, dir host.Direction, m, k int64, swizzled bool) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_swizzle_args, st.Spec.Params())
+	p := st.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_swizzle_args, &p)
 	if err != nil {
 		return err
 	}
@@ -291,7 +296,7 @@ func (n *swizzlingKernels) SwizzleScales(st *host.Storage, dir host.Direction, m
 		return err
 	}
 	a.m, a.k = C.int64_t(m), C.int64_t(k)
-	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.swizzle_scales), n.what("scale swizzle", st.Spec.Params()))
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.swizzle_scales), n.what("scale swizzle", &p))
 }
 
 // memory is a plugin's memory table for one device type.
