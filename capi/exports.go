@@ -247,7 +247,7 @@ func quant_quantize_into(q *C.quant_quantizer, input *C.capi_const_DLTensor, opt
 		if err != nil {
 			return err
 		}
-		in, err := tensorFromDL("input", unsafe.Pointer(input))
+		in, err := tensorFromDLView("input", unsafe.Pointer(input))
 		if err != nil {
 			return err
 		}
