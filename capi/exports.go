@@ -481,6 +481,9 @@ func quant_delayed_scaling_state(q *C.capi_const_quantizer, direction C.uint32_t
 		if err != nil {
 			return err
 		}
+		if err := ds.Fetch(); err != nil {
+			return err
+		}
 		if scale != nil {
 			if err := fillView(scale, ds.Scale(), &e.shapes); err != nil {
 				return err

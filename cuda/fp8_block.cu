@@ -258,21 +258,6 @@ __global__ void block_dequantize_kernel(const uint8_t *__restrict__ q, BlockScal
   }
 }
 
-__global__ void transpose_bytes(const uint8_t *__restrict__ src, uint8_t *dst, int64_t m, int64_t k) {
-  __shared__ uint8_t t[32][33];
-  int64_t tiles_k = (k + 31) / 32;
-  int64_t k0 = (int64_t)(blockIdx.x % tiles_k) * 32, m0 = (int64_t)(blockIdx.x / tiles_k) * 32;
-  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-    int64_t mm = m0 + j, kk = k0 + threadIdx.x;
-    if (mm < m && kk < k) t[j][threadIdx.x] = src[mm * k + kk];
-  }
-  __syncthreads();
-  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-    int64_t kk = k0 + j, mm = m0 + threadIdx.x;
-    if (kk < k && mm < m) dst[kk * m + mm] = t[threadIdx.x][j];
-  }
-}
-
 __global__ void transpose_scales(const float *__restrict__ src, int64_t src_stride, float *dst, int64_t dst_stride, int64_t mb, int64_t kb) {
   int64_t n = mb * kb, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
@@ -364,11 +349,7 @@ extern "C" int32_t lq_block_derive(const quant_plugin_derive_args *a, quant_plug
   LQ_TRY(block_dir(a->to, true, true, a->m, a->k, &to, err));
   cudaStream_t s = stream_of(a->stream);
   LQ_TRY(zero_scale_padding(to, s, err));
-  int64_t tiles = ceil_div(a->m, 32) * ceil_div(a->k, 32);
-  if (tiles > 0) {
-    transpose_bytes<<<(unsigned)tiles, dim3(32, 8), 0, s>>>(from.data, to.data, a->m, a->k);
-    LQ_LAUNCHED("fp8_block transpose kernel launch");
-  }
+  LQ_TRY(transpose_bytes(from.data, to.data, a->m, a->k, s, err));
   int64_t mb = ceil_div(a->m, kTile), kb = ceil_div(a->k, kTile);
   if (mb * kb > 0) {
     int64_t blocks = ceil_div(mb * kb, 256);

@@ -12,6 +12,7 @@
 // casts and reduces the amax in one pass. Rowwise + columnwise come from one
 // cast kernel that stages 128×64 tiles in shared memory.
 #include <float.h>
+#include <stddef.h>
 
 #include "common.cuh"
 
@@ -132,12 +133,16 @@ struct CastParams {
   const float *amax_src;                 // current scaling: where the amax is
   uint32_t *amax_accum;                  // delayed scaling: the amax is reduced here
   float delayed_scale;
+  const float *scale_dev;                // delayed scaling, state on the device: the scale
+  uint32_t *hist0;                       // ... and the history's staging slot h[0]
   float fp8_max, eps;
   int pow2, delayed;
 };
 
+__device__ __forceinline__ float delayed_scale_of(const CastParams &p) { return p.scale_dev ? *p.scale_dev : p.delayed_scale; }
+
 __device__ __forceinline__ float cast_scale(const CastParams &p) {
-  return p.delayed ? p.delayed_scale : scale_from_amax(*p.amax_src, p.fp8_max, p.pow2 != 0, p.eps, FLT_MAX);
+  return p.delayed ? delayed_scale_of(p) : scale_from_amax(*p.amax_src, p.fp8_max, p.pow2 != 0, p.eps, FLT_MAX);
 }
 
 // One CTA writes the scalars: scale_inv = 1/scale at cast time (spec §2.3), and
@@ -155,16 +160,15 @@ __device__ __forceinline__ void write_scalars(const CastParams &p, float scale) 
   }
 }
 
-// Rowwise only: a flat pass over m·k elements, 8 per step.
+// Rowwise casts of groups of 8 elements start, start+stride, ...: returns the
+// thread's amax bits (when AMAX). The thread with tail set also does the
+// n mod 8 last elements, threads 0 .. n%8-1 one each.
 template <typename T, Fp8 F, bool VEC, bool AMAX>
-__global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
-  float scale = cast_scale(p);
-  write_scalars(p, scale);
+__device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, float scale, int64_t start, int64_t stride, bool tail) {
   const T *x = (const T *)p.in;
   int64_t n = p.m * p.k, groups = n / 8;
-  int64_t stride = (int64_t)gridDim.x * blockDim.x;
   uint32_t m = 0;
-  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
+  for (int64_t g = start; g < groups; g += stride) {
     float v[8];
     load8<T, VEC>(x + g * 8, v);
     uint32_t w[4];
@@ -186,13 +190,26 @@ __global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
       }
     }
   }
-  if (blockIdx.x == 0 && threadIdx.x < (n & 7)) {
+  if (tail && threadIdx.x < (n & 7)) {
     int64_t i = groups * 8 + threadIdx.x;
     float v = to_f32(x[i]);
     if (AMAX) m = amax_bits_nan_ignored(m, v);
     p.row[i] = fp8<F>(__fmul_rn(v, scale));
   }
-  if (AMAX) block_max_atomic(m, p.amax_accum);
+  return m;
+}
+
+// Rowwise only: a flat pass over m·k elements, 8 per step.
+template <typename T, Fp8 F, bool VEC, bool AMAX>
+__global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
+  float scale = cast_scale(p);
+  write_scalars(p, scale);
+  uint32_t m = cast_flat_range<T, F, VEC, AMAX>(p, scale, (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                                                 (int64_t)gridDim.x * blockDim.x, blockIdx.x == 0);
+  if (AMAX) {
+    block_max_atomic(m, p.amax_accum);
+    if (p.hist0) block_max_atomic(m, p.hist0);
+  }
 }
 
 // Rowwise and/or columnwise (the transpose) from 128×128 tiles, without
@@ -205,16 +222,14 @@ __global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
 // bytes of a row, sixteen lanes' 4 bytes of a transposed row (H100 run 1: with
 // a warp of 128 rows × 16 columns the rowwise stores wrote half sectors and
 // "both" ran at 56% of copy against 81% for columnwise alone). Threads whose
-// piece is ragged or misaligned go element by element.
+// piece is ragged or misaligned go element by element. 256 threads per tile.
 constexpr int kRT = 128;
 
 template <typename T, Fp8 F, bool ROW, bool AMAX>
-__global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, int vec_ok) {
-  float scale = cast_scale(p);
-  write_scalars(p, scale);
+__device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, float scale, int64_t tile, int vec_ok) {
   const T *x = (const T *)p.in;
   int64_t tiles_c = (p.k + kRT - 1) / kRT;
-  int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kRT, c0 = (int64_t)(blockIdx.x % tiles_c) * kRT;
+  int64_t r0 = (tile / tiles_c) * kRT, c0 = (tile % tiles_c) * kRT;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int64_t gr = r0 + 64 * (warp & 1) + 4 * (lane >> 1), gc = c0 + 32 * (warp >> 1) + 16 * (lane & 1);
   uint32_t m = 0;
@@ -265,7 +280,95 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
       }
     }
   }
-  if (AMAX) block_max_atomic(m, p.amax_accum);
+  return m;
+}
+
+template <typename T, Fp8 F, bool ROW, bool AMAX>
+__global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, int vec_ok) {
+  float scale = cast_scale(p);
+  write_scalars(p, scale);
+  uint32_t m = cast_transpose_tile<T, F, ROW, AMAX>(p, scale, blockIdx.x, vec_ok);
+  if (AMAX) {
+    block_max_atomic(m, p.amax_accum);
+    if (p.hist0) block_max_atomic(m, p.hist0);
+  }
+}
+
+// Small tensors (at most kSmallN elements, where the host's launch costs
+// exceed the GPU's work: decode batches, MoE experts): the whole quantize in
+// one launch of one CTA. It reduces the amax itself (current scaling without a
+// caller's amax, and delayed scaling) instead of a memset, an amax kernel and
+// a copy, then casts with the same per-element code as the large path, so the
+// bytes are the same.
+constexpr int64_t kSmallN = 65536;
+
+template <typename T, Fp8 F, bool ROW, bool COL>
+__global__ void __launch_bounds__(kThreads) fp8_small_kernel(CastParams p, int vec_in, int vec_ok) {
+  __shared__ uint32_t red[kThreads / 32];
+  const T *x = (const T *)p.in;
+  int64_t n = p.m * p.k, groups = n / 8;
+  uint32_t m = 0;
+  bool need_amax = p.delayed || p.amax_src == nullptr;
+  if (need_amax) {
+    if (vec_in) {
+      for (int64_t g = threadIdx.x; g < groups; g += kThreads) {
+        float v[8];
+        load8<T, true>(x + g * 8, v);
+#pragma unroll
+        for (int i = 0; i < 8; i++) m = amax_bits_nan_ignored(m, v[i]);
+      }
+      if (threadIdx.x < (n & 7)) m = amax_bits_nan_ignored(m, to_f32(x[groups * 8 + threadIdx.x]));
+    } else {
+      for (int64_t i = threadIdx.x; i < n; i += kThreads) m = amax_bits_nan_ignored(m, to_f32(x[i]));
+    }
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = red[0];
+#pragma unroll
+    for (int w = 1; w < kThreads / 32; w++) m = max(m, red[w]);
+  }
+  float amax = __uint_as_float(m);
+  float scale = p.delayed ? delayed_scale_of(p)
+                          : scale_from_amax(p.amax_src ? *p.amax_src : amax, p.fp8_max, p.pow2 != 0, p.eps, FLT_MAX);
+  if (threadIdx.x == 0) {
+    float si = __frcp_rn(scale);
+    if (p.row_scale_inv) *p.row_scale_inv = si;
+    if (p.col_scale_inv) *p.col_scale_inv = si;
+    float a = need_amax ? amax : *p.amax_src;
+    if (p.row_amax) *p.row_amax = a;
+    if (p.col_amax) *p.col_amax = a;
+    if (p.delayed && p.hist0 != nullptr && m != 0) atomicMax(p.hist0, m);
+  }
+  if (COL) {
+    int64_t tiles = ((p.m + kRT - 1) / kRT) * ((p.k + kRT - 1) / kRT);
+    for (int64_t t = 0; t < tiles; t++) cast_transpose_tile<T, F, ROW, false>(p, scale, t, vec_ok);
+  } else if (vec_ok) {
+    cast_flat_range<T, F, true, false>(p, scale, threadIdx.x, kThreads, true);
+  } else {
+    cast_flat_range<T, F, false, false>(p, scale, threadIdx.x, kThreads, true);
+  }
+}
+
+// The cast-transpose kernels' vector condition.
+inline int transpose_vec_ok(const CastParams &p) {
+  return aligned16(p.in) && (reinterpret_cast<uintptr_t>(p.col) & 3) == 0 && p.k % 16 == 0 && p.m % 4 == 0 &&
+         (p.row == nullptr || aligned16(p.row));
+}
+
+template <typename T, Fp8 F>
+int32_t launch_small(const CastParams &p, cudaStream_t s, quant_plugin_error *err) {
+  int vec_in = aligned16(p.in);
+  if (p.col != nullptr) {
+    int vec_ok = transpose_vec_ok(p);
+    if (p.row != nullptr) fp8_small_kernel<T, F, true, true><<<1, kThreads, 0, s>>>(p, vec_in, vec_ok);
+    else fp8_small_kernel<T, F, false, true><<<1, kThreads, 0, s>>>(p, vec_in, vec_ok);
+  } else {
+    int vec_ok = vec_in && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
+    fp8_small_kernel<T, F, true, false><<<1, kThreads, 0, s>>>(p, vec_in, vec_ok);
+  }
+  LQ_LAUNCHED("fp8 small-tensor quantize kernel launch");
+  return QUANT_OK;
 }
 
 template <typename T, Fp8 F>
@@ -288,8 +391,7 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
   int64_t tiles = ceil_div(p.m, kRT) * ceil_div(p.k, kRT);
   if (tiles < 1) tiles = 1;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: [%lld, %lld] has too many tiles", (long long)p.m, (long long)p.k);
-  int vec_ok = aligned16(p.in) && (reinterpret_cast<uintptr_t>(p.col) & 3) == 0 && p.k % 16 == 0 && p.m % 4 == 0 &&
-               (p.row == nullptr || aligned16(p.row));
+  int vec_ok = transpose_vec_ok(p);
   unsigned g = (unsigned)tiles;
   if (p.row != nullptr) {
     if (p.delayed) cast_transpose_kernel<T, F, true, true><<<g, kThreads, 0, s>>>(p, vec_ok);
@@ -300,6 +402,46 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
   }
   LQ_LAUNCHED("fp8 cast-transpose kernel launch");
   return QUANT_OK;
+}
+
+// The delayed-scaling update of spec §2.4 on a state in device memory, in
+// one CTA: plugins/fp8's delayedState.Update, step for step. The history
+// rolls in chunks of the block: every thread reads its h[i+1] before the
+// barrier and writes h[i] after it, and a chunk's reads never touch what an
+// earlier chunk wrote.
+constexpr int kUpdateThreads = 1024;
+
+__global__ void __launch_bounds__(kUpdateThreads) delayed_update_kernel(float *scale, float *h, int64_t n, int has_reduced,
+                                                                         float reduced, float scaled_max, int most_recent) {
+  __shared__ float red[kUpdateThreads / 32];
+  float a0 = h[0];
+  if (has_reduced && reduced != 0.0f) a0 = reduced;
+  __syncthreads();  // every thread has read h[0] before any writes it
+  float amax = 0.0f;
+  if (a0 != 0.0f) {
+    for (int64_t base = 0; base < n; base += kUpdateThreads) {
+      int64_t i = base + threadIdx.x;
+      float v = 0.0f;
+      if (i < n) v = i < n - 1 ? h[i + 1] : a0;
+      __syncthreads();
+      if (i < n) {
+        h[i] = i > 0 ? v : 0.0f;
+        amax = fmaxf(amax, v);  // a NaN entry is ignored, as Go's a > amax does
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    amax = red[0];
+    for (int w = 1; w < kUpdateThreads / 32; w++) amax = fmaxf(amax, red[w]);
+    if (most_recent) amax = a0;
+  }
+  if (threadIdx.x == 0) {
+    float sc = *scale;
+    if (!isinf(amax) && amax > 0.0f) sc = __fdiv_rn(scaled_max, amax);
+    if (isinf(sc)) sc = FLT_MAX;
+    *scale = sc;
+  }
 }
 
 // Dequantize: x = fl32(decode(q) · scale_inv), rounded to the output dtype;
@@ -328,22 +470,6 @@ __global__ void dequant_transposed_kernel(const uint8_t *__restrict__ col, const
   for (int j = threadIdx.y; j < 32; j += blockDim.y) {
     int64_t mm = m0 + j, kk = k0 + threadIdx.x;
     if (mm < m && kk < k) store_out(out + mm * k + kk, __fmul_rn(fp8_decode<F>(t[threadIdx.x][j]), si));
-  }
-}
-
-// dst[c][r] = src[r][c] for bytes: [m, k] -> [k, m].
-__global__ void transpose_bytes_kernel(const uint8_t *__restrict__ src, uint8_t *dst, int64_t m, int64_t k) {
-  __shared__ uint8_t t[32][33];
-  int64_t tiles_k = (k + 31) / 32;
-  int64_t k0 = (int64_t)(blockIdx.x % tiles_k) * 32, m0 = (int64_t)(blockIdx.x / tiles_k) * 32;
-  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-    int64_t mm = m0 + j, kk = k0 + threadIdx.x;
-    if (mm < m && kk < k) t[j][threadIdx.x] = src[mm * k + kk];
-  }
-  __syncthreads();
-  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-    int64_t kk = k0 + j, mm = m0 + threadIdx.x;
-    if (kk < k && mm < m) dst[kk * m + mm] = t[threadIdx.x][j];
   }
 }
 
@@ -435,21 +561,39 @@ extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_pl
   p.eps = a->params->amax_epsilon;
   p.pow2 = a->params->force_pow2_scales;
   float *first_amax = row.amax ? row.amax : col.amax;
+  bool small = n <= kSmallN;
   if (a->has_delayed_scale) {
     p.delayed = 1;
     p.delayed_scale = a->delayed_scale;
+    // A state in device memory (appended fields): scale read and amax staged
+    // on the device, nothing for the host to wait for.
+    if (a->struct_size >= offsetof(quant_plugin_quantize_args, delayed_amax_dev) + sizeof(float *) && a->delayed_scale_dev != nullptr) {
+      if (a->delayed_amax_dev == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "delayed_amax_dev: NULL with delayed_scale_dev set");
+      p.scale_dev = a->delayed_scale_dev;
+      p.hist0 = (uint32_t *)a->delayed_amax_dev;
+    }
     p.amax_accum = (uint32_t *)first_amax;
-    LQ_CUDA(cudaMemsetAsync(first_amax, 0, sizeof(float), s), "zeroing the amax");
+    if (!small) LQ_CUDA(cudaMemsetAsync(first_amax, 0, sizeof(float), s), "zeroing the amax");
   } else if (a->amax_in.data != nullptr) {
     LQ_TRY(check_device(a->amax_in, "options.amax", err));
     if (numel(a->amax_in) != 2 || !dtype_is(a->amax_in.dtype, kDLFloat, 32))
       return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "options.amax: want float32 [2]");
     p.amax_src = (const float *)a->amax_in.data + (row.data ? 0 : 1);
-  } else {
+  } else if (!small) {
     LQ_TRY(global_amax(a->input, t, first_amax, s, err));
     p.amax_src = first_amax;
   }
   int32_t st = QUANT_ERROR_INTERNAL;
+  if (small) {
+    switch (t) {
+      case InType::F32: st = f == Fp8::E4M3 ? launch_small<float, Fp8::E4M3>(p, s, err) : launch_small<float, Fp8::E5M2>(p, s, err); break;
+      case InType::BF16:
+        st = f == Fp8::E4M3 ? launch_small<__nv_bfloat16, Fp8::E4M3>(p, s, err) : launch_small<__nv_bfloat16, Fp8::E5M2>(p, s, err);
+        break;
+      case InType::F16: st = f == Fp8::E4M3 ? launch_small<__half, Fp8::E4M3>(p, s, err) : launch_small<__half, Fp8::E5M2>(p, s, err); break;
+    }
+    return st;
+  }
   switch (t) {
     case InType::F32: st = f == Fp8::E4M3 ? launch_cast<float, Fp8::E4M3>(p, s, err) : launch_cast<float, Fp8::E5M2>(p, s, err); break;
     case InType::BF16:
@@ -460,6 +604,25 @@ extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_pl
   LQ_TRY(st);
   if (p.delayed && row.amax && col.amax)
     LQ_CUDA(cudaMemcpyAsync(col.amax, row.amax, sizeof(float), cudaMemcpyDeviceToDevice, s), "copying the amax");
+  return QUANT_OK;
+}
+
+extern "C" int32_t lq_fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err) {
+  if (a->struct_size < sizeof(quant_plugin_delayed_update_args))
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "args: struct_size %u is too small", a->struct_size);
+  LQ_TRY(check_device(a->scale, "scale", err));
+  LQ_TRY(check_device(a->history, "history", err));
+  if (numel(a->scale) != 1 || !dtype_is(a->scale.dtype, kDLFloat, 32))
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "scale: want float32 [1]");
+  int64_t n = numel(a->history);
+  if (n < 1 || !dtype_is(a->history.dtype, kDLFloat, 32) || a->history.data == nullptr)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "history: want float32 [L], L >= 1");
+  if (!(a->reduced_amax >= 0.0f)) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "reduced_amax: %g must be >= 0", a->reduced_amax);
+  cudaStream_t s = stream_of(a->stream);
+  delayed_update_kernel<<<1, kUpdateThreads, 0, s>>>((float *)a->scale.data, (float *)a->history.data, n, a->has_reduced,
+                                                     a->reduced_amax, a->scaled_max,
+                                                     a->params->amax_compute_algo == QUANT_AMAX_MOST_RECENT);
+  LQ_LAUNCHED("delayed-scaling update kernel launch");
   return QUANT_OK;
 }
 
@@ -512,11 +675,7 @@ extern "C" int32_t lq_fp8_derive(const quant_plugin_derive_args *a, quant_plugin
   LQ_TRY(fp8_storage(a->to, n, "to", &to, err));
   if (from.data == nullptr || to.data == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "storage: empty");
   cudaStream_t s = stream_of(a->stream);
-  int64_t tiles = ceil_div(a->m, 32) * ceil_div(a->k, 32);
-  if (tiles > 0) {
-    transpose_bytes_kernel<<<(unsigned)tiles, dim3(32, 8), 0, s>>>(from.data, to.data, a->m, a->k);
-    LQ_LAUNCHED("fp8 transpose kernel launch");
-  }
+  LQ_TRY(transpose_bytes(from.data, to.data, a->m, a->k, s, err));
   LQ_CUDA(cudaMemcpyAsync(to.scale_inv, from.scale_inv, 4, cudaMemcpyDeviceToDevice, s), "copying scale_inv");
   LQ_CUDA(cudaMemcpyAsync(to.amax, from.amax, 4, cudaMemcpyDeviceToDevice, s), "copying amax");
   return QUANT_OK;

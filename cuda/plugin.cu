@@ -191,15 +191,21 @@ int32_t mem_sync(quant_plugin_memory_args *a, quant_plugin_error *err) {
 // The table
 // ---------------------------------------------------------------------------
 
-#define KERNELS(fmt, amax, quantize, dequantize, derive, swizzle) \
-  { fmt, kDLCUDA, 0, amax, quantize, dequantize, derive, swizzle, nullptr, { nullptr, nullptr, nullptr, nullptr } }
+int32_t fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err) {
+  LQ_ARGS(a);
+  LQ_TRY(check_params(a->params, err));
+  return guarded(err, [&] { return lq_fp8_delayed_update(a, err); });
+}
+
+#define KERNELS(fmt, amax, quantize, dequantize, derive, swizzle, update) \
+  { fmt, kDLCUDA, 0, amax, quantize, dequantize, derive, swizzle, nullptr, update, { nullptr, nullptr, nullptr } }
 
 const quant_plugin_kernels kKernels[] = {
-    KERNELS("fp8", fp8_amax, fp8_quantize, fp8_dequantize, fp8_derive, nullptr),
-    KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr),
-    KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle),
-    KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle),
-    KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle),
+    KERNELS("fp8", fp8_amax, fp8_quantize, fp8_dequantize, fp8_derive, nullptr, fp8_delayed_update),
+    KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr, nullptr),
+    KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr),
+    KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr),
+    KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle, nullptr),
 };
 
 const quant_plugin_memory kMemory[] = {

@@ -184,7 +184,19 @@ func (n *kernels) Quantize(r *host.QuantizeRequest) error {
 	delayed, isDelayed := r.State.(host.DelayedCast)
 	if isDelayed {
 		a.has_delayed_scale = 1
-		a.delayed_scale = C.float(delayed.CastScale())
+		// A state the device can update stays in device memory: the kernel reads
+		// the scale and reduces the amax there, and nothing waits for the stream.
+		if ds, ok := r.State.(host.DeviceDelayedState); ok && n.k.delayed_update != nil && r.Input.Device.Type != host.CPU {
+			scale, hist, err := ds.DeviceBuffers(r.Input.Device, r.Stream)
+			if err != nil {
+				return err
+			}
+			a.delayed_scale_dev = (*C.float)(scale.Ptr)
+			a.delayed_amax_dev = (*C.float)(hist.Ptr)
+			isDelayed = false
+		} else {
+			a.delayed_scale = C.float(delayed.CastScale())
+		}
 	}
 	setStream(&a.stream, r.Stream)
 	if err := ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.quantize), n.what("quantize", &p)); err != nil {
@@ -194,6 +206,36 @@ func (n *kernels) Quantize(r *host.QuantizeRequest) error {
 		return stageAmax(r, delayed)
 	}
 	return nil
+}
+
+// DelayedUpdate runs the spec §2.4 update on a state in device memory
+// (host.DelayedUpdater).
+func (n *kernels) DelayedUpdate(r *host.DelayedUpdateRequest) error {
+	p := r.Spec.Params()
+	if n.k.delayed_update == nil {
+		return host.Errorf(host.ErrUnsupported, "plugin %s: provides no delayed-scaling update of %s on %s", n.plugin.info.Name, p.Format, host.DeviceType(n.k.device_type))
+	}
+	ca, cp, err := withParams(C.sizeof_quant_plugin_delayed_update_args, &p)
+	if err != nil {
+		return err
+	}
+	defer ca.free()
+	a := (*C.quant_plugin_delayed_update_args)(ca.args)
+	a.struct_size = C.uint32_t(C.sizeof_quant_plugin_delayed_update_args)
+	a.params = cp
+	if err := tensorToC(r.Scale, &a.scale); err != nil {
+		return err
+	}
+	if err := tensorToC(r.History, &a.history); err != nil {
+		return err
+	}
+	if r.Reduced != nil {
+		a.has_reduced = 1
+		a.reduced_amax = C.float(*r.Reduced)
+	}
+	a.scaled_max = C.float(r.ScaledMax)
+	setStream(&a.stream, r.Stream)
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.delayed_update), n.what("delayed-scaling update", &p))
 }
 
 // stageAmax reads the amax the kernel wrote and stages it into the delayed

@@ -456,32 +456,68 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 }
 
 // TestDelayedScalingMatchesCPU: a few steps of quantize + update, the scale and
-// history included.
+// history included. On the GPU the state lives in device memory (the quantize
+// reads the scale and reduces the amax there, the update is a kernel, issue
+// #15); Fetch copies it back. Shapes on both sides of the one-CTA small-tensor
+// path, both amax algorithms, a history longer than the update kernel's
+// block, a reduced amax, and a CPU quantize in between that brings the GPU
+// quantizer's state back to C memory.
 func TestDelayedScalingMatchesCPU(t *testing.T) {
 	needGPU(t)
 	for _, el := range []host.Element{host.ElementE4M3, host.ElementE5M2} {
 		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
-			t.Run(fmt.Sprintf("%s/%s", el, usage), func(t *testing.T) {
-				p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, Element: el, AmaxHistoryLen: 4, Margin: 1}
-				qc, err := host.NewQuantizer(p, usage)
-				require.NoError(t, err)
-				defer qc.Release()
-				qg, err := host.NewQuantizer(p, usage)
-				require.NoError(t, err)
-				defer qg.Release()
-				for step := 0; step < 4; step++ {
-					kind := []string{"normal", "wide", "adversarial", "normal"}[step]
-					x := input(t, host.BFloat16, kind, 130, 260, uint64(step))
-					cq, gq := quantizeBoth(t, qc, qg, x, 0x99, nil)
-					compareTensors(t, fmt.Sprintf("step %d", step), cq, gq)
+			for _, c := range []struct {
+				name  string
+				shape [2]int64
+				hist  int32
+				algo  host.AmaxAlgo
+			}{
+				{"small max", [2]int64{130, 260}, 4, host.AmaxMax},
+				{"large max", [2]int64{300, 260}, 4, host.AmaxMax},
+				{"small most_recent long", [2]int64{64, 96}, 1500, host.AmaxMostRecent},
+				{"large max long", [2]int64{520, 300}, 2100, host.AmaxMax},
+			} {
+				t.Run(fmt.Sprintf("%s/%s/%s", el, usage, c.name), func(t *testing.T) {
+					p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, Element: el, AmaxHistoryLen: c.hist, Margin: 1, AmaxAlgo: c.algo}
+					qc, err := host.NewQuantizer(p, usage)
+					require.NoError(t, err)
+					defer qc.Release()
+					qg, err := host.NewQuantizer(p, usage)
+					require.NoError(t, err)
+					defer qg.Release()
 					cs, _ := qc.DelayedState(host.DirRowwise)
 					gs, _ := qg.DelayedState(host.DirRowwise)
-					requireSameBytes(t, "history", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
-					require.NoError(t, cs.Update(nil))
-					require.NoError(t, gs.Update(nil))
-					requireSameBytes(t, "scale", cs.Scale().Bytes8(), gs.Scale().Bytes8())
-				}
-			})
+					for step := 0; step < 6; step++ {
+						kind := []string{"normal", "wide", "adversarial", "normal", "wide", "normal"}[step]
+						x := input(t, host.BFloat16, kind, c.shape[0], c.shape[1], uint64(step))
+						if step == 3 {
+							// A CPU quantize on the GPU quantizer: its state comes back.
+							cq, err := qc.Quantize(x, host.QuantizeOptions{})
+							require.NoError(t, err)
+							gq, err := qg.Quantize(x, host.QuantizeOptions{})
+							require.NoError(t, err)
+							compareTensors(t, "cpu step", cq, gq)
+							cq.Free()
+							gq.Free()
+						} else {
+							cq, gq := quantizeBoth(t, qc, qg, x, 0x99, nil)
+							compareTensors(t, fmt.Sprintf("step %d", step), cq, gq)
+						}
+						require.NoError(t, gs.Fetch())
+						requireSameBytes(t, "history", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
+						var reduced *float32
+						if step == 4 {
+							r := float32(3e4)
+							reduced = &r
+						}
+						require.NoError(t, cs.Update(reduced))
+						require.NoError(t, gs.Update(reduced))
+						require.NoError(t, gs.Fetch())
+						requireSameBytes(t, "scale", cs.Scale().Bytes8(), gs.Scale().Bytes8())
+						requireSameBytes(t, "history after update", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
+					}
+				})
+			}
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"libquant/host"
 	_ "libquant/host/cpumem"
+	"libquant/host/hosttest"
+	"libquant/internal/testutil"
 	"libquant/native"
 	_ "libquant/plugins/fp8"
 	_ "libquant/plugins/mxfp8"
@@ -114,5 +116,55 @@ func TestQuantizeIntoAllocatesNothing(t *testing.T) {
 			})
 			require.Zero(t, allocs, "Go allocations per QuantizeInto")
 		})
+	}
+}
+
+// The delayed-scaling state moves to the "device" at the first device
+// quantize, is updated there, comes back on Fetch and on a CPU quantize, and
+// follows the CPU state's sequence throughout (spec §2.3, §2.4). The fake
+// plugin's amax and update are written after the same rules, so a difference
+// is in the host's handling: a lost amax, an update on the wrong copy, a stale
+// fetch.
+func TestDelayedStateOnDeviceFollowsCPU(t *testing.T) {
+	load(t)
+	for _, algo := range []host.AmaxAlgo{host.AmaxMax, host.AmaxMostRecent} {
+		p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 3, Margin: 1, AmaxAlgo: algo}
+		qc, err := host.NewQuantizer(p, host.Rowwise)
+		require.NoError(t, err)
+		defer qc.Release()
+		qg, err := host.NewQuantizer(p, host.Rowwise)
+		require.NoError(t, err)
+		defer qg.Release()
+		cs, _ := qc.DelayedState(host.DirRowwise)
+		gs, _ := qg.DelayedState(host.DirRowwise)
+		dev := host.Device{Type: host.CUDA}
+		for step := 0; step < 6; step++ {
+			x := hosttest.Tensor(t, host.BFloat16, 4, 8)
+			host.StoreFloat32(x, 0, testutil.Normal(32, float64(step+1), uint64(step)))
+			gx, err := host.AllocTensor(dev, host.BFloat16, []int64{4, 8}, 0)
+			require.NoError(t, err)
+			require.NoError(t, host.CopyTensor(gx, x, 0))
+			ct, err := qc.Quantize(x, host.QuantizeOptions{})
+			require.NoError(t, err)
+			ct.Free()
+			src := gx
+			if step == 3 {
+				src = x // a CPU quantize brings the state back to C memory
+			}
+			gt, err := qg.Quantize(src, host.QuantizeOptions{})
+			require.NoError(t, err)
+			gt.Free()
+			host.FreeTensor(gx, 0)
+			var reduced *float32
+			if step == 4 {
+				r := float32(100)
+				reduced = &r
+			}
+			require.NoError(t, cs.Update(reduced))
+			require.NoError(t, gs.Update(reduced))
+			require.NoError(t, gs.Fetch())
+			require.Equal(t, cs.AmaxHistory().Float32s(), gs.AmaxHistory().Float32s(), "%v step %d history", algo, step)
+			require.Equal(t, cs.Scale().Float32s(), gs.Scale().Float32s(), "%v step %d scale", algo, step)
+		}
 	}
 }
