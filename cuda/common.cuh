@@ -523,6 +523,7 @@ int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *
 int32_t lq_mx_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_mx_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err);
 int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
+int32_t lq_block_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err);
 int32_t lq_block_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_block_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
 int32_t lq_nvfp4_amax(const quant_plugin_amax_args *a, quant_plugin_error *err);

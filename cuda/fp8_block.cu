@@ -7,10 +7,13 @@
 //	scale     = ScaleFromAmax(amax, 448, pow2 = !fp32_scales, amax_epsilon, max of the input dtype)
 //	scale_inv = fl32(1/scale);  q = RNE_sat_e4m3(fl32(x · scale))
 //
-// One pass: each CTA reads a 128×128 tile once into registers and writes both
+// One pass: a resident grid of CTAs walks the 128×128 tiles, prefetching the
+// next tile into shared memory while it casts the current one and writes both
 // directions; the columnwise amaxes and the transposed codes go through shared
 // memory.
 #include <float.h>
+
+#include <mutex>
 
 #include "common.cuh"
 
@@ -41,18 +44,76 @@ __device__ __forceinline__ void block_scale(const BlockParams &p, uint32_t amax_
   *scale_inv = __frcp_rn(*scale);
 }
 
-// Thread t holds rows 8·(t/16) .. +7 and columns 8·(t%16) .. +7 of the tile.
-template <typename T, bool ROW, bool COL, bool TWO_D>
-__global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
-  __shared__ uint32_t part[kThreads / 16][kTile];
-  __shared__ float colscale[kTile];
-  __shared__ uint8_t qt[COL ? kTile : 1][kQStride];
-  __shared__ uint32_t red[kThreads / 32];
+// 16-byte asynchronous copies global -> shared (cp.async, sm_80+), so that the
+// next tile's loads are in flight while this one is computed and stored.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_prev() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+// Thread t holds rows 8·(t/16) .. +7 and columns 8·(t%16) .. +7 of a tile.
+__device__ __forceinline__ bool tile_full(const BlockParams &p, int64_t tile, int64_t tiles_c) {
+  return p.vec && (tile / tiles_c) * kTile + kTile <= p.m && (tile % tiles_c) * kTile + kTile <= p.k;
+}
+
+// Starts the copy of the thread's own 8×8 piece of a full tile into stage
+// (row-major 128×128): the thread later reads exactly what it copied, so its
+// own cp.async.wait is the only ordering needed, and a stage is rewritten
+// only by the thread that read it.
+template <typename T>
+__device__ __forceinline__ void prefetch_piece(const BlockParams &p, int64_t tile, int64_t tiles_c, T *stage) {
   const T *x = (const T *)p.in;
-  int64_t tiles_c = (p.k + kTile - 1) / kTile;
-  int64_t tr = blockIdx.x / tiles_c, tc = blockIdx.x % tiles_c;
+  int64_t r0 = (tile / tiles_c) * kTile, c0 = (tile % tiles_c) * kTile;
+  int g = threadIdx.x / 16, ch = threadIdx.x % 16;
+  constexpr int kPer16 = 16 / sizeof(T);
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    int row = 8 * g + i;
+    const T *src = x + (r0 + row) * p.k + c0 + 8 * ch;
+    T *dst = stage + row * kTile + 8 * ch;
+#pragma unroll
+    for (int c = 0; c < 8 / kPer16; c++) cp_async16(dst + c * kPer16, src + c * kPer16);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void load8_shared(const T *p, float (&v)[8]) {
+  if constexpr (sizeof(T) == 2) {
+    uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const T *h = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = to_f32(h[i]);
+  } else {
+    float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  }
+}
+
+// The shared memory of one CTA besides the input stages.
+struct BlockShared {
+  uint32_t part[kThreads / 16][kTile];
+  float colscale[kTile];
+  uint8_t qt[kTile][kQStride];
+  uint32_t red[kThreads / 32];
+};
+
+// Stage bytes per tile of input type T; two stages.
+template <typename T>
+__host__ __device__ constexpr size_t stage_bytes() { return (size_t)kTile * kTile * sizeof(T); }
+template <typename T>
+__host__ __device__ constexpr size_t block_smem() { return 2 * stage_bytes<T>() + sizeof(BlockShared); }
+
+// One tile: the thread's 8×8 values come from the prefetched stage (full
+// tiles) or straight from global memory with zeros outside the tensor.
+template <typename T, bool ROW, bool COL, bool TWO_D>
+__device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, int64_t tiles_c, const T *stage, BlockShared &sh) {
+  const T *x = (const T *)p.in;
+  int64_t tr = tile / tiles_c, tc = tile % tiles_c;
   int64_t r0 = tr * kTile, c0 = tc * kTile;
-  bool full = p.vec && r0 + kTile <= p.m && c0 + kTile <= p.k;
+  bool full = stage != nullptr;
   int g = threadIdx.x / 16, ch = threadIdx.x % 16;
   int64_t gc = c0 + 8 * ch;
   float v[8][8];
@@ -60,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
   for (int i = 0; i < 8; i++) {
     int64_t r = r0 + 8 * g + i;
     if (full) {
-      load8<T, true>(x + r * p.k + gc, v[i]);
+      load8_shared<T>(stage + (8 * g + i) * kTile + 8 * ch, v[i]);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; e++) v[i][e] = (r < p.m && gc + e < p.k) ? to_f32(x[r * p.k + gc + e]) : 0.0f;
@@ -74,11 +135,11 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
 #pragma unroll
       for (int e = 0; e < 8; e++) mf = amax_f(mf, v[i][e]);
     uint32_t m = warp_max(__float_as_uint(mf));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = m;
     __syncthreads();
-    m = red[0];
+    m = sh.red[0];
 #pragma unroll
-    for (int w = 1; w < kThreads / 32; w++) m = max(m, red[w]);
+    for (int w = 1; w < kThreads / 32; w++) m = max(m, sh.red[w]);
     float s, si;
     block_scale(p, m, &s, &si);
 #pragma unroll
@@ -127,29 +188,27 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
 #pragma unroll
       for (int e = 0; e < 8; e++) cs[e] = rs[0];
     } else {
-      uint32_t pm[8];
 #pragma unroll
       for (int e = 0; e < 8; e++) {
         float mf = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; i++) mf = amax_f(mf, v[i][e]);
-        pm[e] = __float_as_uint(mf);
-        part[g][8 * ch + e] = pm[e];
+        sh.part[g][8 * ch + e] = __float_as_uint(mf);
       }
       __syncthreads();
       if (threadIdx.x < kTile) {
         int c = threadIdx.x;
-        uint32_t m = part[0][c];
+        uint32_t m = sh.part[0][c];
 #pragma unroll
-        for (int j = 1; j < kThreads / 16; j++) m = max(m, part[j][c]);
+        for (int j = 1; j < kThreads / 16; j++) m = max(m, sh.part[j][c]);
         float s, si;
         block_scale(p, m, &s, &si);
-        colscale[c] = s;
+        sh.colscale[c] = s;
         if (c0 + c < p.k) p.col_s.buf[p.col_s.index(c0 + c, tr)] = si;
       }
       __syncthreads();
 #pragma unroll
-      for (int e = 0; e < 8; e++) cs[e] = colscale[8 * ch + e];
+      for (int e = 0; e < 8; e++) cs[e] = sh.colscale[8 * ch + e];
     }
     // Codes of column 8ch+e, rows 8g..8g+7, into qt[column][row].
 #pragma unroll
@@ -157,7 +216,7 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
       uint32_t w[4];
 #pragma unroll
       for (int j = 0; j < 4; j++) w[j] = fp8x2<Fp8::E4M3>(__fmul_rn(v[2 * j][e], cs[e]), __fmul_rn(v[2 * j + 1][e], cs[e]));
-      uint32_t *d = reinterpret_cast<uint32_t *>(&qt[8 * ch + e][8 * g]);
+      uint32_t *d = reinterpret_cast<uint32_t *>(&sh.qt[8 * ch + e][8 * g]);
       d[0] = w[0] | (w[1] << 16);
       d[1] = w[2] | (w[3] << 16);
     }
@@ -173,29 +232,131 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           int piece = 2 * j + h;
-          const uint32_t *s = reinterpret_cast<const uint32_t *>(&qt[c][16 * piece]);
+          const uint32_t *s = reinterpret_cast<const uint32_t *>(&sh.qt[c][16 * piece]);
           *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = make_uint4(s[0], s[1], s[2], s[3]);
         }
       } else {
 #pragma unroll
         for (int j = 0; j < 64; j++)
-          if (orow + j < p.m) p.col[oc * p.m + orow + j] = qt[c][64 * h + j];
+          if (orow + j < p.m) p.col[oc * p.m + orow + j] = sh.qt[c][64 * h + j];
       }
     }
   }
 }
 
-template <typename T, bool ROW, bool COL>
-void launch_b2(const BlockParams &p, bool two_d, unsigned grid, cudaStream_t s) {
-  if (two_d) fp8_block_kernel<T, ROW, COL, true><<<grid, kThreads, 0, s>>>(p);
-  else fp8_block_kernel<T, ROW, COL, false><<<grid, kThreads, 0, s>>>(p);
+// The tiles a launch walks: one tensor's, or a group's (quantize_grouped),
+// numbered tensor after tensor.
+struct OneTensor {
+  BlockParams p;
+  int64_t ntiles;
+  __device__ __forceinline__ int64_t total() const { return ntiles; }
+  __device__ __forceinline__ const BlockParams &locate(int64_t tile, int64_t *local) const {
+    *local = tile;
+    return p;
+  }
+};
+
+// Tensors per grouped launch: the group travels as a kernel parameter (up to
+// 32 KB since CUDA 12.1).
+constexpr int kMaxGroup = 128;
+
+struct TensorGroup {
+  int count;
+  int64_t first[kMaxGroup + 1];  // first tile of tensor i; first[count] = all tiles
+  BlockParams t[kMaxGroup];
+  __device__ __forceinline__ int64_t total() const { return first[count]; }
+  __device__ __forceinline__ const BlockParams &locate(int64_t tile, int64_t *local) const {
+    int lo = 0, hi = count - 1;  // the last i with first[i] <= tile
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (first[mid] <= tile) lo = mid;
+      else hi = mid - 1;
+    }
+    *local = tile - first[lo];
+    return t[lo];
+  }
+};
+
+__device__ __forceinline__ int64_t tiles_c_of(const BlockParams &p) { return (p.k + kTile - 1) / kTile; }
+
+// A resident grid walks the tiles; each CTA starts the copy of its next full
+// tile into the other shared-memory stage before it works on the current one,
+// so that the loads of one tile overlap the arithmetic and stores of the last
+// (the one-tile-per-CTA kernel held 64 values per thread in registers, ran 2
+// CTAs per SM and left the memory idle while it computed: 48-59 % of copy).
+template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
+__global__ void __launch_bounds__(kThreads) fp8_block_kernel(const __grid_constant__ G grp) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  T *stages = reinterpret_cast<T *>(smem);
+  BlockShared &sh = *reinterpret_cast<BlockShared *>(smem + 2 * stage_bytes<T>());
+  int64_t total = grp.total();
+  int64_t tile = blockIdx.x;
+  if (tile < total) {
+    int64_t lt;
+    const BlockParams &p = grp.locate(tile, &lt);
+    if (tile_full(p, lt, tiles_c_of(p))) prefetch_piece<T>(p, lt, tiles_c_of(p), stages);
+  }
+  cp_async_commit();
+  for (int it = 0; tile < total; tile += gridDim.x, it++) {
+    T *cur = stages + (it & 1) * kTile * kTile;
+    int64_t next = tile + gridDim.x;
+    if (next < total) {
+      int64_t lt;
+      const BlockParams &p = grp.locate(next, &lt);
+      if (tile_full(p, lt, tiles_c_of(p))) prefetch_piece<T>(p, lt, tiles_c_of(p), stages + ((it + 1) & 1) * kTile * kTile);
+    }
+    cp_async_commit();
+    cp_async_wait_prev();  // this tile's piece has landed
+    int64_t lt;
+    const BlockParams &p = grp.locate(tile, &lt);
+    int64_t tc = tiles_c_of(p);
+    block_tile<T, ROW, COL, TWO_D>(p, lt, tc, tile_full(p, lt, tc) ? cur : nullptr, sh);
+    __syncthreads();  // the next tile reuses sh
+  }
 }
 
-template <typename T>
-void launch_b(const BlockParams &p, bool two_d, unsigned grid, cudaStream_t s) {
-  if (p.row && p.col) launch_b2<T, true, true>(p, two_d, grid, s);
-  else if (p.row) launch_b2<T, true, false>(p, two_d, grid, s);
-  else launch_b2<T, false, true>(p, two_d, grid, s);
+template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
+int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
+  auto kern = fp8_block_kernel<T, ROW, COL, TWO_D, G>;
+  constexpr size_t smem = block_smem<T>();
+  // Once per kernel: the dynamic shared-memory limit and how many CTAs fit.
+  static const int resident = [&] {
+    int per_sm = 0, dev = 0, sms = 0;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
+      cudaGetLastError();
+      return 0;
+    }
+    return per_sm * sms;
+  }();
+  if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the quantize kernel does not fit this GPU (%zu bytes of shared memory)", smem);
+  unsigned g = (unsigned)(ntiles < resident ? ntiles : resident);
+  kern<<<g, kThreads, smem, s>>>(grp);
+  LQ_LAUNCHED("fp8_block quantize kernel launch");
+  return QUANT_OK;
+}
+
+template <typename T, bool ROW, bool COL, typename G>
+int32_t launch_b2(const G &grp, bool two_d, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
+  return two_d ? launch_b3<T, ROW, COL, true>(grp, ntiles, s, err) : launch_b3<T, ROW, COL, false>(grp, ntiles, s, err);
+}
+
+template <typename T, typename G>
+int32_t launch_b(const G &grp, bool row, bool col, bool two_d, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
+  if (row && col) return launch_b2<T, true, true>(grp, two_d, ntiles, s, err);
+  if (row) return launch_b2<T, true, false>(grp, two_d, ntiles, s, err);
+  return launch_b2<T, false, true>(grp, two_d, ntiles, s, err);
+}
+
+template <typename G>
+int32_t launch_typed(InType t, const G &grp, bool row, bool col, bool two_d, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
+  switch (t) {
+    case InType::F32: return launch_b<float>(grp, row, col, two_d, ntiles, s, err);
+    case InType::BF16: return launch_b<__nv_bfloat16>(grp, row, col, two_d, ntiles, s, err);
+    case InType::F16: return launch_b<__half>(grp, row, col, two_d, ntiles, s, err);
+  }
+  return fail(err, QUANT_ERROR_INTERNAL, "input type");
 }
 
 // The scale layout of a direction (blockScaleLayoutOf): rows, stride, valid
@@ -271,47 +432,94 @@ __global__ void transpose_scales(const float *__restrict__ src, int64_t src_stri
 
 using namespace lq;
 
+namespace {
+
+// One tensor's parameters, checks and scale padding (zeroPadding), shared by
+// the single and the grouped quantize. *tiles: its 128×128 tiles.
+int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t, BlockParams *p, int64_t *tiles, bool *row,
+                      bool *col, quant_plugin_error *err) {
+  int64_t m = a->input.shape[0], k = a->input.shape[1];
+  *row = a->out[0].num_buffers > 0;
+  *col = a->out[1].num_buffers > 0;
+  if (!*row && !*col) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
+  BlockDir rd, cd;
+  if (*row) LQ_TRY(block_dir(a->out[0], two_d, false, m, k, &rd, err));
+  if (*col) LQ_TRY(block_dir(a->out[1], two_d, true, m, k, &cd, err));
+  cudaStream_t s = stream_of(a->stream);
+  if (*row) LQ_TRY(zero_scale_padding(rd, s, err));
+  if (*col) LQ_TRY(zero_scale_padding(cd, s, err));
+  *tiles = ceil_div(m, kTile) * ceil_div(k, kTile);
+  if (*tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
+  *p = BlockParams{};
+  p->in = a->input.data;
+  p->m = m;
+  p->k = k;
+  p->row = rd.data;
+  p->col = cd.data;
+  p->row_s = rd.s;
+  p->col_s = cd.s;
+  p->eps = a->params->amax_epsilon;
+  p->pow2 = !a->params->fp32_scales;
+  uint32_t bf16_max = 0x7F7F0000u;  // 0x1.FEp127, the largest BF16
+  float bf16_maxf;
+  memcpy(&bf16_maxf, &bf16_max, sizeof bf16_maxf);
+  p->vfi = t == InType::BF16 ? bf16_maxf : t == InType::F16 ? 65504.0f : FLT_MAX;
+  p->vec = aligned16(a->input.data) && k % 8 == 0 && (rd.data == nullptr || (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0) &&
+           (cd.data == nullptr || aligned16(cd.data));
+  return QUANT_OK;
+}
+
+}  // namespace
+
 extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
   InType t;
   LQ_TRY(input_type(a->input, "input", &t, err));
   LQ_TRY(check_device(a->input, "input", err));
-  bool two_d;
+  bool two_d, row, col;
   LQ_TRY(block_params(a->params, &two_d, err));
-  int64_t m = a->input.shape[0], k = a->input.shape[1];
-  bool has_row = a->out[0].num_buffers > 0, has_col = a->out[1].num_buffers > 0;
-  if (!has_row && !has_col) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
-  BlockDir row, col;
-  if (has_row) LQ_TRY(block_dir(a->out[0], two_d, false, m, k, &row, err));
-  if (has_col) LQ_TRY(block_dir(a->out[1], two_d, true, m, k, &col, err));
+  OneTensor one;
+  LQ_TRY(block_prepare(a, two_d, t, &one.p, &one.ntiles, &row, &col, err));
+  if (one.ntiles == 0) return QUANT_OK;
+  return launch_typed(t, one, row, col, two_d, one.ntiles, stream_of(a->stream), err);
+}
+
+// Every tensor of the group in one launch (up to kMaxGroup tensors per
+// launch): the tiles of all of them, numbered tensor after tensor.
+extern "C" int32_t lq_block_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  if (a->count == 0) return QUANT_OK;
+  InType t;
+  LQ_TRY(input_type(a->items[0].input, "items[0].input", &t, err));
+  bool two_d;
+  LQ_TRY(block_params(a->items[0].params, &two_d, err));
+  static TensorGroup grp;  // 15 KB: not on the stack; guarded by mu
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  bool row0 = false, col0 = false;
   cudaStream_t s = stream_of(a->stream);
-  if (has_row) LQ_TRY(zero_scale_padding(row, s, err));
-  if (has_col) LQ_TRY(zero_scale_padding(col, s, err));
-  int64_t tiles = ceil_div(m, kTile) * ceil_div(k, kTile);
-  if (tiles == 0) return QUANT_OK;
-  if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
-  BlockParams p{};
-  p.in = a->input.data;
-  p.m = m;
-  p.k = k;
-  p.row = row.data;
-  p.col = col.data;
-  p.row_s = row.s;
-  p.col_s = col.s;
-  p.eps = a->params->amax_epsilon;
-  p.pow2 = !a->params->fp32_scales;
-  uint32_t bf16_max = 0x7F7F0000u;  // 0x1.FEp127, the largest BF16
-  float bf16_maxf;
-  memcpy(&bf16_maxf, &bf16_max, sizeof bf16_maxf);
-  p.vfi = t == InType::BF16 ? bf16_maxf : t == InType::F16 ? 65504.0f : FLT_MAX;
-  p.vec = aligned16(a->input.data) && k % 8 == 0 && (row.data == nullptr || (reinterpret_cast<uintptr_t>(row.data) & 7) == 0) &&
-          (col.data == nullptr || aligned16(col.data));
-  unsigned grid = (unsigned)tiles;
-  switch (t) {
-    case InType::F32: launch_b<float>(p, two_d, grid, s); break;
-    case InType::BF16: launch_b<__nv_bfloat16>(p, two_d, grid, s); break;
-    case InType::F16: launch_b<__half>(p, two_d, grid, s); break;
+  for (uint32_t base = 0; base < a->count; base += kMaxGroup) {
+    uint32_t n = a->count - base < (uint32_t)kMaxGroup ? a->count - base : (uint32_t)kMaxGroup;
+    grp.count = 0;
+    grp.first[0] = 0;
+    for (uint32_t j = 0; j < n; j++) {
+      const quant_plugin_quantize_args *q = &a->items[base + j];
+      InType ti;
+      LQ_TRY(input_type(q->input, "items[].input", &ti, err));
+      if (ti != t) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].input: another dtype than items[0]", base + j);
+      LQ_TRY(check_device(q->input, "items[].input", err));
+      if (q->stream != a->stream) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].stream: not the group's stream", base + j);
+      bool row, col;
+      int64_t tiles;
+      LQ_TRY(block_prepare(q, two_d, t, &grp.t[grp.count], &tiles, &row, &col, err));
+      if (base + j == 0) row0 = row, col0 = col;
+      else if (row != row0 || col != col0)
+        return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);
+      if (tiles == 0) continue;
+      grp.first[grp.count + 1] = grp.first[grp.count] + tiles;
+      grp.count++;
+    }
+    if (grp.count == 0) continue;
+    LQ_TRY(launch_typed(t, grp, row0, col0, two_d, grp.first[grp.count], s, err));
   }
-  LQ_LAUNCHED("fp8_block quantize kernel launch");
   return QUANT_OK;
 }
 

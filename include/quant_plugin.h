@@ -209,6 +209,19 @@ typedef int32_t (*quant_plugin_dequantize_fn)(const quant_plugin_dequantize_args
 typedef int32_t (*quant_plugin_derive_fn)(const quant_plugin_derive_args *args, quant_plugin_error *err);
 typedef int32_t (*quant_plugin_swizzle_fn)(const quant_plugin_swizzle_args *args, quant_plugin_error *err);
 typedef int32_t (*quant_plugin_delayed_update_fn)(const quant_plugin_delayed_update_args *args, quant_plugin_error *err);
+
+/* quantize_grouped: count quantizes of one format in one call (one launch
+ * where it can: MoE experts). items[i] is what a quantize call of tensor i
+ * would get; every item has the same params, stream and present directions.
+ * Equal, byte for byte, to calling quantize on each item in order. */
+typedef struct {
+  uint32_t struct_size;
+  uint32_t count;
+  const quant_plugin_quantize_args *items; /* [count] */
+  void *stream;
+} quant_plugin_quantize_grouped_args;
+
+typedef int32_t (*quant_plugin_quantize_grouped_fn)(const quant_plugin_quantize_grouped_args *args, quant_plugin_error *err);
 /* Reserved for GEMM; its argument struct comes with a later ABI version. ABI 1
  * plugins leave it NULL and the host ignores it. */
 typedef int32_t (*quant_plugin_gemm_fn)(const void *args, quant_plugin_error *err);
@@ -225,7 +238,8 @@ typedef struct {
   quant_plugin_swizzle_fn swizzle_scales; /* may be NULL */
   quant_plugin_gemm_fn gemm;              /* reserved: NULL */
   quant_plugin_delayed_update_fn delayed_update; /* may be NULL: formats without delayed scaling */
-  void *reserved[3];
+  quant_plugin_quantize_grouped_fn quantize_grouped; /* may be NULL: the host calls quantize per tensor */
+  void *reserved[2];
 } quant_plugin_kernels;
 
 /* Buffer description a layout function fills. */

@@ -235,6 +235,7 @@ func statusError(plugin string, status int32, msg string) error {
 type callArgs struct {
 	args unsafe.Pointer
 	err  *C.quant_plugin_error
+	size C.size_t // bytes at args
 }
 
 // callBlockSize is the size of every recycled argument block: the largest
@@ -271,13 +272,18 @@ func newCallArgs(size C.size_t) (callArgs, error) {
 		C.free(unsafe.Pointer(e))
 		return callArgs{}, host.Errorf(host.ErrOutOfMemory, "plugin call arguments")
 	}
-	return callArgs{a, e}, nil
+	return callArgs{a, e, size}, nil
 }
 
-// free recycles the block (callers allocate blocks through newCallArgs only,
-// so every block of at most callBlockSize bytes is exactly that size).
+// free recycles a block of callBlockSize bytes and returns a larger one (a
+// grouped call's) to C.
 func (c callArgs) free() {
 	if c.args == nil {
+		return
+	}
+	if c.size != callBlockSize {
+		C.free(c.args)
+		C.free(unsafe.Pointer(c.err))
 		return
 	}
 	callBlocks.Lock()

@@ -166,46 +166,95 @@ func (n *kernels) Quantize(r *host.QuantizeRequest) error {
 	}
 	defer ca.free()
 	a := (*C.quant_plugin_quantize_args)(ca.args)
+	staged, err := n.fillQuantize(a, cp, r)
+	if err != nil {
+		return err
+	}
+	if err := ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.quantize), n.what("quantize", &p)); err != nil {
+		return err
+	}
+	if staged != nil {
+		return stageAmax(r, staged)
+	}
+	return nil
+}
+
+// fillQuantize writes r into a quantize argument block; staged is the
+// delayed-scaling state whose amax the host must stage after the call (one
+// that stays in C memory), else nil.
+func (n *kernels) fillQuantize(a *C.quant_plugin_quantize_args, cp *C.quant_plugin_params, r *host.QuantizeRequest) (staged host.DelayedCast, err error) {
 	a.struct_size = C.uint32_t(C.sizeof_quant_plugin_quantize_args)
 	a.params = cp
 	if err := tensor2DToC(r.Input, r.M, r.K, &a.input); err != nil {
-		return err
+		return nil, err
 	}
 	for d, st := range r.Out {
 		if err := storageToC(st, &a.out[d]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if r.AmaxIn != nil {
 		if err := tensorToC(*r.AmaxIn, &a.amax_in); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	delayed, isDelayed := r.State.(host.DelayedCast)
-	if isDelayed {
+	if delayed, ok := r.State.(host.DelayedCast); ok {
 		a.has_delayed_scale = 1
 		// A state the device can update stays in device memory: the kernel reads
 		// the scale and reduces the amax there, and nothing waits for the stream.
 		if ds, ok := r.State.(host.DeviceDelayedState); ok && n.k.delayed_update != nil && r.Input.Device.Type != host.CPU {
 			scale, hist, err := ds.DeviceBuffers(r.Input.Device, r.Stream)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			a.delayed_scale_dev = (*C.float)(scale.Ptr)
 			a.delayed_amax_dev = (*C.float)(hist.Ptr)
-			isDelayed = false
 		} else {
 			a.delayed_scale = C.float(delayed.CastScale())
+			staged = delayed
 		}
 	}
 	setStream(&a.stream, r.Stream)
-	if err := ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.quantize), n.what("quantize", &p)); err != nil {
-		return err
+	return staged, nil
+}
+
+// QuantizeGrouped hands the plugin every request in one call
+// (host.GroupedKernels); handled is false when the plugin has no grouped
+// quantize for this format or the state must be staged on the host.
+func (n *kernels) QuantizeGrouped(rs []host.QuantizeRequest) (bool, error) {
+	if n.k.quantize_grouped == nil || len(rs) == 0 {
+		return false, nil
 	}
-	if isDelayed {
-		return stageAmax(r, delayed)
+	if _, ok := rs[0].State.(host.DelayedCast); ok {
+		if _, dev := rs[0].State.(host.DeviceDelayedState); !dev || n.k.delayed_update == nil {
+			return false, nil
+		}
 	}
-	return nil
+	p := rs[0].Spec.Params()
+	itemSize := C.size_t(C.sizeof_quant_plugin_quantize_args)
+	head := C.size_t(C.sizeof_quant_plugin_quantize_grouped_args)
+	head = (head + 15) &^ 15
+	ca, cp, err := withParams(head+itemSize*C.size_t(len(rs)), &p)
+	if err != nil {
+		return true, err
+	}
+	defer ca.free()
+	g := (*C.quant_plugin_quantize_grouped_args)(ca.args)
+	g.struct_size = C.uint32_t(C.sizeof_quant_plugin_quantize_grouped_args)
+	g.count = C.uint32_t(len(rs))
+	items := unsafe.Slice((*C.quant_plugin_quantize_args)(unsafe.Add(ca.args, uintptr(head))), len(rs))
+	g.items = &items[0]
+	for i := range rs {
+		staged, err := n.fillQuantize(&items[i], cp, &rs[i])
+		if err != nil {
+			return true, err
+		}
+		if staged != nil {
+			return true, host.Errorf(host.ErrPlugin, "grouped quantize: item %d needs its amax staged on the host", i)
+		}
+	}
+	setStream(&g.stream, rs[0].Stream)
+	return true, ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.quantize_grouped), n.what("grouped quantize", &p))
 }
 
 // DelayedUpdate runs the spec §2.4 update on a state in device memory

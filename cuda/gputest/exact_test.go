@@ -607,3 +607,76 @@ func TestDeviceMismatchIsAnError(t *testing.T) {
 	require.Error(t, err)
 	require.ErrorContains(t, err, "cuda:7")
 }
+
+// TestQuantizeGroupedMatchesCPU: a grouped quantize (one launch for the
+// group where the plugin has a grouped kernel: fp8_block; one call per tensor
+// otherwise) writes, for every tensor of a group of different shapes, the
+// bytes a CPU quantize of that tensor alone writes. A group of 130 small
+// tensors crosses the plugin's per-launch limit of 128.
+func TestQuantizeGroupedMatchesCPU(t *testing.T) {
+	needGPU(t)
+	groups := map[string][][2]int64{
+		"mixed": {{256, 512}, {130, 270}, {1, 5}, {384, 1024}, {128, 128}},
+	}
+	many := make([][2]int64, 130)
+	for i := range many {
+		many[i] = [2]int64{int64(1 + i%7*40), int64(128 + i%3*64)}
+	}
+	groups["130 tensors"] = many
+	for _, c := range []host.Params{
+		{Format: "fp8_block"}, {Format: "fp8_block", BlockDims: 2}, {Format: "fp8_block", FP32Scales: true},
+		{Format: "mxfp8"}, {Format: "fp8"}, {Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 3},
+	} {
+		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+			for gname, shapes := range groups {
+				if c.Format == "mxfp8" && gname == "mixed" {
+					shapes = [][2]int64{{256, 512}, {64, 96}, {384, 1024}} // MX blocks of 32
+				}
+				if c.Format == "mxfp8" && gname != "mixed" {
+					continue
+				}
+				for _, dt := range []host.DType{host.BFloat16, host.Float32} {
+					name := fmt.Sprintf("%s dims=%d fp32=%v scaling=%d/%s/%s/%s", c.Format, c.BlockDims, c.FP32Scales, c.Scaling, usage, gname, dt)
+					t.Run(name, func(t *testing.T) {
+						qc, err := host.NewQuantizer(c, usage)
+						require.NoError(t, err)
+						defer qc.Release()
+						qg, err := host.NewQuantizer(c, usage)
+						require.NoError(t, err)
+						defer qg.Release()
+						ins := make([]host.Tensor, len(shapes))
+						dsts := make([]*host.QTensor, len(shapes))
+						cqs := make([]*host.QTensor, len(shapes))
+						for i, sh := range shapes {
+							x := input(t, dt, []string{"normal", "adversarial", "wide"}[i%3], sh[0], sh[1], uint64(i))
+							cqs[i], err = qc.Quantize(x, host.QuantizeOptions{})
+							require.NoError(t, err)
+							defer cqs[i].Free()
+							ins[i] = toGPU(t, x)
+							layout, err := qg.Layout(x.Shape)
+							require.NoError(t, err)
+							bufs := make([]host.Tensor, len(layout))
+							for j, l := range layout {
+								bufs[j] = poisoned(t, l.DType, l.Shape, byte(0x5A+i))
+							}
+							dsts[i], err = qg.NewQTensorFromBuffers(x.Shape, bufs)
+							require.NoError(t, err)
+							defer dsts[i].Free()
+						}
+						require.NoError(t, qg.QuantizeGrouped(ins, dsts, host.QuantizeOptions{}))
+						require.NoError(t, host.Synchronize(gpu, 0))
+						for i := range shapes {
+							compareTensors(t, fmt.Sprintf("tensor %d %v", i, shapes[i]), cqs[i], dsts[i])
+						}
+						if c.Scaling == host.ScalingDelayed {
+							cs, _ := qc.DelayedState(host.DirRowwise)
+							gs, _ := qg.DelayedState(host.DirRowwise)
+							require.NoError(t, gs.Fetch())
+							requireSameBytes(t, "history", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
+						}
+					})
+				}
+			}
+		}
+	}
+}

@@ -89,8 +89,8 @@ static int32_t fake_sync(quant_plugin_memory_args *a, quant_plugin_error *err) {
 }
 
 static const quant_plugin_kernels fake_kernels[2] = {
-    {"fp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, fake_delayed_update, {NULL, NULL, NULL}},
-    {"mxfp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, NULL, {NULL, NULL, NULL}},
+    {"fp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, fake_delayed_update, NULL, {NULL, NULL}},
+    {"mxfp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, NULL, NULL, {NULL, NULL}},
 };
 static const quant_plugin_memory fake_memory[1] = {
     {kDLCUDA, 0, fake_count, fake_alloc, fake_free, fake_copy, fake_memset, fake_sync, {NULL, NULL, NULL, NULL}},
