@@ -65,6 +65,11 @@ class Options(C.Structure):
     _fields_ = [("struct_size", C.c_size_t), ("stream", C.c_void_p), ("amax", C.POINTER(DLTensor)), ("persistent", C.c_int32)]
 
 
+class GroupedArgs(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("count", C.c_size_t), ("inputs", C.POINTER(DLTensor)),
+                ("outputs", C.POINTER(C.c_void_p)), ("stream", C.c_void_p)]
+
+
 class BufferDesc(C.Structure):
     _fields_ = [("direction", C.c_uint32), ("kind", C.c_int32), ("dtype", DLDataType), ("ndim", C.c_int32),
                 ("shape", C.c_int64 * 4), ("nbytes", C.c_uint64)]
@@ -142,13 +147,33 @@ class Prepared:
             self.bufs.append((d.direction, d.kind, b))
             dls[i] = dl_from_torch(b, dtype=d.dtype, shape=list(d.shape)[:d.ndim])
             self.out_bytes += d.nbytes
+        self.extra = []
         self.t = C.c_void_p()
         lib.check(lib.quant_qtensor_from_buffers(self.q, sh, 2, dls, C.c_size_t(n.value), C.byref(self.t)), "from_buffers")
 
     def run(self, x_dl, opts):
         self.lib.check(self.lib.quant_quantize_into(self.q, C.byref(x_dl), C.byref(opts), self.t), "quantize_into")
 
+    def add_tensor(self, shape, device):
+        """Another quantized tensor of this quantizer over torch buffers (a group member)."""
+        sh = (C.c_int64 * 2)(*shape)
+        n = C.c_size_t()
+        self.lib.check(self.lib.quant_quantizer_layout(self.q, sh, 2, None, C.c_size_t(0), C.byref(n)), "layout")
+        descs = (BufferDesc * n.value)()
+        self.lib.check(self.lib.quant_quantizer_layout(self.q, sh, 2, descs, C.c_size_t(n.value), C.byref(n)), "layout")
+        dls = (DLTensor * n.value)()
+        for i, d in enumerate(descs):
+            b = torch.empty(d.nbytes, dtype=torch.uint8, device=device)
+            self.bufs.append((d.direction, d.kind, b))
+            dls[i] = dl_from_torch(b, dtype=d.dtype, shape=list(d.shape)[:d.ndim])
+        t = C.c_void_p()
+        self.lib.check(self.lib.quant_qtensor_from_buffers(self.q, sh, 2, dls, C.c_size_t(n.value), C.byref(t)), "from_buffers")
+        self.extra.append(t)
+        return t
+
     def free(self):
+        for t in getattr(self, "extra", []):
+            self.lib.quant_qtensor_free(t)
         self.lib.quant_qtensor_free(self.t)
         self.lib.quant_quantizer_free(self.q)
 
@@ -422,13 +447,51 @@ def main():
                 print(fmt_row(row), flush=True)
             del xs
 
+    # MoE batch: 64 expert tensors of 256x7168 through one quant_quantize_grouped
+    # call, next to 64 quant_quantize_into calls (one launch for the group where
+    # the plugin has a grouped kernel, fp8_block; one per tensor otherwise).
+    moe = []
+    moe_g, moe_shape = 64, (256, 7168)
+    if not args.quick:
+        for name, fmt, fields, amax_reads in FORMATS:
+            if (wanted and name not in wanted) or fmt not in served or "_env" in fields:
+                continue
+            os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
+            xs = [torch.randn(*moe_shape, dtype=torch.bfloat16, device="cuda") for _ in range(moe_g)]
+            dls = (DLTensor * moe_g)(*[dl_from_torch(x) for x in xs])
+            in_bytes = moe_g * xs[0].numel() * 2
+            for uname, usage in USAGES:
+                row = {"format": name, "usage": uname}
+                try:
+                    p = Prepared(lib, config(fmt, usage, **fields), moe_shape, "cuda")
+                    outs = (C.c_void_p * moe_g)(p.t.value, *[p.add_tensor(moe_shape, "cuda").value for _ in range(moe_g - 1)])
+                    ga = GroupedArgs(C.sizeof(GroupedArgs), moe_g, dls, outs, C.c_void_p(stream))
+                    out_bytes = sum(b.numel() for _, _, b in p.bufs)
+                    ms = time_gpu(lambda i: lib.check(lib.quant_quantize_grouped(p.q, C.byref(ga)), "grouped"), iters=20)
+                    opts = Options(C.sizeof(Options), C.c_void_p(stream), None, 0)
+
+                    def loop(i):
+                        for j in range(moe_g):
+                            lib.check(lib.quant_quantize_into(p.q, C.byref(dls[j]), C.byref(opts), C.c_void_p(outs[j])), "into")
+                    loop_ms = time_gpu(loop, iters=10)
+                    gbs = (in_bytes + out_bytes) / (ms * 1e-3) / 1e9
+                    row.update(ms=ms, loop_ms=loop_ms, gbs=gbs, copy_frac=gbs / copy_bw)
+                    if amax_reads:
+                        row["two_read_frac"] = (in_bytes + out_bytes + amax_reads * in_bytes) / (ms * 1e-3) / 1e9 / copy_bw
+                    p.free()
+                except Exception as e:  # noqa: BLE001
+                    row["error"] = str(e)
+                moe.append(row)
+                print("MoE %dx%s %-24s %-10s %s" % (moe_g, moe_shape, name, uname, row), flush=True)
+            del xs, dls
+
     # Host overhead per call on a small shape (enqueue time, no sync), against
     # an empty ctypes call into libquant.
     overhead = {}
     os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
     for name, fmt, fields, _ in FORMATS:
         fields = {k: v for k, v in fields.items() if not k.startswith("_")}
-        if fmt not in served or name not in ("fp8 current e4m3", "mxfp8 e4m3", "nvfp4 1x16", "fp8 delayed e4m3"):
+        if fmt not in served or name not in ("fp8 current e4m3", "mxfp8 e4m3", "nvfp4 1x16", "fp8 delayed e4m3", "mxfp4", "fp8_block 1x128"):
             continue
         if wanted and name not in wanted:
             continue
@@ -461,6 +524,15 @@ def main():
             r["shape"], r["format"], r["usage"], r.get("exact"), f2(r.get("ms"), 3), f2(r.get("gbs"), 0),
             pct(r.get("copy_frac")), pct(r.get("two_read_frac")), f2(r.get("amax_ms"), 3), f2(r.get("torch_compile_ms"), 3),
             ("%.1fx" % r["speedup_vs_compile"]) if r.get("speedup_vs_compile") else r.get("error", r.get("torch_compile_error", ""))[:60]))
+    if moe:
+        lines += ["", "MoE batch: %d tensors of %dx%d BF16, one quant_quantize_grouped call against %d quant_quantize_into calls:" % (
+            moe_g, moe_shape[0], moe_shape[1], moe_g), "",
+            "| format | usage | grouped ms | GB/s | of copy | of two-read bound | %d calls ms |" % moe_g,
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in moe:
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (r["format"], r["usage"], f2(r.get("ms"), 3), f2(r.get("gbs"), 0),
+                                                              pct(r.get("copy_frac")), pct(r.get("two_read_frac")),
+                                                              f2(r.get("loop_ms"), 3) if "loop_ms" in r else r.get("error", "")[:60]))
     lines += ["", "Host time per quant_quantize_into call, 128x256 BF16, both directions (enqueue only, via ctypes):", ""]
     for name, (us, base) in overhead.items():
         lines.append("- %s: %.1f us per call (an empty ctypes call into libquant: %.1f us)" % (name, us, base))
@@ -471,7 +543,7 @@ def main():
     with open(os.path.join(args.out, "bench_gpu.md"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(args.out, "bench_gpu.json"), "w") as f:
-        json.dump({"device": dev, "date": date, "copy_gbs": copy_bw, "rows": rows,
+        json.dump({"device": dev, "date": date, "copy_gbs": copy_bw, "rows": rows, "moe": moe,
                    "overhead_us": overhead, "command": " ".join(sys.argv)}, f, indent=1, default=str)
 
 
