@@ -56,12 +56,28 @@ __device__ __forceinline__ uint32_t hmax2_bits(uint32_t m) {
   else return __float_as_uint(__half2float(__ushort_as_half((unsigned short)h)));
 }
 
-// max |x| over n elements, NaN ignored, into *out (which the caller zeroed).
+// Block-wide max of v stored into *out (a one-CTA launch: no zeroing first).
+__device__ __forceinline__ void block_max_store(uint32_t v, uint32_t *out) {
+  __shared__ uint32_t red[32];
+  v = warp_max(v);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    int nw = (blockDim.x + 31) >> 5;
+    v = lane < nw ? red[lane] : 0;
+    v = warp_max(v);
+    if (lane == 0) *out = v;
+  }
+}
+
+// max |x| over n elements, NaN ignored, into *out (which the caller zeroed;
+// with ONE, a one-CTA launch that stores it instead).
 // The per-element max is one float max with |x| (fmaxf ignores NaN; the
 // magnitudes being non-negative, the largest has the same bits as
 // amax_bits_nan_ignored's), or for 16-bit inputs one packed max per two
 // elements on the raw words.
-template <typename T, bool VEC>
+template <typename T, bool VEC, bool ONE>
 __global__ void __launch_bounds__(kThreads) amax_kernel(const T *__restrict__ x, int64_t n, uint32_t *out) {
   float m = 0.0f;
   uint32_t m2 = 0;  // 16-bit inputs: packed magnitudes
@@ -106,19 +122,29 @@ __global__ void __launch_bounds__(kThreads) amax_kernel(const T *__restrict__ x,
   if (blockIdx.x == 0 && threadIdx.x < (n & 7)) m = fmaxf(m, fabsf(to_f32(x[groups * 8 + threadIdx.x])));
   uint32_t bits = __float_as_uint(m);
   if constexpr (kPacked) bits = max(bits, hmax2_bits<T>(m2));
-  block_max_atomic(bits, out);
+  if constexpr (ONE) block_max_store(bits, out);
+  else block_max_atomic(bits, out);
 }
+
+// Inputs of at most this many elements get a one-CTA amax (decode and MoE
+// sizes, where the launches are the cost).
+constexpr int64_t kSmallAmaxN = 65536;
 
 template <typename T>
 int32_t launch_amax(const void *x, int64_t n, uint32_t *out, cudaStream_t s, quant_plugin_error *err) {
   int64_t groups = n / 8;
-  int64_t blocks = ceil_div(groups > 0 ? groups : 1, kThreads * (sizeof(T) == 2 ? 8 : 4));
+  int64_t blocks = n <= kSmallAmaxN ? 1 : ceil_div(groups > 0 ? groups : 1, kThreads * (sizeof(T) == 2 ? 8 : 4));
   if (blocks > grid_cap()) blocks = grid_cap();
   if (blocks < 1) blocks = 1;
-  if (aligned16(x))
-    amax_kernel<T, true><<<(unsigned)blocks, kThreads, 0, s>>>((const T *)x, n, out);
-  else
-    amax_kernel<T, false><<<(unsigned)blocks, kThreads, 0, s>>>((const T *)x, n, out);
+  if (blocks == 1) {
+    // One CTA stores the amax: no memset of *out first (one launch, not two).
+    if (aligned16(x)) amax_kernel<T, true, true><<<1, kThreads, 0, s>>>((const T *)x, n, out);
+    else amax_kernel<T, false, true><<<1, kThreads, 0, s>>>((const T *)x, n, out);
+  } else {
+    LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the amax");
+    if (aligned16(x)) amax_kernel<T, true, false><<<(unsigned)blocks, kThreads, 0, s>>>((const T *)x, n, out);
+    else amax_kernel<T, false, false><<<(unsigned)blocks, kThreads, 0, s>>>((const T *)x, n, out);
+  }
   LQ_LAUNCHED("amax kernel launch");
   return QUANT_OK;
 }
@@ -504,7 +530,6 @@ int32_t element_of(const quant_plugin_params *p, Fp8 *f, quant_plugin_error *err
 // The global amax of an input (shared with nvfp4): zeroes *out, then reduces.
 int32_t global_amax(const quant_plugin_tensor &in, InType t, float *out, cudaStream_t s, quant_plugin_error *err) {
   int64_t n = in.shape[0] * in.shape[1];
-  LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the amax");
   switch (t) {
     case InType::F32: return launch_amax<float>(in.data, n, (uint32_t *)out, s, err);
     case InType::BF16: return launch_amax<__nv_bfloat16>(in.data, n, (uint32_t *)out, s, err);
