@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp bench-dispatch test test-gpu bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
+.PHONY: all demo lib mlp bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
 
 all: demo
 
@@ -41,7 +41,7 @@ $(BUILD)/mlp_train: examples/c/mlp_train.c examples/c/demo_data.h $(LIB)
 $(BUILD)/test_%: examples/c/test_%.c examples/c/check.h examples/c/demo_data.h $(LIB)
 	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -lpthread -o $@
 
-test: test-go test-c test-cuda-host test-gpu
+test: test-go test-c test-cuda-host test-gpu test-python
 
 # The GPU exactness tests (cuda/gputest) compare GPU bytes with CPU bytes. Where
 # there is no build/libquant_cuda.so or no GPU they skip: this says so, and why.
@@ -147,6 +147,7 @@ test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
+	$(BUILD)/mlp_train quick batch=45
 
 # CPU benchmarks against NumPy (landscape.md's peers). Installs Debian's NumPy
 # and OpenBLAS (the optimized BLAS NumPy's matmul peer should have) if missing,
@@ -159,6 +160,64 @@ bench-cpu: lib
 	/usr/bin/python3 bench/numpy_mx.py
 	/usr/bin/python3 bench/numpy_nvfp4.py
 	/usr/bin/python3 bench/numpy_gemm.py
+
+# ---------------------------------------------------------------------------
+# Python package (python/) and C packaging.
+# One pinned requirements file makes the test venv; it lives outside the clone,
+# named by the file's hash, so a second run on the same machine downloads nothing.
+PYTHON3   ?= python3
+PY_REQ    := python/requirements-test.txt
+PY_CACHE  ?= $(HOME)/.cache/libquant
+PY_VENV   := $(PY_CACHE)/venv-$(shell sha256sum $(PY_REQ) 2>/dev/null | cut -c1-16)
+PY        := $(PY_VENV)/bin/python
+PREFIX    ?= /usr/local
+VERSION   := $(shell sed -n 's/^\#define QUANT_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' include/quant.h | paste -sd.)
+
+venv: $(PY_VENV)/.complete
+
+# Order-only: the venv's path names the file's hash, so a clone with a newer
+# timestamp but the same pins reuses it.
+$(PY_VENV)/.complete: | $(PY_REQ)
+	@mkdir -p $(PY_CACHE)
+	rm -rf $(PY_VENV) $(PY_VENV).tmp
+	$(PYTHON3) -m venv $(PY_VENV).tmp
+	$(PY_VENV).tmp/bin/python -m pip install -q --disable-pip-version-check -r $(PY_REQ)
+	mv $(PY_VENV).tmp $(PY_VENV)
+	# a venv's scripts name their interpreter by absolute path: re-point them after the move
+	sed -i '1s|^#!.*/bin/python[0-9.]*$$|#!$(PY_VENV)/bin/python|' $(PY_VENV)/bin/* 2>/dev/null || true
+	sed -i 's|$(PY_VENV).tmp|$(PY_VENV)|g' $(PY_VENV)/bin/activate* $(PY_VENV)/pyvenv.cfg
+	touch $@
+
+# A platform wheel carrying build/libquant.so (and build/libquant_cuda.so when built),
+# from a staging copy of python/ so that the source tree never holds a stale library.
+wheel: $(LIB) venv
+	rm -rf $(BUILD)/wheel-src && mkdir -p $(BUILD)/dist
+	cp -r python $(BUILD)/wheel-src
+	rm -rf $(BUILD)/wheel-src/build $(BUILD)/wheel-src/*.egg-info $(BUILD)/wheel-src/tests
+	mkdir -p $(BUILD)/wheel-src/libquant/_native
+	cp $(LIB) $(BUILD)/wheel-src/libquant/_native/
+	if [ -f $(CUDA_LIB) ]; then cp $(CUDA_LIB) $(BUILD)/wheel-src/libquant/_native/; fi
+	cd $(BUILD)/wheel-src && $(PY) -m pip wheel -q --no-deps --no-build-isolation -w $(CURDIR)/$(BUILD)/dist .
+	@ls $(BUILD)/dist/libquant-*.whl
+
+# make install PREFIX=...: the library (and CUDA plugin when built), the headers
+# and a pkg-config file.
+install: $(LIB)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libquant.so
+	if [ -f $(CUDA_LIB) ]; then install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/libquant_cuda.so; fi
+	install -m 644 include/quant.h include/quant_plugin.h $(DESTDIR)$(PREFIX)/include/
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: libquant\nDescription: low-precision quantization engine (C ABI)\nVersion: %s\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lquant\nLibs.private: -lm\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libquant.pc
+
+# pytest over the Python package (CPU; CUDA tests skip without a GPU and say why)
+# and mypy --strict on it.
+# pytest needs cc and pkg-config (the struct-layout and make-install tests) and the
+# toy plugins (plugin loading).
+test-python: $(LIB) venv plugins
+	@command -v pkg-config >/dev/null || (apt-get update -qq && apt-get install -y -qq pkg-config)
+	cd python && $(PY) -m mypy --strict libquant
+	env -u LIBQUANT_LIBRARY -u LIBQUANT_PLUGIN_PATH $(PY) -m pytest -q -rs python/tests
 
 clean:
 	rm -rf $(BUILD)

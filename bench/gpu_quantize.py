@@ -38,52 +38,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 kDLCPU, kDLCUDA = 1, 2
 
-
-class DLDevice(C.Structure):
-    _fields_ = [("device_type", C.c_int32), ("device_id", C.c_int32)]
-
-
-class DLDataType(C.Structure):
-    _fields_ = [("code", C.c_uint8), ("bits", C.c_uint8), ("lanes", C.c_uint16)]
-
-
-class DLTensor(C.Structure):
-    _fields_ = [("data", C.c_void_p), ("device", DLDevice), ("ndim", C.c_int32), ("dtype", DLDataType),
-                ("shape", C.POINTER(C.c_int64)), ("strides", C.POINTER(C.c_int64)), ("byte_offset", C.c_uint64)]
-
-
-class Config(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("format", C.c_char_p), ("usage", C.c_uint32), ("element", C.c_int32),
-                ("scaling", C.c_int32), ("force_pow2_scales", C.c_int32), ("amax_epsilon", C.c_float),
-                ("amax_history_len", C.c_int32), ("amax_compute_algo", C.c_int32), ("margin", C.c_float),
-                ("block_dims", C.c_int32), ("fp32_scales", C.c_int32), ("scale_rounding", C.c_int32),
-                ("gemm_swizzled_scales", C.c_int32), ("rht", C.c_int32), ("rht_sign_mask", C.c_uint32),
-                ("stochastic_rounding", C.c_int32), ("seed", C.c_uint64), ("offset", C.c_uint64), ("dtype", DLDataType)]
-
-
-class Options(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("stream", C.c_void_p), ("amax", C.POINTER(DLTensor)), ("persistent", C.c_int32)]
-
-
-class GroupedArgs(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("count", C.c_size_t), ("inputs", C.POINTER(DLTensor)),
-                ("outputs", C.POINTER(C.c_void_p)), ("stream", C.c_void_p)]
-
-
-class BufferDesc(C.Structure):
-    _fields_ = [("direction", C.c_uint32), ("kind", C.c_int32), ("dtype", DLDataType), ("ndim", C.c_int32),
-                ("shape", C.c_int64 * 4), ("nbytes", C.c_uint64)]
-
-
-class PluginInfo(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("path", C.c_char_p), ("name", C.c_char_p), ("version", C.c_char_p),
-                ("abi_version", C.c_uint32), ("origin", C.c_int32), ("status", C.c_int32), ("message", C.c_char_p),
-                ("num_formats", C.c_uint32), ("num_kernels", C.c_uint32)]
-
-
-class PluginKernelInfo(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("format", C.c_char_p), ("device_type", C.c_int32), ("ops", C.c_uint32),
-                ("defines_format", C.c_int32)]
+# The struct declarations are the Python package's (python/libquant/_lib.py),
+# which python/tests/test_layout.py checks against quant.h field by field.
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from libquant._lib import DLDataType, DLDevice, DLTensor  # noqa: E402
+from libquant._lib import quant_buffer_desc as BufferDesc  # noqa: E402
+from libquant._lib import quant_plugin_info as PluginInfo  # noqa: E402
+from libquant._lib import quant_plugin_kernel_info as PluginKernelInfo  # noqa: E402
+from libquant._lib import quant_quantize_options as Options  # noqa: E402
+from libquant._lib import quant_quantizer_config as Config  # noqa: E402
+from libquant._lib import quant_quantize_grouped_args as GroupedArgs  # noqa: E402
 
 
 class Lib:

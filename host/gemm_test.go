@@ -222,14 +222,15 @@ func TestGemmFormatPairs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	cfgs := formatConfigs(t)
 	type shape struct{ m, n, k int }
-	// An odd shape, a block-aligned one, and (for same-format pairs: the engine
-	// is format-blind) K spanning two K blocks.
-	shapes := []shape{{13, 9, 40}, {32, 32, 128}, {32, 32, gemm.KC + 32}}
+	// Odd shapes (every format takes any shape, spec §14: ragged M, N and K,
+	// K = 1, a partial last K block), a block-aligned one, and (for
+	// same-format pairs: the engine is format-blind) K spanning two K blocks.
+	shapes := []shape{{13, 9, 40}, {1, 17, 33}, {45, 7, 129}, {32, 32, 128}, {32, 32, gemm.KC + 32}, {2, 3, 1}}
 	for na, pa := range cfgs {
 		for nb, pb := range cfgs {
 			for _, trans := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 				for si, s := range shapes {
-					if si == 2 && pa.Format != pb.Format {
+					if si >= 4 && pa.Format != pb.Format {
 						continue
 					}
 					qa := hosttest.NewQuantizer(t, pa, host.BothUsages)
@@ -426,6 +427,12 @@ func TestGemmHadamardDomains(t *testing.T) {
 	xr, dyr, xp, wp := hosttest.Quantize(t, rht, x), hosttest.Quantize(t, rht, dy), hosttest.Quantize(t, plain, x), hosttest.Quantize(t, plain, w)
 	runGemmCase(t, gemmCase{a: dyr, b: xr, transA: true, alpha: 1, outDType: host.Float32}, 48, 32, 64, nil) // wgrad
 	runGemmCase(t, gemmCase{a: dyr, b: wp, alpha: 1, outDType: host.Float32}, 64, 32, 48, nil)               // dgrad: dY rowwise
+	// Ragged M (spec §14 item 2): wgrad contracts the stored transforms of
+	// X₀'s zero-padded groups, padded outputs dropped; the GEMM is exact to
+	// those stored values like any other.
+	xs := hosttest.RandTensor(t, rng, host.BFloat16, 1, 45, 32)
+	dys := hosttest.RandTensor(t, rng, host.BFloat16, 1, 45, 17)
+	runGemmCase(t, gemmCase{a: hosttest.Quantize(t, rht, dys), b: hosttest.Quantize(t, rht, xs), transA: true, alpha: 1, outDType: host.Float32}, 17, 32, 45, nil)
 	d := hosttest.Tensor(t, host.Float32, 48, 32)
 	err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyr, Trans: true}, B: host.GemmOperand{Q: xp}, Alpha: 1, D: d})
 	require.ErrorIs(t, err, host.ErrUnsupported)

@@ -193,16 +193,18 @@ typedef enum {
  * format "mxfp8": MXFP8, one E8M0 scale per 32 elements (1x32 rowwise, 32x1
  *                 columnwise). element (E4M3 default, E5M2), scale_rounding
  *                 (QUANT_SCALE_RCEIL default, QUANT_SCALE_FLOOR), gemm_swizzled_scales.
- *                 Both flattened dims must be multiples of 32. Buffers per
- *                 direction: data [M, K] (columnwise NOT transposed), scale_inv
- *                 E8M0 rowwise [pad128(M), pad4(K/32)], columnwise
- *                 [pad4(M/32), pad128(K)]; padding is zero.
+ *                 Any M, K (spec §14: the bytes of the tensor zero-padded to
+ *                 multiples of 32, padding dropped). Buffers per direction:
+ *                 data [M, K] (columnwise NOT transposed), scale_inv E8M0
+ *                 rowwise [pad128(M), pad4(ceil(K/32))], columnwise
+ *                 [pad4(ceil(M/32)), pad128(K)]; padding is zero.
  * format "mxfp4": MXFP4, E2M1 elements packed two per byte (even index in the
  *                 low nibble) with one E8M0 scale per 32. element (E2M1 only),
- *                 scale_rounding, gemm_swizzled_scales. Both dims multiples of
- *                 32. Data uint8 rowwise [M, K/2], columnwise transposed
- *                 [K, M/2]; scale_inv rowwise [pad128(M), pad4(K/32)],
- *                 columnwise [pad128(K), pad4(M/32)].
+ *                 scale_rounding, gemm_swizzled_scales. Any M, K (spec §14).
+ *                 Data uint8 rowwise [M, ceil(K/2)], columnwise transposed
+ *                 [K, ceil(M/2)] (an odd row's last high nibble is zero);
+ *                 scale_inv rowwise [pad128(M), pad4(ceil(K/32))], columnwise
+ *                 [pad128(K), pad4(ceil(M/32))].
  *                 With gemm_swizzled_scales the MX scale_inv buffers keep their
  *                 shape and hold the cuBLAS swizzled layout instead;
  *                 quant_qtensor_set_gemm_swizzled_scales converts either way.
@@ -218,10 +220,13 @@ typedef enum {
  *                 2-D tensors can derive columnwise from rowwise.
  * format "nvfp4": NVFP4, TransformerEngine's bytes. E2M1 elements (element: default or
  *                 E2M1) with an E4M3 scale per 1x16 block and an FP32 global amax per
- *                 direction. Both dims of the 2-D view [M, K] must be multiples of 16.
- *                 Buffers per direction: data uint8 [M, K/2] rowwise, [K, M/2] columnwise
- *                 (the transpose; element 2i in the low nibble of byte i); scale_inv E4M3
- *                 [pad128(M), pad4(K/16)] rowwise, [pad128(K), pad4(M/16)] columnwise
+ *                 direction. Any M, K (spec §14: the bytes of the tensor zero-padded to
+ *                 multiples of 16, padding dropped; a partial RHT group is transformed
+ *                 zero-padded; stochastic rounding keyed by the unpadded flat index).
+ *                 Buffers per direction: data uint8 [M, ceil(K/2)] rowwise, [K, ceil(M/2)]
+ *                 columnwise (the transpose; element 2i in the low nibble of byte i, an
+ *                 odd row's last high nibble zero); scale_inv E4M3 [pad128(M),
+ *                 pad4(ceil(K/16))] rowwise, [pad128(K), pad4(ceil(M/16))] columnwise
  *                 (padding zero); amax FP32 [1] (part of the data: dequantize and the
  *                 GEMM read it). Values decode as e2m1 * scale_inv * amax / (6 * 448).
  *                 block_dims: 1 (1x16 blocks, default) or 2 (16x16 tiles, for weights:
@@ -857,8 +862,7 @@ quant_status quant_linear_backward(quant_linear_ctx *ctx, const quant_linear_bac
 typedef struct {
   size_t struct_size;           /* sizeof(quant_grouped_linear_forward_args) */
   const DLTensor *input;        /* X [..., K], as its 2-D view [M, K] */
-  const int64_t *m_splits;      /* num_gemms row counts (>= 0) summing to M; block formats need
-                                   each a multiple of their block (MXFP8 32, NVFP4 16) */
+  const int64_t *m_splits;      /* num_gemms row counts (>= 0, any value: spec §14) summing to M */
   const DLTensor *weights;      /* num_gemms weights [N, K] (an array of DLTensor) */
   const DLTensor *biases;       /* num_gemms biases [N], or NULL */
   DLTensor *output;             /* Y [..., N] */

@@ -1,6 +1,7 @@
 package linear_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -117,14 +118,23 @@ type linearIO struct {
 	train, bias       bool
 	flags             linear.Flags
 	outDType, grdType host.DType
+	m                 int     // rows of the 2-D view of X
+	inShape, outShape []int64 // X's and Y's shapes
 }
 
 func newLinearIO(t *testing.T, rng *rand.Rand, bias bool) *linearIO {
+	return newLinearIOShaped(t, rng, bias, linM, linInShape, linOutShape)
+}
+
+// newLinearIOShaped is newLinearIO with X [inShape] (m rows in its 2-D view)
+// and Y [outShape].
+func newLinearIOShaped(t *testing.T, rng *rand.Rand, bias bool, m int, inShape, outShape []int64) *linearIO {
 	io := &linearIO{
-		x:    hosttest.RandTensor(t, rng, host.BFloat16, 1, linInShape...),
+		x:    hosttest.RandTensor(t, rng, host.BFloat16, 1, inShape...),
 		w:    hosttest.RandTensor(t, rng, host.Float32, 0.05, linN, linK),
-		dy:   hosttest.RandTensor(t, rng, host.BFloat16, 0.01, linOutShape...),
+		dy:   hosttest.RandTensor(t, rng, host.BFloat16, 0.01, outShape...),
 		bias: bias, outDType: host.Float32, grdType: host.Float32,
+		m: m, inShape: inShape, outShape: outShape,
 	}
 	if bias {
 		io.b = hosttest.RandTensor(t, rng, host.Float32, 0.5, linN)
@@ -137,7 +147,7 @@ func newLinearIO(t *testing.T, rng *rand.Rand, bias bool) *linearIO {
 func (io *linearIO) step(t *testing.T, l *linear.Layer, flags linear.Flags, train bool) {
 	t.Helper()
 	io.flags, io.train = flags, train
-	io.y = hosttest.Tensor(t, io.outDType, linOutShape...)
+	io.y = hosttest.Tensor(t, io.outDType, io.outShape...)
 	fa := &linear.ForwardArgs{Input: io.x, Weights: []host.Tensor{io.w}, Output: io.y, Flags: flags}
 	if io.bias {
 		fa.Biases = []host.Tensor{io.b}
@@ -152,7 +162,7 @@ func (io *linearIO) step(t *testing.T, l *linear.Layer, flags linear.Flags, trai
 	io.info = ctx.Info()
 	ba := &linear.BackwardArgs{GradOutput: io.dy}
 	if flags.InputRequiresGrad {
-		io.dx = hosttest.Tensor(t, io.grdType, linInShape...)
+		io.dx = hosttest.Tensor(t, io.grdType, io.inShape...)
 		ba.GradInput = &io.dx
 	}
 	if flags.WeightRequiresGrad {
@@ -276,14 +286,15 @@ func checkAgainstReference(t *testing.T, r host.Recipe, io *linearIO) {
 	if io.bias {
 		bias = hosttest.Values(io.b)
 	}
-	checkProduct(t, "output", io.y, opRows(hosttest.Dequantize(t, xq, host.DirRowwise), linM, linK, false),
-		opRows(hosttest.Dequantize(t, wq, host.DirRowwise), linN, linK, false), bias, linM, linN, linK)
+	m := io.m
+	checkProduct(t, "output", io.y, opRows(hosttest.Dequantize(t, xq, host.DirRowwise), m, linK, false),
+		opRows(hosttest.Dequantize(t, wq, host.DirRowwise), linN, linK, false), bias, m, linN, linK)
 	if !io.train {
 		return
 	}
 	dyv := hosttest.Values(io.dy)
 	if io.bias {
-		checkColumnSums(t, io.db, dyv, linM, linN)
+		checkColumnSums(t, io.db, dyv, m, linN)
 	}
 	var dyRow, dyCol, wDgrad, xWgrad []float32
 	switch io.flags.BackwardOverride {
@@ -299,10 +310,10 @@ func checkAgainstReference(t *testing.T, r host.Recipe, io *linearIO) {
 		xWgrad = dequantizeAs(t, xq, host.DirRowwise, io.x.DType)
 	}
 	if io.flags.InputRequiresGrad {
-		checkProduct(t, "grad_input", io.dx, opRows(dyRow, linM, linN, false), opRows(wDgrad, linN, linK, true), nil, linM, linK, linN)
+		checkProduct(t, "grad_input", io.dx, opRows(dyRow, m, linN, false), opRows(wDgrad, linN, linK, true), nil, m, linK, linN)
 	}
 	if io.flags.WeightRequiresGrad {
-		checkProduct(t, "grad_weight", io.dw, opRows(dyCol, linM, linN, true), opRows(xWgrad, linM, linK, true), nil, linN, linK, linM)
+		checkProduct(t, "grad_weight", io.dw, opRows(dyCol, m, linN, true), opRows(xWgrad, m, linK, true), nil, linN, linK, m)
 	}
 }
 
@@ -349,6 +360,36 @@ func TestLinearMatchesReference(t *testing.T) {
 		io.step(t, newLinear(t, r, false, 1), linear.Flags{}, false)
 		checkAgainstReference(t, r, io)
 	})
+}
+
+// TestLinearAnyBatch runs every recipe in every backward mode at batches no
+// block divides — one decode token, 7 rows, and 45 rows as a [3, 15, K]
+// tensor — and checks the output and every gradient against the float64
+// reference (spec §14: MXFP8, MXFP4 and NVFP4 take any M; wgrad contracts
+// over the ragged M).
+func TestLinearAnyBatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(63, 64))
+	for _, sh := range [][]int64{{1, linK}, {7, linK}, {3, 15, linK}} {
+		m := int(sh[0])
+		if len(sh) == 3 {
+			m *= int(sh[1])
+		}
+		outShape := append(append([]int64(nil), sh[:len(sh)-1]...), linN)
+		for _, lr := range linearRecipes() {
+			cases := modes
+			if lr.delayed {
+				cases = modes[:1]
+			}
+			for _, mode := range cases {
+				t.Run(fmt.Sprintf("m=%d/%s/%s", m, lr.name, mode.name), func(t *testing.T) {
+					r := lr.make(t)
+					io := newLinearIOShaped(t, rng, true, m, sh, outShape)
+					io.step(t, newLinear(t, r, false, 1), mode.flags, true)
+					checkAgainstReference(t, r, io)
+				})
+			}
+		}
+	}
 }
 
 // linearBytes are the raw bytes of a step's outputs, for bit-identity checks.

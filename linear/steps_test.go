@@ -195,10 +195,11 @@ func (io *groupedIO) step(t *testing.T, l *linear.Layer, flags linear.Flags) {
 // gradients are bit-identical to a plain layer run on that group's rows and
 // weight (whose results TestLinearMatchesReference checks against the
 // float64 reference), that output rows keep the input's order, and that a
-// group of zero rows gets zero weight and bias gradients.
+// group of zero rows gets zero weight and bias gradients. Groups of any size
+// (spec §14: 7, 45 and 1 rows, which no block divides) run in every mode too.
 func TestGroupedLinear(t *testing.T) {
 	rng := rand.New(rand.NewPCG(75, 76))
-	splitsCases := [][]int64{{32, 0, 64, 32}, {0, 0, 96, 0}, {0, 0, 0, 0}}
+	splitsCases := [][]int64{{32, 0, 64, 32}, {7, 0, 45, 1}, {0, 0, 96, 0}, {0, 0, 0, 0}}
 	for _, lr := range linearRecipes() {
 		ms := modes
 		if lr.delayed {
@@ -206,7 +207,7 @@ func TestGroupedLinear(t *testing.T) {
 		}
 		for _, mode := range ms {
 			for i, splits := range splitsCases {
-				if i > 0 && mode.name != "none" {
+				if i > 1 && mode.name != "none" {
 					continue // the degenerate splits once per recipe
 				}
 				t.Run(fmt.Sprintf("%s/%s/%v", lr.name, mode.name, splits), func(t *testing.T) {

@@ -315,14 +315,28 @@ type config struct {
 	p    host.Params
 }
 
-// shapes per format: the dims the format accepts, odd ones included.
+// shapes per format: aligned ones, and (every format takes any shape, spec
+// §14) ragged ones: for MX and NVFP4 the dims of issue #18 as M and as K.
 var shapes = map[string][][2]int64{
 	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}},
-	"mxfp8":     {{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}},
-	"mxfp4":     {{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}},
-	"nvfp4":     {{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}},
+	"mxfp8":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
+	"mxfp4":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
+	"nvfp4":     append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
 	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}},
 }
+
+// raggedShapes: every M and every K of issue #18's set {1, 2, 15, 16, 17, 31,
+// 33, 47, 100, 129} against a ragged other dim, pairs of them, a decode
+// token [1, 256], an MoE expert's [45, 4096] and a large odd [1031, 2057]
+// (several GPU tiles with partial edges). The GPU must write the CPU's bytes:
+// the layouts of plugins/mxfp8/ragged.go and plugins/nvfp4/ragged.go.
+var raggedShapes = func() [][2]int64 {
+	var out [][2]int64
+	for _, d := range []int64{1, 2, 15, 16, 17, 31, 33, 47, 100, 129} {
+		out = append(out, [2]int64{d, 33}, [2]int64{17, d})
+	}
+	return append(out, [2]int64{47, 100}, [2]int64{129, 129}, [2]int64{1, 256}, [2]int64{45, 4096}, [2]int64{1031, 2057})
+}()
 
 func configs() map[string][]config {
 	return map[string][]config{
@@ -424,6 +438,7 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 	needGPU(t)
 	for _, c := range []host.Params{
 		{Format: "fp8"}, {Format: "fp8_block"}, {Format: "nvfp4"}, {Format: "nvfp4", RHT: host.RHTDefault}, {Format: "nvfp4", BlockDims: 2}, {Format: "mxfp8"},
+		{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 3},
 	} {
 		if _, err := host.LookupFormat(c.Format); err != nil {
 			t.Logf("SKIP %s: not registered", c.Format)
@@ -433,8 +448,12 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 			q, err := host.NewQuantizer(c, host.BothUsages)
 			require.NoError(t, err)
 			defer q.Release()
-			for _, kind := range []string{"normal", "adversarial", "bits"} {
-				x := input(t, host.BFloat16, kind, 256, 512, 42)
+			for ki, kind := range []string{"normal", "adversarial", "bits", "normal"} {
+				m, k := int64(256), int64(512)
+				if ki == 3 {
+					m, k = 45, 77 // ragged: the RHT amax is X₀'s (spec §14 item 2)
+				}
+				x := input(t, host.BFloat16, kind, m, k, 42)
 				want := hosttest.Tensor(t, host.Float32, 2)
 				require.NoError(t, q.ComputeAmax(x, want, 0))
 				g := poisoned(t, host.Float32, []int64{2}, 0x7B)
@@ -538,6 +557,11 @@ func TestDeriveAndSwizzleMatchCPU(t *testing.T) {
 		{host.Params{Format: "nvfp4"}, false, true, [2]int64{144, 272}},
 		{host.Params{Format: "mxfp8"}, false, true, [2]int64{96, 288}},
 		{host.Params{Format: "mxfp4"}, false, true, [2]int64{96, 288}},
+		// Ragged (spec §14): partial blocks and tiles, odd packed rows.
+		{host.Params{Format: "nvfp4", BlockDims: 2}, true, true, [2]int64{45, 77}},
+		{host.Params{Format: "nvfp4", RHT: host.RHTDefault}, false, true, [2]int64{129, 47}},
+		{host.Params{Format: "mxfp8"}, false, true, [2]int64{45, 97}},
+		{host.Params{Format: "mxfp4"}, false, true, [2]int64{129, 33}},
 	}
 	for _, c := range cases {
 		if _, err := host.LookupFormat(c.p.Format); err != nil {

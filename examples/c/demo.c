@@ -27,7 +27,8 @@ static int run_case(const demo_case *c, const DLTensor *in, const float *ref, fl
   quant_quantizer *q = NULL;
   quant_qtensor *t = NULL;
   quant_status s;
-  int64_t shape[2] = {ROWS, COLS};
+  int64_t shape[2];
+  size_t rows = (size_t)in->shape[0], cols = (size_t)in->shape[1];
   DLTensor o;
   uint32_t dirs[2] = {QUANT_DIRECTION_ROWWISE, QUANT_DIRECTION_COLUMNWISE};
   int d, step;
@@ -55,6 +56,8 @@ static int run_case(const demo_case *c, const DLTensor *in, const float *ref, fl
   o.dtype.code = kDLFloat;
   o.dtype.bits = 32;
   o.dtype.lanes = 1;
+  shape[0] = in->shape[0];
+  shape[1] = in->shape[1];
   o.shape = shape;
   for (d = 0; d < 2; d++) {
     demo_error e;
@@ -62,10 +65,10 @@ static int run_case(const demo_case *c, const DLTensor *in, const float *ref, fl
     /* undo_transform: nvfp4's RHT columnwise copy is compared in the data's domain. */
     dopt.direction = dirs[d];
     if ((s = quant_dequantize_ex(t, &dopt, &o)) != QUANT_OK) return fail("dequantize", s);
-    e = demo_compare(ref, out, (size_t)ROWS * COLS);
+    e = demo_compare(ref, out, rows * cols);
     printf("%-38s %-10s %-10s %11.4g %10.3e %8.2f %10.3e\n", c->label,
            d == 0 ? info.rowwise_format : info.columnwise_format, d == 0 ? "rowwise" : "columnwise",
-           e.max_abs, e.rel_rms, e.sqnr_db, demo_worst_row(ref, out, ROWS, COLS));
+           e.max_abs, e.rel_rms, e.sqnr_db, demo_worst_row(ref, out, rows, cols));
   }
   quant_qtensor_free(t);
   quant_quantizer_free(q);
@@ -123,7 +126,7 @@ int main(void) {
   int64_t shape[2] = {ROWS, COLS};
   DLTensor in;
   demo_case cases[32];
-  int nc = 0, k, rc = 0;
+  int nc = 0, k, rc = 0, first_block = 0;
 
   if (!x || !ref || !out || !xb) return 1;
   demo_fill(x, n, 1.0);
@@ -176,6 +179,7 @@ int main(void) {
   cases[nc].cfg.margin = 1;
   cases[nc++].warmup_steps = 1;
 
+  first_block = nc; /* the block formats, shown again at a ragged shape */
   cases[nc].label = "mxfp8 e4m3, RCEIL (TE)";
   cases[nc].cfg = config("mxfp8");
   cases[nc++].warmup_steps = 0;
@@ -251,6 +255,29 @@ int main(void) {
   printf("%-38s %-10s %-10s %11s %10s %8s %10s\n", "quantizer", "format", "direction", "max |err|", "rel RMS", "SQNR dB",
          "worst row");
   for (k = 0; k < nc; k++) rc |= run_case(&cases[k], &in, ref, out);
+  {
+    /* Any shape (spec §14): the first RAGGED_ROWS x RAGGED_COLS of the same
+     * data, no dim a multiple of any block (45 tokens of an MoE expert). The
+     * bytes are those of the zero-padded tensor with the padding dropped. */
+    enum { RAGGED_ROWS = 45, RAGGED_COLS = 1000 };
+    int64_t rshape[2] = {RAGGED_ROWS, RAGGED_COLS};
+    DLTensor rin = in;
+    uint16_t *rb = malloc((size_t)RAGGED_ROWS * RAGGED_COLS * sizeof *rb);
+    float *rref = malloc((size_t)RAGGED_ROWS * RAGGED_COLS * sizeof *rref);
+    size_t r;
+    if (!rb || !rref) return 1;
+    for (r = 0; r < RAGGED_ROWS; r++) {
+      memcpy(rb + r * RAGGED_COLS, xb + r * COLS, RAGGED_COLS * sizeof *rb);
+      memcpy(rref + r * RAGGED_COLS, ref + r * COLS, RAGGED_COLS * sizeof *rref);
+    }
+    rin.data = rb;
+    rin.shape = rshape;
+    printf("\nAny shape: the block formats on the first %d x %d of the same data (no dim a multiple of 16 or 32)\n\n",
+           RAGGED_ROWS, RAGGED_COLS);
+    for (k = first_block; k < nc; k++) rc |= run_case(&cases[k], &rin, rref, out);
+    free(rb);
+    free(rref);
+  }
   {
     DLDevice cpu = {kDLCPU, 0}, cuda = {kDLCUDA, 0};
     rc |= print_gemm_support(cpu, "cpu");

@@ -559,11 +559,80 @@ static void test_recipes(void) {
   }
 }
 
+/* Issue 18 (spec §14): a [1, 256] (one decode token) and a [45, 4096] (45
+ * tokens of an MoE expert) BF16 activation quantize with every format, and
+ * multiply through quant_gemm by a [7, K] weight of the same format (Y = X
+ * W^T, M and N not multiples of any block), within check_product's bound of
+ * the product of the dequantized operands. */
+static void test_any_shape(void) {
+  static const struct {
+    const char *format;
+    int block_dims;
+  } formats[] = {{"fp8", 0}, {"fp8_block", 1}, {"fp8_block", 2}, {"mxfp8", 0}, {"mxfp4", 0},
+                 {"nvfp4", 1}, {"nvfp4", 2}, {"identity", 0}};
+  static const int64_t shapes[2][2] = {{1, 256}, {45, 4096}};
+  enum { N = 7 };
+  size_t f, s;
+  int i;
+  for (s = 0; s < 2; s++) {
+    int m = (int)shapes[s][0], k = (int)shapes[s][1];
+    float *x = malloc((size_t)m * k * sizeof *x), *w = malloc((size_t)N * k * sizeof *w);
+    uint16_t *xb = malloc((size_t)m * k * sizeof *xb), *wb = malloc((size_t)N * k * sizeof *wb);
+    float d[45 * N];
+    int64_t xs[2], ws[2], ds[2];
+    xs[0] = m, xs[1] = k, ws[0] = N, ws[1] = k, ds[0] = m, ds[1] = N;
+    demo_fill(x, (size_t)m * k, 1.0);
+    demo_fill(w, (size_t)N * k, 0.05);
+    for (i = 0; i < m * k; i++) xb[i] = demo_to_bf16(x[i]);
+    for (i = 0; i < N * k; i++) wb[i] = demo_to_bf16(w[i]);
+    for (f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+      quant_quantizer_config cfg = check_config(formats[f].format);
+      quant_quantizer *q = NULL;
+      quant_qtensor *a = NULL, *b = NULL;
+      DLTensor xin = check_tensor(xb, kDLBfloat, 16, 2, xs), win = check_tensor(wb, kDLBfloat, 16, 2, ws);
+      DLTensor dt = f32(d, ds);
+      quant_gemm_args g = gemm_args();
+      float *av, *bv;
+      int bad;
+      cfg.block_dims = formats[f].block_dims;
+      EXPECT_OK(quant_quantizer_create(&cfg, &q));
+      EXPECT_OK(quant_quantize(q, &xin, NULL, &a));
+      EXPECT_OK(quant_quantize(q, &win, NULL, &b));
+      if (!a || !b) {
+        fprintf(stderr, "%s (block_dims %d) [%d, %d]: quantize failed\n", formats[f].format, formats[f].block_dims, m, k);
+        quant_qtensor_free(a);
+        quant_qtensor_free(b);
+        quant_quantizer_free(q);
+        continue;
+      }
+      g.a.qtensor = a;
+      g.b.qtensor = b;
+      g.b.trans = 1;
+      g.d = &dt;
+      EXPECT_OK(quant_gemm(&g));
+      av = dequantize_dir(a, QUANT_DIRECTION_ROWWISE, m, k);
+      bv = dequantize_dir(b, QUANT_DIRECTION_ROWWISE, N, k);
+      bad = check_product(d, av, bv, NULL, m, N, k, 0, 1, 1.0f, ldexp(1.0, -24));
+      if (bad) fprintf(stderr, "%s (block_dims %d) [%d, %d] x [%d, %d]^T\n", formats[f].format, formats[f].block_dims, m, k, N, k);
+      CHECK(bad == 0);
+      free(av);
+      free(bv);
+      quant_qtensor_free(a);
+      quant_qtensor_free(b);
+      quant_quantizer_free(q);
+    }
+    free(x);
+    free(w);
+    free(xb);
+    free(wb);
+  }
+}
+
 int main(void) {
   (void)demo_compare; /* demo_data.h helpers this test does not need */
-  (void)demo_to_bf16;
   test_gemm();
   test_gemm_errors();
+  test_any_shape();
   test_support();
   test_hybrid();
   test_persistent();

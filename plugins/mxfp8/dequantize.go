@@ -14,6 +14,9 @@ func (kernels) Dequantize(r *host.DequantizeRequest) error {
 	if err := s.checkDims(r.M, r.K); err != nil {
 		return err
 	}
+	if !aligned(r.M, r.K) {
+		return dequantizeRagged(s, r)
+	}
 	m, k := int(r.M), int(r.K)
 	data := r.Storage.MustBuffer(host.BufData).Bytes8()
 	scales := r.Storage.MustBuffer(host.BufScaleInv).Bytes8()
@@ -76,7 +79,7 @@ func (kernels) TensorScale(*host.Storage, host.Direction) float32 { return 1 }
 
 // DequantizeTile writes fl32(2^(e−127) · float(q)) for the logical tile rows
 // [r0, r1) × columns [c0, c1), element by element: the same value Dequantize
-// gives in FP32.
+// gives in FP32. Any [m, k] (spec §14): only valid elements are read.
 func (kernels) DequantizeTile(st *host.Storage, dir host.Direction, m, k, r0, r1, c0, c1 int64, dst []float32, ld int, transposed bool) {
 	s := st.Spec.(*Spec)
 	data := st.MustBuffer(host.BufData).Bytes8()
@@ -87,7 +90,8 @@ func (kernels) DequantizeTile(st *host.Storage, dir host.Direction, m, k, r0, r1
 	if transposed {
 		stepR, stepC = 1, ld
 	}
-	K, half := int(k), int(m/2)
+	// Packed rows hold ⌈n/2⌉ bytes (spec §14 item 4).
+	K, rowBytes, half := int(k), int((k+1)/2), int((m+1)/2)
 	for r := int(r0); r < int(r1); r++ {
 		o := (r - int(r0)) * stepR
 		for c := int(c0); c < int(c1); c++ {
@@ -101,7 +105,7 @@ func (kernels) DequantizeTile(st *host.Storage, dir host.Direction, m, k, r0, r1
 			case !s.el.packed:
 				code = data[r*K+c]
 			case dir == host.DirRowwise:
-				code = data[(r*K+c)/2] >> (4 * (c & 1)) & 0xF
+				code = data[r*rowBytes+c/2] >> (4 * (c & 1)) & 0xF
 			default:
 				code = data[c*half+r/2] >> (4 * (r & 1)) & 0xF
 			}

@@ -2,6 +2,7 @@ package mxfp8
 
 import (
 	"libquant/host"
+	"libquant/host/ragged"
 	"libquant/internal/numeric"
 	"libquant/internal/swizzle"
 )
@@ -94,41 +95,57 @@ type Spec struct {
 
 func (s *Spec) Params() host.Params { return s.p }
 
-// checkDims rejects shapes the 32-element blocks do not tile: TE requires both
-// flattened dims to be multiples of 32 whatever the direction (spec §4.2).
+// checkDims rejects negative dims (the host's shape checks come first; this
+// guards direct callers). Any M, K ≥ 0 is accepted: a dim that is not a
+// multiple of 32 ends in a partial block (spec §14).
 func (s *Spec) checkDims(m, k int64) error {
-	if k%BlockLen != 0 {
-		return host.Errorf(host.ErrInvalidArgument, "shape: the last dim K = %d is not a multiple of %d (%s scales blocks of %d along both dims, spec §4.2)", k, BlockLen, s.p.Format, BlockLen)
+	if k < 0 {
+		return host.Errorf(host.ErrInvalidArgument, "shape: the last dim K = %d is negative", k)
 	}
-	if m%BlockLen != 0 {
-		return host.Errorf(host.ErrInvalidArgument, "shape: M = %d (the product of the leading dims) is not a multiple of %d (%s scales blocks of %d along both dims, spec §4.2)", m, BlockLen, s.p.Format, BlockLen)
+	if m < 0 {
+		return host.Errorf(host.ErrInvalidArgument, "shape: M = %d (the product of the leading dims) is negative", m)
 	}
 	return nil
 }
 
-// Layout (spec §4.5, §4.6, §12; the MXFP4 decision follows NVFP4's §5.3):
+// aligned reports whether both dims are whole blocks, so that no padding is
+// involved (spec §14).
+func aligned(m, k int64) bool { return m%BlockLen == 0 && k%BlockLen == 0 }
+
+// Layout (spec §4.5, §4.6, §12, §14; the MXFP4 decision follows NVFP4's §5.3):
 //
-//	mxfp8 rowwise:    data [M, K],   scale_inv E8M0 [pad128(M), pad4(K/32)]
-//	mxfp8 columnwise: data [M, K] (not transposed), scale_inv [pad4(M/32), pad128(K)]
-//	mxfp4 rowwise:    data uint8 [M, K/2], scale_inv [pad128(M), pad4(K/32)]
-//	mxfp4 columnwise: data uint8 [K, M/2] (transposed), scale_inv [pad128(K), pad4(M/32)]
+//	mxfp8 rowwise:    data [M, K],       scale_inv E8M0 [pad128(M), pad4(⌈K/32⌉)]
+//	mxfp8 columnwise: data [M, K] (not transposed), scale_inv [pad4(⌈M/32⌉), pad128(K)]
+//	mxfp4 rowwise:    data uint8 [M, ⌈K/2⌉], scale_inv [pad128(M), pad4(⌈K/32⌉)]
+//	mxfp4 columnwise: data uint8 [K, ⌈M/2⌉] (transposed), scale_inv [pad128(K), pad4(⌈M/32⌉)]
 //
-// The swizzled scale layout has the same shape (spec §4.7).
+// Any M and K (spec §14): rows are not padded (pitch = the row length above,
+// contiguous), a partial block counts as a block in the scale shapes, an odd
+// element count leaves the high nibble of a packed row's last byte zero, and
+// every padding byte of a scale buffer is zero. The bytes are those of the
+// zero-padded tensor with the padding dropped. A kernel for another device
+// (cuda/mx.cu) must write exactly these buffers. The swizzled scale layout
+// has the same shape (spec §4.7).
 func (s *Spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error) {
 	if err := s.checkDims(m, k); err != nil {
 		return nil, err
 	}
-	data := []int64{m, k}
-	if s.el.packed {
-		data = []int64{m, k / 2}
-		if dir == host.DirColumnwise {
-			data = []int64{k, m / 2}
-		}
-	}
 	return []host.BufferSpec{
-		{Kind: host.BufData, DType: s.el.dtype, Shape: data},
+		{Kind: host.BufData, DType: s.el.dtype, Shape: s.dataShape(m, k, dir)},
 		{Kind: host.BufScaleInv, DType: host.E8M0, Shape: scaleLayoutOf(s, dir, m, k).shape()},
 	}, nil
+}
+
+// dataShape is the data buffer's shape: [M, K] codes, or packed E2M1 [M, ⌈K/2⌉]
+// rowwise and [K, ⌈M/2⌉] columnwise.
+func (s *Spec) dataShape(m, k int64, dir host.Direction) []int64 {
+	switch {
+	case !s.el.packed:
+		return []int64{m, k}
+	case dir == host.DirColumnwise:
+		return []int64{k, ragged.Div(m, 2)}
+	}
+	return []int64{m, ragged.Div(k, 2)}
 }
 
 // Derivable: an MX direction cannot be built from the other one, whose blocks
@@ -162,16 +179,16 @@ func (s *Spec) exponent(amax float32) uint8 {
 // is the non-contraction index (the row for rowwise, the column k for
 // columnwise) and j the block index along the contraction dim (spec §4.7).
 type scaleLayout struct {
-	ni, nj     int  // valid scales
+	ni, nj     int  // valid scales (a partial block counts)
 	padI, padJ int  // pad128(ni), pad4(nj)
 	jMajor     bool // the compact buffer is [padJ, padI]: mxfp8 columnwise (spec §4.6)
 	swizzled   bool // GEMM-swizzled (spec §4.7)
 }
 
 func scaleLayoutOf(s *Spec, dir host.Direction, m, k int64) scaleLayout {
-	l := scaleLayout{ni: int(m), nj: int(k / BlockLen), swizzled: s.p.GEMMSwizzledScales}
+	l := scaleLayout{ni: int(m), nj: int(ragged.Div(k, BlockLen)), swizzled: s.p.GEMMSwizzledScales}
 	if dir == host.DirColumnwise {
-		l.ni, l.nj = int(k), int(m/BlockLen)
+		l.ni, l.nj = int(k), int(ragged.Div(m, BlockLen))
 		l.jMajor = !s.el.packed
 	}
 	l.padI = (l.ni + 127) &^ 127

@@ -68,6 +68,9 @@ func (g *guarded) scales() []byte { return g.st.MustBuffer(host.BufScaleInv).Byt
 
 func pad(n, to int) int { return (n + to - 1) / to * to }
 
+// ceil is ⌈n/d⌉.
+func ceil(n, d int) int { return (n + d - 1) / d }
+
 // refSwizzle is the swizzled position of compact scale (i, j) the way spec §4.7
 // describes it: reshape [R/128, 4, 32, C/4, 4], permute to [R/128, C/4, 32, 4, 4].
 func refSwizzle(i, j, padJ int) int {
@@ -82,17 +85,17 @@ func refSwizzle(i, j, padJ int) int {
 func specScaleIndex(format string, dir host.Direction, m, k, i, j int, swizzled bool) int {
 	if dir == host.DirRowwise {
 		if swizzled {
-			return refSwizzle(i, j, pad(k/32, 4))
+			return refSwizzle(i, j, pad(ceil(k, 32), 4))
 		}
-		return i*pad(k/32, 4) + j
+		return i*pad(ceil(k, 32), 4) + j
 	}
 	switch {
 	case swizzled:
-		return refSwizzle(i, j, pad(m/32, 4))
-	case format == NameMXFP8: // [pad4(M/32), pad128(K)], scale (block b, column k) at b*stride + k
+		return refSwizzle(i, j, pad(ceil(m, 32), 4))
+	case format == NameMXFP8: // [pad4(⌈M/32⌉), pad128(K)], scale (block b, column k) at b*stride + k
 		return j*pad(k, 128) + i
 	}
-	return i*pad(m/32, 4) + j // mxfp4: [pad128(K), pad4(M/32)]
+	return i*pad(ceil(m, 32), 4) + j // mxfp4: [pad128(K), pad4(⌈M/32⌉)]
 }
 
 // codeAt reads the element code of logical (r, c) from a direction's data.
@@ -101,9 +104,9 @@ func codeAt(format string, dir host.Direction, data []byte, m, k, r, c int) uint
 		return data[r*k+c] // both directions [M, K] (spec §4.5)
 	}
 	if dir == host.DirRowwise {
-		return data[(r*k+c)/2] >> (4 * (c % 2)) & 0xF // [M, K/2], even index low (spec §1.5)
+		return data[r*ceil(k, 2)+c/2] >> (4 * (c % 2)) & 0xF // [M, ⌈K/2⌉], even index low (spec §1.5, §14)
 	}
-	return data[c*(m/2)+r/2] >> (4 * (r % 2)) & 0xF // transposed [K, M/2]
+	return data[c*ceil(m, 2)+r/2] >> (4 * (r % 2)) & 0xF // transposed [K, ⌈M/2⌉]
 }
 
 // checkAgainstRef compares a quantized direction with the reference: every

@@ -65,6 +65,9 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 	if err := s.checkDims(r.M, r.K); err != nil {
 		return err
 	}
+	if !aligned(r.M, r.K) {
+		return quantizeRagged(s, r)
+	}
 	row := newDirOut(s, r.Out[host.DirRowwise], host.DirRowwise, r.M, r.K)
 	col := newDirOut(s, r.Out[host.DirColumnwise], host.DirColumnwise, r.M, r.K)
 	for _, d := range []*dirOut{row, col} {

@@ -250,7 +250,7 @@ func TestReferenceSanity(t *testing.T) {
 // nothing, with its (all-padding) scales zero.
 func TestEmptyShapes(t *testing.T) {
 	for _, fc := range formatCases {
-		for _, sh := range [][]int64{{0, 64}, {64, 0}, {0, 0}, {2, 0, 32}} {
+		for _, sh := range [][]int64{{0, 64}, {64, 0}, {0, 0}, {2, 0, 32}, {0, 33}, {45, 0}, {2, 0, 7}} { // ragged other dims too (spec §14)
 			q, err := host.NewQuantizer(host.Params{Format: fc.format, Element: fc.element}, 0)
 			require.NoError(t, err)
 			in, err := host.AllocTensor(cpu, host.BFloat16, sh, 0)

@@ -29,9 +29,9 @@ func viewOf(st *host.Storage, dir host.Direction, m, k int64) (storageView, *Spe
 		return storageView{}, nil, err
 	}
 	rows, cols := storedDims(m, k, dir)
-	v := storageView{data: st.MustBuffer(host.BufData).Bytes8(), rowBytes: int(cols / 2), rows: int(rows), cols: int(cols)}
-	if int64(len(v.data)) != rows*cols/2 {
-		return v, nil, host.Errorf(host.ErrInvalidArgument, "nvfp4: %s data buffer has %d bytes, want %d", dir, len(v.data), rows*cols/2)
+	v := storageView{data: st.MustBuffer(host.BufData).Bytes8(), rowBytes: int(rowBytes(cols)), rows: int(rows), cols: int(cols)}
+	if int64(len(v.data)) != rows*rowBytes(cols) {
+		return v, nil, host.Errorf(host.ErrInvalidArgument, "nvfp4: %s data buffer has %d bytes, want %d", dir, len(v.data), rows*rowBytes(cols))
 	}
 	if v.scales, err = newScaleLayout(st, s, rows, cols); err != nil {
 		return v, nil, err
@@ -47,11 +47,26 @@ func (v *storageView) codes(r, cb int) uint64 {
 
 func (v *storageView) scale(r, cb int) uint8 { return v.scales.buf[v.scales.at(r, cb)] }
 
-func (kernels) Dequantize(r *host.DequantizeRequest) error { return dequantize(r, false) }
+func (kernels) Dequantize(r *host.DequantizeRequest) error { return dequantizeAny(r, false) }
 
 // DequantizeUntransformed undoes the RHT of a transformed columnwise copy
-// (rhtInverse); other directions dequantize as usual.
-func (kernels) DequantizeUntransformed(r *host.DequantizeRequest) error { return dequantize(r, true) }
+// (rhtInverse); other directions dequantize as usual. On a ragged tensor the
+// inverse of a partial group sees the dropped outputs as zero (ragged.go).
+func (kernels) DequantizeUntransformed(r *host.DequantizeRequest) error {
+	return dequantizeAny(r, true)
+}
+
+// dequantizeAny dequantizes any shape: whole blocks directly, a ragged
+// tensor through its padded layout (spec §14).
+func dequantizeAny(r *host.DequantizeRequest, undo bool) error {
+	if err := checkDims(r.M, r.K); err != nil {
+		return err
+	}
+	if !aligned(r.M, r.K) {
+		return dequantizeRagged(r, undo)
+	}
+	return dequantize(r, undo)
+}
 
 // dequantize writes x = fl32(e2m1 · final_scale) with final_scale =
 // DequantScale(S_dec_b_fp8, amax) (spec §5.2), then rounds to the output dtype.
@@ -117,6 +132,12 @@ func (kernels) Derive(r *host.DeriveRequest) error {
 	}
 	if !s.Derivable(r.FromDir, r.ToDir) {
 		return host.Errorf(host.ErrState, "nvfp4: %s data cannot be derived from %s data (only 16×16-scaled columnwise from rowwise)", r.ToDir, r.FromDir)
+	}
+	if err := checkDims(r.M, r.K); err != nil {
+		return err
+	}
+	if !aligned(r.M, r.K) {
+		return deriveRagged(s, r)
 	}
 	src, _, err := viewOf(r.From, r.FromDir, r.M, r.K)
 	if err != nil {

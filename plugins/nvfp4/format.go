@@ -2,6 +2,7 @@ package nvfp4
 
 import (
 	"libquant/host"
+	"libquant/host/ragged"
 )
 
 // Name is the format's registry name.
@@ -89,8 +90,15 @@ func (s *Spec) RHT() (on bool, signMask uint16) { return s.rht, s.mask }
 func pad(x, to int64) int64 { return (x + to - 1) / to * to }
 
 // scaleShape is the compact E4M3 scale_inv shape of a direction whose stored
-// data is [rows, cols] elements: [pad128(rows), pad4(cols/16)] (spec §5.3).
-func scaleShape(rows, cols int64) (int64, int64) { return pad(rows, 128), pad(cols/BlockSize, 4) }
+// data is [rows, cols] elements: [pad128(rows), pad4(⌈cols/16⌉)] (spec §5.3,
+// §14 item 4: a partial block counts).
+func scaleShape(rows, cols int64) (int64, int64) {
+	return pad(rows, 128), pad(ragged.Div(cols, BlockSize), 4)
+}
+
+// rowBytes is the byte length of a stored row of cols packed codes, ⌈cols/2⌉
+// (spec §14 item 4).
+func rowBytes(cols int64) int64 { return ragged.Div(cols, 2) }
 
 // storedDims is the element shape a direction stores: rowwise [M, K],
 // columnwise the transpose [K, M] (spec §5.3).
@@ -101,10 +109,18 @@ func storedDims(m, k int64, dir host.Direction) (rows, cols int64) {
 	return m, k
 }
 
-// Layout: data uint8 [rows, cols/2] (two E2M1 codes a byte, the even element in
-// the low nibble, spec §1.5), scale_inv E4M3 [pad128(rows), pad4(cols/16)] and
-// amax FP32 [1], with [rows, cols] = [M, K] rowwise and [K, M] columnwise
-// (spec §5.3). Both dims must be multiples of 16 (spec §5.1).
+// Layout: data uint8 [rows, ⌈cols/2⌉] (two E2M1 codes a byte, the even element
+// in the low nibble, spec §1.5), scale_inv E4M3 [pad128(rows), pad4(⌈cols/16⌉)]
+// and amax FP32 [1], with [rows, cols] = [M, K] rowwise and [K, M] columnwise
+// (spec §5.3).
+//
+// Any M, K ≥ 0 (spec §14): rows are contiguous (no pitch padding); an odd
+// cols leaves the high nibble of each row's last byte zero; a partial block
+// counts in the scale shape; every scale byte outside the valid [rows,
+// ⌈cols/16⌉] region is zero. The bytes are those of X₀ (X zero-padded to
+// multiples of 16) with the padding dropped; see ragged.go for what that
+// means for the RHT and stochastic rounding. cuda/nvfp4.cu must write exactly
+// these buffers.
 func (s *Spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error) {
 	if err := checkDims(m, k); err != nil {
 		return nil, err
@@ -112,21 +128,26 @@ func (s *Spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error)
 	rows, cols := storedDims(m, k, dir)
 	sr, sc := scaleShape(rows, cols)
 	return []host.BufferSpec{
-		{Kind: host.BufData, DType: host.Uint8, Shape: []int64{rows, cols / 2}},
+		{Kind: host.BufData, DType: host.Uint8, Shape: []int64{rows, rowBytes(cols)}},
 		{Kind: host.BufScaleInv, DType: host.E4M3, Shape: []int64{sr, sc}},
 		{Kind: host.BufAmax, DType: host.Float32, Shape: []int64{1}},
 	}, nil
 }
 
+// checkDims rejects negative dims (the host checks shapes first; this guards
+// direct callers). Any other shape is accepted (spec §14).
 func checkDims(m, k int64) error {
-	if m%BlockSize != 0 {
-		return host.Errorf(host.ErrInvalidArgument, "shape: M = %d (the product of the leading dims) is not a multiple of %d, which nvfp4 needs (spec §5.1)", m, BlockSize)
+	if m < 0 {
+		return host.Errorf(host.ErrInvalidArgument, "shape: M = %d (the product of the leading dims) is negative", m)
 	}
-	if k%BlockSize != 0 {
-		return host.Errorf(host.ErrInvalidArgument, "shape: K = %d (the last dim) is not a multiple of %d, which nvfp4 needs (spec §5.1)", k, BlockSize)
+	if k < 0 {
+		return host.Errorf(host.ErrInvalidArgument, "shape: K = %d (the last dim) is negative", k)
 	}
 	return nil
 }
+
+// aligned reports whether both dims are whole 16-element blocks (no padding).
+func aligned(m, k int64) bool { return m%BlockSize == 0 && k%BlockSize == 0 }
 
 // Derivable: a 16×16-scaled tensor can build its columnwise copy from rowwise
 // data by transposing nibbles and tile scales (spec §5.3); 1×16 data can only

@@ -76,6 +76,10 @@ type dirOut struct {
 	blocksPerRow int // stored cols / 16
 	scales       scaleLayout
 	g            globalScale
+	// keyCols is the stored row length of the logical tensor X, which keys
+	// the stochastic-rounding bits (stochastic.go; spec §14 item 3): equal to
+	// blocksPerRow·16 unless this is the padded copy X₀ of a ragged tensor.
+	keyCols int
 	// am, when set, holds every block's amax as a BF16 magnitude pattern, bit
 	// 15 set when the block holds a NaN (row-major over [stored rows,
 	// blocksPerRow]): the first pass's result, which the quantize pass reuses.
@@ -84,7 +88,7 @@ type dirOut struct {
 
 func newDirOut(st *host.Storage, spec *Spec, dir host.Direction, m, k int64) (dirOut, error) {
 	rows, cols := storedDims(m, k, dir)
-	d := dirOut{on: true, dir: dir, rowBytes: int(cols / 2), blocksPerRow: int(cols / BlockSize)}
+	d := dirOut{on: true, dir: dir, rowBytes: int(cols / 2), blocksPerRow: int(cols / BlockSize), keyCols: int(cols)}
 	d.data = st.MustBuffer(host.BufData).Bytes8()
 	if int64(len(d.data)) != rows*cols/2 {
 		return d, host.Errorf(host.ErrInvalidArgument, "nvfp4: %s data buffer has %d bytes, want %d", dir, len(d.data), rows*cols/2)
@@ -106,6 +110,9 @@ type job struct {
 	tileAm []uint16
 	sr     bool
 	srs    srStream
+	// keyK is the logical K of X, which keys the bits of 16×16 tensors (their
+	// rowwise blocks; spec §14 item 3): k unless this is a padded X₀.
+	keyK int
 }
 
 func (kernels) Amax(r *host.AmaxRequest) error {
@@ -131,8 +138,14 @@ func (kernels) Amax(r *host.AmaxRequest) error {
 		}
 	}
 	if colRHT {
+		// Over X₀'s zero-padded 16-row groups (spec §14 item 2).
+		x0, m0, release, err := paddedRows(r.Input, r.M, r.K)
+		if err != nil {
+			return err
+		}
+		defer release()
 		signs := rhtSigns(s.mask)
-		out[1] = rhtTransform(r.Input.Uint16s(), int(r.M), int(r.K), &signs, nil, nil)
+		out[1] = rhtTransform(x0.Uint16s(), int(m0), int(r.K), &signs, nil, nil)
 	}
 	return nil
 }
@@ -165,9 +178,20 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 	if err := checkDims(r.M, r.K); err != nil {
 		return err
 	}
+	if !aligned(r.M, r.K) {
+		return quantizeRagged(s, r)
+	}
+	return quantizeBlocks(s, r, r.M, r.K)
+}
+
+// quantizeBlocks is Quantize of whole blocks; keyM and keyK are the dims of the
+// tensor whose flat indices key the stochastic-rounding bits: r's own, or
+// the logical X when r quantizes its padded copy X₀ (spec §14 item 3).
+func quantizeBlocks(s *Spec, r *host.QuantizeRequest, keyM, keyK int64) error {
+	var err error
 	m, k := int(r.M), int(r.K)
 	rowSt, colSt := r.Out[host.DirRowwise], r.Out[host.DirColumnwise]
-	j := &job{in: r.Input, m: m, k: k, twoD: s.TwoD(), sr: s.p.StochasticRounding, srs: newSRStream(s.p)}
+	j := &job{in: r.Input, m: m, k: k, twoD: s.TwoD(), sr: s.p.StochasticRounding, srs: newSRStream(s.p), keyK: int(keyK)}
 	if r.Input.DType == host.BFloat16 {
 		j.src = r.Input.Uint16s()
 	}
@@ -179,12 +203,14 @@ func (kernels) Quantize(r *host.QuantizeRequest) error {
 		if j.row, err = newDirOut(rowSt, s, host.DirRowwise, r.M, r.K); err != nil {
 			return err
 		}
+		j.row.keyCols = int(keyK)
 	}
 	var col dirOut
 	if colSt != nil {
 		if col, err = newDirOut(colSt, s, host.DirColumnwise, r.M, r.K); err != nil {
 			return err
 		}
+		col.keyCols = int(keyM)
 	}
 	// t quantizes the transposed, transformed copy as the rows of a [K, M] input.
 	t := &job{}
@@ -404,7 +430,7 @@ func (j *job) words(d *dirOut, r, cb, rowStride, n int, ws *tileWords) wordsOf {
 	if !j.sr {
 		return nil
 	}
-	j.srs.fill(d.dir, uint64(r)*uint64(d.blocksPerRow)+uint64(cb), uint64(rowStride), n, ws)
+	j.srs.fillKeyed(d.dir, uint64(r)*uint64(d.blocksPerRow)+uint64(cb), uint64(rowStride), n, d.blocksPerRow, d.keyCols, ws)
 	return ws
 }
 
@@ -552,7 +578,7 @@ func (j *job) tile2D(b, c0 int, cc *codeCache) {
 		// block (dir 0), whichever directions are stored.
 		var words wordsOf
 		if j.sr {
-			j.srs.fill(host.DirRowwise, uint64(r0)*uint64(bpr)+uint64(cb), uint64(bpr), BlockSize, &ws)
+			j.srs.fillKeyed(host.DirRowwise, uint64(r0)*uint64(bpr)+uint64(cb), uint64(bpr), BlockSize, bpr, j.keyK, &ws)
 			words = &ws
 		}
 		var rows [BlockSize]uint64

@@ -206,6 +206,22 @@ func refRandomByte(seed, offset uint64, dir int, r, c, cols int) uint8 {
 	return uint8(w[j/4] >> (8 * (j % 4)))
 }
 
+// refRandomByteFlat is the byte of element (r, c) of a stored matrix whose
+// logical rows hold cols elements, keyed by its flat index f = r·cols + c
+// (spec §14 item 3): byte f%16 of Philox block f/16. Padded elements (c ≥
+// cols) draw 0.
+func refRandomByteFlat(seed, offset uint64, dir int, r, c, cols int) uint8 {
+	if c >= cols {
+		return 0
+	}
+	f := uint64(r)*uint64(cols) + uint64(c)
+	blk := f / 16
+	ctr := [4]uint32{uint32(blk), uint32(blk>>32) | uint32(dir)<<31, uint32(offset), uint32(offset >> 32)}
+	w := refPhilox(ctr, [2]uint32{uint32(seed), uint32(seed >> 32)})
+	j := f % 16
+	return uint8(w[j/4] >> (8 * (j % 4)))
+}
+
 // refStochastic is spec §5.6's emulation with exact arithmetic: t is
 // fl32(u·step + |x|) computed from the exact sum, floored onto the grid of t's
 // region, clamped to 6, signed like x; NaN gives +6.
@@ -254,6 +270,10 @@ type refOptions struct {
 	offset   uint64
 	swizzled bool
 	amaxIn   *[2]float32
+	// keyM, keyK, when set, are the dims of the logical X whose zero-padded
+	// copy is being quantized: random bits are keyed by X's flat indices
+	// (spec §14 item 3), and padded elements draw byte 0.
+	keyM, keyK int
 }
 
 // refDirection is one direction's expected buffers.
@@ -383,6 +403,10 @@ func refQuantize(x [][]float32, o refOptions) (row, col refDirection) {
 	if o.sr {
 		rowBits = func(r, c int) uint8 { return refRandomByte(o.seed, o.offset, 0, r, c, k) }
 		colBits = func(r, c int) uint8 { return refRandomByte(o.seed, o.offset, 1, r, c, m) }
+		if o.keyK > 0 {
+			rowBits = func(r, c int) uint8 { return refRandomByteFlat(o.seed, o.offset, 0, r, c, o.keyK) }
+			colBits = func(r, c int) uint8 { return refRandomByteFlat(o.seed, o.offset, 1, r, c, o.keyM) }
+		}
 	}
 	if !o.twoD {
 		return refQuantizeBlocks(x, rowAmax, nil, rowBits, o.swizzled), refQuantizeBlocks(xt, colAmax, nil, colBits, o.swizzled)

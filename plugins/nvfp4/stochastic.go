@@ -28,6 +28,16 @@ import (
 // same codes, drawn with the rowwise (dir 0) bits of the element's rowwise
 // block, so the columnwise copy equals the one update_usage derives.
 //
+// Any shape (spec §14 item 3): element (r, c) of a direction's stored matrix
+// with logical row length cols (K rowwise, M columnwise — the flat index of X,
+// or of Xᵀ for the transposed columnwise copy) is keyed by its flat index
+// f = r·cols + c: it takes byte f%16 (word (f%16)/4, bits 8·(f%4)) of the
+// words of block f/16. When cols is a multiple of 16 that is exactly the
+// per-block rule above; when it is not, one 1×16 quantization block may
+// draw from two consecutive Philox blocks, and no bit depends on how far a
+// kernel pads. 16×16 tensors key every element by its rowwise (dir 0) flat
+// index r·K + c.
+//
 // TE's own bits come from curand Philox with a per-thread subsequence and are
 // tied to its kernel tiling (§13 item 13); they match these in distribution,
 // not bit for bit.
@@ -68,5 +78,44 @@ func (s *srStream) fill(dir host.Direction, first, stride uint64, n int, w *tile
 	}
 	if i < n {
 		w[i] = s.block(dir, first+uint64(i)*stride)
+	}
+}
+
+// fillKeyed is fill for the blocks of a stored matrix of bpr blocks a row
+// whose logical row length is cols (spec §14 item 3): each element's byte
+// comes from its flat index in the logical matrix. With cols = 16·bpr it is
+// fill. Elements past cols (padding, dropped after quantizing) take byte 0.
+func (s *srStream) fillKeyed(dir host.Direction, first, stride uint64, n, bpr, cols int, w *tileWords) {
+	if cols == bpr*16 {
+		s.fill(dir, first, stride, n, w)
+		return
+	}
+	var cached [2]uint64
+	var words [2][4]uint32
+	valid := [2]bool{}
+	get := func(pb uint64) *[4]uint32 {
+		for i := range cached {
+			if valid[i] && cached[i] == pb {
+				return &words[i]
+			}
+		}
+		i := int(pb & 1)
+		cached[i], valid[i], words[i] = pb, true, s.block(dir, pb)
+		return &words[i]
+	}
+	for i := 0; i < n; i++ {
+		b := first + uint64(i)*stride
+		r, cb := b/uint64(bpr), int(b%uint64(bpr))
+		var out [4]uint32
+		for e := 0; e < 16; e++ {
+			c := cb*16 + e
+			if c >= cols {
+				break
+			}
+			f := r*uint64(cols) + uint64(c)
+			byt := get(f / 16)[f%16/4] >> (8 * (f % 4)) & 0xFF
+			out[e/4] |= byt << (8 * (e % 4))
+		}
+		w[i] = out
 	}
 }

@@ -13,7 +13,13 @@ import (
 // TestUpdateUsage: a 16×16 tensor derives its columnwise copy from rowwise data
 // with the bytes a direct quantize gives (spec §5.3); 1×16 can only drop (§7.4).
 func TestUpdateUsage(t *testing.T) {
-	in := newInput(t, host.BFloat16, gaussian(48, 80, 9))
+	for _, sh := range [][2]int{{48, 80}, {45, 77}, {1, 1}, {17, 33}} { // aligned and ragged (spec §14)
+		testUpdateUsage(t, sh[0], sh[1])
+	}
+}
+
+func testUpdateUsage(t *testing.T, m, k int) {
+	in := newInput(t, host.BFloat16, gaussian(m, k, 9))
 	for _, p := range []host.Params{
 		{Format: Name, BlockDims: 2},
 		{Format: Name, BlockDims: 2, GEMMSwizzledScales: true},
@@ -45,7 +51,13 @@ func TestUpdateUsage(t *testing.T) {
 // TestSwizzleRoundTrip: converting to the GEMM layout gives the bytes a
 // swizzled quantize writes, and converting back gives the compact ones.
 func TestSwizzleRoundTrip(t *testing.T) {
-	in := newInput(t, host.BFloat16, gaussian(144, 80, 10))
+	for _, sh := range [][2]int{{144, 80}, {129, 47}} { // aligned and ragged (spec §14)
+		testSwizzleRoundTrip(t, sh[0], sh[1])
+	}
+}
+
+func testSwizzleRoundTrip(t *testing.T, m, k int) {
+	in := newInput(t, host.BFloat16, gaussian(m, k, 10))
 	for _, p := range []host.Params{{Format: Name}, {Format: Name, BlockDims: 2}, {Format: Name, RHT: host.RHTDefault}} {
 		compact := quantize(t, p, host.BothUsages, in.t, nil)
 		ps := p
@@ -73,10 +85,15 @@ func TestSwizzleRoundTrip(t *testing.T) {
 // and the tile path (e2m1·s exact)·fl32(amax·f) plus one product: at most 3
 // roundings of 2^-24 each on either side, so ≤ 6·2^-24 relative.
 func TestTileDequantizer(t *testing.T) {
-	m, k := 48, 80
+	for _, sh := range [][2]int{{48, 80}, {45, 77}} { // aligned and ragged (spec §14)
+		testTileDequantizer(t, sh[0], sh[1])
+	}
+}
+
+func testTileDequantizer(t *testing.T, m, k int) {
 	in := newInput(t, host.BFloat16, gaussian(m, k, 14))
 	var kern host.TileDequantizer = kernels{}
-	for _, p := range []host.Params{{Format: Name}, {Format: Name, BlockDims: 2, GEMMSwizzledScales: true}} {
+	for _, p := range []host.Params{{Format: Name}, {Format: Name, BlockDims: 2, GEMMSwizzledScales: true}, {Format: Name, RHT: host.RHTDefault}} {
 		qt := quantize(t, p, host.BothUsages, in.t, nil)
 		for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
 			st, _ := qt.Storage(d)

@@ -1,0 +1,967 @@
+"""Quantizers, quantized tensors, dequantize, GEMM, capability table, plugins."""
+
+from __future__ import annotations
+
+import ctypes as C
+import sys
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
+
+import numpy as np
+
+from . import _lib as L
+from ._dlpack import Buffer, Tensor, as_dltensor, as_output, dl_dtype
+from ._errors import InvalidArgumentError, InvalidHandleError
+
+if TYPE_CHECKING:
+    import torch
+
+    ArrayLike = Union[np.ndarray[Any, Any], "torch.Tensor", Any]
+else:
+    ArrayLike = Any
+
+# ---------------------------------------------------------------------------
+# Small value types and argument parsing
+# ---------------------------------------------------------------------------
+
+ROWWISE = 1
+COLUMNWISE = 2
+BOTH = 3
+
+_USAGES = {"rowwise": 1, "columnwise": 2, "both": 3, "all": 3}
+_DIRECTIONS = {"any": 0, "rowwise": 1, "columnwise": 2}
+_KINDS = {"data": 0, "scale_inv": 1, "amax": 2}
+_ENUMS: dict[str, dict[str, int]] = {
+    "element": {"default": 0, "e4m3": 1, "e5m2": 2, "e2m1": 3},
+    "scaling": {"current": 0, "delayed": 1},
+    "amax_compute_algo": {"max": 0, "most_recent": 1},
+    "scale_rounding": {"rceil": 0, "floor": 1},
+    "rht": {"off": 0, "default": 1, "custom_mask": 2, "custom": 2},
+}
+_BACKWARD_OVERRIDES = {"none": 0, "high_precision": 1, "dequantized": 2}
+
+
+def _usage(u: int | str) -> int:
+    if isinstance(u, str):
+        try:
+            return _USAGES[u.lower()]
+        except KeyError:
+            raise InvalidArgumentError("usage %r: want 'rowwise', 'columnwise', 'both' or QUANT_USAGE_* bits"
+                                       % u) from None
+    return int(u)
+
+
+def _direction(d: int | str | None) -> int:
+    if d is None:
+        return 0
+    if isinstance(d, str):
+        try:
+            return _DIRECTIONS[d.lower()]
+        except KeyError:
+            raise InvalidArgumentError("direction %r: want 'any', 'rowwise' or 'columnwise'" % d) from None
+    return int(d)
+
+
+def _enum(name: str, v: int | str | bool) -> int:
+    if isinstance(v, str):
+        table = _ENUMS.get(name, {})
+        try:
+            return table[v.lower()]
+        except KeyError:
+            raise InvalidArgumentError("%s %r: want one of %s or an integer" % (name, v, sorted(table))) from None
+    return int(v)
+
+
+class Device:
+    """A device: ``Device("cpu")``, ``Device("cuda:1")`` or ``Device(kDLCUDA, 1)``."""
+
+    __slots__ = ("device_type", "index")
+    device_type: int
+    index: int
+
+    def __init__(self, device: int | str | "Device" = "cpu", index: int = 0) -> None:
+        if isinstance(device, Device):
+            self.device_type, self.index = device.device_type, device.index
+            return
+        if isinstance(device, str):
+            name, _, idx = device.partition(":")
+            types = {"cpu": L.kDLCPU, "cuda": L.kDLCUDA}
+            if name not in types:
+                raise InvalidArgumentError("device %r: want 'cpu' or 'cuda[:N]'" % device)
+            self.device_type = types[name]
+            self.index = int(idx) if idx else index
+            return
+        if type(device).__name__ == "device":  # torch.device
+            d = Device(str(device))
+            self.device_type, self.index = d.device_type, d.index
+            return
+        self.device_type = int(device)
+        self.index = index
+
+    @property
+    def type(self) -> str:
+        return {L.kDLCPU: "cpu", L.kDLCUDA: "cuda"}.get(self.device_type, "dlpack%d" % self.device_type)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = Device(other)
+        return isinstance(other, Device) and (self.device_type, self.index) == (other.device_type, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.device_type, self.index))
+
+    def __repr__(self) -> str:
+        return "cpu" if self.device_type == L.kDLCPU else "%s:%d" % (self.type, self.index)
+
+    def _dl(self) -> L.DLDevice:
+        return L.DLDevice(self.device_type, self.index)
+
+
+def version() -> str:
+    """The library version, "MAJOR.MINOR.PATCH" (quant_version)."""
+    return bytes(L.lib().quant_version()).decode()
+
+
+def abi_version() -> int:
+    """The ABI version of the loaded library (quant_abi_version)."""
+    return int(L.lib().quant_abi_version())
+
+
+def library_path() -> str:
+    """The path of the loaded libquant.so."""
+    return str(L.lib().path)
+
+
+def status_string(status: int) -> str:
+    """The name of a quant_status ("QUANT_ERROR_STATE")."""
+    return bytes(L.lib().quant_status_string(status)).decode()
+
+
+def _is_torch(x: Any) -> bool:
+    return "torch" in sys.modules and isinstance(x, sys.modules["torch"].Tensor)
+
+
+def _alloc(shape: tuple[int, ...], dtype: Any, device: Device, like_torch: bool) -> Any:
+    """A new output array: NumPy on the CPU unless torch is wanted; torch on CUDA."""
+    if like_torch or device.device_type != L.kDLCPU:
+        from . import _torch
+
+        return _torch.empty(shape, dtype, device)
+    code_bits = dl_dtype(dtype)
+    from ._dlpack import numpy_dtype
+
+    return np.empty(shape, dtype=numpy_dtype(*code_bits))
+
+
+def _device_of(t: Tensor) -> Device:
+    return Device(t.dl.device.device_type, t.dl.device.device_id)
+
+
+def _device_stream(explicit: int | None, device: Device) -> int | None:
+    """explicit, else torch's current stream for a CUDA device when torch is loaded."""
+    if explicit is not None:
+        return int(explicit)
+    if device.device_type == L.kDLCUDA and "torch" in sys.modules:
+        from . import _torch
+
+        return _torch.current_stream(_torch.cuda_device(device.index))
+    return None
+
+
+def _stream(explicit: int | None, *tensors: Tensor | None) -> int | None:
+    if explicit is not None:
+        return int(explicit)
+    for t in tensors:
+        if t is not None and t.stream is not None:
+            return t.stream
+    return None
+
+
+@dataclass(frozen=True)
+class BufferDesc:
+    """One buffer of a layout (quant_buffer_desc)."""
+
+    direction: str  # "rowwise" or "columnwise"
+    kind: str  # "data", "scale_inv" or "amax"
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    dl_dtype: tuple[int, int] = field(repr=False, default=(0, 0))
+
+
+def _dtype_name(code: int, bits: int) -> str:
+    from ._dlpack import DTYPE_NAMES
+
+    return DTYPE_NAMES.get((code, bits), "dlpack(%d,%d)" % (code, bits))
+
+
+_KIND_NAMES = {0: "data", 1: "scale_inv", 2: "amax"}
+_DIR_NAMES = {1: "rowwise", 2: "columnwise"}
+
+# ---------------------------------------------------------------------------
+# Quantizer
+# ---------------------------------------------------------------------------
+
+
+class Quantizer:
+    """A quantizer (quant_quantizer): one format and its parameters.
+
+    ``Quantizer(format, **options)`` takes the fields of quant_quantizer_config
+    by name, keyword-only, with its defaults (zero: the format's default).
+    Enumerations accept their names too: ``element="e5m2"``,
+    ``scaling="delayed"``, ``amax_compute_algo="most_recent"``,
+    ``scale_rounding="floor"``, ``rht="default"``, ``usage="rowwise"``.
+    ``dtype`` (identity only) is a NumPy/torch dtype or a name. A value the
+    format does not take raises the library's error (InvalidArgumentError, ...).
+    """
+
+    _h: int | None
+    _deferred: int | None = None
+
+    def __init__(
+        self,
+        format: str,
+        *,
+        usage: int | str = 0,
+        element: int | str = 0,
+        scaling: int | str = 0,
+        force_pow2_scales: bool = False,
+        amax_epsilon: float = 0.0,
+        amax_history_len: int = 0,
+        amax_compute_algo: int | str = 0,
+        margin: float = 0.0,
+        block_dims: int = 0,
+        fp32_scales: bool = False,
+        scale_rounding: int | str = 0,
+        gemm_swizzled_scales: bool = False,
+        rht: int | str | bool = 0,
+        rht_sign_mask: int = 0,
+        stochastic_rounding: bool = False,
+        seed: int = 0,
+        offset: int = 0,
+        dtype: Any = None,
+    ) -> None:
+        self._h = None
+        if not isinstance(format, str):
+            raise InvalidArgumentError("format: want a str, got %s" % type(format).__name__)
+        c = L.quant_quantizer_config()
+        c.struct_size = C.sizeof(c)
+        c.format = format.encode()
+        c.usage = _usage(usage)
+        c.element = _enum("element", element)
+        c.scaling = _enum("scaling", scaling)
+        c.force_pow2_scales = int(force_pow2_scales)
+        c.amax_epsilon = float(amax_epsilon)
+        c.amax_history_len = int(amax_history_len)
+        c.amax_compute_algo = _enum("amax_compute_algo", amax_compute_algo)
+        c.margin = float(margin)
+        c.block_dims = int(block_dims)
+        c.fp32_scales = int(fp32_scales)
+        c.scale_rounding = _enum("scale_rounding", scale_rounding)
+        c.gemm_swizzled_scales = int(gemm_swizzled_scales)
+        c.rht = _enum("rht", rht)
+        c.rht_sign_mask = int(rht_sign_mask)
+        c.stochastic_rounding = int(stochastic_rounding)
+        c.seed = int(seed)
+        c.offset = int(offset)
+        if dtype is not None:
+            if isinstance(dtype, tuple):
+                code, bits = dtype
+            else:
+                code, bits = dl_dtype(dtype)
+            c.dtype.code, c.dtype.bits, c.dtype.lanes = code, bits, 1
+        h = C.c_void_p()
+        L.check(L.lib().quant_quantizer_create(C.byref(c), C.byref(h)))
+        self._h = h.value
+        self._views: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.format = format
+        self.options = {k: v for k, v in locals().items() if k not in ("self", "format", "c", "h")}
+
+    @classmethod
+    def _adopt(cls, handle: int, format: str) -> "Quantizer":
+        q = cls.__new__(cls)
+        q._h = handle
+        q._views = weakref.WeakSet()
+        q.format = format
+        q.options = {}
+        return q
+
+    @classmethod
+    def hybrid(cls, rowwise: "Quantizer", columnwise: "Quantizer", *,
+               columnwise_source: int | str = "original") -> "Quantizer":
+        """A hybrid quantizer: rowwise's format for the rowwise direction, columnwise's
+        for the columnwise one (quant_quantizer_create_hybrid). columnwise_source:
+        "original" or "rowwise_dequantized"."""
+        src = {"original": 0, "rowwise_dequantized": 1}
+        s = src.get(columnwise_source, None) if isinstance(columnwise_source, str) else int(columnwise_source)
+        if s is None:
+            raise InvalidArgumentError("columnwise_source %r: want 'original' or 'rowwise_dequantized'"
+                                       % columnwise_source)
+        h = C.c_void_p()
+        L.check(L.lib().quant_quantizer_create_hybrid(rowwise.handle, columnwise.handle, s, C.byref(h)))
+        assert h.value is not None
+        q = cls._adopt(h.value, "hybrid(%s, %s)" % (rowwise.format, columnwise.format))
+        return q
+
+    # -- lifetime -------------------------------------------------------------
+    @property
+    def handle(self) -> int:
+        """The quant_quantizer* (raises InvalidHandleError once closed)."""
+        h = self._h
+        if h is None:
+            raise InvalidHandleError("quantizer: this Quantizer is closed")
+        return h
+
+    def close(self) -> None:
+        """Frees the quantizer now (tensors and recipes that use it keep their own
+        references). While views of its delayed-scaling state are alive, the free
+        waits for them; the Quantizer is unusable at once."""
+        h, self._h = self._h, None
+        if h is None:
+            return
+        if getattr(self, "_views", None):
+            self._deferred = h
+            return
+        L.check(L.lib().quant_quantizer_free(h))
+
+    def __del__(self) -> None:
+        h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
+        if h is not None:
+            self._h = self._deferred = None
+            try:
+                L.lib().quant_quantizer_free(h)
+            except Exception:  # interpreter shutdown
+                pass
+
+    def __enter__(self) -> "Quantizer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "Quantizer(%r%s)" % (self.format, "".join(", %s=%r" % kv for kv in self.options.items()
+                                                            if kv[1] not in (0, 0.0, False, None)))
+
+    # -- usage ----------------------------------------------------------------
+    @property
+    def usage(self) -> int:
+        """Which directions the next quantize produces (QUANT_USAGE_* bits)."""
+        u = C.c_uint32()
+        L.check(L.lib().quant_quantizer_get_usage(self.handle, C.byref(u)))
+        return int(u.value)
+
+    @usage.setter
+    def usage(self, usage: int | str) -> None:
+        L.check(L.lib().quant_quantizer_set_usage(self.handle, _usage(usage)))
+
+    def set_usage(self, usage: int | str) -> None:
+        """quant_quantizer_set_usage: "rowwise", "columnwise", "both" or bits."""
+        self.usage = usage
+
+    # -- layout ---------------------------------------------------------------
+    def layout(self, shape: Sequence[int]) -> list[BufferDesc]:
+        """The buffers quantizing a tensor of this shape produces (rowwise first)."""
+        shape = tuple(int(s) for s in shape)
+        sh = (C.c_int64 * max(len(shape), 1))(*shape)
+        n = C.c_size_t()
+        lib = L.lib()
+        L.check(lib.quant_quantizer_layout(self.handle, sh, len(shape), None, 0, C.byref(n)))
+        descs = (L.quant_buffer_desc * max(n.value, 1))()
+        L.check(lib.quant_quantizer_layout(self.handle, sh, len(shape), descs, n.value, C.byref(n)))
+        return [BufferDesc(_DIR_NAMES.get(d.direction, str(d.direction)), _KIND_NAMES.get(d.kind, str(d.kind)),
+                           _dtype_name(d.dtype.code, d.dtype.bits), tuple(d.shape[i] for i in range(d.ndim)),
+                           int(d.nbytes), (d.dtype.code, d.dtype.bits))
+                for d in descs[: n.value]]
+
+    # -- quantize -------------------------------------------------------------
+    def _options(self, t: Tensor, amax: Any, persistent: bool, stream: int | None,
+                 keep: list[Any]) -> Any:
+        s = _stream(stream, t)
+        if amax is None and not persistent and s is None:
+            return None
+        o = L.quant_quantize_options()
+        o.struct_size = C.sizeof(o)
+        o.persistent = int(persistent)
+        if s is not None:
+            o.stream = s
+        if amax is not None:
+            at = as_dltensor(amax)
+            keep.append(at)
+            o.amax = C.pointer(at.dl)
+        return C.byref(o)
+
+    def quantize(self, x: ArrayLike, *, usage: int | str | None = None, amax: ArrayLike | None = None,
+                 persistent: bool = False, stream: int | None = None) -> "QTensor":
+        """Quantizes x (FP32, BF16 or FP16; NumPy, torch, or any DLPack object, not
+        copied) into a new QTensor. usage overrides the quantizer's usage for this
+        call; amax is an FP32 [2] (rowwise, columnwise) to use instead of computing
+        it; persistent marks a weight that never loses a direction. CUDA work runs on
+        ``stream`` or torch's current stream."""
+        h = self._h
+        if h is None:
+            raise InvalidHandleError("quantizer: this Quantizer is closed")
+        t = as_dltensor(x)
+        keep: list[Any] = []
+        if amax is None and not persistent and stream is None and t.stream is None:
+            opts = None
+        else:
+            opts = self._options(t, amax, persistent, stream, keep)
+        out = C.c_void_p()
+        lib = L.lib()
+        if usage is None:
+            st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
+        else:
+            old = self.usage
+            self.usage = usage
+            try:
+                st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
+            finally:
+                lib.quant_quantizer_set_usage(h, old)
+        if st:
+            raise lib.error(st)
+        assert out.value is not None
+        return QTensor(out.value, t.framework == "torch")
+
+    def quantize_into(self, x: ArrayLike, dst: "QTensor", *, amax: ArrayLike | None = None,
+                      persistent: bool = False, stream: int | None = None) -> "QTensor":
+        """Re-quantizes x into dst, reusing its buffers (quant_quantize_into). Returns dst."""
+        h = self.handle
+        t = as_dltensor(x)
+        keep: list[Any] = []
+        opts = self._options(t, amax, persistent, stream, keep)
+        L.check(L.lib().quant_quantize_into(h, t.ref, opts, dst.handle))
+        return dst
+
+    def empty(self, shape: Sequence[int], *, device: Any = "cpu", torch: bool | None = None) -> "QTensor":
+        """A QTensor over newly allocated caller-side buffers for this shape (NumPy
+        arrays on the CPU, torch tensors on CUDA or when torch=True), to fill with
+        quantize_into: torch's caching allocator then owns the GPU memory."""
+        dev = Device(device)
+        use_torch = bool(torch) or dev.device_type != L.kDLCPU
+        bufs: list[tuple[BufferDesc, Any]] = []
+        for d in self.layout(shape):
+            b: Any
+            if use_torch:
+                from . import _torch
+
+                b = _torch.empty((d.nbytes,), "uint8", dev)
+            else:
+                b = np.zeros((d.nbytes,), np.uint8)
+            bufs.append((d, b))
+        return self.from_buffers(shape, [(d, b) for d, b in bufs])
+
+    def from_buffers(self, shape: Sequence[int], buffers: Sequence[Any]) -> "QTensor":
+        """A QTensor over caller-owned buffers, in layout() order (quant_qtensor_from_buffers).
+
+        Each entry is an array (its dtype and shape must be what layout() lists), or a
+        (BufferDesc, bytes-array) pair whose bytes are reinterpreted as the desc says.
+        The QTensor keeps the arrays alive."""
+        shape = tuple(int(s) for s in shape)
+        sh = (C.c_int64 * max(len(shape), 1))(*shape)
+        n = len(buffers)
+        dls = (L.DLTensor * max(n, 1))()
+        keep: list[Any] = []
+        for i, b in enumerate(buffers):
+            if isinstance(b, tuple):
+                d, raw = b
+                t = as_output(raw, "buffers[%d]" % i)
+                dl = t.dl
+                bsh = (C.c_int64 * max(len(d.shape), 1))(*d.shape)
+                keep.append(bsh)
+                dl.ndim = len(d.shape)
+                dl.shape = bsh
+                dl.strides = None
+                dl.dtype.code, dl.dtype.bits = d.dl_dtype
+            else:
+                t = as_output(b, "buffers[%d]" % i)
+            keep.append(t)
+            dls[i] = t.dl
+        out = C.c_void_p()
+        L.check(L.lib().quant_qtensor_from_buffers(self.handle, sh, len(shape), dls, n, C.byref(out)))
+        assert out.value is not None
+        qt = QTensor(out.value, any(t.framework == "torch" for t in keep if isinstance(t, Tensor)))
+        qt._borrowed = keep
+        return qt
+
+    def compute_amax(self, x: ArrayLike, *, out: ArrayLike | None = None, stream: int | None = None) -> Any:
+        """The global amax(es) quantize would use: FP32 [rowwise, columnwise], on x's device."""
+        t = as_dltensor(x)
+        if out is None:
+            out = _alloc((2,), "float32", _device_of(t), t.framework == "torch")
+        o = as_output(out, "out")
+        s = _stream(stream, t)
+        L.check(L.lib().quant_compute_amax(self.handle, t.ref, o.ref, s))
+        return out
+
+    # -- delayed scaling ------------------------------------------------------
+    def delayed_scaling_state(self, direction: int | str | None = None) -> tuple[Buffer, Buffer]:
+        """Zero-copy views (CPU) of the FP32 scale [1] and amax history [L]
+        (quant_delayed_scaling_state). history[0] stages this step's amax."""
+        s, hist = L.DLTensor(), L.DLTensor()
+        L.check(L.lib().quant_delayed_scaling_state(self.handle, _direction(direction), C.byref(s), C.byref(hist)))
+        return Buffer(s, self), Buffer(hist, self)
+
+    def update_delayed_scaling(self, reduced_amax: float | None = None,
+                               direction: int | str | None = None) -> None:
+        """Runs the amax-history and scale update; reduced_amax is this step's amax
+        after a cross-process MAX reduction (None: the staged history[0])."""
+        r = C.byref(C.c_float(reduced_amax)) if reduced_amax is not None else None
+        L.check(L.lib().quant_delayed_scaling_update(self.handle, _direction(direction), r))
+
+
+# ---------------------------------------------------------------------------
+# QTensor
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QTensorInfo:
+    """quant_qtensor_info."""
+
+    shape: tuple[int, ...]
+    usage: int
+    device: Device
+    persistent: bool
+    rowwise_format: str
+    columnwise_format: str
+
+
+def _info(info: L.quant_qtensor_info) -> QTensorInfo:
+    return QTensorInfo(tuple(info.shape[i] for i in range(min(max(info.ndim, 0), L.MAX_DIMS))), int(info.usage),
+                       Device(info.device.device_type, info.device.device_id), bool(info.persistent),
+                       info.rowwise_format.decode(), info.columnwise_format.decode())
+
+
+_PACKED_FP4_FORMATS = ("mxfp4", "nvfp4")
+
+
+class DirectionView:
+    """The buffers of one direction of a QTensor: data, scale_inv and amax
+    (``None`` where the format has no such buffer)."""
+
+    def __init__(self, qt: "QTensor", direction: int, format: str) -> None:
+        self.direction = _DIR_NAMES[direction]
+        self.format = format
+        self.data = qt.buffer(direction, "data")
+        self.scale_inv = qt._maybe_buffer(direction, 1)
+        self.amax = qt._maybe_buffer(direction, 2)
+
+    def __repr__(self) -> str:
+        return "DirectionView(%s, format=%r, data=%r, scale_inv=%r, amax=%r)" % (
+            self.direction, self.format, self.data, self.scale_inv, self.amax)
+
+
+class QTensor:
+    """A quantized tensor (quant_qtensor): up to two directions, each with its own
+    format and buffers. ``rowwise`` / ``columnwise`` give zero-copy views of the
+    buffers (``None`` for a direction the tensor does not hold)."""
+
+    _h: int | None
+
+    _deferred: int | None = None
+
+    def __init__(self, handle: int, torch_like: bool = False) -> None:
+        self._h = handle
+        self._torch_like = torch_like
+        self._borrowed: list[Any] = []
+        self._views: weakref.WeakSet[Any] | None = None
+
+    @property
+    def handle(self) -> int:
+        """The quant_qtensor* (raises InvalidHandleError once closed)."""
+        h = self._h
+        if h is None:
+            raise InvalidHandleError("tensor: this QTensor is closed")
+        return h
+
+    def close(self) -> None:
+        """Frees the tensor now. While views of its buffers are alive (NumPy arrays,
+        torch tensors, DLPack capsules), the free waits for the last of them; the
+        QTensor itself is unusable at once."""
+        h, self._h = self._h, None
+        if h is None:
+            return
+        if self._views:
+            self._deferred = h
+            return
+        L.check(L.lib().quant_qtensor_free(h))
+
+    def __del__(self) -> None:
+        h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
+        if h is not None:
+            self._h = self._deferred = None
+            try:
+                L.lib().quant_qtensor_free(h)
+            except Exception:
+                pass
+
+    def __enter__(self) -> "QTensor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- description ----------------------------------------------------------
+    @property
+    def info(self) -> QTensorInfo:
+        """quant_qtensor_get_info."""
+        i = L.quant_qtensor_info()
+        i.struct_size = C.sizeof(i)
+        L.check(L.lib().quant_qtensor_get_info(self.handle, C.byref(i)))
+        return _info(i)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.info.shape
+
+    @property
+    def usage(self) -> int:
+        return self.info.usage
+
+    @property
+    def device(self) -> Device:
+        return self.info.device
+
+    @property
+    def persistent(self) -> bool:
+        return self.info.persistent
+
+    @persistent.setter
+    def persistent(self, value: bool) -> None:
+        L.check(L.lib().quant_qtensor_set_persistent(self.handle, int(value)))
+
+    def set_persistent(self, value: bool = True) -> None:
+        """quant_qtensor_set_persistent."""
+        self.persistent = value
+
+    @property
+    def formats(self) -> tuple[str, str]:
+        """(rowwise format, columnwise format); "" for a missing direction."""
+        i = self.info
+        return i.rowwise_format, i.columnwise_format
+
+    def __repr__(self) -> str:
+        if self._h is None:
+            return "QTensor(closed)"
+        i = self.info
+        return "QTensor(shape=%s, rowwise=%r, columnwise=%r, device=%s%s)" % (
+            i.shape, i.rowwise_format or None, i.columnwise_format or None, i.device,
+            ", persistent" if i.persistent else "")
+
+    # -- buffers --------------------------------------------------------------
+    def buffer(self, direction: int | str, kind: int | str) -> Buffer:
+        """A zero-copy view of one buffer (quant_qtensor_buffer)."""
+        d = _direction(direction)
+        k = _KINDS[kind] if isinstance(kind, str) else int(kind)
+        v = L.DLTensor()
+        L.check(L.lib().quant_qtensor_buffer(self.handle, d, k, C.byref(v)))
+        fmt = ""
+        if k == 0 and d in (1, 2):
+            fmt = self.formats[d - 1]
+        packed = k == 0 and fmt in _PACKED_FP4_FORMATS and v.dtype.code == L.kDLUInt and v.dtype.bits == 8
+        width = None
+        if packed:  # the logical row: K rowwise; M (the flattened leading dims) for the transposed columnwise
+            m, kk = _rows_cols(self.info.shape)
+            width = kk if d == 1 else m
+        if self._views is None:
+            self._views = weakref.WeakSet()
+        return Buffer(v, self, packed, width)
+
+    def _maybe_buffer(self, direction: int, kind: int) -> Buffer | None:
+        v = L.DLTensor()
+        st = L.lib().quant_qtensor_buffer(self.handle, direction, kind, C.byref(v))
+        if st:
+            return None
+        if self._views is None:
+            self._views = weakref.WeakSet()
+        return Buffer(v, self)
+
+    def _direction_view(self, d: int) -> DirectionView | None:
+        fmt = self.formats[d - 1]
+        return DirectionView(self, d, fmt) if fmt else None
+
+    @property
+    def rowwise(self) -> DirectionView | None:
+        """The rowwise direction's buffers, or None."""
+        return self._direction_view(1)
+
+    @property
+    def columnwise(self) -> DirectionView | None:
+        """The columnwise direction's buffers, or None."""
+        return self._direction_view(2)
+
+    def buffers(self) -> Iterator[tuple[str, str, Buffer]]:
+        """Every buffer as (direction, kind, Buffer)."""
+        for d in (1, 2):
+            v = self._direction_view(d)
+            if v is None:
+                continue
+            for k in ("data", "scale_inv", "amax"):
+                b = getattr(v, k)
+                if b is not None:
+                    yield v.direction, k, b
+
+    # -- operations -----------------------------------------------------------
+    def dequantize(self, *, direction: int | str | None = None, out: ArrayLike | None = None,
+                   dtype: Any = "float32", undo_transform: bool = False, stream: int | None = None) -> Any:
+        """The values (quant_dequantize_ex) in out, or a new FP32/BF16/FP16 array of
+        the tensor's shape (NumPy on the CPU, torch on CUDA or for torch inputs).
+        direction: "any" (rowwise when present), "rowwise", "columnwise".
+        undo_transform maps values stored in a transformed domain (nvfp4 RHT) back."""
+        h = self.handle
+        if out is None:
+            i = self.info
+            out = _alloc(i.shape, dtype, i.device, self._torch_like)
+        o = as_output(out, "out")
+        opts = L.quant_dequantize_options()
+        opts.struct_size = C.sizeof(opts)
+        opts.direction = _direction(direction)
+        opts.undo_transform = int(undo_transform)
+        s = _stream(stream, o)
+        if s is not None:
+            opts.stream = s
+        L.check(L.lib().quant_dequantize_ex(h, C.byref(opts), o.ref))
+        return out
+
+    def update_usage(self, usage: int | str, *, stream: int | None = None) -> None:
+        """Keeps exactly these directions, deriving a missing one where the format can
+        (quant_qtensor_update_usage)."""
+        s = _device_stream(stream, self.device)
+        L.check(L.lib().quant_qtensor_update_usage(self.handle, _usage(usage), s))
+
+    def set_gemm_swizzled_scales(self, swizzled: bool = True, *, stream: int | None = None) -> None:
+        """Converts the scales to the GEMM-swizzled layout or back, in place."""
+        s = _device_stream(stream, self.device)
+        L.check(L.lib().quant_qtensor_set_gemm_swizzled_scales(self.handle, int(swizzled), s))
+
+
+# ---------------------------------------------------------------------------
+# Module-level operations
+# ---------------------------------------------------------------------------
+
+
+def quantize(x: ArrayLike, quantizer: Quantizer | str, *, usage: int | str | None = None,
+             amax: ArrayLike | None = None, persistent: bool = False, stream: int | None = None,
+             **options: Any) -> QTensor:
+    """Quantizes x with a Quantizer, or with a new one made from a format name and options."""
+    q = quantizer if isinstance(quantizer, Quantizer) else Quantizer(quantizer, **options)
+    return q.quantize(x, usage=usage, amax=amax, persistent=persistent, stream=stream)
+
+
+def quantize_into(x: ArrayLike, quantizer: Quantizer, dst: QTensor, **kw: Any) -> QTensor:
+    """quant_quantize_into: re-quantizes x into dst's buffers."""
+    return quantizer.quantize_into(x, dst, **kw)
+
+
+def dequantize(qt: QTensor, **kw: Any) -> Any:
+    """QTensor.dequantize."""
+    return qt.dequantize(**kw)
+
+
+def update_usage(qt: QTensor, usage: int | str) -> None:
+    """QTensor.update_usage."""
+    qt.update_usage(usage)
+
+
+def compute_amax(quantizer: Quantizer, x: ArrayLike, **kw: Any) -> Any:
+    """Quantizer.compute_amax."""
+    return quantizer.compute_amax(x, **kw)
+
+
+def _rows_cols(shape: tuple[int, ...]) -> tuple[int, int]:
+    if not shape:
+        return 1, 1
+    m = 1
+    for s in shape[:-1]:
+        m *= s
+    return m, shape[-1]
+
+
+def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = False, trans_b: bool = False,
+         out: ArrayLike | None = None, out_dtype: Any = "float32", alpha: float | None = None,
+         beta: float | None = None, c: ArrayLike | None = None, bias: ArrayLike | None = None,
+         accumulate: bool = False, stream: int | None = None) -> Any:
+    """D = alpha * op(A) * op(B) + beta * C + bias (+ D if accumulate), row-major,
+    FP32 accumulation (quant_gemm). Operands are QTensors (read in the direction
+    their contraction needs) or plain FP32/BF16/FP16 arrays. Returns out, or a new
+    [M, N] array of out_dtype."""
+    args = L.quant_gemm_args()
+    args.struct_size = C.sizeof(args)
+    keep: list[Any] = []
+    shapes = []
+    devices = []
+    torch_like = False
+    for op, x, tr in ((args.a, a, trans_a), (args.b, b, trans_b)):
+        op.trans = int(tr)
+        if isinstance(x, QTensor):
+            op.qtensor = x.handle
+            if out is None:
+                i = x.info
+                shapes.append(i.shape)
+                devices.append(i.device)
+                torch_like = torch_like or x._torch_like
+        else:
+            t = as_dltensor(x)
+            keep.append(t)
+            op.tensor = C.pointer(t.dl)
+            shapes.append(t.shape)
+            devices.append(_device_of(t))
+            torch_like = torch_like or t.framework == "torch"
+    if out is None:
+        if accumulate:
+            raise InvalidArgumentError("accumulate: needs out (the D whose contents are added)")
+        ar, ac = _rows_cols(shapes[0])
+        br, bc = _rows_cols(shapes[1])
+        m = ac if trans_a else ar
+        n = br if trans_b else bc
+        out = _alloc((m, n), out_dtype, devices[0], torch_like)
+    d = as_output(out, "out")
+    keep.append(d)
+    args.d = C.pointer(d.dl)
+    if c is not None:
+        ct = as_dltensor(c)
+        keep.append(ct)
+        args.c = C.pointer(ct.dl)
+    if bias is not None:
+        bt = as_dltensor(bias)
+        keep.append(bt)
+        args.bias = C.pointer(bt.dl)
+    if alpha is not None:
+        fa = C.c_float(alpha)
+        keep.append(fa)
+        args.alpha = C.pointer(fa)
+    if beta is not None:
+        fb = C.c_float(beta)
+        keep.append(fb)
+        args.beta = C.pointer(fb)
+    args.accumulate = int(accumulate)
+    s = _stream(stream, *[k for k in keep if isinstance(k, Tensor)])
+    if s is None and d.dl.device.device_type == L.kDLCUDA:
+        s = _device_stream(None, _device_of(d))
+    if s is not None:
+        args.stream = s
+    L.check(L.lib().quant_gemm(C.byref(args)))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Capability table
+# ---------------------------------------------------------------------------
+
+_LEVELS = {0: "unsupported", 1: "emulated", 2: "native"}
+
+
+@dataclass(frozen=True)
+class GemmSupport:
+    """One row of the GEMM capability table (quant_gemm_support_entry)."""
+
+    format_a: str
+    format_b: str
+    level: str  # "native", "emulated" or "unsupported"
+    reason: str
+    level_code: int = 0
+
+
+def _support(e: L.quant_gemm_support_entry) -> GemmSupport:
+    return GemmSupport(e.format_a.decode(), e.format_b.decode(), _LEVELS.get(e.level, str(e.level)),
+                       e.reason.decode("utf-8", "replace"), int(e.level))
+
+
+def gemm_support(format_a: str, format_b: str, device: Any = "cpu") -> GemmSupport:
+    """How format_a x format_b multiply on a device (quant_gemm_support)."""
+    e = L.quant_gemm_support_entry()
+    L.check(L.lib().quant_gemm_support(Device(device)._dl(), format_a.encode(), format_b.encode(), C.byref(e)))
+    return _support(e)
+
+
+def gemm_support_table(device: Any = "cpu") -> list[GemmSupport]:
+    """Every ordered pair of registered formats on a device, as rows (quant_gemm_support_table)."""
+    dev = Device(device)._dl()
+    lib = L.lib()
+    n = C.c_size_t()
+    L.check(lib.quant_gemm_support_table(dev, None, 0, C.byref(n)))
+    entries = (L.quant_gemm_support_entry * max(n.value, 1))()
+    L.check(lib.quant_gemm_support_table(dev, entries, n.value, C.byref(n)))
+    return [_support(e) for e in entries[: n.value]]
+
+
+# ---------------------------------------------------------------------------
+# Plugins
+# ---------------------------------------------------------------------------
+
+_ORIGINS = {0: "explicit", 1: "env", 2: "auto"}
+_OPS = {1: "amax", 2: "quantize", 4: "dequantize", 8: "derive", 16: "swizzle_scales", 32: "gemm"}
+
+
+@dataclass(frozen=True)
+class PluginKernel:
+    """A kernel set of a plugin (quant_plugin_kernel_info)."""
+
+    format: str
+    device: Device
+    ops: int
+    op_names: tuple[str, ...]
+    defines_format: bool
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """An entry of the plugin list (quant_plugin_info): a loaded plugin or a failed load."""
+
+    index: int
+    path: str
+    name: str
+    version: str
+    abi_version: int
+    origin: str
+    status: int
+    message: str
+    formats: tuple[str, ...]
+    kernels: tuple[PluginKernel, ...]
+
+    @property
+    def loaded(self) -> bool:
+        return self.status == 0
+
+
+def load_plugin(path: str) -> int:
+    """Loads a plugin file (quant_plugin_load); returns its index in the plugin list."""
+    idx = C.c_size_t()
+    L.check(L.lib().quant_plugin_load(str(path).encode(), C.byref(idx)))
+    return int(idx.value)
+
+
+def _s(b: bytes | None) -> str:
+    return (b or b"").decode("utf-8", "replace")
+
+
+def plugin_info(index: int) -> PluginInfo:
+    """Describes entry index of the plugin list."""
+    lib = L.lib()
+    info = L.quant_plugin_info()
+    info.struct_size = C.sizeof(info)
+    L.check(lib.quant_plugin_get_info(index, C.byref(info)))
+    formats = []
+    for f in range(info.num_formats if info.status == 0 else 0):
+        name = C.c_char_p()
+        L.check(lib.quant_plugin_get_format(index, f, C.byref(name)))
+        formats.append(_s(name.value))
+    kernels = []
+    for k in range(info.num_kernels if info.status == 0 else 0):
+        ki = L.quant_plugin_kernel_info()
+        ki.struct_size = C.sizeof(ki)
+        L.check(lib.quant_plugin_get_kernel(index, k, C.byref(ki)))
+        kernels.append(PluginKernel(_s(ki.format), Device(ki.device_type, 0), int(ki.ops),
+                                    tuple(n for bit, n in _OPS.items() if ki.ops & bit), bool(ki.defines_format)))
+    return PluginInfo(index, _s(info.path), _s(info.name), _s(info.version), int(info.abi_version),
+                      _ORIGINS.get(info.origin, str(info.origin)), int(info.status), _s(info.message),
+                      tuple(formats), tuple(kernels))
+
+
+def plugins() -> list[PluginInfo]:
+    """The plugin list: loaded plugins and failed automatic/LIBQUANT_PLUGIN_PATH loads."""
+    n = C.c_size_t()
+    L.check(L.lib().quant_plugin_count(C.byref(n)))
+    return [plugin_info(i) for i in range(n.value)]

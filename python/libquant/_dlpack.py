@@ -1,0 +1,542 @@
+"""DLPack both ways, never copying.
+
+Import: a NumPy array, a torch tensor or any object with ``__dlpack__`` becomes a
+``DLTensor`` over the same memory (``as_dltensor``). Export: a ``Buffer`` is a
+view of one buffer of a quantized tensor (or of a quantizer's delayed-scaling
+state) and speaks ``__dlpack__`` / ``__dlpack_device__``; its ``numpy()`` and
+``torch()`` give typed zero-copy views. Torch-specific code lives in _torch.py.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from . import _lib as L
+from ._errors import InvalidArgumentError, UnsupportedError
+
+if TYPE_CHECKING:
+    import torch
+
+    from ._core import Device
+
+# ---------------------------------------------------------------------------
+# dtypes
+# ---------------------------------------------------------------------------
+
+# (DLPack code, bits) <-> NumPy dtype (ml_dtypes for the low-precision ones).
+_NP_BY_DL: dict[tuple[int, int], np.dtype[Any]] = {
+    (L.kDLFloat, 32): np.dtype(np.float32),
+    (L.kDLFloat, 16): np.dtype(np.float16),
+    (L.kDLFloat, 64): np.dtype(np.float64),
+    (L.kDLBfloat, 16): np.dtype(ml_dtypes.bfloat16),
+    (L.kDLUInt, 8): np.dtype(np.uint8),
+    (L.kDLUInt, 16): np.dtype(np.uint16),
+    (L.kDLUInt, 32): np.dtype(np.uint32),
+    (L.kDLUInt, 64): np.dtype(np.uint64),
+    (L.kDLInt, 8): np.dtype(np.int8),
+    (L.kDLInt, 16): np.dtype(np.int16),
+    (L.kDLInt, 32): np.dtype(np.int32),
+    (L.kDLInt, 64): np.dtype(np.int64),
+    (L.kDLBool, 8): np.dtype(np.bool_),
+    (L.kDLFloat8_e4m3fn, 8): np.dtype(ml_dtypes.float8_e4m3fn),
+    (L.kDLFloat8_e5m2, 8): np.dtype(ml_dtypes.float8_e5m2),
+    (L.kDLFloat8_e8m0fnu, 8): np.dtype(ml_dtypes.float8_e8m0fnu),
+    (L.kDLFloat8_e4m3fnuz, 8): np.dtype(ml_dtypes.float8_e4m3fnuz),
+    (L.kDLFloat8_e5m2fnuz, 8): np.dtype(ml_dtypes.float8_e5m2fnuz),
+    (L.kDLFloat8_e4m3b11fnuz, 8): np.dtype(ml_dtypes.float8_e4m3b11fnuz),
+    (L.kDLFloat8_e3m4, 8): np.dtype(ml_dtypes.float8_e3m4),
+    (L.kDLFloat8_e4m3, 8): np.dtype(ml_dtypes.float8_e4m3),
+}
+_DL_BY_NP: dict[np.dtype[Any], tuple[int, int]] = {v: k for k, v in _NP_BY_DL.items()}
+
+DTYPE_NAMES: dict[tuple[int, int], str] = {
+    (L.kDLFloat, 32): "float32",
+    (L.kDLFloat, 16): "float16",
+    (L.kDLFloat, 64): "float64",
+    (L.kDLBfloat, 16): "bfloat16",
+    (L.kDLUInt, 8): "uint8",
+    (L.kDLFloat8_e4m3fn, 8): "float8_e4m3fn",
+    (L.kDLFloat8_e5m2, 8): "float8_e5m2",
+    (L.kDLFloat8_e8m0fnu, 8): "float8_e8m0fnu",
+    (L.kDLFloat4_e2m1fn, 4): "float4_e2m1fn",
+}
+_DL_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
+
+
+def dl_dtype(dtype: Any) -> tuple[int, int]:
+    """(DLPack code, bits) of a NumPy dtype, a torch dtype or a name ("bfloat16")."""
+    if isinstance(dtype, str):
+        if dtype in _DL_BY_NAME:
+            return _DL_BY_NAME[dtype]
+        dtype = np.dtype(getattr(ml_dtypes, dtype, dtype))
+    if "torch" in sys.modules and isinstance(dtype, sys.modules["torch"].dtype):
+        from . import _torch
+
+        return _torch.dl_dtype(dtype)
+    d = np.dtype(dtype)
+    if d not in _DL_BY_NP:
+        raise UnsupportedError("dtype %s has no DLPack code libquant knows" % d)
+    return _DL_BY_NP[d]
+
+
+def numpy_dtype(code: int, bits: int) -> np.dtype[Any]:
+    """The NumPy dtype of a DLPack (code, bits)."""
+    try:
+        return _NP_BY_DL[(code, bits)]
+    except KeyError:
+        raise UnsupportedError("DLPack dtype code %d bits %d has no NumPy dtype" % (code, bits)) from None
+
+
+# ---------------------------------------------------------------------------
+# Import: anything -> DLTensor
+# ---------------------------------------------------------------------------
+
+
+class DLManagedTensor(C.Structure):
+    pass
+
+
+DLManagedTensor._fields_ = [
+    ("dl_tensor", L.DLTensor),
+    ("manager_ctx", C.c_void_p),
+    ("deleter", C.CFUNCTYPE(None, C.POINTER(DLManagedTensor))),
+]
+
+
+class DLPackVersion(C.Structure):
+    _fields_ = [("major", C.c_uint32), ("minor", C.c_uint32)]
+
+
+class DLManagedTensorVersioned(C.Structure):
+    pass
+
+
+DLManagedTensorVersioned._fields_ = [
+    ("version", DLPackVersion),
+    ("manager_ctx", C.c_void_p),
+    ("deleter", C.CFUNCTYPE(None, C.POINTER(DLManagedTensorVersioned))),
+    ("flags", C.c_uint64),
+    ("dl_tensor", L.DLTensor),
+]
+
+DLPACK_FLAG_BITMASK_READ_ONLY = 1
+
+_capi = C.pythonapi
+_capi.PyCapsule_GetPointer.restype = C.c_void_p
+_capi.PyCapsule_GetPointer.argtypes = [C.py_object, C.c_char_p]
+_capi.PyCapsule_IsValid.restype = C.c_int
+_capi.PyCapsule_IsValid.argtypes = [C.py_object, C.c_char_p]
+_capi.PyCapsule_New.restype = C.py_object
+_capi.PyCapsule_New.argtypes = [C.c_void_p, C.c_char_p, C.c_void_p]
+
+
+class Tensor:
+    """A DLTensor over a caller's array, with what keeps its memory alive.
+
+    ``dl`` is passed to C by reference; ``keep`` holds the shape and stride
+    arrays and the source object; ``stream`` is the CUDA stream to enqueue on
+    (torch's current stream for torch CUDA tensors, else None)."""
+
+    __slots__ = ("dl", "keep", "stream", "shape", "framework", "source")
+
+    def __init__(self, dl: L.DLTensor, keep: Any, stream: int | None, shape: tuple[int, ...], framework: str,
+                 source: Any) -> None:
+        self.dl = dl
+        self.keep = keep
+        self.stream = stream
+        self.shape = shape
+        self.framework = framework  # "numpy", "torch" or "dlpack"
+        self.source = source
+
+    @property
+    def ref(self) -> Any:
+        return C.byref(self.dl)
+
+
+# (dtype, shape, strides) -> a DLTensor template (data NULL) and its shape/stride
+# arrays. The arrays are never written by libquant, so every call with the same
+# layout copies the template and sets data: the cheap path of a binding that is
+# called in a loop (bench/python_overhead.py).
+_np_templates: dict[tuple[Any, ...], tuple[L.DLTensor, Any]] = {}
+
+
+def _numpy_template(x: np.ndarray[Any, Any], strides: tuple[int, ...] | None) -> tuple[L.DLTensor, Any]:
+    code_bits = _DL_BY_NP.get(x.dtype)
+    if code_bits is None:
+        raise UnsupportedError("array of dtype %s: libquant takes float32, bfloat16 or float16 "
+                               "(and its own buffer dtypes)" % x.dtype)
+    shape = x.shape
+    nd = len(shape)
+    sh = (C.c_int64 * max(nd, 1))(*shape)
+    st = None
+    if strides is not None:
+        item = x.itemsize
+        if any(s % item for s in strides):
+            raise UnsupportedError("array strides %s (bytes) are not a multiple of its item size %d"
+                                   % (strides, item))
+        st = (C.c_int64 * max(nd, 1))(*[s // item for s in strides])
+    dl = L.DLTensor()
+    dl.device.device_type = L.kDLCPU
+    dl.ndim = nd
+    dl.dtype.code, dl.dtype.bits = code_bits
+    dl.dtype.lanes = 1
+    dl.shape = sh
+    if st is not None:
+        dl.strides = st
+    t = (dl, (sh, st))
+    if len(_np_templates) > 512:
+        _np_templates.clear()
+    _np_templates[(x.dtype, shape, strides)] = t
+    return t
+
+
+_copy_dl = L.DLTensor.from_buffer_copy
+
+
+def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
+    ai = x.__array_interface__
+    strides = ai["strides"]
+    tmpl = _np_templates.get((x.dtype, x.shape, strides))
+    if tmpl is None:
+        tmpl = _numpy_template(x, strides)
+    dl = _copy_dl(tmpl[0])
+    dl.data = ai["data"][0]
+    return Tensor(dl, (tmpl, x), None, x.shape, "numpy", x)
+
+
+def _from_capsule(obj: Any) -> Tensor:
+    dev = None
+    try:
+        dev = obj.__dlpack_device__()
+    except (AttributeError, TypeError):
+        pass
+    try:
+        cap = obj.__dlpack__(stream=None) if dev is not None and int(dev[0]) == L.kDLCUDA else obj.__dlpack__()
+    except TypeError:
+        cap = obj.__dlpack__()
+    if _capi.PyCapsule_IsValid(cap, b"dltensor"):
+        p = _capi.PyCapsule_GetPointer(cap, b"dltensor")
+        src = C.cast(p, C.POINTER(DLManagedTensor)).contents.dl_tensor
+    elif _capi.PyCapsule_IsValid(cap, b"dltensor_versioned"):
+        p = _capi.PyCapsule_GetPointer(cap, b"dltensor_versioned")
+        src = C.cast(p, C.POINTER(DLManagedTensorVersioned)).contents.dl_tensor
+    else:
+        raise InvalidArgumentError("__dlpack__ returned %r, not a DLPack capsule" % (cap,))
+    # The capsule is never consumed: it stays alive (and owns the memory) while
+    # this Tensor does, and its own destructor calls the producer's deleter.
+    dl = L.DLTensor()
+    C.memmove(C.byref(dl), C.byref(src), C.sizeof(L.DLTensor))
+    nd = dl.ndim
+    shape: tuple[int, ...] = ()
+    if 0 < nd <= 64 and dl.shape:
+        shape = tuple(dl.shape[i] for i in range(nd))
+    return Tensor(dl, (cap, obj), None, shape, "dlpack", obj)
+
+
+def as_dltensor(x: Any) -> Tensor:
+    """A DLTensor over x (NumPy array, torch tensor, or any ``__dlpack__`` object), not copied."""
+    if type(x) is np.ndarray:
+        return _from_numpy(x)
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return _from_numpy(x)
+    if "torch" in sys.modules and isinstance(x, sys.modules["torch"].Tensor):
+        from . import _torch
+
+        return _torch.from_torch(x)
+    if isinstance(x, Buffer):
+        return x._as_tensor()
+    if hasattr(x, "__dlpack__"):
+        return _from_capsule(x)
+    raise TypeError("expected a NumPy array, a torch tensor or an object with __dlpack__, got %s"
+                    % type(x).__name__)
+
+
+def as_output(x: Any, what: str) -> Tensor:
+    """as_dltensor for an array libquant writes: a read-only NumPy array is refused
+    (writing into it could fault), naming the argument."""
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise InvalidArgumentError("%s: the NumPy array is read-only" % what)
+    return as_dltensor(x)
+
+
+# ---------------------------------------------------------------------------
+# Export: Buffer
+# ---------------------------------------------------------------------------
+
+_DELETER = C.CFUNCTYPE(None, C.POINTER(DLManagedTensor))
+_DELETER_V = C.CFUNCTYPE(None, C.POINTER(DLManagedTensorVersioned))
+_CAPSULE_DESTRUCTOR = C.CFUNCTYPE(None, C.c_void_p)
+
+# address of a live DLManagedTensor(Versioned) -> (struct, shape, strides, owner)
+_exported: dict[int, Any] = {}
+_exported_lock = threading.Lock()
+
+
+def _release(addr: int) -> None:
+    with _exported_lock:
+        _exported.pop(addr, None)
+
+
+def _deleter_impl(mt: Any) -> None:
+    _release(C.cast(mt, C.c_void_p).value or 0)
+
+
+def _capsule_destructor_impl(cap: int | None) -> None:
+    # Called when a capsule dies. If no consumer renamed it ("used_dltensor"),
+    # the tensor was never taken over: release it here.
+    if not cap:
+        return
+    obj = C.cast(cap, C.py_object)
+    for name in (b"dltensor", b"dltensor_versioned"):
+        if _capi.PyCapsule_IsValid(obj, name):
+            _release(_capi.PyCapsule_GetPointer(obj, name) or 0)
+
+
+_deleter = _DELETER(_deleter_impl)
+_deleter_v = _DELETER_V(_deleter_impl)
+_capsule_destructor = _CAPSULE_DESTRUCTOR(_capsule_destructor_impl)
+
+
+class Buffer:
+    """A zero-copy view of one buffer libquant owns (a direction's data, scales or
+    amax, or a quantizer's delayed-scaling state).
+
+    ``numpy()`` and ``torch()`` return typed views (``float8_e4m3fn``,
+    ``float8_e5m2``, ``float8_e8m0fnu``, ``float32``; packed FP4 as ``uint8``,
+    see ``unpack_fp4``); ``__dlpack__`` exports it with its DLPack dtype, and
+    ``np.asarray(buf)`` works on the CPU. The view keeps its owner (the
+    QTensor or Quantizer) alive; it is valid until the owner is closed or
+    re-quantized into a new layout."""
+
+    __slots__ = ("_data", "_device_type", "_device_id", "_code", "_bits", "shape", "strides", "_owner",
+                 "packed_fp4", "fp4_width", "nbytes", "__weakref__")
+
+    def __init__(self, view: L.DLTensor, owner: Any, packed_fp4: bool = False, fp4_width: int | None = None) -> None:
+        nd = view.ndim
+        if not 0 <= nd <= 16:
+            raise InvalidArgumentError("buffer view has rank %d" % nd)
+        self._data = (view.data or 0) + view.byte_offset
+        self._device_type = view.device.device_type
+        self._device_id = view.device.device_id
+        self._code = view.dtype.code
+        self._bits = view.dtype.bits
+        self.shape: tuple[int, ...] = tuple(view.shape[i] for i in range(nd))
+        self.strides: tuple[int, ...] | None = (
+            tuple(view.strides[i] for i in range(nd)) if view.strides else None)
+        self._owner = owner
+        views = getattr(owner, "_views", None)
+        if views is not None:  # the owner defers its free while views are alive
+            views.add(self)
+        #: True for E2M1 codes packed two per byte (even element in the low nibble).
+        self.packed_fp4 = packed_fp4
+        #: The logical row length of packed FP4 data (odd widths leave a zero high nibble, spec §14).
+        self.fp4_width = fp4_width
+        itemsize = max(self._bits // 8, 1)
+        if self.strides is None:
+            n = 1
+            for s in self.shape:
+                n *= s
+            self.nbytes = n * itemsize
+        else:
+            self.nbytes = (1 + sum((s - 1) * st for s, st in zip(self.shape, self.strides) if s > 0)) * itemsize \
+                if all(s > 0 for s in self.shape) else 0
+
+    # -- description --------------------------------------------------------
+    @property
+    def ptr(self) -> int:
+        """Address of element 0."""
+        return int(self._data)
+
+    @property
+    def dtype(self) -> str:
+        """The buffer's element type, as a name ("float8_e4m3fn", "uint8", ...)."""
+        return DTYPE_NAMES.get((self._code, self._bits), "dlpack(%d,%d)" % (self._code, self._bits))
+
+    @property
+    def device(self) -> "Device":
+        from ._core import Device
+
+        return Device(self._device_type, self._device_id)
+
+    def __repr__(self) -> str:
+        return "Buffer(shape=%s, dtype=%s%s, device=%s)" % (
+            self.shape, self.dtype, ", packed fp4" if self.packed_fp4 else "", self.device)
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    # -- views ----------------------------------------------------------------
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """A typed NumPy view (CPU buffers only): ml_dtypes float8 types, float32, uint8."""
+        if self._device_type != L.kDLCPU:
+            raise UnsupportedError("buffer on %s: NumPy views need CPU memory (use .torch())" % self.device)
+        dt = numpy_dtype(self._code, self._bits)
+        raw = np.asarray(_RawCPU(self._data, self.nbytes, self))
+        if self.nbytes == 0:
+            return raw.view(dt).reshape(self.shape)
+        if self.strides is None:
+            return raw.view(dt).reshape(self.shape)
+        flat = raw.view(dt)
+        return np.lib.stride_tricks.as_strided(
+            flat, shape=self.shape, strides=tuple(s * dt.itemsize for s in self.strides))
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        a = self.numpy()
+        if dtype is not None:
+            a = a.astype(dtype)
+        elif copy:
+            a = a.copy()
+        return a
+
+    def torch(self) -> "torch.Tensor":
+        """A typed torch view (CPU or CUDA): torch.float8_e4m3fn / float8_e5m2 /
+        float8_e8m0fnu / float4_e2m1fn_x2 (packed FP4) where this torch has them,
+        uint8 otherwise."""
+        from . import _torch
+
+        return _torch.buffer_view(self)
+
+    def unpack_fp4(self) -> np.ndarray[Any, Any]:
+        """Packed E2M1 bytes [.., n] as ml_dtypes.float4_e2m1fn codes [.., width] (a copy;
+        width is the logical row length, 2n or 2n - 1)."""
+        if not self.packed_fp4:
+            raise UnsupportedError("buffer holds %s, not packed FP4" % self.dtype)
+        return unpack_fp4(self.numpy(), self.fp4_width)
+
+    # -- DLPack ---------------------------------------------------------------
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self._device_type, self._device_id)
+
+    def _dl(self, code: int | None = None, bits: int | None = None) -> tuple[L.DLTensor, Any, Any]:
+        nd = len(self.shape)
+        sh = (C.c_int64 * max(nd, 1))(*self.shape)
+        st = (C.c_int64 * max(nd, 1))(*self.strides) if self.strides is not None else None
+        dl = L.DLTensor()
+        dl.data = self._data
+        dl.device.device_type = self._device_type
+        dl.device.device_id = self._device_id
+        dl.ndim = nd
+        dl.dtype.code = self._code if code is None else code
+        dl.dtype.bits = self._bits if bits is None else bits
+        dl.dtype.lanes = 1
+        dl.shape = sh
+        if st is not None:
+            dl.strides = st
+        return dl, sh, st
+
+    def _as_tensor(self) -> Tensor:
+        dl, sh, st = self._dl()
+        return Tensor(dl, (sh, st, self), None, self.shape, "dlpack", self)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
+        """Exports the buffer (its DLPack dtype: float8 codes, uint8, float32) without a copy.
+        libquant's work on CUDA is ordered on the stream the caller gave it; synchronise
+        that stream with the consumer's before reading."""
+        if copy:
+            raise BufferError("libquant buffers export without copying only")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError("buffer is on %s, cannot export to %s" % (self.device, dl_device))
+        return self._export(max_version)
+
+    def _export(self, max_version: tuple[int, int] | None, code: int | None = None,
+                bits: int | None = None) -> Any:
+        dl, sh, st = self._dl(code, bits)
+        if max_version is not None and int(max_version[0]) >= 1:
+            mtv = DLManagedTensorVersioned()
+            mtv.version.major = 1
+            mtv.version.minor = 1 if tuple(max_version) >= (1, 1) else 0
+            mtv.deleter = _deleter_v
+            mtv.dl_tensor = dl
+            addr = C.addressof(mtv)
+            with _exported_lock:
+                _exported[addr] = (mtv, sh, st, self)
+            return _capi.PyCapsule_New(addr, b"dltensor_versioned", C.cast(_capsule_destructor, C.c_void_p))
+        mt = DLManagedTensor()
+        mt.deleter = _deleter
+        mt.dl_tensor = dl
+        addr = C.addressof(mt)
+        with _exported_lock:
+            _exported[addr] = (mt, sh, st, self)
+        return _capi.PyCapsule_New(addr, b"dltensor", C.cast(_capsule_destructor, C.c_void_p))
+
+    def bytes_view(self) -> "_BytesExport":
+        """The same memory as raw bytes (DLPack uint8 [nbytes]) for consumers that do
+        not know the float8 DLPack codes (``np.from_dlpack(buf.bytes_view())``)."""
+        return _BytesExport(self)
+
+
+class _BytesExport:
+    """A DLPack exporter of a Buffer's memory as uint8 [nbytes]."""
+
+    def __init__(self, buf: Buffer) -> None:
+        self._buf = buf
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._buf.__dlpack_device__()
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
+        b = self._buf
+        raw = Buffer.__new__(Buffer)
+        raw._data, raw._device_type, raw._device_id = b._data, b._device_type, b._device_id
+        raw._code, raw._bits, raw.shape, raw.strides = L.kDLUInt, 8, (b.nbytes,), None
+        raw._owner, raw.packed_fp4, raw.nbytes = b, False, b.nbytes
+        return raw.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+
+class _RawCPU:
+    """A NumPy array interface over nbytes of CPU memory; holds the owner alive."""
+
+    def __init__(self, ptr: int, nbytes: int, owner: Any) -> None:
+        self._owner = owner
+        self.__array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (ptr if nbytes else 0, False),
+            "version": 3,
+        }
+
+
+# ---------------------------------------------------------------------------
+# FP4
+# ---------------------------------------------------------------------------
+
+
+def unpack_fp4(packed: Any, width: int | None = None) -> np.ndarray[Any, Any]:
+    """Packed E2M1 bytes [..., n] (element 2i in the low nibble of byte i) as
+    ``ml_dtypes.float4_e2m1fn`` values [..., width] (width 2n by default; 2n - 1 for
+    an odd logical width, whose last high nibble is padding)."""
+    p = np.asarray(packed)
+    if p.dtype != np.uint8:
+        raise UnsupportedError("unpack_fp4 takes uint8 bytes, got %s" % p.dtype)
+    if p.ndim == 0:
+        p = p.reshape(1)
+    n = p.shape[-1]
+    if width is None:
+        width = 2 * n
+    if not 2 * n - 1 <= width <= 2 * n:
+        raise InvalidArgumentError("unpack_fp4: width %d does not fit %d bytes per row" % (width, n))
+    out = np.empty(p.shape[:-1] + (2 * n,), dtype=np.uint8)
+    out[..., 0::2] = p & 0x0F
+    out[..., 1::2] = p >> 4
+    return out[..., :width].view(ml_dtypes.float4_e2m1fn)
+
+
+def pack_fp4(values: Any) -> np.ndarray[Any, Any]:
+    """The inverse of unpack_fp4: float4_e2m1fn (or float) values [..., 2n] to bytes [..., n]."""
+    v = np.asarray(values)
+    if v.dtype != np.dtype(ml_dtypes.float4_e2m1fn):
+        v = v.astype(ml_dtypes.float4_e2m1fn)
+    codes = v.view(np.uint8)
+    if codes.shape[-1] % 2:
+        codes = np.concatenate([codes, np.zeros(codes.shape[:-1] + (1,), np.uint8)], axis=-1)
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)

@@ -1,0 +1,157 @@
+"""Torch-specific zero-copy helpers (imported only when torch is in use).
+
+Torch tensors go to C as DLTensors built from ``data_ptr()``, ``shape`` and
+``stride()``; CUDA work is enqueued on torch's current stream of the tensor's
+device. Buffers come back as typed torch views: ``torch.float8_e4m3fn``,
+``float8_e5m2``, ``float8_e8m0fnu`` and ``float4_e2m1fn_x2`` (packed FP4) where
+the installed torch has them, ``uint8`` otherwise. libquant.torch (the modules)
+builds on these.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.dlpack import from_dlpack
+
+from . import _lib as L
+from ._errors import UnsupportedError
+
+if TYPE_CHECKING:
+    from ._dlpack import Buffer, Tensor
+
+_DL_BY_TORCH: dict[torch.dtype, tuple[int, int]] = {
+    torch.float32: (L.kDLFloat, 32),
+    torch.float16: (L.kDLFloat, 16),
+    torch.float64: (L.kDLFloat, 64),
+    torch.bfloat16: (L.kDLBfloat, 16),
+    torch.uint8: (L.kDLUInt, 8),
+    torch.int8: (L.kDLInt, 8),
+    torch.int16: (L.kDLInt, 16),
+    torch.int32: (L.kDLInt, 32),
+    torch.int64: (L.kDLInt, 64),
+    torch.bool: (L.kDLBool, 8),
+}
+_TORCH_BY_DL: dict[tuple[int, int], torch.dtype] = {v: k for k, v in _DL_BY_TORCH.items()}
+for _name, _code in (("float8_e4m3fn", L.kDLFloat8_e4m3fn), ("float8_e5m2", L.kDLFloat8_e5m2),
+                     ("float8_e8m0fnu", L.kDLFloat8_e8m0fnu), ("float8_e4m3fnuz", L.kDLFloat8_e4m3fnuz),
+                     ("float8_e5m2fnuz", L.kDLFloat8_e5m2fnuz)):
+    if hasattr(torch, _name):
+        _DL_BY_TORCH[getattr(torch, _name)] = (_code, 8)
+        _TORCH_BY_DL[(_code, 8)] = getattr(torch, _name)
+
+#: torch's packed FP4 dtype (two E2M1 per byte), or None in a torch without it.
+FLOAT4_X2: torch.dtype | None = getattr(torch, "float4_e2m1fn_x2", None)
+
+
+def dl_dtype(dtype: torch.dtype) -> tuple[int, int]:
+    """(DLPack code, bits) of a torch dtype."""
+    try:
+        return _DL_BY_TORCH[dtype]
+    except KeyError:
+        raise UnsupportedError("torch dtype %s has no DLPack code libquant knows" % dtype) from None
+
+
+def torch_dtype(code: int, bits: int) -> torch.dtype:
+    """The torch dtype of a DLPack (code, bits); uint8 for a float8 this torch lacks."""
+    t = _TORCH_BY_DL.get((code, bits))
+    if t is None:
+        if bits == 8:
+            return torch.uint8
+        raise UnsupportedError("DLPack dtype code %d bits %d has no torch dtype" % (code, bits))
+    return t
+
+
+def cuda_device(index: int) -> torch.device:
+    """torch.device("cuda", index)."""
+    return torch.device("cuda", index)
+
+
+def current_stream(device: torch.device) -> int:
+    """The cudaStream_t of torch's current stream on a CUDA device."""
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+# (dtype, shape, device, strides) -> a DLTensor template (data NULL) and the
+# shape/stride arrays it points at, reused by every call with that layout.
+_templates: dict[tuple[Any, ...], tuple[L.DLTensor, Any]] = {}
+_copy_dl = L.DLTensor.from_buffer_copy
+
+
+def _template(x: torch.Tensor, key: tuple[Any, ...]) -> tuple[L.DLTensor, Any]:
+    code_bits = _DL_BY_TORCH.get(x.dtype)
+    if code_bits is None:
+        raise UnsupportedError("torch tensor of dtype %s: libquant takes float32, bfloat16 or float16" % x.dtype)
+    shape = tuple(x.shape)
+    nd = len(shape)
+    sh = (C.c_int64 * max(nd, 1))(*shape)
+    dl = L.DLTensor()
+    dl.ndim = nd
+    dl.dtype.code, dl.dtype.bits = code_bits
+    dl.dtype.lanes = 1
+    dl.shape = sh
+    st = None
+    if not x.is_contiguous():
+        st = (C.c_int64 * max(nd, 1))(*x.stride())
+        dl.strides = st
+    dev = x.device
+    if dev.type == "cuda":
+        dl.device.device_type = L.kDLCUDA
+        dl.device.device_id = dev.index if dev.index is not None else torch.cuda.current_device()
+    elif dev.type == "cpu":
+        dl.device.device_type = L.kDLCPU
+    else:
+        raise UnsupportedError("torch tensor on %s: libquant takes CPU and CUDA tensors" % dev)
+    t = (dl, (sh, st))
+    if len(_templates) > 512:
+        _templates.clear()
+    _templates[key] = t
+    return t
+
+
+def from_torch(x: torch.Tensor) -> "Tensor":
+    """A DLTensor over a torch tensor's memory (not copied); CUDA tensors carry
+    torch's current stream of their device."""
+    from ._dlpack import Tensor
+
+    cuda = x.is_cuda
+    key = (x.dtype, x.shape, x.get_device() if cuda else -1, None if x.is_contiguous() else x.stride())
+    tmpl = _templates.get(key)
+    if tmpl is None:
+        tmpl = _template(x, key)
+    dl = _copy_dl(tmpl[0])
+    dl.data = x.data_ptr()
+    stream = current_stream(x.device) if cuda else None
+    return Tensor(dl, (tmpl, x), stream, tuple(x.shape), "torch", x)
+
+
+def buffer_view(buf: "Buffer") -> torch.Tensor:
+    """A typed torch tensor over a libquant buffer (zero-copy through DLPack)."""
+    raw = from_dlpack(buf.bytes_view())  # uint8 [nbytes]; keeps buf alive
+    if buf.packed_fp4 and FLOAT4_X2 is not None:
+        dt = FLOAT4_X2
+    else:
+        dt = torch_dtype(buf._code, buf._bits)
+    t = raw.view(dt) if dt != torch.uint8 else raw
+    if buf.strides is None:
+        return t.view(buf.shape)
+    return t.as_strided(buf.shape, buf.strides)
+
+
+def empty(shape: tuple[int, ...], dtype: Any, device: Any) -> torch.Tensor:
+    """torch.empty on a device given as a torch.device or a libquant Device."""
+    from ._core import Device
+
+    if isinstance(device, Device):
+        device = torch.device("cuda", device.index) if device.type == "cuda" else torch.device("cpu")
+    if not isinstance(dtype, torch.dtype):
+        dtype = _TORCH_BY_DL[dl_from_any(dtype)]
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def dl_from_any(dtype: Any) -> tuple[int, int]:
+    from ._dlpack import dl_dtype as _d
+
+    return _d(dtype)
