@@ -21,6 +21,8 @@ log gputest
 timeout 240 env LIBQUANT_CUDA_PLUGIN=build/libquant_cuda.so build/gputest.test -test.v ${GPUTEST_RUN:+-test.run "$GPUTEST_RUN"} > $OUT/gputest.log 2>&1
 echo "gputest rc=$?"
 grep -c -E '^\s*--- PASS' $OUT/gputest.log; grep -E '^\s*--- FAIL|^(ok|FAIL|PASS)|panic' $OUT/gputest.log | head -20
+log CUDA runtime call costs on this machine
+nvcc -O2 -arch=sm_90 -o build/launch_floor bench/launch_floor.cu && build/launch_floor | tee $OUT/launch_floor.log
 log host time from C
 rt=$(ls /usr/local/cuda/lib64/libcudart.so.1* 2>/dev/null | head -1)
 [ -z "$rt" ] && rt=$(python3 -c "import nvidia.cuda_runtime, glob, os; print(glob.glob(os.path.join(nvidia.cuda_runtime.__path__[0], 'lib', 'libcudart.so*'))[0])" 2>/dev/null)

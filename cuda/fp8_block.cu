@@ -25,6 +25,7 @@ constexpr int kThreads = 256, kTile = 128, kQStride = kTile + 4;
 struct BlockScales {
   float *buf = nullptr;
   int64_t stride = 0;  // buffer row length (a multiple of 4)
+  int64_t valid = 0;   // entries of a row the layout uses; the rest, up to stride, are 0 (zeroPadding)
   int two_d = 0;
   // 1D: (i = data row, j = block) at j*stride + i; 2D: (i, j) tile at i*stride + j.
   __device__ __forceinline__ int64_t index(int64_t i, int64_t j) const { return two_d ? i * stride + j : j * stride + i; }
@@ -106,6 +107,11 @@ __host__ __device__ constexpr size_t stage_bytes() { return (size_t)kTile * kTil
 template <typename T>
 __host__ __device__ constexpr size_t block_smem() { return 2 * stage_bytes<T>() + sizeof(BlockShared); }
 
+__device__ __forceinline__ void zero_pad(const BlockScales &s, int64_t row) {
+  if (row < 0) return;
+  for (int64_t j = s.valid; j < s.stride; j++) s.buf[row * s.stride + j] = 0.0f;
+}
+
 // One tile: the thread's 8×8 values come from the prefetched stage (full
 // tiles) or straight from global memory with zeros outside the tensor.
 template <typename T, bool ROW, bool COL, bool TWO_D>
@@ -114,6 +120,15 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
   int64_t tr = tile / tiles_c, tc = tile % tiles_c;
   int64_t r0 = tr * kTile, c0 = tc * kTile;
   bool full = stage != nullptr;
+  if (threadIdx.x == 0) {
+    // The padding of each scale row (at most 3 entries past valid) is zeroed
+    // by the one tile that writes the row's last entry, instead of a 2-D
+    // memset per call: rows run along k for rowwise 2-D and columnwise 1-D
+    // scales, along m for the other two.
+    bool last_c = tc == tiles_c - 1, last_r = r0 + kTile >= p.m;
+    if (ROW) zero_pad(p.row_s, TWO_D ? (last_c ? tr : -1) : (last_r ? tc : -1));
+    if (COL) zero_pad(p.col_s, TWO_D ? (last_r ? tc : -1) : (last_c ? tr : -1));
+  }
   int g = threadIdx.x / 16, ch = threadIdx.x % 16;
   int64_t gc = c0 + 8 * ch;
   float v[8][8];
@@ -381,6 +396,7 @@ struct BlockDir {
 
 int32_t block_dir(const quant_plugin_storage &st, bool two_d, bool colwise, int64_t m, int64_t k, BlockDir *d, quant_plugin_error *err) {
   block_geom(two_d, colwise, m, k, &d->rows, &d->s.stride, &d->valid);
+  d->s.valid = d->valid;
   d->s.two_d = two_d;
   const char *dir = colwise ? "columnwise" : "rowwise";
   char what[64];
@@ -445,9 +461,6 @@ int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t,
   BlockDir rd, cd;
   if (*row) LQ_TRY(block_dir(a->out[0], two_d, false, m, k, &rd, err));
   if (*col) LQ_TRY(block_dir(a->out[1], two_d, true, m, k, &cd, err));
-  cudaStream_t s = stream_of(a->stream);
-  if (*row) LQ_TRY(zero_scale_padding(rd, s, err));
-  if (*col) LQ_TRY(zero_scale_padding(cd, s, err));
   *tiles = ceil_div(m, kTile) * ceil_div(k, kTile);
   if (*tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
   *p = BlockParams{};
