@@ -20,7 +20,7 @@
 namespace lq {
 namespace {
 
-constexpr int kThreads = 256, kTile = 128, kQStride = kTile + 4;
+constexpr int kThreads = 256, kTile = 128;
 
 struct BlockScales {
   float *buf = nullptr;
@@ -93,11 +93,22 @@ __device__ __forceinline__ void load8_shared(const T *p, float (&v)[8]) {
   }
 }
 
+// Bank-conflict-free shared-memory positions. The column partial maxima:
+// writers (16 lanes, columns 8ch+e, fixed e) would all hit 4 banks at stride 8
+// without the pad word per 32. The transposed codes: writers store 8 bytes
+// at row 8ch+e, word 2g; readers load 16 bytes of 4 consecutive rows; the
+// XOR of the word with 2·(c/8 mod 16) spreads the writers over all banks and
+// that with 8·(c mod 4) the readers (it keeps 8-byte pairs and 16-byte
+// groups whole: a group comes back with its two halves swapped when bit 1 of
+// the swizzle is set).
+__device__ __forceinline__ int part_index(int c) { return c + (c >> 5); }
+__device__ __forceinline__ int qt_swizzle(int c) { return (2 * ((c >> 3) & 15)) ^ (8 * (c & 3)); }
+
 // The shared memory of one CTA besides the input stages.
 struct BlockShared {
-  uint32_t part[kThreads / 16][kTile];
+  uint32_t part[kThreads / 16][kTile + 4];  // at part_index(column): one pad word per 32
   float colscale[kTile];
-  uint8_t qt[kTile][kQStride];
+  uint32_t qt[kTile][kTile / 4];  // codes of column c, rows 4w..4w+3, at word w ^ qt_swizzle(c)
   uint32_t red[kThreads / 32];
 };
 
@@ -208,14 +219,14 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
         float mf = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; i++) mf = amax_f(mf, v[i][e]);
-        sh.part[g][8 * ch + e] = __float_as_uint(mf);
+        sh.part[g][part_index(8 * ch + e)] = __float_as_uint(mf);
       }
       __syncthreads();
       if (threadIdx.x < kTile) {
         int c = threadIdx.x;
-        uint32_t m = sh.part[0][c];
+        uint32_t m = sh.part[0][part_index(c)];
 #pragma unroll
-        for (int j = 1; j < kThreads / 16; j++) m = max(m, sh.part[j][c]);
+        for (int j = 1; j < kThreads / 16; j++) m = max(m, sh.part[j][part_index(c)]);
         float s, si;
         block_scale(p, m, &s, &si);
         sh.colscale[c] = s;
@@ -231,9 +242,8 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
       uint32_t w[4];
 #pragma unroll
       for (int j = 0; j < 4; j++) w[j] = fp8x2<Fp8::E4M3>(__fmul_rn(v[2 * j][e], cs[e]), __fmul_rn(v[2 * j + 1][e], cs[e]));
-      uint32_t *d = reinterpret_cast<uint32_t *>(&sh.qt[8 * ch + e][8 * g]);
-      d[0] = w[0] | (w[1] << 16);
-      d[1] = w[2] | (w[3] << 16);
+      int c = 8 * ch + e;
+      *reinterpret_cast<uint2 *>(&sh.qt[c][(2 * g) ^ qt_swizzle(c)]) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
     }
     __syncthreads();
     // Transposed rows: column c0+c gets 128 bytes; thread t writes half of
@@ -242,18 +252,23 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
     // sectors).
     int c = threadIdx.x / 2, h = threadIdx.x % 2;
     int64_t oc = c0 + c, orow = r0 + 64 * h;
+    int sw = qt_swizzle(c);
     if (oc < p.k) {
       if (full && p.m % 16 == 0) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           int piece = 2 * j + h;
-          const uint32_t *s = reinterpret_cast<const uint32_t *>(&sh.qt[c][16 * piece]);
-          *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = make_uint4(s[0], s[1], s[2], s[3]);
+          uint4 v = *reinterpret_cast<const uint4 *>(&sh.qt[c][(4 * piece) ^ (sw & ~3)]);
+          if (sw & 2) v = make_uint4(v.z, v.w, v.x, v.y);
+          *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = v;
         }
       } else {
-#pragma unroll
-        for (int j = 0; j < 64; j++)
-          if (orow + j < p.m) p.col[oc * p.m + orow + j] = sh.qt[c][64 * h + j];
+        const uint8_t *row = reinterpret_cast<const uint8_t *>(sh.qt[c]);
+#pragma unroll 8
+        for (int j = 0; j < 64; j++) {
+          int r = 64 * h + j;
+          if (orow + j < p.m) p.col[oc * p.m + orow + j] = row[4 * ((r >> 2) ^ sw) + (r & 3)];
+        }
       }
     }
   }
