@@ -21,6 +21,26 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Block-wide max of v, then one atomicMax of the result into each of the
+// non-NULL outs (float bits; non-negative floats order like their bits).
+__device__ __forceinline__ void block_max_atomic3(uint32_t v, uint32_t *a, uint32_t *b, uint32_t *c) {
+  __shared__ uint32_t red[32];
+  v = warp_max(v);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    int nw = (blockDim.x + 31) >> 5;
+    v = lane < nw ? red[lane] : 0;
+    v = warp_max(v);
+    if (v != 0) {
+      if (lane == 0 && a) atomicMax(a, v);
+      if (lane == 1 && b) atomicMax(b, v);
+      if (lane == 2 && c) atomicMax(c, v);
+    }
+  }
+}
+
 // Block-wide max of v, then one atomicMax of the result into *out (float bits;
 // non-negative floats order like their bits).
 __device__ __forceinline__ void block_max_atomic(uint32_t v, uint32_t *out) {
@@ -157,7 +177,7 @@ struct CastParams {
   float *row_scale_inv, *col_scale_inv;  // scale_inv [1]
   float *row_amax, *col_amax;            // amax [1]
   const float *amax_src;                 // current scaling: where the amax is
-  uint32_t *amax_accum;                  // delayed scaling: the amax is reduced here
+  uint32_t *amax_accum, *amax_accum2;    // delayed scaling: the amax is reduced here (both directions' buffers)
   float delayed_scale;
   const float *scale_dev;                // delayed scaling, state on the device: the scale
   uint32_t *hist0;                       // ... and the history's staging slot h[0]
@@ -232,10 +252,7 @@ __global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
   write_scalars(p, scale);
   uint32_t m = cast_flat_range<T, F, VEC, AMAX>(p, scale, (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
                                                  (int64_t)gridDim.x * blockDim.x, blockIdx.x == 0);
-  if (AMAX) {
-    block_max_atomic(m, p.amax_accum);
-    if (p.hist0) block_max_atomic(m, p.hist0);
-  }
+  if (AMAX) block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
 }
 
 // Rowwise and/or columnwise (the transpose) from 128×128 tiles, without
@@ -314,10 +331,7 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
   float scale = cast_scale(p);
   write_scalars(p, scale);
   uint32_t m = cast_transpose_tile<T, F, ROW, AMAX>(p, scale, blockIdx.x, vec_ok);
-  if (AMAX) {
-    block_max_atomic(m, p.amax_accum);
-    if (p.hist0) block_max_atomic(m, p.hist0);
-  }
+  if (AMAX) block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
 }
 
 // Small tensors (at most kSmallN elements, where the host's launch costs
@@ -599,6 +613,14 @@ extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_pl
     }
     p.amax_accum = (uint32_t *)first_amax;
     if (!small) LQ_CUDA(cudaMemsetAsync(first_amax, 0, sizeof(float), s), "zeroing the amax");
+    if (!small && row.amax && col.amax) {
+      // Both directions' amax buffers are reduced into by the kernel: a memset
+      // costs the host a quarter of what a device-to-device copy after the
+      // kernel does, and the GPU no copy-engine round trip (H100 run 2: 64 MoE
+      // tensors "both" took 1.47 ms with the copy, 0.45 ms rowwise).
+      p.amax_accum2 = (uint32_t *)col.amax;
+      LQ_CUDA(cudaMemsetAsync(col.amax, 0, sizeof(float), s), "zeroing the amax");
+    }
   } else if (a->amax_in.data != nullptr) {
     LQ_TRY(check_device(a->amax_in, "options.amax", err));
     if (numel(a->amax_in) != 2 || !dtype_is(a->amax_in.dtype, kDLFloat, 32))
@@ -626,10 +648,7 @@ extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_pl
       break;
     case InType::F16: st = f == Fp8::E4M3 ? launch_cast<__half, Fp8::E4M3>(p, s, err) : launch_cast<__half, Fp8::E5M2>(p, s, err); break;
   }
-  LQ_TRY(st);
-  if (p.delayed && row.amax && col.amax)
-    LQ_CUDA(cudaMemcpyAsync(col.amax, row.amax, sizeof(float), cudaMemcpyDeviceToDevice, s), "copying the amax");
-  return QUANT_OK;
+  return st;
 }
 
 extern "C" int32_t lq_fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err) {
