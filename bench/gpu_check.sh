@@ -33,6 +33,14 @@ export PYTHONUNBUFFERED=1
 python3 bench/gpu_quantize.py ${FORMATS:+--formats "$FORMATS"} ${SHAPES:+--shapes "$SHAPES"} --compile-budget ${COMPILE_BUDGET:-60} --out $OUT > $OUT/bench.log 2>&1
 echo "bench rc=$?"
 rm -f $OUT/bench_gpu.json
+if [ -n "${NCU:-}" ]; then
+  # NCU="fmt usage shape [fields]": one kernel's counters (the reason for a miss).
+  log ncu $NCU
+  timeout 120 ncu --clock-control none -k regex:"${NCU_KERNEL:-quantize|block|cast|mx|nvfp4}" --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+    python3 bench/ncu_quantize.py $NCU > $OUT/ncu.log 2>&1; echo "ncu rc=$?"
+  grep -E "Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|One or More|No Eligible|Issued Warp" $OUT/ncu.log | head -30
+fi
 log tables
 grep -E "^\| (8192x8192|2048x7168)" $OUT/bench_gpu.md | cut -c1-150
 sed -n '/^MoE batch/,$p' $OUT/bench_gpu.md
