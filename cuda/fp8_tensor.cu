@@ -13,6 +13,9 @@
 // cast kernel that stages 128×64 tiles in shared memory.
 #include <float.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include <mutex>
 
 #include "common.cuh"
 
@@ -210,11 +213,13 @@ __device__ __forceinline__ void write_scalars(const CastParams &p, float scale) 
 // thread's amax bits (when AMAX). The thread with tail set also does the
 // n mod 8 last elements, threads 0 .. n%8-1 one each.
 template <typename T, Fp8 F, bool VEC, bool AMAX>
-__device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, float scale, int64_t start, int64_t stride, bool tail) {
+__device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, float scale, int64_t start, int64_t stride, bool tail,
+                                                    int64_t end = INT64_MAX) {
   const T *x = (const T *)p.in;
   int64_t n = p.m * p.k, groups = n / 8;
   uint32_t m = 0;
-  for (int64_t g = start; g < groups; g += stride) {
+  if (end > groups) end = groups;
+  for (int64_t g = start; g < end; g += stride) {
     float v[8];
     load8<T, VEC>(x + g * 8, v);
     uint32_t w[4];
@@ -444,6 +449,117 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
   return QUANT_OK;
 }
 
+// A group of quantizes (quantize_grouped, MoE experts) in three launches for
+// up to kMaxGroup tensors, not three per tensor: zero every amax accumulator;
+// (current scaling) reduce every tensor's amax, kAmaxUnit elements per CTA;
+// cast, one 128×128 tile (with a columnwise direction) or kFlatUnit elements
+// (rowwise only) per CTA. Work units are numbered tensor after tensor. The
+// per-element code is the single quantize's, so the bytes are the same.
+constexpr int kMaxGroup = 64;
+constexpr int64_t kAmaxUnit = 65536, kFlatUnit = 8 * kThreads * 8;
+
+struct Fp8Group {
+  int count;
+  int64_t amax_first[kMaxGroup + 1];  // first amax unit of tensor i; [count]: all
+  int64_t cast_first[kMaxGroup + 1];
+  CastParams t[kMaxGroup];
+  __device__ __forceinline__ int locate(const int64_t *first, int64_t unit, int64_t *local) const {
+    int lo = 0, hi = count - 1;  // the last i with first[i] <= unit
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (first[mid] <= unit) lo = mid;
+      else hi = mid - 1;
+    }
+    *local = unit - first[lo];
+    return lo;
+  }
+};
+
+__device__ __forceinline__ bool d_aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+__global__ void group_zero_kernel(const __grid_constant__ Fp8Group g) {
+  int i = threadIdx.x;
+  if (i < g.count) {
+    if (g.t[i].amax_accum) *g.t[i].amax_accum = 0;
+    if (g.t[i].amax_accum2) *g.t[i].amax_accum2 = 0;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) group_amax_kernel(const __grid_constant__ Fp8Group g) {
+  int64_t local;
+  const CastParams &p = g.t[g.locate(g.amax_first, blockIdx.x, &local)];
+  const T *x = (const T *)p.in;
+  int64_t n = p.m * p.k, lo = local * kAmaxUnit, hi = lo + kAmaxUnit < n ? lo + kAmaxUnit : n;
+  uint32_t m = 0;
+  if (d_aligned16(p.in)) {
+    for (int64_t e = lo + 8 * threadIdx.x; e + 8 <= hi; e += 8 * kThreads) {
+      float v[8];
+      load8<T, true>(x + e, v);
+#pragma unroll
+      for (int i = 0; i < 8; i++) m = amax_bits_nan_ignored(m, v[i]);
+    }
+    int64_t tail = lo + ((hi - lo) / 8) * 8;  // kAmaxUnit is a multiple of 8: only the last unit has a tail
+    if (tail + threadIdx.x < hi) m = amax_bits_nan_ignored(m, to_f32(x[tail + threadIdx.x]));
+  } else {
+    for (int64_t e = lo + threadIdx.x; e < hi; e += kThreads) m = amax_bits_nan_ignored(m, to_f32(x[e]));
+  }
+  block_max_atomic(m, p.amax_accum);
+}
+
+template <typename T, Fp8 F, bool ROW, bool COL, bool AMAX>
+__global__ void __launch_bounds__(kThreads) group_cast_kernel(const __grid_constant__ Fp8Group g) {
+  int64_t local;
+  const CastParams &p = g.t[g.locate(g.cast_first, blockIdx.x, &local)];
+  float scale = cast_scale(p);
+  if (local == 0 && threadIdx.x == 0) {
+    float si = __frcp_rn(scale);
+    if (p.row_scale_inv) *p.row_scale_inv = si;
+    if (p.col_scale_inv) *p.col_scale_inv = si;
+    if (!p.delayed) {
+      float a = *p.amax_src;
+      if (p.row_amax && p.row_amax != p.amax_src) *p.row_amax = a;
+      if (p.col_amax && p.col_amax != p.amax_src) *p.col_amax = a;
+    }
+  }
+  uint32_t m;
+  if constexpr (COL) {
+    int vec_ok = d_aligned16(p.in) && (reinterpret_cast<uintptr_t>(p.col) & 3) == 0 && p.k % 16 == 0 && p.m % 4 == 0 &&
+                 (p.row == nullptr || d_aligned16(p.row));
+    m = cast_transpose_tile<T, F, ROW, AMAX>(p, scale, local, vec_ok);
+  } else {
+    int64_t g0 = local * (kFlatUnit / 8), n = p.m * p.k;
+    bool last = (local + 1) * kFlatUnit >= n;
+    if (d_aligned16(p.in) && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0)
+      m = cast_flat_range<T, F, true, AMAX>(p, scale, g0 + threadIdx.x, kThreads, last, g0 + kFlatUnit / 8);
+    else
+      m = cast_flat_range<T, F, false, AMAX>(p, scale, g0 + threadIdx.x, kThreads, last, g0 + kFlatUnit / 8);
+  }
+  if (AMAX) block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
+}
+
+template <typename T, Fp8 F, bool ROW, bool COL>
+void launch_group_cast(const Fp8Group &g, bool amax, cudaStream_t s) {
+  unsigned n = (unsigned)g.cast_first[g.count];
+  if (amax) group_cast_kernel<T, F, ROW, COL, true><<<n, kThreads, 0, s>>>(g);
+  else group_cast_kernel<T, F, ROW, COL, false><<<n, kThreads, 0, s>>>(g);
+}
+
+template <typename T, Fp8 F>
+int32_t launch_group(const Fp8Group &g, bool row, bool col, bool delayed, cudaStream_t s, quant_plugin_error *err) {
+  group_zero_kernel<<<1, kMaxGroup, 0, s>>>(g);
+  LQ_LAUNCHED("fp8 grouped zero kernel launch");
+  if (!delayed) {
+    group_amax_kernel<T><<<(unsigned)g.amax_first[g.count], kThreads, 0, s>>>(g);
+    LQ_LAUNCHED("fp8 grouped amax kernel launch");
+  }
+  if (row && col) launch_group_cast<T, F, true, true>(g, delayed, s);
+  else if (row) launch_group_cast<T, F, true, false>(g, delayed, s);
+  else launch_group_cast<T, F, false, true>(g, delayed, s);
+  LQ_LAUNCHED("fp8 grouped cast kernel launch");
+  return QUANT_OK;
+}
+
 // The delayed-scaling update of spec §2.4 on a state in device memory, in
 // one CTA: plugins/fp8's delayedState.Update, step for step. The history
 // rolls in chunks of the block: every thread reads its h[i+1] before the
@@ -574,19 +690,22 @@ extern "C" int32_t lq_global_amax(const quant_plugin_amax_args *a, quant_plugin_
 
 extern "C" int32_t lq_fp8_amax(const quant_plugin_amax_args *a, quant_plugin_error *err) { return lq_global_amax(a, err); }
 
-extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
-  InType t;
-  LQ_TRY(input_type(a->input, "input", &t, err));
+namespace {
+
+// One quantize's cast parameters from its arguments (the single and the
+// grouped quantize). *first_amax: the first present direction's amax buffer.
+int32_t fp8_cast_params(const quant_plugin_quantize_args *a, InType *t, Fp8 *f, CastParams *pp, float **first_amax,
+                        float **second_amax, quant_plugin_error *err) {
+  LQ_TRY(input_type(a->input, "input", t, err));
   LQ_TRY(check_device(a->input, "input", err));
-  Fp8 f;
-  LQ_TRY(element_of(a->params, &f, err));
+  LQ_TRY(element_of(a->params, f, err));
   int64_t m = a->input.shape[0], k = a->input.shape[1], n = m * k;
   Fp8Dir row, col;
   LQ_TRY(fp8_storage(a->out[0], n, "rowwise", &row, err));
   LQ_TRY(fp8_storage(a->out[1], n, "columnwise", &col, err));
   if (row.data == nullptr && col.data == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
-  cudaStream_t s = stream_of(a->stream);
-  CastParams p{};
+  CastParams &p = *pp;
+  p = CastParams{};
   p.in = a->input.data;
   p.m = m;
   p.k = k;
@@ -596,11 +715,11 @@ extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_pl
   p.col_scale_inv = col.scale_inv;
   p.row_amax = row.amax;
   p.col_amax = col.amax;
-  p.fp8_max = f == Fp8::E4M3 ? 448.0f : 57344.0f;
+  p.fp8_max = *f == Fp8::E4M3 ? 448.0f : 57344.0f;
   p.eps = a->params->amax_epsilon;
   p.pow2 = a->params->force_pow2_scales;
-  float *first_amax = row.amax ? row.amax : col.amax;
-  bool small = n <= kSmallN;
+  *first_amax = row.amax ? row.amax : col.amax;
+  *second_amax = row.amax && col.amax ? col.amax : nullptr;
   if (a->has_delayed_scale) {
     p.delayed = 1;
     p.delayed_scale = a->delayed_scale;
@@ -611,21 +730,37 @@ extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_pl
       p.scale_dev = a->delayed_scale_dev;
       p.hist0 = (uint32_t *)a->delayed_amax_dev;
     }
+  }
+  return QUANT_OK;
+}
+
+}  // namespace
+
+extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
+  InType t;
+  Fp8 f;
+  CastParams p;
+  float *first_amax, *second_amax;
+  LQ_TRY(fp8_cast_params(a, &t, &f, &p, &first_amax, &second_amax, err));
+  int64_t n = p.m * p.k;
+  cudaStream_t s = stream_of(a->stream);
+  bool small = n <= kSmallN;
+  if (p.delayed) {
     p.amax_accum = (uint32_t *)first_amax;
     if (!small) LQ_CUDA(cudaMemsetAsync(first_amax, 0, sizeof(float), s), "zeroing the amax");
-    if (!small && row.amax && col.amax) {
+    if (!small && second_amax) {
       // Both directions' amax buffers are reduced into by the kernel: a memset
       // costs the host a quarter of what a device-to-device copy after the
       // kernel does, and the GPU no copy-engine round trip (H100 run 2: 64 MoE
       // tensors "both" took 1.47 ms with the copy, 0.45 ms rowwise).
-      p.amax_accum2 = (uint32_t *)col.amax;
-      LQ_CUDA(cudaMemsetAsync(col.amax, 0, sizeof(float), s), "zeroing the amax");
+      p.amax_accum2 = (uint32_t *)second_amax;
+      LQ_CUDA(cudaMemsetAsync(second_amax, 0, sizeof(float), s), "zeroing the amax");
     }
   } else if (a->amax_in.data != nullptr) {
     LQ_TRY(check_device(a->amax_in, "options.amax", err));
     if (numel(a->amax_in) != 2 || !dtype_is(a->amax_in.dtype, kDLFloat, 32))
       return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "options.amax: want float32 [2]");
-    p.amax_src = (const float *)a->amax_in.data + (row.data ? 0 : 1);
+    p.amax_src = (const float *)a->amax_in.data + (p.row ? 0 : 1);
   } else if (!small) {
     LQ_TRY(global_amax(a->input, t, first_amax, s, err));
     p.amax_src = first_amax;
@@ -722,5 +857,67 @@ extern "C" int32_t lq_fp8_derive(const quant_plugin_derive_args *a, quant_plugin
   LQ_TRY(transpose_bytes(from.data, to.data, a->m, a->k, s, err));
   LQ_CUDA(cudaMemcpyAsync(to.scale_inv, from.scale_inv, 4, cudaMemcpyDeviceToDevice, s), "copying scale_inv");
   LQ_CUDA(cudaMemcpyAsync(to.amax, from.amax, 4, cudaMemcpyDeviceToDevice, s), "copying amax");
+  return QUANT_OK;
+}
+
+// Every quantize of the group in three launches per kMaxGroup tensors.
+extern "C" int32_t lq_fp8_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  if (a->count == 0) return QUANT_OK;
+  static Fp8Group g;  // 12 KB: not on the stack; guarded by mu
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  cudaStream_t s = stream_of(a->stream);
+  InType t0 = InType::BF16;
+  Fp8 f0 = Fp8::E4M3;
+  bool row0 = false, col0 = false, delayed0 = false;
+  for (uint32_t base = 0; base < a->count; base += kMaxGroup) {
+    uint32_t n = a->count - base < (uint32_t)kMaxGroup ? a->count - base : (uint32_t)kMaxGroup;
+    g.count = 0;
+    g.amax_first[0] = g.cast_first[0] = 0;
+    for (uint32_t j = 0; j < n; j++) {
+      const quant_plugin_quantize_args *q = &a->items[base + j];
+      InType t;
+      Fp8 f;
+      float *first, *second;
+      CastParams &p = g.t[g.count];
+      LQ_TRY(fp8_cast_params(q, &t, &f, &p, &first, &second, err));
+      if (q->amax_in.data != nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].amax_in: a grouped quantize takes none", base + j);
+      if (q->stream != a->stream) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].stream: not the group's stream", base + j);
+      bool row = p.row != nullptr, col = p.col != nullptr, delayed = p.delayed != 0;
+      if (base + j == 0) {
+        t0 = t, f0 = f, row0 = row, col0 = col, delayed0 = delayed;
+      } else if (t != t0 || f != f0 || row != row0 || col != col0 || delayed != delayed0) {
+        return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u]: another dtype, element, scaling or directions than items[0]", base + j);
+      }
+      p.amax_accum = (uint32_t *)first;
+      if (delayed) p.amax_accum2 = (uint32_t *)second;
+      else p.amax_src = first;
+      int64_t elems = p.m * p.k;
+      if (elems == 0) {
+        LQ_TRY(lq_fp8_quantize(q, err));  // only its scalars: as a single quantize writes them
+        continue;
+      }
+      int64_t units = col ? ceil_div(p.m, kRT) * ceil_div(p.k, kRT) : ceil_div(elems, kFlatUnit);
+      g.amax_first[g.count + 1] = g.amax_first[g.count] + ceil_div(elems, kAmaxUnit);
+      g.cast_first[g.count + 1] = g.cast_first[g.count] + units;
+      g.count++;
+    }
+    if (g.count == 0) continue;
+    if (g.cast_first[g.count] > 0x7FFFFFFF || g.amax_first[g.count] > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
+    int32_t st = QUANT_ERROR_INTERNAL;
+    switch (t0) {
+      case InType::F32:
+        st = f0 == Fp8::E4M3 ? launch_group<float, Fp8::E4M3>(g, row0, col0, delayed0, s, err) : launch_group<float, Fp8::E5M2>(g, row0, col0, delayed0, s, err);
+        break;
+      case InType::BF16:
+        st = f0 == Fp8::E4M3 ? launch_group<__nv_bfloat16, Fp8::E4M3>(g, row0, col0, delayed0, s, err)
+                             : launch_group<__nv_bfloat16, Fp8::E5M2>(g, row0, col0, delayed0, s, err);
+        break;
+      case InType::F16:
+        st = f0 == Fp8::E4M3 ? launch_group<__half, Fp8::E4M3>(g, row0, col0, delayed0, s, err) : launch_group<__half, Fp8::E5M2>(g, row0, col0, delayed0, s, err);
+        break;
+    }
+    LQ_TRY(st);
+  }
   return QUANT_OK;
 }

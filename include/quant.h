@@ -945,7 +945,7 @@ quant_status quant_linear_update_scaling(quant_linear *layer, int32_t pass, cons
  * TransformerEngine's grouped quantize): each inputs[i] (FP32, BF16 or FP16,
  * any shape, all of one dtype and on one device) is re-quantized into
  * outputs[i] exactly as quant_quantize_into would, in order; where the
- * device's kernels take a group (the CUDA plugin's fp8_block), all of them
+ * device's kernels take a group (the CUDA plugin's fp8_block and fp8), all of them
  * in one launch, else one after the other. */
 typedef struct {
   size_t struct_size;               /* sizeof(quant_quantize_grouped_args) */
