@@ -52,7 +52,7 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_prev() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
 
 // Thread t holds rows 8·(t/16) .. +7 and columns 8·(t%16) .. +7 of a tile.
 __device__ __forceinline__ bool tile_full(const BlockParams &p, int64_t tile, int64_t tiles_c) {
@@ -104,19 +104,31 @@ __device__ __forceinline__ void load8_shared(const T *p, float (&v)[8]) {
 __device__ __forceinline__ int part_index(int c) { return c + (c >> 5); }
 __device__ __forceinline__ int qt_swizzle(int c) { return (2 * ((c >> 3) & 15)) ^ (8 * (c & 3)); }
 
-// The shared memory of one CTA besides the input stages.
-struct BlockShared {
+// The columnwise scratch of one tile. It lives in the tile's own input stage,
+// which every thread has read into registers by then (a barrier separates
+// the two), so that three stages fit where two and a separate scratch did.
+struct BlockScratch {
   uint32_t part[kThreads / 16][kTile + 4];  // at part_index(column): one pad word per 32
+  uint32_t qt[kTile][kTile / 4];            // codes of column c, rows 4w..4w+3, at word w ^ qt_swizzle(c)
+};
+
+// The rest of one CTA's shared memory.
+struct BlockShared {
   float colscale[kTile];
-  uint32_t qt[kTile][kTile / 4];  // codes of column c, rows 4w..4w+3, at word w ^ qt_swizzle(c)
   uint32_t red[kThreads / 32];
 };
 
-// Stage bytes per tile of input type T; two stages.
+// Input stages per CTA: the tile being cast and the next two in flight (ncu,
+// H100 run 3: with two stages, 2 CTAs per SM kept DRAM at 68 % busy; the
+// memory pipes were waiting on loads issued too late, not saturated).
+constexpr int kStages = 3;
+
+// Stage bytes per tile of input type T.
 template <typename T>
 __host__ __device__ constexpr size_t stage_bytes() { return (size_t)kTile * kTile * sizeof(T); }
 template <typename T>
-__host__ __device__ constexpr size_t block_smem() { return 2 * stage_bytes<T>() + sizeof(BlockShared); }
+__host__ __device__ constexpr size_t block_smem() { return kStages * stage_bytes<T>() + sizeof(BlockShared); }
+static_assert(sizeof(BlockScratch) <= (size_t)kTile * kTile * 2, "the scratch must fit in a 16-bit input stage");
 
 __device__ __forceinline__ void zero_pad(const BlockScales &s, int64_t row) {
   if (row < 0) return;
@@ -126,7 +138,8 @@ __device__ __forceinline__ void zero_pad(const BlockScales &s, int64_t row) {
 // One tile: the thread's 8×8 values come from the prefetched stage (full
 // tiles) or straight from global memory with zeros outside the tensor.
 template <typename T, bool ROW, bool COL, bool TWO_D>
-__device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, int64_t tiles_c, const T *stage, BlockShared &sh) {
+__device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, int64_t tiles_c, const T *stage, BlockScratch &scr,
+                                           BlockShared &sh) {
   const T *x = (const T *)p.in;
   int64_t tr = tile / tiles_c, tc = tile % tiles_c;
   int64_t r0 = tr * kTile, c0 = tc * kTile;
@@ -153,6 +166,7 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
       for (int e = 0; e < 8; e++) v[i][e] = (r < p.m && gc + e < p.k) ? to_f32(x[r * p.k + gc + e]) : 0.0f;
     }
   }
+  if (COL) __syncthreads();  // every piece is in registers: the stage becomes scratch
   float rs[8], rsi[8];  // per-row (1D) or tile (2D) scale
   if (TWO_D) {
     float mf = 0.0f;
@@ -219,14 +233,14 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
         float mf = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; i++) mf = amax_f(mf, v[i][e]);
-        sh.part[g][part_index(8 * ch + e)] = __float_as_uint(mf);
+        scr.part[g][part_index(8 * ch + e)] = __float_as_uint(mf);
       }
       __syncthreads();
       if (threadIdx.x < kTile) {
         int c = threadIdx.x;
-        uint32_t m = sh.part[0][part_index(c)];
+        uint32_t m = scr.part[0][part_index(c)];
 #pragma unroll
-        for (int j = 1; j < kThreads / 16; j++) m = max(m, sh.part[j][part_index(c)]);
+        for (int j = 1; j < kThreads / 16; j++) m = max(m, scr.part[j][part_index(c)]);
         float s, si;
         block_scale(p, m, &s, &si);
         sh.colscale[c] = s;
@@ -243,7 +257,7 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
 #pragma unroll
       for (int j = 0; j < 4; j++) w[j] = fp8x2<Fp8::E4M3>(__fmul_rn(v[2 * j][e], cs[e]), __fmul_rn(v[2 * j + 1][e], cs[e]));
       int c = 8 * ch + e;
-      *reinterpret_cast<uint2 *>(&sh.qt[c][(2 * g) ^ qt_swizzle(c)]) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+      *reinterpret_cast<uint2 *>(&scr.qt[c][(2 * g) ^ qt_swizzle(c)]) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
     }
     __syncthreads();
     // Transposed rows: column c0+c gets 128 bytes; thread t writes half of
@@ -258,12 +272,12 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           int piece = 2 * j + h;
-          uint4 v = *reinterpret_cast<const uint4 *>(&sh.qt[c][(4 * piece) ^ (sw & ~3)]);
+          uint4 v = *reinterpret_cast<const uint4 *>(&scr.qt[c][(4 * piece) ^ (sw & ~3)]);
           if (sw & 2) v = make_uint4(v.z, v.w, v.x, v.y);
           *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = v;
         }
       } else {
-        const uint8_t *row = reinterpret_cast<const uint8_t *>(sh.qt[c]);
+        const uint8_t *row = reinterpret_cast<const uint8_t *>(scr.qt[c]);
 #pragma unroll 8
         for (int j = 0; j < 64; j++) {
           int r = 64 * h + j;
@@ -318,30 +332,32 @@ template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
 __global__ void __launch_bounds__(kThreads) fp8_block_kernel(const __grid_constant__ G grp) {
   extern __shared__ __align__(16) uint8_t smem[];
   T *stages = reinterpret_cast<T *>(smem);
-  BlockShared &sh = *reinterpret_cast<BlockShared *>(smem + 2 * stage_bytes<T>());
+  BlockShared &sh = *reinterpret_cast<BlockShared *>(smem + kStages * stage_bytes<T>());
   int64_t total = grp.total();
-  int64_t tile = blockIdx.x;
-  if (tile < total) {
-    int64_t lt;
-    const BlockParams &p = grp.locate(tile, &lt);
-    if (tile_full(p, lt, tiles_c_of(p))) prefetch_piece<T>(p, lt, tiles_c_of(p), stages);
-  }
-  cp_async_commit();
-  for (int it = 0; tile < total; tile += gridDim.x, it++) {
-    T *cur = stages + (it & 1) * kTile * kTile;
-    int64_t next = tile + gridDim.x;
-    if (next < total) {
+  // Starts the copy of tile t (if it exists and is full) into stage s.
+  auto prefetch = [&](int64_t t, int s) {
+    if (t < total) {
       int64_t lt;
-      const BlockParams &p = grp.locate(next, &lt);
-      if (tile_full(p, lt, tiles_c_of(p))) prefetch_piece<T>(p, lt, tiles_c_of(p), stages + ((it + 1) & 1) * kTile * kTile);
+      const BlockParams &p = grp.locate(t, &lt);
+      if (tile_full(p, lt, tiles_c_of(p))) prefetch_piece<T>(p, lt, tiles_c_of(p), stages + s * kTile * kTile);
     }
     cp_async_commit();
-    cp_async_wait_prev();  // this tile's piece has landed
+  };
+  int64_t tile = blockIdx.x;
+  prefetch(tile, 0);
+  prefetch(tile + gridDim.x, 1);
+  for (int it = 0; tile < total; tile += gridDim.x, it++) {
+    int cur = it % kStages;
+    // Stage (it+2)%3 was last this CTA's scratch in iteration it-1, which
+    // the barrier at its end closed.
+    prefetch(tile + 2 * (int64_t)gridDim.x, (it + 2) % kStages);
+    cp_async_wait_2();  // this tile's piece has landed (the two later ones may not have)
     int64_t lt;
     const BlockParams &p = grp.locate(tile, &lt);
     int64_t tc = tiles_c_of(p);
-    block_tile<T, ROW, COL, TWO_D>(p, lt, tc, tile_full(p, lt, tc) ? cur : nullptr, sh);
-    __syncthreads();  // the next tile reuses sh
+    T *stage = stages + cur * kTile * kTile;
+    block_tile<T, ROW, COL, TWO_D>(p, lt, tc, tile_full(p, lt, tc) ? stage : nullptr, *reinterpret_cast<BlockScratch *>(stage), sh);
+    __syncthreads();  // the next tiles reuse sh, and this stage as a copy target
   }
 }
 
