@@ -27,6 +27,8 @@ log host time from C
 rt=$(ls /usr/local/cuda/lib64/libcudart.so.1* 2>/dev/null | head -1)
 [ -z "$rt" ] && rt=$(python3 -c "import nvidia.cuda_runtime, glob, os; print(glob.glob(os.path.join(nvidia.cuda_runtime.__path__[0], 'lib', 'libcudart.so*'))[0])" 2>/dev/null)
 build/bench_dispatch build/libquant_cuda.so "$rt" 2>&1 | tee $OUT/dispatch.log
+echo "-- the same against the fake CUDA plugin (libquant's own share: ABI, host, plugin dispatch; no CUDA call)"
+build/bench_dispatch build/libquant_fake_cuda.so 2>&1 | tee -a $OUT/dispatch.log
 [ "${SKIP_BENCH:-0}" = 1 ] && exit 0
 log bench
 export PYTHONUNBUFFERED=1
