@@ -429,12 +429,10 @@ int32_t block_dir(const quant_plugin_storage &st, bool two_d, bool colwise, int6
   block_geom(two_d, colwise, m, k, &d->rows, &d->s.stride, &d->valid);
   d->s.valid = d->valid;
   d->s.two_d = two_d;
-  const char *dir = colwise ? "columnwise" : "rowwise";
-  char what[64];
-  snprintf(what, sizeof what, "%s data", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, m * k, (void **)&d->data, err));
-  snprintf(what, sizeof what, "%s scale_inv", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, d->rows * d->s.stride, (void **)&d->s.buf, err));
+  // Constant names, not snprintf on every call (host time per call, issue #15).
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, colwise ? "columnwise data" : "rowwise data", m * k, (void **)&d->data, err));
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, colwise ? "columnwise scale_inv" : "rowwise scale_inv", d->rows * d->s.stride,
+                    (void **)&d->s.buf, err));
   return QUANT_OK;
 }
 

@@ -634,15 +634,20 @@ struct Fp8Dir {
   float *scale_inv = nullptr, *amax = nullptr;
 };
 
-int32_t fp8_storage(const quant_plugin_storage &st, int64_t n, const char *dir, Fp8Dir *out, quant_plugin_error *err) {
+// Which storage an argument is, for messages: constant names rather than
+// snprintf on every call (host time per call, issue #15).
+enum StorageArg { kRowwise, kColumnwise, kFrom, kTo };
+constexpr const char *kStorageNames[4][3] = {{"rowwise data", "rowwise scale_inv", "rowwise amax"},
+                                             {"columnwise data", "columnwise scale_inv", "columnwise amax"},
+                                             {"from data", "from scale_inv", "from amax"},
+                                             {"to data", "to scale_inv", "to amax"}};
+
+int32_t fp8_storage(const quant_plugin_storage &st, int64_t n, StorageArg which, Fp8Dir *out, quant_plugin_error *err) {
   if (st.num_buffers == 0) return QUANT_OK;
-  char what[64];
-  snprintf(what, sizeof what, "%s data", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, n, (void **)&out->data, err));
-  snprintf(what, sizeof what, "%s scale_inv", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, 1, (void **)&out->scale_inv, err));
-  snprintf(what, sizeof what, "%s amax", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_AMAX, what, 1, (void **)&out->amax, err));
+  const char *const *names = kStorageNames[which];
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, names[0], n, (void **)&out->data, err));
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, names[1], 1, (void **)&out->scale_inv, err));
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_AMAX, names[2], 1, (void **)&out->amax, err));
   return QUANT_OK;
 }
 
@@ -701,8 +706,8 @@ int32_t fp8_cast_params(const quant_plugin_quantize_args *a, InType *t, Fp8 *f, 
   LQ_TRY(element_of(a->params, f, err));
   int64_t m = a->input.shape[0], k = a->input.shape[1], n = m * k;
   Fp8Dir row, col;
-  LQ_TRY(fp8_storage(a->out[0], n, "rowwise", &row, err));
-  LQ_TRY(fp8_storage(a->out[1], n, "columnwise", &col, err));
+  LQ_TRY(fp8_storage(a->out[0], n, kRowwise, &row, err));
+  LQ_TRY(fp8_storage(a->out[1], n, kColumnwise, &col, err));
   if (row.data == nullptr && col.data == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
   CastParams &p = *pp;
   p = CastParams{};
@@ -834,7 +839,7 @@ extern "C" int32_t lq_fp8_dequantize(const quant_plugin_dequantize_args *a, quan
   LQ_TRY(element_of(a->params, &f, err));
   Fp8Dir d;
   bool colwise = a->direction == QUANT_DIRECTION_COLUMNWISE;
-  LQ_TRY(fp8_storage(a->storage, a->m * a->k, colwise ? "columnwise" : "rowwise", &d, err));
+  LQ_TRY(fp8_storage(a->storage, a->m * a->k, colwise ? kColumnwise : kRowwise, &d, err));
   if (d.data == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "storage: empty");
   cudaStream_t s = stream_of(a->stream);
   switch (ot) {
@@ -850,8 +855,8 @@ extern "C" int32_t lq_fp8_derive(const quant_plugin_derive_args *a, quant_plugin
     return fail(err, QUANT_ERROR_STATE, "fp8: only columnwise data can be derived, from rowwise data");
   Fp8Dir from, to;
   int64_t n = a->m * a->k;
-  LQ_TRY(fp8_storage(a->from, n, "from", &from, err));
-  LQ_TRY(fp8_storage(a->to, n, "to", &to, err));
+  LQ_TRY(fp8_storage(a->from, n, kFrom, &from, err));
+  LQ_TRY(fp8_storage(a->to, n, kTo, &to, err));
   if (from.data == nullptr || to.data == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "storage: empty");
   cudaStream_t s = stream_of(a->stream);
   LQ_TRY(transpose_bytes(from.data, to.data, a->m, a->k, s, err));
