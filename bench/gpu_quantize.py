@@ -190,20 +190,31 @@ def served_formats(lib):
 # Timing
 # ---------------------------------------------------------------------------
 
-def time_gpu(fn, iters=50, warmup=5):
-    """Median milliseconds of fn() between CUDA events, one pair per run."""
+def time_gpu(fn, iters=50, warmup=5, min_ms=0.2):
+    """Median milliseconds per fn() call between CUDA events. A sample holds
+    enough back-to-back calls to keep the GPU busy for about min_ms, so that
+    for short kernels the host's enqueue time (several us per call) does not
+    open gaps between them inside the events: what is measured is the time per
+    call in a stream of calls, the bandwidth a training loop sees."""
     for i in range(warmup):
         fn(i)
     torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn(0)
+    e.record()
+    torch.cuda.synchronize()
+    reps = max(1, min(20, int(min_ms / max(s.elapsed_time(e), 1e-3) + 0.999)))
     times = []
     for i in range(iters):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        fn(i)
+        for j in range(reps):
+            fn(i * reps + j)
         e.record()
         times.append((s, e))
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in times)
+    return statistics.median(s.elapsed_time(e) for s, e in times) / reps
 
 
 def copy_bandwidth():
