@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
+.PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
 
 all: demo
 
@@ -73,6 +73,22 @@ $(BUILD)/libquant_toy_fail.so: examples/c/plugin_toy.c include/quant_plugin.h in
 	$(CC) $(PLUGIN_CFLAGS) -DTOY_FAIL $< -lm -o $@
 
 $(BUILD)/test_plugin: $(TOY_PLUGINS)
+
+# The Go format plugin of examples/goplugin (an executable libquant runs out of
+# process) and its sha256sum line, the manifest libquant checks it against.
+GOPLUGIN := $(BUILD)/goplugin/mxfp6
+GOPLUGIN_MANIFEST := $(BUILD)/goplugin/plugins.sha256
+
+goplugins: $(GOPLUGIN_MANIFEST)
+
+$(GOPLUGIN): go.mod go.sum $(shell find pluginsdk examples/goplugin internal/numeric internal/parallel -name '*.go' 2>/dev/null)
+	@mkdir -p $(BUILD)/goplugin
+	$(GO) build -o $@ ./examples/goplugin/mxfp6/cmd/mxfp6
+
+$(GOPLUGIN_MANIFEST): $(GOPLUGIN)
+	cd $(BUILD)/goplugin && sha256sum mxfp6 > plugins.sha256
+
+$(BUILD)/test_goplugin: $(GOPLUGIN_MANIFEST)
 
 # The CUDA plugin (cuda/ -> build/libquant_cuda.so), built where nvcc is: Hopper
 # machine code (sm_90a) plus compute_90 PTX so that newer GPUs can run it too.
@@ -145,6 +161,8 @@ test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 	@echo "== $(BUILD)/test_plugin with LIBQUANT_PLUGIN_PATH"
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
+	@echo "== $(BUILD)/test_goplugin with LIBQUANT_PLUGIN_PATH"
+	LIBQUANT_PLUGIN_PATH=$(GOPLUGIN) LIBQUANT_PLUGIN_MANIFEST=$(GOPLUGIN_MANIFEST) $(BUILD)/test_goplugin
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
 	$(BUILD)/mlp_train quick batch=45

@@ -9,5 +9,6 @@ const char *capi_library_path(void);
 
 // const-qualified alias for the generated prototypes (see capi.h).
 typedef const char capi_const_char;
+typedef const quant_plugin_load_options capi_const_plugin_load_options;
 
 #endif

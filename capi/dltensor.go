@@ -20,6 +20,8 @@ const (
 	dlFloat8E4M3FN  = 10
 	dlFloat8E5M2    = 12
 	dlFloat8E8M0FNU = 14
+	dlFloat6E2M3FN  = 15
+	dlFloat6E3M2FN  = 16
 )
 
 type dlType struct{ code, bits uint8 }
@@ -35,6 +37,8 @@ var dtypeOf = map[dlType]host.DType{
 	{dlFloat8E4M3FN, 8}:  host.E4M3,
 	{dlFloat8E5M2, 8}:    host.E5M2,
 	{dlFloat8E8M0FNU, 8}: host.E8M0,
+	{dlFloat6E2M3FN, 6}:  host.Float6E2M3,
+	{dlFloat6E3M2FN, 6}:  host.Float6E3M2,
 }
 
 func dlDTypeOf(d host.DType) C.DLDataType {

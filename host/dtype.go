@@ -18,9 +18,22 @@ const (
 	E4M3 // FP8 E4M3 ("fn", no Inf)
 	E5M2 // FP8 E5M2
 	E8M0 // unsigned power-of-two scale
+	// FP6 (OCP MX v1.0 §5.3.2), packed as DLPack packs sub-byte types: element
+	// i of a row occupies bits 6i..6i+5 of the row's bytes, little-endian.
+	Float6E2M3
+	Float6E3M2
 )
 
-// Size returns the size of one element in bytes.
+// Bits returns the size of one element in bits.
+func (d DType) Bits() int64 {
+	if d == Float6E2M3 || d == Float6E3M2 {
+		return 6
+	}
+	return 8 * d.Size()
+}
+
+// Size returns the size of one element in bytes; 0 for the packed sub-byte
+// types (Bits says theirs).
 func (d DType) Size() int64 {
 	switch d {
 	case Float64, Int64:
@@ -57,6 +70,10 @@ func (d DType) String() string {
 		return "float8_e5m2"
 	case E8M0:
 		return "float8_e8m0fnu"
+	case Float6E2M3:
+		return "float6_e2m3fn"
+	case Float6E3M2:
+		return "float6_e3m2fn"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }

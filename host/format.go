@@ -235,6 +235,13 @@ func formatNamesLocked() []string {
 	return names
 }
 
+// registeredKernels is the kernels of a format on a device type, or nil.
+func registeredKernels(format string, dev DeviceType) Kernels {
+	registry.RLock()
+	defer registry.RUnlock()
+	return registry.kernels[kernelKey{format, dev}]
+}
+
 // KernelsFor finds the kernels of a format on a device.
 func KernelsFor(format string, dev Device) (Kernels, error) { return kernelsFor(format, dev) }
 

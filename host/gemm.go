@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -184,17 +185,19 @@ func gemmSupport(dev DeviceType, a, b string) GemmSupport {
 	s = GemmSupport{A: a, B: b}
 	switch {
 	case dev == CPU:
+		s.Reason = "dequantized tile by tile to FP32, FP32 accumulation"
 		for _, f := range []string{a, b} {
 			if f == IdentityFormat {
 				continue // the CPU GEMM reads high-precision values itself
 			}
-			if _, err := cpuTileDequantizer(f); err != nil {
+			if _, err := cpuTileDequantizer(f); errors.Is(err, errNoTileDequantizer) {
+				s.Reason = fmt.Sprintf("dequantized to FP32 (%s whole, by its dequantize kernel), FP32 accumulation", f)
+			} else if err != nil {
 				s.Reason = err.Error()
 				return s
 			}
 		}
 		s.Level = GemmEmulated
-		s.Reason = "dequantized tile by tile to FP32, FP32 accumulation"
 	case !haveKernel:
 		s.Reason = fmt.Sprintf("no GEMM kernel for %s: no loaded GPU plugin provides one", dev)
 	default:
@@ -211,10 +214,24 @@ func cpuTileDequantizer(format string) (TileDequantizer, error) {
 	}
 	td, ok := k.(TileDequantizer)
 	if !ok {
+		if _, whole := k.(WholeDequantizer); whole {
+			return nil, errNoTileDequantizer
+		}
 		return nil, Errorf(ErrUnsupported, "format %q has no CPU tile dequantizer", format)
 	}
 	return td, nil
 }
+
+// WholeDequantizer marks CPU kernels without a TileDequantizer whose
+// Dequantize the CPU GEMM may run on a whole operand instead, into an FP32
+// copy it reads tiles from (an out-of-process plugin's kernels, where a round
+// trip per tile would cost more than the copy).
+type WholeDequantizer interface {
+	DequantizesWhole()
+}
+
+// errNoTileDequantizer: the format's kernels are a WholeDequantizer.
+var errNoTileDequantizer = errors.New("its operands are dequantized whole")
 
 func gemmKernelFor(dev Device) (GemmKernel, bool) {
 	gemmRegistry.RLock()

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"fmt"
+
 	"libquant/internal/gemm"
 )
 
@@ -11,17 +13,23 @@ func init() { RegisterGemmKernel(CPU, cpuGemm{}) }
 // FP32 product (no full-size dequantized copy), each format's per-tensor
 // factors (TileDequantizer.TensorScale) go into alpha, and the epilogue
 // applies alpha, beta·C, bias and accumulation and rounds to D's dtype.
+// A format whose CPU kernels are a WholeDequantizer (an out-of-process
+// plugin's, where a call per tile would cost a round trip each) is
+// dequantized whole to FP32 once, through its Dequantize kernel, and the
+// tiles are read from that copy.
 type cpuGemm struct{}
 
 func (cpuGemm) Gemm(r *GemmRequest) error {
-	la, sa, err := cpuLoader("a", &r.A)
+	la, sa, freeA, err := cpuLoader("a", &r.A)
 	if err != nil {
 		return err
 	}
-	lb, sb, err := cpuLoader("b", &r.B)
+	defer freeA()
+	lb, sb, freeB, err := cpuLoader("b", &r.B)
 	if err != nil {
 		return err
 	}
+	defer freeB()
 	m, n := int(r.M), int(r.N)
 	e := &cpuEpilogue{
 		// Alpha and both tensor factors multiply in float64 and round once, so
@@ -48,30 +56,49 @@ func (cpuGemm) Gemm(r *GemmRequest) error {
 	return nil
 }
 
-// cpuLoader returns the tile loader of op(X) and X's per-tensor factor.
-func cpuLoader(name string, in *GemmInput) (gemm.Loader, float32, error) {
+// cpuLoader returns the tile loader of op(X), X's per-tensor factor, and what
+// frees the loader's memory.
+func cpuLoader(name string, in *GemmInput) (gemm.Loader, float32, func(), error) {
 	rows, cols := in.Rows, in.Cols
 	trans := in.Trans
-	if in.Storage == nil {
-		t := in.Dense
+	dense := func(t Tensor) gemm.Loader {
 		return func(r0, r1, c0, c1 int, dst []float32, ld int, transposed bool) {
 			if trans {
 				r0, r1, c0, c1, transposed = c0, c1, r0, r1, !transposed
 			}
 			DenseTile(t, cols, int64(r0), int64(r1), int64(c0), int64(c1), dst, ld, transposed)
-		}, 1, nil
+		}
+	}
+	if in.Storage == nil {
+		return dense(in.Dense), 1, func() {}, nil
 	}
 	st, dir := in.Storage, in.Dir
-	td, err := cpuTileDequantizer(st.FormatName())
+	k, err := kernelsFor(st.FormatName(), Device{Type: CPU})
 	if err != nil {
-		return nil, 0, Errorf(ErrUnsupported, "%s: %v", name, err)
+		return nil, 0, nil, Errorf(ErrUnsupported, "%s: %v", name, err)
+	}
+	td, ok := k.(TileDequantizer)
+	if _, whole := k.(WholeDequantizer); !ok && whole {
+		whole, err := AllocTensor(Device{Type: CPU}, Float32, []int64{rows, cols}, 0)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		free := func() { FreeTensor(whole, 0) }
+		if err := k.Dequantize(&DequantizeRequest{Spec: st.Spec, Storage: st, Dir: dir, M: rows, K: cols, Out: whole}); err != nil {
+			free()
+			return nil, 0, nil, fmt.Errorf("%s: dequantizing %s operand: %w", name, st.FormatName(), err)
+		}
+		return dense(whole), 1, free, nil
+	}
+	if !ok {
+		return nil, 0, nil, Errorf(ErrUnsupported, "%s: format %q has no CPU tile dequantizer", name, st.FormatName())
 	}
 	return func(r0, r1, c0, c1 int, dst []float32, ld int, transposed bool) {
 		if trans {
 			r0, r1, c0, c1, transposed = c0, c1, r0, r1, !transposed
 		}
 		td.DequantizeTile(st, dir, rows, cols, int64(r0), int64(r1), int64(c0), int64(c1), dst, ld, transposed)
-	}, td.TensorScale(st, dir), nil
+	}, td.TensorScale(st, dir), func() {}, nil
 }
 
 // cpuEpilogue turns finished FP32 sums s into D, in FP32:

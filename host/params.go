@@ -57,6 +57,8 @@ const (
 	ElementE4M3    Element = 1
 	ElementE5M2    Element = 2
 	ElementE2M1    Element = 3
+	ElementE2M3    Element = 4 // FP6 E2M3 (OCP MX v1.0; the mxfp6 plugin)
+	ElementE3M2    Element = 5 // FP6 E3M2 (OCP MX v1.0; the mxfp6 plugin)
 )
 
 func (e Element) String() string {
@@ -69,6 +71,10 @@ func (e Element) String() string {
 		return "e5m2"
 	case ElementE2M1:
 		return "e2m1"
+	case ElementE2M3:
+		return "e2m3"
+	case ElementE3M2:
+		return "e3m2"
 	}
 	return fmt.Sprintf("element(%d)", int32(e))
 }

@@ -10,6 +10,17 @@ type Buffer struct {
 	BufferSpec
 	Tensor Tensor
 	owned  bool // allocated by libquant (freed with the storage) or borrowed from the caller
+	// release frees an owned buffer that a BufferAllocator gave; nil: FreeTensor.
+	release func()
+}
+
+// BufferAllocator is implemented by kernels that place the buffers of their
+// format's storages in memory of their own: an out-of-process plugin's kernels
+// allocate them in the memory they share with the plugin, so that the plugin
+// writes and reads them without a copy. AllocBuffer returns false when it
+// cannot (the memory is full): the storage then takes ordinary memory.
+type BufferAllocator interface {
+	AllocBuffer(b BufferSpec, dev Device) (t Tensor, release func(), ok bool)
 }
 
 // Storage is one direction of a quantized tensor: a spec and its buffers, in the
@@ -49,7 +60,11 @@ func (s *Storage) Free(stream uintptr) {
 		return
 	}
 	for i := range s.Buffers {
-		if s.Buffers[i].owned {
+		switch {
+		case s.Buffers[i].owned && s.Buffers[i].release != nil:
+			s.Buffers[i].release()
+			s.Buffers[i].release = nil
+		case s.Buffers[i].owned:
 			FreeTensor(s.Buffers[i].Tensor, stream)
 		}
 		s.Buffers[i].Tensor.Ptr = nil
@@ -63,7 +78,14 @@ func newStorage(spec Spec, dir Direction, m, k int64, dev Device, stream uintptr
 		return nil, err
 	}
 	st := &Storage{Spec: spec, Dir: dir, Device: dev}
+	ba, _ := registeredKernels(spec.Params().Format, dev.Type).(BufferAllocator)
 	for _, b := range layout {
+		if ba != nil {
+			if t, release, ok := ba.AllocBuffer(b, dev); ok {
+				st.Buffers = append(st.Buffers, Buffer{BufferSpec: b, Tensor: t, owned: true, release: release})
+				continue
+			}
+		}
 		t, err := AllocTensor(dev, b.DType, b.Shape, stream)
 		if err != nil {
 			st.Free(stream)

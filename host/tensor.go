@@ -59,8 +59,9 @@ func (t Tensor) NumElements() int64 {
 	return n
 }
 
-// Bytes is the size of the buffer.
-func (t Tensor) Bytes() int64 { return t.NumElements() * t.DType.Size() }
+// Bytes is the size of the buffer (packed sub-byte elements round up to a
+// whole byte).
+func (t Tensor) Bytes() int64 { return (t.NumElements()*t.DType.Bits() + 7) / 8 }
 
 // Flatten2D returns the [M, K] view that quantization works on: M is the product
 // of the leading dims and K the last one (spec §11.3). A rank-1 tensor is [1, K].

@@ -159,7 +159,9 @@ typedef enum {
   QUANT_ELEMENT_DEFAULT = 0, /* the format's default */
   QUANT_ELEMENT_E4M3 = 1,    /* FP8 E4M3 (max 448) */
   QUANT_ELEMENT_E5M2 = 2,    /* FP8 E5M2 (max 57344) */
-  QUANT_ELEMENT_E2M1 = 3     /* FP4 E2M1 (max 6) */
+  QUANT_ELEMENT_E2M1 = 3,    /* FP4 E2M1 (max 6) */
+  QUANT_ELEMENT_E2M3 = 4,    /* FP6 E2M3 (max 7.5; OCP MX v1.0, the mxfp6 plugin) */
+  QUANT_ELEMENT_E3M2 = 5     /* FP6 E3M2 (max 28; OCP MX v1.0, the mxfp6 plugin) */
 } quant_element;
 
 typedef enum {
@@ -689,6 +691,45 @@ quant_status quant_plugin_get_kernel(size_t index, size_t kernel, quant_plugin_k
 /* The name of format `format` (0..num_formats-1) that plugin `index` defines;
  * valid for the life of the process. */
 quant_status quant_plugin_get_format(size_t index, size_t format, const char **name);
+
+/* Executable format plugins. A format written in Go cannot be loaded into
+ * libquant's process (two Go runtimes), so it is an executable built with
+ * libquant's pluginsdk package that libquant starts as a child process
+ * (hashicorp/go-plugin: versioned handshake, gRPC with mutual TLS). Its
+ * formats register like any other, with CPU kernels; tensors cross through
+ * memory shared with the child, and CUDA tensors are refused.
+ *
+ * quant_plugin_load and LIBQUANT_PLUGIN_PATH take such a file as well as a
+ * native .so: a file is an executable plugin when it is an ELF executable
+ * (ET_EXEC, or ET_DYN with an interpreter) that does not export
+ * quant_plugin_get. It runs only when its SHA-256 is known: from
+ * quant_plugin_load_options.sha256, or from a line "<sha256>  <path>" (as
+ * sha256sum writes it; a relative path is taken from the manifest's folder or
+ * the working folder) of the file LIBQUANT_PLUGIN_MANIFEST names. A file
+ * whose digest differs, or that is listed nowhere, is refused with
+ * QUANT_ERROR_PLUGIN. In the plugin list, abi_version is the plugin's
+ * handshake version.
+ *
+ * A plugin that crashes, exits, or does not answer a call within its deadline
+ * is stopped: that call and later ones on its formats fail with
+ * QUANT_ERROR_PLUGIN and the reason (also in the plugin list's message);
+ * loading the file again starts it anew. A plugin never outlives libquant's
+ * process, however it ends. */
+
+typedef struct {
+  size_t struct_size;       /* sizeof(quant_plugin_load_options) */
+  const char *sha256;       /* the file's expected SHA-256, 64 hex digits; NULL: the manifest's */
+  uint64_t arena_bytes;     /* executable: size of the shared memory; 0: 16 GiB (virtual, used as touched) */
+  uint32_t call_timeout_ms; /* executable: the deadline of each call; 0: 60000 */
+} quant_plugin_load_options;
+
+/* quant_plugin_load with options; sha256 is checked for a native .so too. */
+quant_status quant_plugin_load_ex(const char *path, const quant_plugin_load_options *opts, size_t *index);
+
+/* Stops every executable plugin cleanly (native plugins stay loaded). Calls
+ * on their formats then fail with QUANT_ERROR_PLUGIN until they are loaded
+ * again. Call it before exiting, or let the plugins end with the process. */
+quant_status quant_shutdown(void);
 
 /* ------------------------------------------------------------------------- */
 /* Linear layers (TransformerEngine's Linear and GroupedLinear)               */

@@ -385,13 +385,15 @@ func (p *plugin) register() error {
 
 // LoadDefault loads the plugins of LIBQUANT_PLUGIN_PATH, then
 // libquant_cuda.so from libDir (the folder of libquant.so; "" skips it) unless
-// LIBQUANT_PLUGIN_AUTOLOAD=0. Failures are kept in Plugins(), never returned:
-// the host keeps working without the plugin.
-func LoadDefault(libDir string) {
+// LIBQUANT_PLUGIN_AUTOLOAD=0. Entries for which other (may be nil) returns
+// true were handled by another loader (executable plugins, rpc) and are
+// skipped. Failures are kept in Plugins(), never returned: the host keeps
+// working without the plugin.
+func LoadDefault(libDir string, other func(entry string) bool) {
 	plugins.Lock()
 	defer plugins.Unlock()
 	for _, entry := range filepath.SplitList(os.Getenv(PathEnv)) {
-		if entry == "" {
+		if entry == "" || (other != nil && other(entry)) {
 			continue
 		}
 		st, err := os.Stat(entry)

@@ -86,7 +86,7 @@ func TestLoadDefaultPluginsKeepsFailures(t *testing.T) {
 	bad := toyPlugin(t, "abi99")
 	t.Setenv(PathEnv, bad+string(os.PathListSeparator)+"/nonexistent/x.so")
 	before := len(Plugins())
-	LoadDefault(t.TempDir())
+	LoadDefault(t.TempDir(), nil)
 	list := Plugins()[before:]
 	require.Len(t, list, 2)
 	require.Equal(t, Env, list[0].Origin)

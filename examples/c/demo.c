@@ -119,6 +119,34 @@ static quant_quantizer_config config(const char *format) {
   return c;
 }
 
+/* Whether a format is registered: plugins add formats (the mxfp6 plugin of
+ * examples/goplugin when LIBQUANT_PLUGIN_PATH names it). */
+static int have_format(const char *format) {
+  quant_quantizer_config c = config(format);
+  quant_quantizer *q = NULL;
+  if (quant_quantizer_create(&c, &q) != QUANT_OK) return 0;
+  quant_quantizer_free(q);
+  return 1;
+}
+
+/* Lists the plugin loads (LIBQUANT_PLUGIN_PATH, libquant_cuda.so). */
+static void print_plugins(void) {
+  size_t n = 0, i;
+  if (quant_plugin_count(&n) != QUANT_OK || n == 0) return;
+  printf("\nplugins\n");
+  for (i = 0; i < n; i++) {
+    quant_plugin_info info;
+    const char *f = "";
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (quant_plugin_get_info(i, &info) != QUANT_OK) continue;
+    if (info.num_formats > 0) quant_plugin_get_format(i, 0, &f);
+    printf("  %-10s %-8s %s%s%s%s\n", info.name[0] ? info.name : "?", info.version, info.path,
+           info.num_formats ? " (format " : "", f, info.num_formats ? ")" : "");
+    if (info.status != QUANT_OK) printf("    not loaded: %s\n", info.message);
+  }
+}
+
 int main(void) {
   size_t n = (size_t)ROWS * COLS, i;
   float *x = malloc(n * sizeof *x), *ref = malloc(n * sizeof *ref), *out = malloc(n * sizeof *out);
@@ -251,6 +279,23 @@ int main(void) {
   cases[nc].cfg.seed = 1;
   cases[nc++].warmup_steps = 0;
 
+  if (have_format("mxfp6")) {
+    static const struct {
+      const char *label;
+      int32_t element, rounding;
+    } mx6[] = {{"mxfp6 e2m3, RCEIL (plugin)", QUANT_ELEMENT_E2M3, QUANT_SCALE_RCEIL},
+               {"mxfp6 e2m3, FLOOR (OCP, plugin)", QUANT_ELEMENT_E2M3, QUANT_SCALE_FLOOR},
+               {"mxfp6 e3m2, RCEIL (plugin)", QUANT_ELEMENT_E3M2, QUANT_SCALE_RCEIL},
+               {"mxfp6 e3m2, FLOOR (OCP, plugin)", QUANT_ELEMENT_E3M2, QUANT_SCALE_FLOOR}};
+    for (k = 0; k < 4; k++) {
+      cases[nc].label = mx6[k].label;
+      cases[nc].cfg = config("mxfp6");
+      cases[nc].cfg.element = mx6[k].element;
+      cases[nc].cfg.scale_rounding = mx6[k].rounding;
+      cases[nc++].warmup_steps = 0;
+    }
+  }
+
   printf("libquant %s: %d x %d BF16 activations (rows scaled by 2^-8..2^8, 0.1%% 20x outliers), CPU\n\n", quant_version(), ROWS, COLS);
   printf("%-38s %-10s %-10s %11s %10s %8s %10s\n", "quantizer", "format", "direction", "max |err|", "rel RMS", "SQNR dB",
          "worst row");
@@ -283,6 +328,7 @@ int main(void) {
     rc |= print_gemm_support(cpu, "cpu");
     rc |= print_gemm_support(cuda, "cuda:0");
   }
+  print_plugins();
   free(x);
   free(ref);
   free(out);

@@ -520,6 +520,26 @@ static void test_last_error_is_kept_until_next_failure(void) {
   EXPECT_OK(quant_quantizer_free(q));
 }
 
+/* quant_plugin_load_ex and quant_shutdown: every bad argument is named. */
+static void test_plugin_load_options(void) {
+  quant_plugin_load_options o;
+  size_t idx = 0;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  EXPECT_ERR(quant_plugin_load_ex(NULL, &o, &idx), QUANT_ERROR_INVALID_ARGUMENT, "path: is NULL");
+  EXPECT_ERR(quant_plugin_load_ex("", &o, &idx), QUANT_ERROR_INVALID_ARGUMENT, "path: is empty");
+  EXPECT_ERR(quant_plugin_load_ex("build/libquant_toy.so", NULL, &idx), QUANT_ERROR_INVALID_ARGUMENT, "opts: is NULL");
+  o.struct_size = 0;
+  EXPECT_ERR(quant_plugin_load_ex("build/libquant_toy.so", &o, &idx), QUANT_ERROR_INVALID_ARGUMENT, "opts: struct_size 0");
+  o.struct_size = sizeof o;
+  EXPECT_ERR(quant_plugin_load_ex("/nonexistent/plugin", &o, &idx), QUANT_ERROR_PLUGIN, "/nonexistent/plugin");
+  o.sha256 = "not hex";
+  EXPECT_ERR(quant_plugin_load_ex("examples/c/test_abi.c", &o, &idx), QUANT_ERROR_PLUGIN, "refused: its SHA-256 is");
+  /* Nothing to stop: a no-op, callable any number of times. */
+  EXPECT_OK(quant_shutdown());
+  EXPECT_OK(quant_shutdown());
+}
+
 int main(void) {
   int i;
   for (i = 0; i < M * K; i++) x[i] = (float)((i * 37 % 101) - 50) * 0.173f;
@@ -533,5 +553,6 @@ int main(void) {
   test_delayed_scaling();
   test_quantize_grouped();
   test_last_error_is_kept_until_next_failure();
+  test_plugin_load_options();
   return check_summary("test_abi");
 }

@@ -152,6 +152,10 @@ var (
 	E4M3 = newFormat(4, 3, 7, func(e, m int) bool { return !(e == 15 && m == 7) }, 0x7F, 0x80)
 	E5M2 = newFormat(5, 2, 15, func(e, m int) bool { return e != 31 }, 0x7F, 0x80)
 	E2M1 = newFormat(2, 1, 1, func(e, m int) bool { return true }, 0x7, 0x8)
+	// The OCP MX v1.0 FP6 elements (§5.3.2): every code finite; NaN gives +max
+	// as it does for E2M1.
+	E2M3 = newFormat(2, 3, 1, func(e, m int) bool { return true }, 0x1F, 0x20)
+	E3M2 = newFormat(3, 2, 3, func(e, m int) bool { return true }, 0x1F, 0x20)
 )
 
 // Float32 rounds an exact rational to float32 with RNE (big.Rat.Float32 is

@@ -87,6 +87,8 @@ CONSTANTS.update(
     QUANT_ELEMENT_E4M3=1,
     QUANT_ELEMENT_E5M2=2,
     QUANT_ELEMENT_E2M1=3,
+    QUANT_ELEMENT_E2M3=4,
+    QUANT_ELEMENT_E3M2=5,
     QUANT_SCALING_CURRENT=0,
     QUANT_SCALING_DELAYED=1,
     QUANT_AMAX_MAX=0,
@@ -311,6 +313,15 @@ class quant_plugin_info(C.Structure):
     ]
 
 
+class quant_plugin_load_options(C.Structure):
+    _fields_ = [
+        ("struct_size", C.c_size_t),
+        ("sha256", C.c_char_p),
+        ("arena_bytes", C.c_uint64),
+        ("call_timeout_ms", C.c_uint32),
+    ]
+
+
 class quant_plugin_kernel_info(C.Structure):
     _fields_ = [
         ("struct_size", C.c_size_t),
@@ -433,6 +444,7 @@ STRUCTS: dict[str, type[C.Structure]] = {
     "quant_recipe_rule": quant_recipe_rule,
     "quant_plugin_info": quant_plugin_info,
     "quant_plugin_kernel_info": quant_plugin_kernel_info,
+    "quant_plugin_load_options": quant_plugin_load_options,
     "quant_linear_config": quant_linear_config,
     "quant_linear_forward_args": quant_linear_forward_args,
     "quant_linear_backward_args": quant_linear_backward_args,
@@ -495,6 +507,8 @@ FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "quant_plugin_get_info": (_S, [_SZ, C.POINTER(quant_plugin_info)]),
     "quant_plugin_get_kernel": (_S, [_SZ, _SZ, C.POINTER(quant_plugin_kernel_info)]),
     "quant_plugin_get_format": (_S, [_SZ, _SZ, C.POINTER(C.c_char_p)]),
+    "quant_plugin_load_ex": (_S, [C.c_char_p, C.POINTER(quant_plugin_load_options), C.POINTER(_SZ)]),
+    "quant_shutdown": (_S, []),
     "quant_linear_create": (_S, [C.POINTER(quant_linear_config), C.POINTER(_P)]),
     "quant_linear_free": (_S, [_P]),
     "quant_linear_quantizer": (_S, [_P, C.c_char_p, C.c_int32, C.POINTER(_P)]),
