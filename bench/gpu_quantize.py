@@ -154,8 +154,6 @@ FORMATS = [
     ("fp8 current e4m3", "fp8", {}, 1),
     ("fp8 delayed e4m3", "fp8", {"scaling": 1}, 0),
     ("mxfp8 e4m3", "mxfp8", {}, 0),
-    ("mxfp8 e4m3 one CTA per tile", "mxfp8", {"_env": ("LIBQUANT_CUDA_PERSISTENT", "0")}, 0),
-    ("mxfp8 e4m3 persistent", "mxfp8", {"_env": ("LIBQUANT_CUDA_PERSISTENT", "1")}, 0),
     ("mxfp8 e4m3 swizzled", "mxfp8", {"gemm_swizzled_scales": 1}, 0),
     ("mxfp4", "mxfp4", {}, 0),
     ("nvfp4 1x16", "nvfp4", {}, 1),
@@ -368,11 +366,6 @@ def main():
         if wanted and name not in wanted:
             continue
         fields = dict(fields)
-        env = fields.pop("_env", None)
-        if env:
-            os.environ[env[0]] = env[1]
-        else:
-            os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
         if fmt not in served:
             print("%-24s not served by the CUDA plugin: skipped" % name)
             continue
@@ -429,9 +422,8 @@ def main():
     moe_g, moe_shape = 64, (256, 7168)
     if not args.quick:
         for name, fmt, fields, amax_reads in FORMATS:
-            if (wanted and name not in wanted) or fmt not in served or "_env" in fields:
+            if (wanted and name not in wanted) or fmt not in served:
                 continue
-            os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
             xs = [torch.randn(*moe_shape, dtype=torch.bfloat16, device="cuda") for _ in range(moe_g)]
             dls = (DLTensor * moe_g)(*[dl_from_torch(x) for x in xs])
             in_bytes = moe_g * xs[0].numel() * 2
@@ -463,9 +455,7 @@ def main():
     # Host overhead per call on a small shape (enqueue time, no sync), against
     # an empty ctypes call into libquant.
     overhead = {}
-    os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
     for name, fmt, fields, _ in FORMATS:
-        fields = {k: v for k, v in fields.items() if not k.startswith("_")}
         if fmt not in served or name not in ("fp8 current e4m3", "mxfp8 e4m3", "nvfp4 1x16", "fp8 delayed e4m3", "mxfp4", "fp8_block 1x128"):
             continue
         if wanted and name not in wanted:
