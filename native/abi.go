@@ -258,7 +258,7 @@ func newCallArgs(size C.size_t) (callArgs, error) {
 			c := callBlocks.free[n-1]
 			callBlocks.free = callBlocks.free[:n-1]
 			callBlocks.Unlock()
-			C.memset(c.args, 0, C.size_t(size))
+			clear(unsafe.Slice((*byte)(c.args), int(size))) // Go code, not a cgo call
 			c.err.message[0] = 0
 			return c, nil
 		}
