@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda plugins test-cuda-host
+.PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check plugins test-cuda-host
 
 all: demo
 
@@ -102,6 +102,14 @@ CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
 
 cuda: $(CUDA_LIB)
 
+# The fused Hopper GEMM's own check (cuda/gputest/fused_check.cu, needs nvcc and
+# an sm_90 GPU; elsewhere it says SKIP): the wgmma precision probe, GEMMs against
+# the exact product within the derived bound; `build/fused_check bench` times it.
+fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh
+	@mkdir -p $(BUILD)
+	$(NVCC) -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o $(BUILD)/fused_check cuda/gputest/fused_check.cu
+	$(BUILD)/fused_check check
+
 # Device codecs that compile for the host too, checked exhaustively without a GPU.
 test-cuda-host: $(BUILD)/e2m1_exhaustive
 	$(BUILD)/e2m1_exhaustive
@@ -115,8 +123,12 @@ $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) include/quant_plugin.h inclu
 	@mkdir -p $(BUILD)/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -c -o $@ $<
 
+# cuBLASLt (the GEMM, cuda/gemm.cu) is linked dynamically from the toolkit
+# nvcc belongs to, found at run time through the rpath.
+CUDA_LIBDIR ?= $(abspath $(dir $(shell command -v $(NVCC) 2>/dev/null))../lib64)
 $(CUDA_LIB): $(CUDA_OBJ) cuda/libquant_cuda.map
-	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ)
+	$(NVCC) $(CUDA_ARCH) -shared -cudart static -Xlinker --version-script=$(CURDIR)/cuda/libquant_cuda.map -o $@ $(CUDA_OBJ) \
+	  -L$(CUDA_LIBDIR) -lcublasLt -Xlinker -rpath,$(CUDA_LIBDIR)
 
 test-go:
 	$(GO) vet ./...
@@ -209,7 +221,7 @@ $(PY_VENV)/.complete: | $(PY_REQ)
 # A platform wheel carrying build/libquant.so (and build/libquant_cuda.so when built),
 # from a staging copy of python/ so that the source tree never holds a stale library.
 wheel: $(LIB) venv
-	rm -rf $(BUILD)/wheel-src && mkdir -p $(BUILD)/dist
+	rm -rf $(BUILD)/wheel-src $(BUILD)/dist/libquant-*.whl && mkdir -p $(BUILD)/dist
 	cp -r python $(BUILD)/wheel-src
 	rm -rf $(BUILD)/wheel-src/build $(BUILD)/wheel-src/*.egg-info $(BUILD)/wheel-src/tests
 	mkdir -p $(BUILD)/wheel-src/libquant/_native

@@ -38,10 +38,10 @@ func gemmOperand(name string, o C.quant_gemm_operand) (host.GemmOperand, error) 
 func quant_gemm(args *C.capi_const_gemm_args) C.quant_status {
 	return call("quant_gemm", func() error {
 		var a C.quant_gemm_args
-		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Sizeof(a)); err != nil {
+		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Offsetof(a.exact)); err != nil {
 			return err
 		}
-		g := host.GemmArgs{Alpha: 1, Beta: 1, Accumulate: a.accumulate != 0, Stream: uintptr(a.stream)}
+		g := host.GemmArgs{Alpha: 1, Beta: 1, Accumulate: a.accumulate != 0, Stream: uintptr(a.stream), Exact: a.exact != 0}
 		var err error
 		if g.A, err = gemmOperand("a", a.a); err != nil {
 			return err

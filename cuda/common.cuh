@@ -142,12 +142,27 @@ inline int32_t get_buffer(const quant_plugin_storage &st, int32_t kind, const ch
   return QUANT_OK;
 }
 
+// The row pitch in elements of a [rows, ≥ cols] data buffer: its last dim
+// where the layout pads rows (spec §14 item 4 allows it), else cols.
+inline int32_t row_pitch(const quant_plugin_storage &st, int32_t kind, const char *what, int64_t rows, int64_t cols, int64_t *pitch,
+                         quant_plugin_error *err) {
+  *pitch = cols;
+  const quant_plugin_tensor *b = find_buffer(st, kind);
+  if (b != nullptr && b->ndim == 2 && b->shape[0] == rows && rows > 0) {
+    if (b->shape[1] < cols)
+      return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%s: rows of %lld elements, want at least %lld", what, (long long)b->shape[1],
+                  (long long)cols);
+    *pitch = b->shape[1];
+  }
+  return QUANT_OK;
+}
+
 inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 inline cudaStream_t stream_of(void *s) { return reinterpret_cast<cudaStream_t>(s); }
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-inline int64_t pad_to(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline int64_t pad_to(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // ---------------------------------------------------------------------------
 // Device codecs
@@ -416,42 +431,299 @@ __device__ __forceinline__ uint32_t mag16(const uint32_t *w) {
 // is 256 bytes; the 16-byte chunk j of a thread's 64-byte quarter q moves
 // to chunk j ^ x(row, q), so that the row phase's 16-byte stores (8 lanes: two
 // rows × four quarters per phase) hit eight different bank groups.
+//
+// EDGE: the kernels' ragged instance puts rows lr ≡ w (mod 8) in warp w (so a
+// warp's rows share one 16-byte offset when K is odd, see load_chunk); a
+// phase's two rows are then 8 apart, and bit 3 of the row takes bit 0's place.
+template <bool EDGE = false>
 __device__ __forceinline__ int swz(int row, int col) {
   int q = col >> 5, j = (col >> 3) & 3;
-  int x = ((q >> 1) & 1) | ((row & 1) << 1);
+  int x = ((q >> 1) & 1) | (((EDGE ? row >> 3 : row) & 1) << 1);
   return row * 128 + 32 * q + 8 * (j ^ x) + (col & 7);
 }
 
 // Stores the 16 words a row-phase thread (row lr, quarter q) holds into the
 // raw tile at their swz positions: four 16-byte stores.
+template <bool EDGE = false>
 __device__ __forceinline__ void store_chunk_swz(uint16_t *tile, int lr, int q, const uint32_t (&w)[16]) {
-  const int x = ((q >> 1) & 1) | ((lr & 1) << 1);
+  const int x = ((q >> 1) & 1) | (((EDGE ? lr >> 3 : lr) & 1) << 1);
 #pragma unroll
   for (int j = 0; j < 4; j++)
     *reinterpret_cast<uint4 *>(&tile[lr * 128 + 32 * q + 8 * (j ^ x)]) = make_uint4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
 }
 
+// How a kernel may load input rows (spec §14: any K, so rows need not start
+// on a 16-byte boundary).
+enum RowLoad : int {
+  kRowsScalar = 0,   // element by element
+  kRowsAligned = 1,  // every row starts 16-byte aligned: vector loads
+  kRowsShifted = 2,  // 16-bit input, 16-byte aligned base, rows at any even offset:
+                     // aligned vector loads, then a funnel shift (load_shifted)
+};
+
+// The load mode for a [m, k] input of elem-byte elements at base.
+inline int row_load_mode(const void *base, int64_t k, size_t elem) {
+  if (!aligned16(base)) return kRowsScalar;
+  if ((k * (int64_t)elem) % 16 == 0) return kRowsAligned;
+  return elem == 2 ? kRowsShifted : kRowsScalar;
+}
+
+// 2·W 16-bit elements starting at src (2-byte aligned, inside the tensor that
+// ends at end) as W words of pairs, from W/4 + 1 aligned 16-byte loads shifted
+// into place: every load the warp makes stays a whole-sector 16-byte load (the
+// neighbouring thread's extra chunk is its own first one, served by L1). The
+// word shift is taken from (ws & 1, ws & 2) with two rounds of selects, so no
+// register array is indexed at run time. The caller checked that the last
+// aligned chunk ends inside the tensor (shifted_fits).
+template <int W>
+__device__ __forceinline__ void load_shifted(const uint16_t *src, uint32_t (&w)[W]) {
+  constexpr int NC = W / 4 + 1;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
+  const uint4 *base = reinterpret_cast<const uint4 *>(a & ~(uintptr_t)15);
+  const int off = (int)(a & 15), ws = off >> 2, hs = (off & 2) * 8;
+  uint32_t raw[4 * NC];
+#pragma unroll
+  for (int i = 0; i < NC; i++) {
+    uint4 u = __ldg(base + i);
+    raw[4 * i] = u.x; raw[4 * i + 1] = u.y; raw[4 * i + 2] = u.z; raw[4 * i + 3] = u.w;
+  }
+  uint32_t s1[W + 3];
+#pragma unroll
+  for (int j = 0; j < W + 3; j++) s1[j] = (ws & 1) ? raw[j + 1] : raw[j];
+  uint32_t s2[W + 1];
+#pragma unroll
+  for (int j = 0; j < W + 1; j++) s2[j] = (ws & 2) ? s1[j + 2] : s1[j];
+#pragma unroll
+  for (int j = 0; j < W; j++) w[j] = __funnelshift_r(s2[j], s2[j + 1], hs);
+}
+
+// load_shifted for a src whose offset within 16 bytes is the same for every
+// lane of the warp (the kernels arrange their rows so): the shift is a switch
+// on that offset, taken by the whole warp, and each case is a straight run of
+// funnel shifts with constant register indices.
+template <int W, int OFF>
+__device__ __forceinline__ void shift_words(const uint32_t *raw, uint32_t (&w)[W]) {
+  constexpr int ws = OFF >> 2, hs = (OFF & 2) * 8;
+#pragma unroll
+  for (int j = 0; j < W; j++) w[j] = hs ? __funnelshift_r(raw[j + ws], raw[j + ws + 1], hs) : raw[j + ws];
+}
+
+// The W words at byte offset off (even, 0..14) of the loaded words raw.
+template <int W>
+__device__ __forceinline__ void shift_uniform(const uint32_t (&raw)[W + 4], int off, uint32_t (&w)[W]) {
+  switch (off) {
+    case 0: shift_words<W, 0>(raw, w); break;
+    case 2: shift_words<W, 2>(raw, w); break;
+    case 4: shift_words<W, 4>(raw, w); break;
+    case 6: shift_words<W, 6>(raw, w); break;
+    case 8: shift_words<W, 8>(raw, w); break;
+    case 10: shift_words<W, 10>(raw, w); break;
+    case 12: shift_words<W, 12>(raw, w); break;
+    default: shift_words<W, 14>(raw, w); break;
+  }
+}
+
+template <int W>
+__device__ __forceinline__ void load_shifted_uniform(const uint16_t *src, uint32_t (&w)[W]) {
+  constexpr int NC = W / 4 + 1;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
+  const uint4 *base = reinterpret_cast<const uint4 *>(a & ~(uintptr_t)15);
+  uint32_t raw[4 * NC];
+#pragma unroll
+  for (int i = 0; i < NC; i++) {
+    uint4 u = __ldg(base + i);
+    raw[4 * i] = u.x; raw[4 * i + 1] = u.y; raw[4 * i + 2] = u.z; raw[4 * i + 3] = u.w;
+  }
+  switch ((int)(a & 15)) {
+    case 0: shift_words<W, 0>(raw, w); break;
+    case 2: shift_words<W, 2>(raw, w); break;
+    case 4: shift_words<W, 4>(raw, w); break;
+    case 6: shift_words<W, 6>(raw, w); break;
+    case 8: shift_words<W, 8>(raw, w); break;
+    case 10: shift_words<W, 10>(raw, w); break;
+    case 12: shift_words<W, 12>(raw, w); break;
+    default: shift_words<W, 14>(raw, w); break;
+  }
+}
+
+// Whether load_shifted of 2·W elements at src reads only inside [.., end).
+template <int W>
+__device__ __forceinline__ bool shifted_fits(const uint16_t *src, const void *end) {
+  uintptr_t last = (reinterpret_cast<uintptr_t>(src) & ~(uintptr_t)15) + 16 * (W / 4 + 1);
+  return last <= reinterpret_cast<uintptr_t>(end);
+}
+
 // Row r, columns c .. c+31 of the input as 16 words of element pairs (zeros
-// outside the tensor).
-template <typename T>
-__device__ __forceinline__ void load_chunk(const void *in, int64_t m, int64_t k, int vec, int64_t r, int64_t c, uint32_t (&w)[16]) {
+// outside the tensor: the zero padding of spec §14). EDGE: the kernel's
+// ragged instance, whose warps hold rows of one 16-byte offset (shifted
+// loads); otherwise rows are aligned (mode kRowsAligned) or scalar.
+template <typename T, bool EDGE = true>
+__device__ __forceinline__ void load_chunk(const void *in, int64_t m, int64_t k, int mode, int64_t r, int64_t c, uint32_t (&w)[16]) {
   const T *src = (const T *)in + r * k + c;
+  if (EDGE && mode == kRowsShifted && r < m && c + 32 <= k) {
+    const uint16_t *s16 = reinterpret_cast<const uint16_t *>(src);
+    if (shifted_fits<16>(s16, (const T *)in + m * k)) {
+      load_shifted_uniform<16>(s16, w);
+      return;
+    }
+  }
+  if (!EDGE) {  // the aligned instance: k a multiple of 32 (the old code, as measured)
+#pragma unroll
+    for (int b = 0; b < 2; b++) {
+      bool ok = r < m && c + 16 * b < k;
+      if (ok && mode == kRowsAligned) {
+        uint4 u0 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b));
+        uint4 u1 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b) + 1);
+        w[8 * b + 0] = u0.x; w[8 * b + 1] = u0.y; w[8 * b + 2] = u0.z; w[8 * b + 3] = u0.w;
+        w[8 * b + 4] = u1.x; w[8 * b + 5] = u1.y; w[8 * b + 6] = u1.z; w[8 * b + 7] = u1.w;
+      } else if (ok) {
+        const uint16_t *s16 = reinterpret_cast<const uint16_t *>(src + 16 * b);
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[8 * b + j] = (uint32_t)s16[2 * j] | ((uint32_t)s16[2 * j + 1] << 16);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[8 * b + j] = 0;
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int b = 0; b < 2; b++) {
     bool ok = r < m && c + 16 * b < k;
-    if (ok && vec) {
+    if (ok && mode == kRowsAligned && c + 16 * b + 16 <= k) {
       uint4 u0 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b));
       uint4 u1 = __ldg(reinterpret_cast<const uint4 *>(src + 16 * b) + 1);
       w[8 * b + 0] = u0.x; w[8 * b + 1] = u0.y; w[8 * b + 2] = u0.z; w[8 * b + 3] = u0.w;
       w[8 * b + 4] = u1.x; w[8 * b + 5] = u1.y; w[8 * b + 6] = u1.z; w[8 * b + 7] = u1.w;
     } else if (ok) {
       const uint16_t *s16 = reinterpret_cast<const uint16_t *>(src + 16 * b);
+      const int64_t n = k - c - 16 * b;  // valid elements from here (> 0)
 #pragma unroll
-      for (int j = 0; j < 8; j++) w[8 * b + j] = (uint32_t)s16[2 * j] | ((uint32_t)s16[2 * j + 1] << 16);
+      for (int j = 0; j < 8; j++) {
+        uint32_t lo = 2 * j < n ? (uint32_t)s16[2 * j] : 0u, hi = 2 * j + 1 < n ? (uint32_t)s16[2 * j + 1] : 0u;
+        w[8 * b + j] = lo | (hi << 16);
+      }
     } else {
 #pragma unroll
       for (int j = 0; j < 8; j++) w[8 * b + j] = 0;
     }
+  }
+}
+
+// The low n (0..8) bytes of v at p, in at most five stores aligned to their
+// size, with no loop (H100 run 3: byte loops at the ends of a warp's run
+// doubled the EDGE mxfp8 kernel's time).
+__device__ __forceinline__ void put_bytes(uint8_t *p, uint64_t v, int n) {
+  if (n <= 0) return;
+  if (n >= 1 && (reinterpret_cast<uintptr_t>(p) & 1)) {
+    *p = (uint8_t)v;
+    p += 1, v >>= 8, n -= 1;
+  }
+  if (n >= 2 && (reinterpret_cast<uintptr_t>(p) & 2)) {
+    *reinterpret_cast<uint16_t *>(p) = (uint16_t)v;
+    p += 2, v >>= 16, n -= 2;
+  }
+  if (n >= 4 && (reinterpret_cast<uintptr_t>(p) & 4)) {
+    *reinterpret_cast<uint32_t *>(p) = (uint32_t)v;
+    p += 4, v >>= 32, n -= 4;
+  }
+  if (n >= 8) {
+    *reinterpret_cast<uint64_t *>(p) = v;
+    return;
+  }
+  if (n >= 4) {
+    *reinterpret_cast<uint32_t *>(p) = (uint32_t)v;
+    p += 4, v >>= 32, n -= 4;
+  }
+  if (n >= 2) {
+    *reinterpret_cast<uint16_t *>(p) = (uint16_t)v;
+    p += 2, v >>= 16, n -= 2;
+  }
+  if (n >= 1) *p = (uint8_t)v;
+}
+
+// Stores the first n bytes (all 4·W when n ≥ 4·W) of the words w at dst: one
+// vector store where dst is aligned to it, else narrower ones (rows of packed
+// FP4 are ⌈K/2⌉ bytes, spec §14 item 4, so they start anywhere).
+template <int W>
+__device__ __forceinline__ void store_bytes(uint8_t *dst, const uint32_t (&w)[W], int64_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
+  if (n >= 4 * W) {
+    if constexpr (W == 4) {
+      if ((a & 15) == 0) {
+        *reinterpret_cast<uint4 *>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+        return;
+      }
+    }
+    if constexpr (W % 2 == 0) {
+      if ((a & 7) == 0) {
+#pragma unroll
+        for (int i = 0; i < W; i += 2) *reinterpret_cast<uint2 *>(dst + 4 * i) = make_uint2(w[i], w[i + 1]);
+        return;
+      }
+    }
+    if ((a & 3) == 0) {
+#pragma unroll
+      for (int i = 0; i < W; i++) *reinterpret_cast<uint32_t *>(dst + 4 * i) = w[i];
+      return;
+    }
+    if ((a & 1) == 0) {
+#pragma unroll
+      for (int i = 0; i < W; i++) {
+        *reinterpret_cast<uint16_t *>(dst + 4 * i) = (uint16_t)w[i];
+        *reinterpret_cast<uint16_t *>(dst + 4 * i + 2) = (uint16_t)(w[i] >> 16);
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < W; i += 2) {
+    const uint64_t v = (uint64_t)w[i] | (i + 1 < W ? (uint64_t)w[i + 1] << 32 : 0);
+    const int64_t chunk = i + 1 < W ? 8 : 4, left = n - 4 * i;
+    put_bytes(dst + 4 * i, v, (int)(left < 0 ? 0 : left < chunk ? left : chunk));
+  }
+}
+
+// Stores a warp's run of FP8 codes: lane l holds the 8 bytes v at dst (=
+// the run's start + 8·l, all lanes in one row), of which the first n are
+// inside the tensor (n is 8 up to the run's end, then less, then 0). Where dst
+// is not 8-byte aligned (K not a multiple of 8, spec §14) each lane writes the
+// aligned 8 bytes that begin inside its own piece, taking the rest from the
+// next lane's, so the run is still written with aligned 8-byte stores; only
+// the run's ends go byte by byte. Every lane of the warp must call it.
+__device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
+  const unsigned lane = threadIdx.x & 31;
+  const uint64_t me = (uint64_t)v.x | ((uint64_t)v.y << 32);
+  const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 7);
+  const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, me, 1);
+  int nn = __shfl_down_sync(0xFFFFFFFFu, n, 1);
+  if (lane == 31) nn = 0;
+  if (n <= 0) return;
+  if (off == 0) {
+    put_bytes(dst, me, n);
+    return;
+  }
+  const int head = 8 - off;  // bytes of each piece before the next aligned word
+  if (lane == 0) put_bytes(dst, me, min(head, n));
+  if (n == 8 && nn >= head) {
+    *reinterpret_cast<uint64_t *>(dst + head) = (me >> (8 * head)) | (nx << (8 * off));
+  } else {
+    if (n > head) put_bytes(dst + head, me >> (8 * head), n - head);
+    if (n == 8) put_bytes(dst + 8, nx, min(head, nn));
+  }
+}
+
+// Keeps the first nv nibbles of the words w (element i in bits 4i) and zeroes
+// the rest: positions of the zero padding never reach a buffer (spec §14 item
+// 4: the high nibble of an odd row's last byte is zero, whatever the padded
+// element's code would have been, e.g. under a NaN scale or after the RHT).
+template <int W>
+__device__ __forceinline__ void keep_nibbles(uint32_t (&w)[W], int64_t nv) {
+#pragma unroll
+  for (int i = 0; i < W; i++) {
+    int64_t lo = 8 * i;
+    if (nv <= lo) w[i] = 0;
+    else if (nv < lo + 8) w[i] &= (1u << (4 * (nv - lo))) - 1u;
   }
 }
 
@@ -532,4 +804,6 @@ int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_plugin_erro
 int32_t lq_nvfp4_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_nvfp4_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
 int32_t lq_nvfp4_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err);
+int32_t lq_gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err);
+int32_t lq_gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err);
 }

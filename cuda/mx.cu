@@ -10,6 +10,11 @@
 // One pass: each CTA reads a 32×256 tile once and writes both directions from
 // registers; the columnwise block amaxes meet in shared memory. Scales go out
 // compact or GEMM-swizzled as the spec asks, padding zeroed.
+//
+// Any M ≥ 1, K ≥ 1 (spec §14): a kernel computes on the zero-padded tensor
+// (elements outside [M, K] load as zeros) and stores only what lies inside the
+// buffers: [M, K] FP8 codes, [M, ⌈K/2⌉] / [K, ⌈M/2⌉] packed FP4 rows (the
+// nibbles of padded positions zeroed), scales on ⌈K/32⌉ / ⌈M/32⌉ blocks.
 #include <stdlib.h>
 
 #include <type_traits>
@@ -52,9 +57,10 @@ struct MxParams {
   const void *in;
   int64_t m, k;
   uint8_t *row, *col;  // data
+  int64_t row_pitch, col_pitch;  // bytes per stored row (FP8: k; FP4: ⌈k/2⌉ rowwise, ⌈m/2⌉ columnwise)
   ScaleOut row_s, col_s;
   int floor;
-  int vec;  // the input is 16-byte aligned: vector loads
+  int vec;  // RowLoad: how input rows may be loaded
 };
 
 // Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32
@@ -100,7 +106,14 @@ __device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
 // A persistent grid walks the tiles; with vector loads (an aligned input) the
 // next tile is loaded into registers before the current one is processed, so
 // that loads stay in flight through the compute and the stores.
-template <typename T, int EL, bool ROW, bool COL>
+//
+// EDGE: the instance for shapes with partial blocks or unaligned rows (spec
+// §14): row bounds, partial 8-element groups, shifted loads of rows at any
+// even offset (a warp's row has one offset), FP8 runs stored through
+// store_run8. Without EDGE (M a multiple of 32, K of 8, aligned rows and
+// buffers) none of that is compiled in, so aligned shapes keep their
+// registers and speed.
+template <typename T, int EL, bool ROW, bool COL, bool EDGE>
 __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64_t ntiles) {
   __shared__ uint32_t part[kThreads / 32][kTileC];
   __shared__ float colf[kTileC];
@@ -109,29 +122,65 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   Raw8<T> next[4];
+  const bool vec = !EDGE || p.vec == kRowsAligned;
   auto prefetch = [&](int64_t tile) {
     int64_t r0 = (tile / tiles_c) * kTileR, gc = (tile % tiles_c) * kTileC + 8 * lane;
-    if (gc < p.k) {
+    if (EDGE ? gc + 8 <= p.k : gc < p.k) {
 #pragma unroll
-      for (int i = 0; i < 4; i++) raw_load<T>(x + (r0 + 4 * warp + i) * p.k + gc, next[i]);
+      for (int i = 0; i < 4; i++)
+        if (!EDGE || r0 + 4 * warp + i < p.m) raw_load<T>(x + (r0 + 4 * warp + i) * p.k + gc, next[i]);
     }
   };
-  if (p.vec && (int64_t)blockIdx.x < ntiles) prefetch(blockIdx.x);
+  if (vec && (int64_t)blockIdx.x < ntiles) prefetch(blockIdx.x);
   for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
   int64_t r0 = (tile / tiles_c) * kTileR, c0 = (tile % tiles_c) * kTileC;
   int64_t gc = c0 + 8 * lane;
-  bool valid = gc < p.k;  // k is a multiple of 32: a 4-lane block is valid or not as a whole
+  bool valid = gc < p.k;  // some of this thread's 8 columns are inside the tensor
+  const bool full = !EDGE || gc + 8 <= p.k;
+  const int64_t ncols = valid ? (full ? 8 : p.k - gc) : 0;  // of them, inside
   float v[4][8];
+  // EDGE, rows at any even offset (K odd, say): the two aligned 16-byte
+  // chunks under each of the four rows' 8 elements are all loaded before any
+  // is shifted (H100 run 2: loading and shifting row by row left 2 loads in
+  // flight and ran at half speed), then shifted by the row's offset, which
+  // the warp's lanes share.
+  uint4 sh[4][2];
+  bool shifted[4];
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     int64_t r = r0 + 4 * warp + i;
-    if (valid && p.vec) raw_convert<T>(next[i], v[i]);
-    else if (valid) load8<T, false>(x + r * p.k + gc, v[i]);
-    else
+    const uint16_t *src = reinterpret_cast<const uint16_t *>(x + r * p.k + gc);
+    shifted[i] = EDGE && sizeof(T) == 2 && p.vec == kRowsShifted && r < p.m && full && shifted_fits<4>(src, x + p.m * p.k);
+    if (shifted[i]) {
+      const uint4 *base = reinterpret_cast<const uint4 *>(reinterpret_cast<uintptr_t>(src) & ~(uintptr_t)15);
+      sh[i][0] = __ldg(base);
+      sh[i][1] = __ldg(base + 1);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    int64_t r = r0 + 4 * warp + i;
+    const bool rin = !EDGE || r < p.m;
+    if (!EDGE && valid) raw_convert<T>(next[i], v[i]);
+    else if (!EDGE) {
 #pragma unroll
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
+    } else if (rin && full && vec) raw_convert<T>(next[i], v[i]);
+    else if (shifted[i]) {
+      const uint32_t raw8[8] = {sh[i][0].x, sh[i][0].y, sh[i][0].z, sh[i][0].w, sh[i][1].x, sh[i][1].y, sh[i][1].z, sh[i][1].w};
+      Raw8<T> raw;
+      shift_uniform<4>(raw8, (int)(reinterpret_cast<uintptr_t>(x + r * p.k + gc) & 15), *reinterpret_cast<uint32_t(*)[4]>(&raw.w[0]));
+      raw_convert<T>(raw, v[i]);
+    } else if (rin && full) load8<T, false>(x + r * p.k + gc, v[i]);
+    else if (rin && valid) {
+#pragma unroll
+      for (int e = 0; e < 8; e++) v[i][e] = e < ncols ? to_f32(x[r * p.k + gc + e]) : 0.0f;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
+    }
   }
-  if (p.vec && tile + gridDim.x < ntiles) prefetch(tile + gridDim.x);
+  if (vec && tile + gridDim.x < ntiles) prefetch(tile + gridDim.x);
   if (ROW) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -159,10 +208,23 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
       uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
       uint2 q = encode8<EL>(v[i], e8m0_rcp(e8), mn);
-      if (valid) {
-        if (EL == kE2M1) *reinterpret_cast<uint32_t *>(p.row + (r * p.k + gc) / 2) = q.x;
-        else *reinterpret_cast<uint2 *>(p.row + r * p.k + gc) = q;
-        if ((lane & 3) == 0) p.row_s.buf[p.row_s.index(r, gc / 32)] = (uint8_t)e8;
+      if (!EDGE) {
+        if (valid) {
+          if (EL == kE2M1) *reinterpret_cast<uint32_t *>(p.row + (r * p.k + gc) / 2) = q.x;
+          else *reinterpret_cast<uint2 *>(p.row + r * p.k + gc) = q;
+          if ((lane & 3) == 0) p.row_s.buf[p.row_s.index(r, gc / 32)] = (uint8_t)e8;
+        }
+      } else {
+        const bool rin = r < p.m;
+        if (EL != kE2M1) store_run8(p.row + r * p.row_pitch + gc, q, rin ? (int)ncols : 0);
+        if (valid && rin) {
+          if (EL == kE2M1) {
+            uint32_t w1[1] = {q.x};
+            keep_nibbles(w1, ncols);
+            store_bytes(p.row + r * p.row_pitch + gc / 2, w1, p.row_pitch - gc / 2);
+          }
+          if ((lane & 3) == 0) p.row_s.buf[p.row_s.index(r, gc / 32)] = (uint8_t)e8;
+        }
       }
     }
   }
@@ -228,19 +290,26 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
         uint32_t w[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) w[j] = (uint32_t)colb[t][2 * j] | ((uint32_t)colb[t][2 * j + 1] << 16);
-        *reinterpret_cast<uint4 *>(p.col + (c0 + t) * (p.m / 2) + r0 / 2) = make_uint4(w[0], w[1], w[2], w[3]);
+        if (EDGE) {
+          keep_nibbles(w, p.m - r0);
+          store_bytes(p.col + (c0 + t) * p.col_pitch + r0 / 2, w, p.col_pitch - r0 / 2);
+        } else {
+          *reinterpret_cast<uint4 *>(p.col + (c0 + t) * (p.m / 2) + r0 / 2) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
       }
     } else {
       // Not transposed [M, K] (spec §4.5): same place as the rowwise data.
       constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
-      if (valid) {
+      if (EDGE || valid) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
           int64_t r = r0 + 4 * warp + i;
           uint32_t w[4];
 #pragma unroll
           for (int j = 0; j < 4; j++) w[j] = fp8x2<F>(__fmul_rn(v[i][2 * j], f[2 * j]), __fmul_rn(v[i][2 * j + 1], f[2 * j + 1]));
-          *reinterpret_cast<uint2 *>(p.col + r * p.k + gc) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+          uint2 q = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+          if (EDGE) store_run8(p.col + r * p.col_pitch + gc, q, r < p.m ? (int)ncols : 0);
+          else *reinterpret_cast<uint2 *>(p.col + r * p.k + gc) = q;
         }
       }
     }
@@ -299,7 +368,11 @@ __device__ __forceinline__ float mx4_amax(const uint32_t *w, uint32_t m16) {
   return a;
 }
 
-template <typename T, bool ROW, bool COL, int MINB, bool PREF>
+// EDGE: the instance for partial blocks or rows at any offset (spec §14):
+// rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one 16-byte
+// offset (shifted loads, load_chunk), and stores that check bounds and
+// alignment; without it the aligned code as measured.
+template <typename T, bool ROW, bool COL, int MINB, bool PREF, bool EDGE>
 __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, int fs) {
   using R = Raw16<T>;
   __shared__ __align__(16) uint16_t tile[COL ? kXR * kXC : 8];
@@ -310,23 +383,29 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, 
   const int64_t rs = (int64_t)(blockIdx.x / tiles_c) * (kXR * fs), c0 = (int64_t)(blockIdx.x % tiles_c) * kXC;
   const int64_t rows_left = p.m - rs;
   const int nsub = rows_left >= kXR * fs ? fs : (int)((rows_left + kXR - 1) / kXR);
-  // Row phase: thread t holds row lr = t/4 of the sub-tile, the block of
-  // columns 32q .. 32q+31 (q = t%4).
-  const int lr = t >> 2, q = t & 3;
+  // Row phase: thread t holds row lr = t/4 of the sub-tile (EDGE: row
+  // w + 8·(lane/4) of warp w), the block of columns 32q .. 32q+31 (q = t%4).
+  const int lr = EDGE ? (t >> 5) + 8 * ((t & 31) >> 2) : t >> 2, q = t & 3;
   const int64_t c = c0 + 32 * q;
   uint32_t w[16], wn[16];
-  load_chunk<T>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
+  load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   for (int sub = 0; sub < nsub; sub++) {
     const int64_t r0 = rs + (int64_t)sub * kXR, r = r0 + lr;
-    if (PREF && sub + 1 < nsub) load_chunk<T>(p.in, p.m, p.k, p.vec, r + kXR, c, wn);
-    if (COL) store_chunk_swz(tile, lr, q, w);
+    if (PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kXR, c, wn);
+    if (COL) store_chunk_swz<EDGE>(tile, lr, q, w);
     if (ROW && r < p.m && c < p.k) {
       uint32_t m16 = max(mag16(&w[0]), mag16(&w[8]));
       float amax = mx4_amax<T>(w, m16);
       uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
       uint4 o = mx4_encode32<T>(w, e8m0_rcp(e8), amax, m16 > R::kInf);
-      *reinterpret_cast<uint4 *>(p.row + (r * p.k + c) / 2) = o;
+      if (EDGE) {
+        uint32_t ow[4] = {o.x, o.y, o.z, o.w};
+        if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
+        store_bytes(p.row + r * p.row_pitch + c / 2, ow, p.row_pitch - c / 2);
+      } else {
+        *reinterpret_cast<uint4 *>(p.row + (r * p.k + c) / 2) = o;
+      }
       p.row_s.buf[p.row_s.index(r, c / 32)] = (uint8_t)e8;
     }
     if (COL) {
@@ -342,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, 
           uint32_t wp[16];
 #pragma unroll
           for (int i = 0; i < 16; i++)
-            wp[i] = (uint32_t)tile[swz(32 * hb + 2 * i, col)] | ((uint32_t)tile[swz(32 * hb + 2 * i + 1, col)] << 16);
+            wp[i] = (uint32_t)tile[swz<EDGE>(32 * hb + 2 * i, col)] | ((uint32_t)tile[swz<EDGE>(32 * hb + 2 * i + 1, col)] << 16);
           uint32_t m16 = max(mag16(&wp[0]), mag16(&wp[8]));
           float amax = mx4_amax<T>(wp, m16);
           uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
@@ -354,14 +433,23 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, 
       // Lanes 2i and 2i+1: the two 16-byte halves of column i's 32 bytes.
       const int col = t >> 1, hb = t & 1;
       const int64_t cc = c0 + col, rr = r0 + 32 * hb;
-      if (cc < p.k && rr < p.m) *reinterpret_cast<uint4 *>(p.col + cc * (p.m / 2) + rr / 2) = ccodes[hb][col];
+      if (cc < p.k && rr < p.m) {
+        uint4 o = ccodes[hb][col];
+        if (EDGE) {
+          uint32_t ow[4] = {o.x, o.y, o.z, o.w};
+          if (rr + 32 > p.m) keep_nibbles(ow, p.m - rr);
+          store_bytes(p.col + cc * p.col_pitch + rr / 2, ow, p.col_pitch - rr / 2);
+        } else {
+          *reinterpret_cast<uint4 *>(p.col + cc * (p.m / 2) + rr / 2) = o;
+        }
+      }
     }
     if (sub + 1 < nsub) {
       if (PREF) {
 #pragma unroll
         for (int j = 0; j < 16; j++) w[j] = wn[j];
       } else {
-        load_chunk<T>(p.in, p.m, p.k, p.vec, r + kXR, c, w);
+        load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kXR, c, w);
       }
     }
   }
@@ -371,7 +459,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, 
     // bytes (compact layout; 4 at a time swizzled); thread t writes bytes
     // 4·(t%4) .. +3 of column t/4 (+64 per pass).
     const int64_t j0 = rs / 32;
-    const int64_t nj_all = p.m / 32 - j0;
+    const int64_t nj_all = ceil_div(p.m, 32) - j0;
     const int nj = nj_all < 2 * fs ? (int)nj_all : 2 * fs;
 #pragma unroll
     for (int pass = 0; pass < 2; pass++) {
@@ -396,7 +484,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, 
 // the general kernel. Sub-tiles per CTA: 4, fewer where that would leave under
 // two CTAs per SM's worth of work.
 template <typename T, bool ROW, bool COL>
-bool launch_mx4_fast(const MxParams &p, cudaStream_t s) {
+bool launch_mx4_fast(const MxParams &p, bool edge, cudaStream_t s) {
   static int variant = -1, old = -1;
   if (variant < 0) {
     const char *e = getenv("LIBQUANT_MXFP4_VARIANT");
@@ -405,22 +493,26 @@ bool launch_mx4_fast(const MxParams &p, cudaStream_t s) {
     e = getenv("LIBQUANT_MXFP4_KERNEL");
     old = e != nullptr && strcmp(e, "old") == 0;
   }
-  if (old || (p.row && !aligned16(p.row)) || (p.col && !aligned16(p.col))) return false;
+  if (old) return false;
   int64_t tiles_r = ceil_div(p.m, kXR), tiles_c = ceil_div(p.k, kXC);
   int fs = 4;
   while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
   unsigned g = (unsigned)(ceil_div(tiles_r, fs) * tiles_c);
+  if (edge) {
+    mxfp4_fast_kernel<T, ROW, COL, 4, false, true><<<g, kThreads, 0, s>>>(p, fs);
+    return true;
+  }
   if constexpr (std::is_same<T, __nv_bfloat16>::value) {
     switch (variant) {
-      case 1: mxfp4_fast_kernel<T, ROW, COL, 3, true><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 2: mxfp4_fast_kernel<T, ROW, COL, 4, true><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 3: mxfp4_fast_kernel<T, ROW, COL, 2, true><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 4: mxfp4_fast_kernel<T, ROW, COL, 5, false><<<g, kThreads, 0, s>>>(p, fs); return true;
+      case 1: mxfp4_fast_kernel<T, ROW, COL, 3, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
+      case 2: mxfp4_fast_kernel<T, ROW, COL, 4, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
+      case 3: mxfp4_fast_kernel<T, ROW, COL, 2, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
+      case 4: mxfp4_fast_kernel<T, ROW, COL, 5, false, false><<<g, kThreads, 0, s>>>(p, fs); return true;
       default: break;
     }
   }
   // Default (H100 run 3, 8192²): 4 CTAs/SM (64 registers), no prefetch.
-  mxfp4_fast_kernel<T, ROW, COL, 4, false><<<g, kThreads, 0, s>>>(p, fs);
+  mxfp4_fast_kernel<T, ROW, COL, 4, false, false><<<g, kThreads, 0, s>>>(p, fs);
   return true;
 }
 
@@ -431,40 +523,41 @@ bool launch_mx4_fast(const MxParams &p, cudaStream_t s) {
 // the same either way. LIBQUANT_CUDA_PERSISTENT=0 or 1 forces one policy, for
 // the benchmark.
 template <typename T, int EL, bool ROW, bool COL>
-void launch_mx3(const MxParams &p, bool, unsigned grid, cudaStream_t s) {
+void launch_mx3(const MxParams &p, bool edge, unsigned grid, cudaStream_t s) {
   if constexpr (EL == kE2M1 && sizeof(T) == 2) {
-    if (p.vec && launch_mx4_fast<T, ROW, COL>(p, s)) return;
+    if (p.vec != kRowsScalar && launch_mx4_fast<T, ROW, COL>(p, edge || p.vec != kRowsAligned || p.m % 32 || p.k % 32, s)) return;
   }
   int64_t ntiles = grid;
   static int resident = 0;
   if (resident == 0) {
     int per_sm = 0, dev = 0, sms = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL>, kThreads, 0) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL, false>, kThreads, 0) != cudaSuccess ||
         cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         per_sm < 1)
       per_sm = 2, sms = 132;
     resident = per_sm * sms;
   }
   const char *env = getenv("LIBQUANT_CUDA_PERSISTENT");
-  bool persistent = ROW && COL && EL != kE2M1;
+  bool persistent = ROW && COL && EL != kE2M1 && !edge;  // the EDGE instance does not prefetch
   if (env != nullptr && (env[0] == '0' || env[0] == '1')) persistent = env[0] == '1';
   int64_t cap = persistent ? resident : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
-  mx_quantize_kernel<T, EL, ROW, COL><<<g, kThreads, 0, s>>>(p, ntiles);
+  if (edge) mx_quantize_kernel<T, EL, ROW, COL, true><<<g, kThreads, 0, s>>>(p, ntiles);
+  else mx_quantize_kernel<T, EL, ROW, COL, false><<<g, kThreads, 0, s>>>(p, ntiles);
 }
 
 template <typename T, int EL>
-void launch_mx2(const MxParams &p, bool vec, unsigned grid, cudaStream_t s) {
-  if (p.row && p.col) launch_mx3<T, EL, true, true>(p, vec, grid, s);
-  else if (p.row) launch_mx3<T, EL, true, false>(p, vec, grid, s);
-  else launch_mx3<T, EL, false, true>(p, vec, grid, s);
+void launch_mx2(const MxParams &p, bool edge, unsigned grid, cudaStream_t s) {
+  if (p.row && p.col) launch_mx3<T, EL, true, true>(p, edge, grid, s);
+  else if (p.row) launch_mx3<T, EL, true, false>(p, edge, grid, s);
+  else launch_mx3<T, EL, false, true>(p, edge, grid, s);
 }
 
 template <typename T>
-void launch_mx1(const MxParams &p, int el, bool vec, unsigned grid, cudaStream_t s) {
-  if (el == kE4M3) launch_mx2<T, kE4M3>(p, vec, grid, s);
-  else if (el == kE5M2) launch_mx2<T, kE5M2>(p, vec, grid, s);
-  else launch_mx2<T, kE2M1>(p, vec, grid, s);
+void launch_mx1(const MxParams &p, int el, bool edge, unsigned grid, cudaStream_t s) {
+  if (el == kE4M3) launch_mx2<T, kE4M3>(p, edge, grid, s);
+  else if (el == kE5M2) launch_mx2<T, kE5M2>(p, edge, grid, s);
+  else launch_mx2<T, kE2M1>(p, edge, grid, s);
 }
 
 struct MxGeom {
@@ -488,25 +581,31 @@ int32_t mx_geom(const quant_plugin_params *p, MxGeom *g, quant_plugin_error *err
   return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params.element: %d not supported by mxfp8", p->element);
 }
 
-// The scale layout of a direction (plugins/mxfp8 scaleLayoutOf): valid (ni, nj),
-// padded (pad128, pad4).
+// The scale layout of a direction (plugins/mxfp8 scaleLayoutOf): valid (ni, nj)
+// on the block ceilings (spec §14 item 4), padded (pad128, pad4).
 void scale_geom(const MxGeom &g, bool colwise, int64_t m, int64_t k, int swizzled, ScaleOut *s, int64_t *ni, int64_t *nj) {
   *ni = colwise ? k : m;
-  *nj = colwise ? m / 32 : k / 32;
+  *nj = colwise ? ceil_div(m, 32) : ceil_div(k, 32);
   s->pad_i = pad_to(*ni, 128);
   s->pad_j = pad_to(*nj, 4);
   s->j_major = colwise && !g.packed;
   s->swizzled = swizzled;
 }
 
+// A direction's buffers. Data rows are the layout's: [M, K] FP8 codes (both
+// directions), packed FP4 [M, ⌈K/2⌉] rowwise and [K, ⌈M/2⌉] columnwise; a
+// layout may pad the row pitch (spec §14 item 4), which the buffer's last dim
+// then says, and *pitch returns.
 int32_t mx_dir(const quant_plugin_storage &st, const MxGeom &g, bool colwise, int64_t m, int64_t k, int swizzled, uint8_t **data,
-               ScaleOut *s, bool *padded, quant_plugin_error *err) {
+               int64_t *pitch, ScaleOut *s, bool *padded, quant_plugin_error *err) {
   int64_t ni, nj;
   scale_geom(g, colwise, m, k, swizzled, s, &ni, &nj);
   const char *dir = colwise ? "columnwise" : "rowwise";
   char what[64];
   snprintf(what, sizeof what, "%s data", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, g.packed ? m * k / 2 : m * k, (void **)data, err));
+  int64_t rows = g.packed && colwise ? k : m, cols = g.packed ? ceil_div(colwise ? m : k, 2) : k;
+  LQ_TRY(row_pitch(st, QUANT_BUFFER_DATA, what, rows, cols, pitch, err));
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, rows * *pitch, (void **)data, err));
   snprintf(what, sizeof what, "%s scale_inv", dir);
   LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, s->pad_i * s->pad_j, (void **)&s->buf, err));
   *padded = s->pad_i != ni || s->pad_j != nj;
@@ -514,38 +613,40 @@ int32_t mx_dir(const quant_plugin_storage &st, const MxGeom &g, bool colwise, in
 }
 
 int32_t check_mx_dims(int64_t m, int64_t k, quant_plugin_error *err) {
-  if (m % 32 != 0 || k % 32 != 0)
-    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "shape: [%lld, %lld]: both dims must be multiples of 32 (spec §4.2)",
+  if (m < 0 || k < 0)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "shape: [%lld, %lld]: a dim is negative (spec §14 takes any M, K ≥ 0)",
                 (long long)m, (long long)k);
   return QUANT_OK;
 }
 
 // Dequantize: x = fl32(2^(e−127) · float(q)), rounded to the output dtype.
 template <typename O, int EL>
-__global__ void mx_dequantize_kernel(const uint8_t *__restrict__ q, ScaleOut s, O *out, int64_t m, int64_t k, int colwise) {
+__global__ void mx_dequantize_kernel(const uint8_t *__restrict__ q, int64_t pitch, ScaleOut s, O *out, int64_t m, int64_t k,
+                                     int colwise) {
   int64_t n = m * k, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t r = idx / k, c = idx % k;
     uint32_t sb = colwise ? s.buf[s.index(c, r / 32)] : s.buf[s.index(r, c / 32)];
     float v;
     if constexpr (EL == kE2M1) {
-      uint32_t code = colwise ? (q[c * (m / 2) + r / 2] >> (4 * (r & 1))) & 0xF : (q[idx / 2] >> (4 * (c & 1))) & 0xF;
+      uint32_t code = colwise ? (q[c * pitch + r / 2] >> (4 * (r & 1))) & 0xF : (q[r * pitch + c / 2] >> (4 * (c & 1))) & 0xF;
       v = e2m1_decode(code);
     } else {
-      v = fp8_decode<EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2>(q[idx]);
+      v = fp8_decode<EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2>(q[r * pitch + c]);
     }
     store_out(out + idx, __fmul_rn(e8m0_decode(sb), v));
   }
 }
 
 template <typename O>
-void launch_mx_deq(const uint8_t *q, const ScaleOut &s, void *out, int64_t m, int64_t k, int colwise, int el, cudaStream_t st) {
+void launch_mx_deq(const uint8_t *q, int64_t pitch, const ScaleOut &s, void *out, int64_t m, int64_t k, int colwise, int el,
+                   cudaStream_t st) {
   int64_t blocks = ceil_div(m * k > 0 ? m * k : 1, 256);
   if (blocks > grid_cap()) blocks = grid_cap();
   unsigned g = (unsigned)blocks;
-  if (el == kE4M3) mx_dequantize_kernel<O, kE4M3><<<g, 256, 0, st>>>(q, s, (O *)out, m, k, colwise);
-  else if (el == kE5M2) mx_dequantize_kernel<O, kE5M2><<<g, 256, 0, st>>>(q, s, (O *)out, m, k, colwise);
-  else mx_dequantize_kernel<O, kE2M1><<<g, 256, 0, st>>>(q, s, (O *)out, m, k, colwise);
+  if (el == kE4M3) mx_dequantize_kernel<O, kE4M3><<<g, 256, 0, st>>>(q, pitch, s, (O *)out, m, k, colwise);
+  else if (el == kE5M2) mx_dequantize_kernel<O, kE5M2><<<g, 256, 0, st>>>(q, pitch, s, (O *)out, m, k, colwise);
+  else mx_dequantize_kernel<O, kE2M1><<<g, 256, 0, st>>>(q, pitch, s, (O *)out, m, k, colwise);
 }
 
 // Scale layout conversion: dst[to(i, j)] = src[from(i, j)] for valid (i, j),
@@ -578,25 +679,33 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
   p.floor = a->params->scale_rounding == QUANT_SCALE_FLOOR;
   cudaStream_t s = stream_of(a->stream);
   bool padded[2] = {false, false};
-  if (a->out[0].num_buffers) LQ_TRY(mx_dir(a->out[0], g, false, m, k, a->params->gemm_swizzled_scales, &p.row, &p.row_s, &padded[0], err));
-  if (a->out[1].num_buffers) LQ_TRY(mx_dir(a->out[1], g, true, m, k, a->params->gemm_swizzled_scales, &p.col, &p.col_s, &padded[1], err));
+  if (a->out[0].num_buffers)
+    LQ_TRY(mx_dir(a->out[0], g, false, m, k, a->params->gemm_swizzled_scales, &p.row, &p.row_pitch, &p.row_s, &padded[0], err));
+  if (a->out[1].num_buffers)
+    LQ_TRY(mx_dir(a->out[1], g, true, m, k, a->params->gemm_swizzled_scales, &p.col, &p.col_pitch, &p.col_s, &padded[1], err));
   if (p.row == nullptr && p.col == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
-  // Padding scales are 0 (plugins/mxfp8 zeroPadding); the kernel writes the rest.
+  // Padding scales are 0 (plugins/mxfp8 zeroPadding), and so are the bytes of
+  // a padded row pitch; the kernel writes the rest.
   if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
   if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
-  int64_t tiles = (m / kTileR) * ceil_div(k, kTileC);
+  if (p.row && p.row_pitch != (g.packed ? ceil_div(k, 2) : k))
+    LQ_CUDA(cudaMemsetAsync(p.row, 0, m * p.row_pitch, s), "zeroing the rowwise row padding");
+  if (p.col && p.col_pitch != (g.packed ? ceil_div(m, 2) : k))
+    LQ_CUDA(cudaMemsetAsync(p.col, 0, (g.packed ? k : m) * p.col_pitch, s), "zeroing the columnwise row padding");
+  int64_t tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
   if (tiles == 0) return QUANT_OK;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
-  bool vec = aligned16(a->input.data) && (p.row == nullptr || (reinterpret_cast<uintptr_t>(p.row) & 7) == 0) &&
-             (p.col == nullptr || aligned16(p.col));
-  if (!vec && ((p.row && (reinterpret_cast<uintptr_t>(p.row) & 7)) || (p.col && !aligned16(p.col))))
-    return fail(err, QUANT_ERROR_UNSUPPORTED, "out: data buffers must be 16-byte aligned on the GPU");
-  p.vec = aligned16(a->input.data);
+  p.vec = row_load_mode(a->input.data, k, in_size(t));
+  // The aligned instance: whole 32-row blocks, rows of 8-element groups that
+  // vector loads and stores reach (the buffers of the layout, unpadded).
+  const bool edge = !(m % 32 == 0 && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
+                     (p.col == nullptr || aligned16(p.col)) && (p.row == nullptr || p.row_pitch == (g.packed ? k / 2 : k)) &&
+                     (p.col == nullptr || p.col_pitch == (g.packed ? m / 2 : k)));  // true: the EDGE instance
   unsigned grid = (unsigned)tiles;
   switch (t) {
-    case InType::F32: launch_mx1<float>(p, g.el, vec, grid, s); break;
-    case InType::BF16: launch_mx1<__nv_bfloat16>(p, g.el, vec, grid, s); break;
-    case InType::F16: launch_mx1<__half>(p, g.el, vec, grid, s); break;
+    case InType::F32: launch_mx1<float>(p, g.el, edge, grid, s); break;
+    case InType::BF16: launch_mx1<__nv_bfloat16>(p, g.el, edge, grid, s); break;
+    case InType::F16: launch_mx1<__half>(p, g.el, edge, grid, s); break;
   }
   LQ_LAUNCHED("mx quantize kernel launch");
   return QUANT_OK;
@@ -611,13 +720,14 @@ extern "C" int32_t lq_mx_dequantize(const quant_plugin_dequantize_args *a, quant
   LQ_TRY(check_mx_dims(a->m, a->k, err));
   bool colwise = a->direction == QUANT_DIRECTION_COLUMNWISE, padded;
   uint8_t *q;
+  int64_t pitch;
   ScaleOut sc;
-  LQ_TRY(mx_dir(a->storage, g, colwise, a->m, a->k, a->params->gemm_swizzled_scales, &q, &sc, &padded, err));
+  LQ_TRY(mx_dir(a->storage, g, colwise, a->m, a->k, a->params->gemm_swizzled_scales, &q, &pitch, &sc, &padded, err));
   cudaStream_t s = stream_of(a->stream);
   switch (ot) {
-    case InType::F32: launch_mx_deq<float>(q, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
-    case InType::BF16: launch_mx_deq<__nv_bfloat16>(q, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
-    case InType::F16: launch_mx_deq<__half>(q, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
+    case InType::F32: launch_mx_deq<float>(q, pitch, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
+    case InType::BF16: launch_mx_deq<__nv_bfloat16>(q, pitch, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
+    case InType::F16: launch_mx_deq<__half>(q, pitch, sc, a->out.data, a->m, a->k, colwise, g.el, s); break;
   }
   LQ_LAUNCHED("mx dequantize kernel launch");
   return QUANT_OK;
@@ -629,12 +739,13 @@ extern "C" int32_t lq_mx_swizzle(const quant_plugin_swizzle_args *a, quant_plugi
   LQ_TRY(check_mx_dims(a->m, a->k, err));
   bool colwise = a->direction == QUANT_DIRECTION_COLUMNWISE, padded;
   uint8_t *q;
+  int64_t pitch;
   ScaleOut from;
-  LQ_TRY(mx_dir(a->storage, g, colwise, a->m, a->k, a->params->gemm_swizzled_scales, &q, &from, &padded, err));
+  LQ_TRY(mx_dir(a->storage, g, colwise, a->m, a->k, a->params->gemm_swizzled_scales, &q, &pitch, &from, &padded, err));
   ScaleOut to = from;
   to.swizzled = a->swizzled != 0;
   if (to.swizzled == from.swizzled) return QUANT_OK;
-  int64_t ni = colwise ? a->k : a->m, nj = colwise ? a->m / 32 : a->k / 32;
+  int64_t ni = colwise ? a->k : a->m, nj = colwise ? ceil_div(a->m, 32) : ceil_div(a->k, 32);
   int64_t n = from.pad_i * from.pad_j;
   cudaStream_t s = stream_of(a->stream);
   uint8_t *tmp = nullptr;

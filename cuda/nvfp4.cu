@@ -14,6 +14,13 @@
 // one kernel reads 64×128 tiles once and writes both directions: rowwise from
 // registers, columnwise (transposed, through the RHT when on) from shared
 // memory.
+//
+// Any M ≥ 1, K ≥ 1 (spec §14): the kernels compute on the zero-padded tensor
+// (elements outside [M, K] load as zeros; the RHT transforms a partial
+// 16-row group zero-padded) and store only inside the buffers: packed rows of
+// ⌈K/2⌉ bytes rowwise, ⌈M/2⌉ columnwise, the nibbles of padded positions
+// zeroed, scales on ⌈K/16⌉ / ⌈M/16⌉ blocks. Stochastic rounding keys each
+// element by its place in the stored direction (sr_bytes).
 #include <float.h>
 #include <stdlib.h>
 
@@ -65,6 +72,36 @@ struct SR {
 // offset), key seed.
 __device__ __forceinline__ uint4 sr_words(const SR &sr, uint32_t dir, uint64_t b) {
   return philox4x32_10(make_uint4((uint32_t)b, (uint32_t)(b >> 32) | (dir << 31), sr.off0, sr.off1), sr.key);
+}
+
+// The random bytes of the 16 elements f0 .. f0+15 of a direction's stored
+// [rows, cols] order (f = row·cols + col of the logical, unpadded shape),
+// byte i for element f0+i: element f takes byte f%16 of the words of counter
+// f/16 (spec §14 item 3). Where cols is a multiple of 16, f0/16 is the block
+// index and this is sr_words; otherwise a block straddles two counters.
+__device__ __forceinline__ uint4 sr_bytes(const SR &sr, uint32_t dir, uint64_t f0) {
+  uint4 a = sr_words(sr, dir, f0 >> 4);
+  const int s = (int)(f0 & 15);
+  if (s == 0) return a;
+  uint4 b = sr_words(sr, dir, (f0 >> 4) + 1);
+  const uint32_t c[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  const int ws = s >> 2, bs = (s & 3) * 8;
+  uint32_t s1[7], s2[5];
+#pragma unroll
+  for (int j = 0; j < 7; j++) s1[j] = (ws & 1) ? c[j + 1] : c[j];
+#pragma unroll
+  for (int j = 0; j < 5; j++) s2[j] = (ws & 2) ? s1[j + 2] : s1[j];
+  return make_uint4(__funnelshift_r(s2[0], s2[1], bs), __funnelshift_r(s2[1], s2[2], bs), __funnelshift_r(s2[2], s2[3], bs),
+                    __funnelshift_r(s2[3], s2[4], bs));
+}
+
+// Stores the 16 codes q (element i in bits 4i) of elements col .. col+15 of
+// a stored row of cols elements at dst (the row's byte col/2, pitch - col/2
+// bytes left in the row), zeroing the nibbles past cols.
+__device__ __forceinline__ void store_codes16(uint8_t *dst, uint64_t q, int64_t col, int64_t cols, int64_t left) {
+  uint32_t w[2] = {(uint32_t)q, (uint32_t)(q >> 32)};
+  if (col + 16 > cols) keep_nibbles(w, cols - col);
+  store_bytes(dst, w, left);
 }
 
 // 16 codes, element i in bits 4i (encodeRN / encodeSR).
@@ -165,6 +202,7 @@ struct NvParams {
   const void *in;
   int64_t m, k;
   uint8_t *row, *col;
+  int64_t row_pitch, col_pitch;  // bytes per stored row: ⌈k/2⌉, ⌈m/2⌉ (or the layout's padded pitch)
   ScaleBuf row_s, col_s;
   const float *row_amax, *col_amax;  // where each direction's global amax is read
   // Scalar copies the kernel makes (CTA 0, thread 0) instead of separate
@@ -173,9 +211,7 @@ struct NvParams {
   const float *amax_src[2];
   uint32_t mask;
   int rht;
-  int vec;     // the input is 16-byte aligned: vector loads
-  int row16;   // rowwise data rows are 16-byte aligned (k % 32 == 0, aligned base)
-  int col16;   // columnwise data rows are 16-byte aligned (m % 32 == 0, aligned base)
+  int vec;     // RowLoad: how input rows may be loaded
   int fs;      // fast kernel: 64-row sub-tiles per CTA (1 .. kFS)
   int row_s2;  // the rowwise scale buffer is 2-byte aligned
   int col_s4;  // the columnwise scale buffer is 4-byte aligned
@@ -189,7 +225,35 @@ __device__ __forceinline__ void copy_scalars(const NvParams &p) {
   }
 }
 
-// Loads 16 input elements as float32 (vector loads when aligned).
+// Loads input elements c .. c+15 of row r as float32, zeros outside the
+// tensor (the zero padding of spec §14), with vector loads where rows allow.
+template <typename T>
+__device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec);
+
+template <typename T>
+__device__ __forceinline__ void load_row16(const T *x, int64_t m, int64_t k, int mode, int64_t r, int64_t c, float (&v)[16]) {
+  const T *p = x + r * k + c;
+  if (r >= m || c >= k) {
+#pragma unroll
+    for (int i = 0; i < 16; i++) v[i] = 0.0f;
+  } else if (c + 16 > k) {
+#pragma unroll
+    for (int i = 0; i < 16; i++) v[i] = c + i < k ? to_f32(p[i]) : 0.0f;
+  } else if constexpr (sizeof(T) == 2) {
+    if (mode == kRowsShifted && shifted_fits<8>(reinterpret_cast<const uint16_t *>(p), x + m * k)) {
+      uint32_t w[8];
+      load_shifted<8>(reinterpret_cast<const uint16_t *>(p), w);
+      const T *h = reinterpret_cast<const T *>(w);
+#pragma unroll
+      for (int i = 0; i < 16; i++) v[i] = to_f32(h[i]);
+    } else {
+      load16<T>(p, v, mode == kRowsAligned);
+    }
+  } else {
+    load16<T>(p, v, mode == kRowsAligned);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
   float a[8], b[8];
@@ -218,24 +282,21 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
   GlobalScale grow, gcol;
   if (ROW) grow = global_scale(*p.row_amax);
   if (COL) gcol = global_scale(*p.col_amax);
-  int64_t kb = p.k / 16, mb = p.m / 16;
+  const int64_t mb = ceil_div(p.m, 16);
 #pragma unroll
   for (int it = 0; it < 2; it++) {
     int lr = threadIdx.x / 8 + 32 * it, cb = threadIdx.x % 8;
     int64_t r = r0 + lr, c = c0 + 16 * cb;
     bool valid = r < p.m && c < p.k;
     float v[16];
-    if (valid) load16<T>(x + r * p.k + c, v, p.vec);
-    else
-#pragma unroll
-      for (int i = 0; i < 16; i++) v[i] = 0.0f;
+    load_row16<T>(x, p.m, p.k, p.vec, r, c, v);
     if (ROW && valid) {
       uint32_t code;
       float enc = block_scale(grow, __uint_as_float(amax16(v)), &code);
       uint4 w = make_uint4(0, 0, 0, 0);
-      if (SRON) w = sr_words(p.sr, 0, (uint64_t)r * kb + c / 16);
+      if (SRON) w = sr_bytes(p.sr, 0, (uint64_t)r * p.k + c);
       uint64_t q = encode16<SRON>(v, enc, w);
-      *reinterpret_cast<uint2 *>(p.row + r * (p.k / 2) + c / 2) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+      store_codes16(p.row + r * p.row_pitch + c / 2, q, c, p.k, p.row_pitch - c / 2);
       p.row_s.buf[p.row_s.index(r, c / 16)] = (uint8_t)code;
     }
     if (COL) {
@@ -262,9 +323,9 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
       uint32_t code;
       float enc = block_scale(gcol, __uint_as_float(amax16(v)), &code);
       uint4 w = make_uint4(0, 0, 0, 0);
-      if (SRON) w = sr_words(p.sr, 1, (uint64_t)c * mb + rb);
+      if (SRON) w = sr_bytes(p.sr, 1, (uint64_t)c * p.m + 16 * rb);
       uint64_t q = encode16<SRON>(v, enc, w);
-      *reinterpret_cast<uint2 *>(p.col + c * (p.m / 2) + rb * 8) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+      store_codes16(p.col + c * p.col_pitch + rb * 8, q, 16 * rb, p.m, p.col_pitch - rb * 8);
       p.col_s.buf[p.col_s.index(c, rb)] = (uint8_t)code;
     }
   }
@@ -283,16 +344,13 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
   int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
   GlobalScale g = global_scale(ROW ? *p.row_amax : *p.col_amax);
-  int64_t kb = p.k / 16, mb = p.m / 16;
+  const int64_t mb = ceil_div(p.m, 16);
   float v[2][16];
 #pragma unroll
   for (int it = 0; it < 2; it++) {
     int lr = threadIdx.x / 8 + 32 * it, cb = threadIdx.x % 8;
     int64_t r = r0 + lr, c = c0 + 16 * cb;
-    if (r < p.m && c < p.k) load16<T>(x + r * p.k + c, v[it], p.vec);
-    else
-#pragma unroll
-      for (int i = 0; i < 16; i++) v[it][i] = 0.0f;
+    load_row16<T>(x, p.m, p.k, p.vec, r, c, v[it]);
     bam[lr][cb] = amax16(v[it]);
   }
   __syncthreads();
@@ -308,12 +366,12 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
     float enc = block_scale(g, __uint_as_float(m), &code);
     uint4 w = make_uint4(0, 0, 0, 0);
     bool valid = r < p.m && c < p.k;
-    if (SRON && valid) w = sr_words(p.sr, 0, (uint64_t)r * kb + c / 16);
+    if (SRON && valid) w = sr_bytes(p.sr, 0, (uint64_t)r * p.k + c);
     uint64_t q = encode16<SRON>(v[it], enc, w);
     codes[lr][cb] = q;
     if ((lr & 15) == 0) tcode[tr][cb] = (uint8_t)code;
     if (ROW && valid) {
-      *reinterpret_cast<uint2 *>(p.row + r * (p.k / 2) + c / 2) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+      store_codes16(p.row + r * p.row_pitch + c / 2, q, c, p.k, p.row_pitch - c / 2);
       p.row_s.buf[p.row_s.index(r, c / 16)] = (uint8_t)code;
     }
   }
@@ -329,7 +387,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
       uint64_t q = 0;
 #pragma unroll
       for (int i = 0; i < 16; i++) q |= ((codes[16 * lb + i][lc / 16] >> (4 * (lc % 16))) & 0xFull) << (4 * i);
-      *reinterpret_cast<uint2 *>(p.col + c * (p.m / 2) + rb * 8) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+      store_codes16(p.col + c * p.col_pitch + rb * 8, q, 16 * rb, p.m, p.col_pitch - rb * 8);
       p.col_s.buf[p.col_s.index(c, rb)] = tcode[lb][lc / 16];
     }
   }
@@ -405,15 +463,28 @@ __device__ __forceinline__ float enc_of_code(uint32_t c, float s_dec) {
 // written once, at the end, 8 lanes per column.
 constexpr int kFR = 64, kFC = 128, kFS = 8;
 
+// max over the eight warps' partial 16×16 amaxes (EDGE layout of redx).
+__device__ __forceinline__ uint32_t tile_amax(const uint32_t (&v)[8]) {
+  uint4 a = *reinterpret_cast<const uint4 *>(&v[0]), b = *reinterpret_cast<const uint4 *>(&v[4]);
+  return max(max(max(a.x, a.y), max(a.z, a.w)), max(max(b.x, b.y), max(b.z, b.w)));
+}
+
 // MINB: CTAs per SM the register allocation must allow (launch bounds);
 // PREF: load the next sub-tile while working on this one (else after it).
-template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF>
+//
+// EDGE: the instance for partial blocks or rows at any offset (spec §14):
+// rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one 16-byte
+// offset (shifted loads, load_chunk); each warp then holds rows of all four
+// 16-row tiles, so the 16×16 amaxes meet across warps in red (EDGE layout
+// [tile][column block][warp]); stores check bounds and alignment.
+template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE>
 __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) {
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
   __shared__ __align__(16) uint16_t tile[COL ? kFR * kFC : 8];
   __shared__ float enc_tab[2][128];
-  __shared__ uint32_t red[TWO_D ? kThreads / 32 : 1][8];
+  __shared__ uint32_t red[TWO_D && !EDGE ? kThreads / 32 : 1][8];
+  __shared__ __align__(16) uint32_t redx[TWO_D && EDGE ? kFR / 16 : 1][8][kThreads / 32];
   __shared__ __align__(16) uint2 ccodes[COL ? 4 : 1][kCS];              // [row block][column]: 16 codes
   __shared__ __align__(4) uint8_t csc[COL ? 4 * kFS : 1][kFC + 4];       // [row block in strip][column]
   copy_scalars(p);
@@ -426,10 +497,10 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
   // Row phase: thread t holds row lr = t/4 of the sub-tile, columns 32q ..
   // 32q+31 (q = t%4): blocks 2q and 2q+1, w[0..7] and w[8..15], pairs of
   // elements.
-  const int lr = t >> 2, q = t & 3;
+  const int lr = EDGE ? (t >> 5) + 8 * ((t & 31) >> 2) : t >> 2, q = t & 3;
   const int64_t c = c0 + 32 * q;
   uint32_t w[16], wn[16];
-  load_chunk<T>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
+  load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   // Global scales and the enc_b tables (rowwise in [0], columnwise in [1]).
   const float s_row = global_s_enc(*(ROW ? p.row_amax : p.col_amax));
@@ -444,10 +515,10 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
   for (int sub = 0; sub < nsub; sub++) {
     const int64_t r0 = rs + (int64_t)sub * kFR, r = r0 + lr;
     const bool b0 = r < p.m && c < p.k, b1 = r < p.m && c + 16 < p.k;
-    if (PREF && sub + 1 < nsub) load_chunk<T>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
+    if (PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
 
     // The raw sub-tile into shared memory for the columnwise pass.
-    if (COL) store_chunk_swz(tile, lr, q, w);
+    if (COL) store_chunk_swz<EDGE>(tile, lr, q, w);
 
     // Row blocks: amax (NaN ignored) and NaN flags.
     float bam[2];
@@ -468,7 +539,18 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
         bam[b] = R::mag(m16);
       }
     }
-    if (TWO_D) {
+    if (TWO_D && EDGE) {
+      // Lanes 4i+q hold row w + 8i, of tile i/2: pair lanes i, i^1, then
+      // the eight warps meet in redx.
+      uint32_t m0 = __float_as_uint(bam[0]), m1 = __float_as_uint(bam[1]);
+      m0 = max(m0, __shfl_xor_sync(0xFFFFFFFFu, m0, 4));
+      m1 = max(m1, __shfl_xor_sync(0xFFFFFFFFu, m1, 4));
+      if (((t & 31) >> 2 & 1) == 0) {
+        const int tr = (t & 31) >> 3;
+        redx[tr][2 * q][t >> 5] = m0;
+        redx[tr][2 * q + 1][t >> 5] = m1;
+      }
+    } else if (TWO_D) {
       // 16×16 tiles: the 16 rows of one are lanes with the same q in two
       // consecutive warps.
       uint32_t m0 = __float_as_uint(bam[0]), m1 = __float_as_uint(bam[1]);
@@ -492,7 +574,9 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
       for (int b = 0; b < 2; b++) {
         if (b == 1 && !b1) break;
         float scale_amax = bam[b];
-        if (TWO_D) {
+        if (TWO_D && EDGE) {
+          scale_amax = __uint_as_float(tile_amax(redx[lr >> 4][2 * q + b]));
+        } else if (TWO_D) {
           int wt = 2 * (lr >> 4);
           scale_amax = __uint_as_float(max(red[wt][2 * q + b], red[wt + 1][2 * q + b]));
         }
@@ -506,13 +590,14 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
         }
         qd[b] = encode16_rn(v, enc, bam[b], bnan[b]);
       }
-      uint8_t *drow = p.row + r * (p.k / 2) + c / 2;
-      if (b1 && p.row16) {
-        *reinterpret_cast<uint4 *>(drow) =
-            make_uint4((uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+      uint32_t ow[4] = {(uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32)};
+      if (EDGE) {
+        if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
+        store_bytes(p.row + r * p.row_pitch + c / 2, ow, p.row_pitch - c / 2);
       } else {
-        *reinterpret_cast<uint2 *>(drow) = make_uint2((uint32_t)qd[0], (uint32_t)(qd[0] >> 32));
-        if (b1) *reinterpret_cast<uint2 *>(drow + 8) = make_uint2((uint32_t)qd[1], (uint32_t)(qd[1] >> 32));
+        uint8_t *drow = p.row + r * (p.k / 2) + c / 2;
+        if (b1) *reinterpret_cast<uint4 *>(drow) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+        else *reinterpret_cast<uint2 *>(drow) = make_uint2(ow[0], ow[1]);
       }
       int64_t si = p.row_s.index(r, c / 16);
       if (b1 && p.row_s2) {
@@ -530,7 +615,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
       if (c0 + 2 * pp < p.k && r0 + 16 * rb < p.m) {
         uint32_t wc[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&tile[swz(16 * rb + i, 2 * pp)]);
+        for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&tile[swz<EDGE>(16 * rb + i, 2 * pp)]);
         uint32_t mm = wc[0] & 0x7FFF7FFFu;
 #pragma unroll
         for (int i = 1; i < 16; i++) mm = vmax_u16x2(mm, wc[i] & 0x7FFF7FFFu);
@@ -544,7 +629,9 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
           bool nan = m16 > R::kInf;
           float bamax = nan ? __uint_as_float(amax16(v)) : R::mag(m16);
           float scale_amax = bamax;
-          if (TWO_D) {
+          if (TWO_D && EDGE) {
+            scale_amax = __uint_as_float(tile_amax(redx[rb][(2 * pp) >> 4]));
+          } else if (TWO_D) {
             int cb = (2 * pp) >> 4;
             scale_amax = __uint_as_float(max(red[2 * rb][cb], red[2 * rb + 1][cb]));
           }
@@ -563,22 +650,24 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
       const int64_t cc = c0 + col, rr = r0 + 32 * hh;
       if (cc < p.k && rr < p.m) {
         uint2 a = ccodes[2 * hh][col], b = ccodes[2 * hh + 1][col];
-        uint8_t *d = p.col + cc * (p.m / 2) + (rr / 16) * 8;
-        if (rr + 32 <= p.m && p.col16) {
-          *reinterpret_cast<uint4 *>(d) = make_uint4(a.x, a.y, b.x, b.y);
+        uint32_t ow[4] = {a.x, a.y, b.x, b.y};
+        if (EDGE) {
+          if (rr + 32 > p.m) keep_nibbles(ow, p.m - rr);
+          store_bytes(p.col + cc * p.col_pitch + rr / 2, ow, p.col_pitch - rr / 2);
         } else {
-          *reinterpret_cast<uint2 *>(d) = a;
-          if (rr + 16 < p.m) *reinterpret_cast<uint2 *>(d + 8) = b;
+          uint8_t *d = p.col + cc * (p.m / 2) + (rr / 16) * 8;
+          if (rr + 32 <= p.m) *reinterpret_cast<uint4 *>(d) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+          else *reinterpret_cast<uint2 *>(d) = make_uint2(ow[0], ow[1]);
         }
       }
     }
-    if (TWO_D && !COL) __syncthreads();  // red is rewritten next round
+    if (TWO_D && !COL) __syncthreads();  // red/redx is rewritten next round
     if (sub + 1 < nsub) {
       if (PREF) {
 #pragma unroll
         for (int j = 0; j < 16; j++) w[j] = wn[j];
       } else {
-        load_chunk<T>(p.in, p.m, p.k, p.vec, r + kFR, c, w);
+        load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kFR, c, w);
       }
     }
   }
@@ -589,7 +678,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
     // swizzled one); thread t writes bytes 4·(t%8) .. +3 of column t/8 (+32
     // per pass), 8 lanes per 32-byte run.
     const int64_t rb0 = rs / 16;
-    const int64_t nrb_all = p.m / 16 - rb0;
+    const int64_t nrb_all = ceil_div(p.m, 16) - rb0;
     const int nrb = nrb_all < 4 * p.fs ? (int)nrb_all : 4 * p.fs;
 #pragma unroll
     for (int pass = 0; pass < kFC / 32; pass++) {
@@ -613,13 +702,13 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
 // is monotone, so rounding each |y| before the max equals rounding the max.
 __global__ void __launch_bounds__(kThreads) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
                                                            uint32_t mask, uint32_t *out) {
-  int64_t n = (m / 16) * k, stride = (int64_t)gridDim.x * blockDim.x;
+  int64_t n = ceil_div(m, 16) * k, stride = (int64_t)gridDim.x * blockDim.x;
   double best = 0.0;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t c = idx % k, b = idx / k;
-    float v[16];
+    float v[16];  // a partial last group zero-padded (spec §14 item 2)
 #pragma unroll
-    for (int i = 0; i < 16; i++) v[i] = __bfloat162float(x[(16 * b + i) * k + c]);
+    for (int i = 0; i < 16; i++) v[i] = 16 * b + i < m ? __bfloat162float(x[(16 * b + i) * k + c]) : 0.0f;
     double y[16];
     rht_forward(v, mask, y);
 #pragma unroll
@@ -662,30 +751,34 @@ int32_t nv_spec(const quant_plugin_params *p, NvSpec *s, quant_plugin_error *err
 }
 
 int32_t check_nv_dims(int64_t m, int64_t k, quant_plugin_error *err) {
-  if (m % 16 != 0 || k % 16 != 0)
-    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "shape: [%lld, %lld]: both dims must be multiples of 16 (spec §5.1)",
+  if (m < 0 || k < 0)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "shape: [%lld, %lld]: a dim is negative (spec §14 takes any M, K ≥ 0)",
                 (long long)m, (long long)k);
   return QUANT_OK;
 }
 
 struct NvDir {
   uint8_t *data = nullptr;
+  int64_t pitch = 0;  // bytes per stored row
   ScaleBuf s;
   float *amax = nullptr;
   int64_t scale_bytes = 0;
   bool padded = false;
+  bool pitch_padded = false;  // rows longer than ⌈cols/2⌉: their tails are zeroed first
 };
 
-// A direction's buffers (Layout in format.go): data [rows, cols/2], scale_inv
-// [pad128(rows), pad4(cols/16)], amax [1], with [rows, cols] = [M, K] rowwise
-// and [K, M] columnwise.
+// A direction's buffers (Layout in format.go): data [rows, ⌈cols/2⌉] (a layout
+// may pad the pitch; the buffer's last dim says so), scale_inv [pad128(rows),
+// pad4(⌈cols/16⌉)], amax [1], with [rows, cols] = [M, K] rowwise and [K, M]
+// columnwise (spec §14 item 4).
 int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t k, int swizzled, NvDir *d, quant_plugin_error *err) {
   int64_t rows = colwise ? k : m, cols = colwise ? m : k;
-  int64_t pr = pad_to(rows, 128), pc = pad_to(cols / 16, 4);
+  int64_t pr = pad_to(rows, 128), pc = pad_to(ceil_div(cols, 16), 4);
   const char *dir = colwise ? "columnwise" : "rowwise";
   char what[64];
   snprintf(what, sizeof what, "%s data", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, rows * cols / 2, (void **)&d->data, err));
+  LQ_TRY(row_pitch(st, QUANT_BUFFER_DATA, what, rows, ceil_div(cols, 2), &d->pitch, err));
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, rows * d->pitch, (void **)&d->data, err));
   snprintf(what, sizeof what, "%s scale_inv", dir);
   LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, pr * pc, (void **)&d->s.buf, err));
   snprintf(what, sizeof what, "%s amax", dir);
@@ -693,9 +786,8 @@ int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t 
   d->s.pad_j = pc;
   d->s.swizzled = swizzled;
   d->scale_bytes = pr * pc;
-  d->padded = pr != rows || pc != cols / 16;
-  if ((reinterpret_cast<uintptr_t>(d->data) & 7) != 0)
-    return fail(err, QUANT_ERROR_UNSUPPORTED, "%s data: must be 8-byte aligned on the GPU", dir);
+  d->padded = pr != rows || pc != ceil_div(cols, 16);
+  d->pitch_padded = d->pitch != ceil_div(cols, 2);
   return QUANT_OK;
 }
 
@@ -744,19 +836,23 @@ int fast_variant(const char *var) {
 }
 
 template <typename T, bool ROW, bool COL, bool TWO_D>
-void launch_fast(const NvParams &q, unsigned g, cudaStream_t s) {
+void launch_fast(const NvParams &q, bool edge, unsigned g, cudaStream_t s) {
   static int variant = -1;
   if (variant < 0) variant = fast_variant("LIBQUANT_NVFP4_VARIANT");
+  if (edge) {
+    nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true><<<g, kThreads, 0, s>>>(q);
+    return;
+  }
   if constexpr (std::is_same<T, __nv_bfloat16>::value) {
     switch (variant) {
-      case 1: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 3, true><<<g, kThreads, 0, s>>>(q); return;
-      case 2: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 4, true><<<g, kThreads, 0, s>>>(q); return;
-      case 3: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 2, true><<<g, kThreads, 0, s>>>(q); return;
-      case 4: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 5, false><<<g, kThreads, 0, s>>>(q); return;
+      case 1: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 3, true, false><<<g, kThreads, 0, s>>>(q); return;
+      case 2: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 4, true, false><<<g, kThreads, 0, s>>>(q); return;
+      case 3: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 2, true, false><<<g, kThreads, 0, s>>>(q); return;
+      case 4: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 5, false, false><<<g, kThreads, 0, s>>>(q); return;
       default: break;
     }
   }
-  nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref><<<g, kThreads, 0, s>>>(q);
+  nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false><<<g, kThreads, 0, s>>>(q);
 }
 
 template <typename T, bool ROW, bool COL, bool SRON>
@@ -767,8 +863,12 @@ void launch_nv4(const NvParams &p, bool rht, bool two_d, unsigned grid, cudaStre
       NvParams q = p;
       q.fs = strip_subtiles(p.m, p.k);
       unsigned g = (unsigned)(ceil_div(p.m, kFR * q.fs) * ceil_div(p.k, kFC));
-      if (two_d) launch_fast<T, ROW, COL, true>(q, g, s);
-      else launch_fast<T, ROW, COL, false>(q, g, s);
+      // The aligned instance: whole 32-element runs, rows of 16-byte-aligned
+      // loads and stores (the old constraints); anything else is EDGE.
+      const bool edge = !(p.m % 32 == 0 && p.k % 32 == 0 && p.vec == kRowsAligned && (!ROW || aligned16(p.row)) &&
+                          (!COL || aligned16(p.col)) && (!ROW || p.row_pitch == p.k / 2) && (!COL || p.col_pitch == p.m / 2));
+      if (two_d) launch_fast<T, ROW, COL, true>(q, edge, g, s);
+      else launch_fast<T, ROW, COL, false>(q, edge, g, s);
       return;
     }
   }
@@ -808,14 +908,14 @@ int32_t rht_dtype_error(quant_plugin_error *err) {
 
 // Dequantize: x = fl32(e2m1 · fl32(fl32(float(scale) · amax) · fl32(1/2688))).
 template <typename O>
-__global__ void nvfp4_dequantize_kernel(const uint8_t *__restrict__ q, ScaleBuf s, const float *amaxp, O *out, int64_t m,
-                                        int64_t k, int colwise) {
+__global__ void nvfp4_dequantize_kernel(const uint8_t *__restrict__ q, int64_t pitch, ScaleBuf s, const float *amaxp, O *out,
+                                        int64_t m, int64_t k, int colwise) {
   float amax = *amaxp;
   int64_t n = m * k, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t r = idx / k, c = idx % k;
-    int64_t sr = colwise ? c : r, sc = colwise ? r : c, cols = colwise ? m : k;
-    uint32_t code = (q[sr * (cols / 2) + sc / 2] >> (4 * (sc & 1))) & 0xF;
+    int64_t sr = colwise ? c : r, sc = colwise ? r : c;
+    uint32_t code = (q[sr * pitch + sc / 2] >> (4 * (sc & 1))) & 0xF;
     float fin = __fmul_rn(__fmul_rn(fp8_decode<Fp8::E4M3>(s.buf[s.index(sr, sc / 16)]), amax), __uint_as_float(0x39C30C31u));
     store_out(out + idx, __fmul_rn(e2m1_decode(code), fin));
   }
@@ -823,16 +923,17 @@ __global__ void nvfp4_dequantize_kernel(const uint8_t *__restrict__ q, ScaleBuf 
 
 // Derive (16×16 only): columnwise from rowwise by transposing the nibbles of
 // every tile and moving its scale (Derive in kernels.go).
-__global__ void nvfp4_derive_kernel(const uint8_t *__restrict__ src, ScaleBuf ss, uint8_t *dst, ScaleBuf ds, int64_t m, int64_t k) {
-  int64_t mb = m / 16, n = k * mb, stride = (int64_t)gridDim.x * blockDim.x;
+__global__ void nvfp4_derive_kernel(const uint8_t *__restrict__ src, int64_t sp, ScaleBuf ss, uint8_t *dst, int64_t dp, ScaleBuf ds,
+                                    int64_t m, int64_t k) {
+  int64_t mb = ceil_div(m, 16), n = k * mb, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t kk = idx / mb, b = idx % mb;  // stored row kk, block b of the columnwise copy
     uint64_t q = 0;
     for (int i = 0; i < 16; i++) {
       int64_t r = 16 * b + i;
-      q |= (uint64_t)((src[r * (k / 2) + kk / 2] >> (4 * (kk & 1))) & 0xF) << (4 * i);
+      if (r < m) q |= (uint64_t)((src[r * sp + kk / 2] >> (4 * (kk & 1))) & 0xF) << (4 * i);
     }
-    *reinterpret_cast<uint2 *>(dst + kk * (m / 2) + b * 8) = make_uint2((uint32_t)q, (uint32_t)(q >> 32));
+    store_codes16(dst + kk * dp + b * 8, q, 16 * b, m, dp - b * 8);
     ds.buf[ds.index(kk, b)] = ss.buf[ss.index(16 * b, kk / 16)];
   }
 }
@@ -947,15 +1048,17 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   }
   if (has_row && row.padded) LQ_CUDA(cudaMemsetAsync(row.s.buf, 0, row.scale_bytes, s), "zeroing rowwise scale padding");
   if (has_col && col.padded) LQ_CUDA(cudaMemsetAsync(col.s.buf, 0, col.scale_bytes, s), "zeroing columnwise scale padding");
+  if (has_row && row.pitch_padded) LQ_CUDA(cudaMemsetAsync(row.data, 0, m * row.pitch, s), "zeroing the rowwise row padding");
+  if (has_col && col.pitch_padded) LQ_CUDA(cudaMemsetAsync(col.data, 0, k * col.pitch, s), "zeroing the columnwise row padding");
   p.in = a->input.data;
   p.m = m;
   p.k = k;
   p.row = row.data;
   p.col = col.data;
+  p.row_pitch = row.pitch;
+  p.col_pitch = col.pitch;
   p.row_s = row.s;
   p.col_s = col.s;
-  p.row16 = k % 32 == 0 && aligned16(row.data);
-  p.col16 = m % 32 == 0 && aligned16(col.data);
   p.row_s2 = (reinterpret_cast<uintptr_t>(row.s.buf) & 1) == 0;
   p.col_s4 = (reinterpret_cast<uintptr_t>(col.s.buf) & 3) == 0;
   p.mask = sp.mask;
@@ -972,7 +1075,7 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   }
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
   bool vec = aligned16(a->input.data);
-  p.vec = vec;
+  p.vec = row_load_mode(a->input.data, k, in_size(t));
   unsigned grid = (unsigned)tiles;
   switch (t) {
     case InType::F32: launch_nv<float>(p, sp, vec, grid, s); break;
@@ -998,11 +1101,16 @@ extern "C" int32_t lq_nvfp4_dequantize(const quant_plugin_dequantize_args *a, qu
   if (blocks > grid_cap()) blocks = grid_cap();
   unsigned g = (unsigned)blocks;
   switch (ot) {
-    case InType::F32: nvfp4_dequantize_kernel<float><<<g, 256, 0, s>>>(d.data, d.s, d.amax, (float *)a->out.data, a->m, a->k, colwise); break;
-    case InType::BF16:
-      nvfp4_dequantize_kernel<__nv_bfloat16><<<g, 256, 0, s>>>(d.data, d.s, d.amax, (__nv_bfloat16 *)a->out.data, a->m, a->k, colwise);
+    case InType::F32:
+      nvfp4_dequantize_kernel<float><<<g, 256, 0, s>>>(d.data, d.pitch, d.s, d.amax, (float *)a->out.data, a->m, a->k, colwise);
       break;
-    case InType::F16: nvfp4_dequantize_kernel<__half><<<g, 256, 0, s>>>(d.data, d.s, d.amax, (__half *)a->out.data, a->m, a->k, colwise); break;
+    case InType::BF16:
+      nvfp4_dequantize_kernel<__nv_bfloat16>
+          <<<g, 256, 0, s>>>(d.data, d.pitch, d.s, d.amax, (__nv_bfloat16 *)a->out.data, a->m, a->k, colwise);
+      break;
+    case InType::F16:
+      nvfp4_dequantize_kernel<__half><<<g, 256, 0, s>>>(d.data, d.pitch, d.s, d.amax, (__half *)a->out.data, a->m, a->k, colwise);
+      break;
   }
   LQ_LAUNCHED("nvfp4 dequantize kernel launch");
   return QUANT_OK;
@@ -1019,12 +1127,13 @@ extern "C" int32_t lq_nvfp4_derive(const quant_plugin_derive_args *a, quant_plug
   LQ_TRY(nv_dir(a->to, true, a->m, a->k, sp.swizzled, &to, err));
   cudaStream_t s = stream_of(a->stream);
   if (to.padded) LQ_CUDA(cudaMemsetAsync(to.s.buf, 0, to.scale_bytes, s), "zeroing scale padding");
+  if (to.pitch_padded) LQ_CUDA(cudaMemsetAsync(to.data, 0, a->k * to.pitch, s), "zeroing the row padding");
   LQ_CUDA(cudaMemcpyAsync(to.amax, from.amax, 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
-  int64_t n = a->k * (a->m / 16);
+  int64_t n = a->k * ceil_div(a->m, 16);
   if (n > 0) {
     int64_t blocks = ceil_div(n, 256);
     if (blocks > grid_cap()) blocks = grid_cap();
-    nvfp4_derive_kernel<<<(unsigned)blocks, 256, 0, s>>>(from.data, from.s, to.data, to.s, a->m, a->k);
+    nvfp4_derive_kernel<<<(unsigned)blocks, 256, 0, s>>>(from.data, from.pitch, from.s, to.data, to.pitch, to.s, a->m, a->k);
     LQ_LAUNCHED("nvfp4 derive kernel launch");
   }
   return QUANT_OK;

@@ -228,6 +228,25 @@ const quant_plugin_kernels kKernels[] = {
     KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle, nullptr, nullptr),
 };
 
+int32_t gemm_entry(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
+  LQ_ARGS(a);
+  if (a->struct_size < sizeof(quant_plugin_gemm_args))
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "args: struct_size %u is smaller than this plugin's %zu", a->struct_size,
+                sizeof(quant_plugin_gemm_args));
+  for (const quant_plugin_gemm_operand *o : {&a->a, &a->b})
+    if (o->params != nullptr) LQ_TRY(check_params(o->params, err));
+  return guarded(err, [&] { return lq_gemm(a, err); });
+}
+
+int32_t gemm_support_entry(quant_plugin_gemm_support_args *a, quant_plugin_error *err) {
+  LQ_ARGS(a);
+  return guarded(err, [&] { return lq_gemm_support(a, err); });
+}
+
+const quant_plugin_gemm kGemm[] = {
+    {kDLCUDA, 0, gemm_entry, gemm_support_entry, {nullptr, nullptr, nullptr, nullptr}},
+};
+
 const quant_plugin_memory kMemory[] = {
     {kDLCUDA, 0, mem_device_count, mem_alloc, mem_free, mem_copy, mem_set, mem_sync, {nullptr, nullptr, nullptr, nullptr}},
 };
@@ -237,13 +256,21 @@ const quant_plugin_memory kMemory[] = {
 extern "C" QUANT_PLUGIN_EXPORT int32_t quant_plugin_get(uint32_t host_abi_version, quant_plugin_table *table,
                                                        quant_plugin_error *err) {
   if (table == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "table: NULL");
-  table->abi_version = QUANT_PLUGIN_ABI_VERSION;
-  if (host_abi_version != QUANT_PLUGIN_ABI_VERSION)
-    return fail(err, QUANT_ERROR_PLUGIN, "cuda: built for plugin ABI %u, the host speaks %u", QUANT_PLUGIN_ABI_VERSION,
-                host_abi_version);
-  if (table->struct_size < sizeof(quant_plugin_table))
-    return fail(err, QUANT_ERROR_PLUGIN, "cuda: the host's table (%u bytes) is smaller than this plugin's (%zu)", table->struct_size,
-                sizeof(quant_plugin_table));
+  // A host of ABI 1 is served without the GEMM (whose table fields it does
+  // not have); a newer host is answered with this plugin's version, 2.
+  const uint32_t v = host_abi_version == 1 ? 1u : QUANT_PLUGIN_ABI_VERSION;
+  table->abi_version = v;
+  if (host_abi_version < QUANT_PLUGIN_ABI_MIN_VERSION)
+    return fail(err, QUANT_ERROR_PLUGIN, "cuda: built for plugin ABI %u (and %u), the host speaks %u", QUANT_PLUGIN_ABI_VERSION,
+                QUANT_PLUGIN_ABI_MIN_VERSION, host_abi_version);
+  const size_t need = v == 1 ? offsetof(quant_plugin_table, num_gemm) : sizeof(quant_plugin_table);
+  if (table->struct_size < need)
+    return fail(err, QUANT_ERROR_PLUGIN, "cuda: the host's table (%u bytes) is smaller than plugin ABI %u's (%zu)", table->struct_size, v,
+                need);
+  if (v >= 2) {
+    table->num_gemm = 1;
+    table->gemm = kGemm;
+  }
   table->name = "cuda";
   table->version = "0.1.0";
   table->num_formats = 0;

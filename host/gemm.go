@@ -34,6 +34,11 @@ type GemmArgs struct {
 	D          Tensor
 	Accumulate bool
 	Stream     uintptr
+	// Exact asks for the exact path (dequantized operands, FP32
+	// accumulation) even where the device has a faster kernel with a wider,
+	// documented error bound (the fused Hopper GEMM): results bit-stable
+	// across GPUs.
+	Exact bool
 }
 
 // IdentityFormat is the format name of high-precision values: the identity
@@ -71,6 +76,7 @@ type GemmRequest struct {
 	Accumulate  bool
 	Stream      uintptr
 	Device      Device
+	Exact       bool // GemmArgs.Exact
 }
 
 // GemmKernel runs GEMMs on one device type. The CPU one is built in; a GPU
@@ -248,7 +254,7 @@ func Gemm(a *GemmArgs) error {
 	if a == nil {
 		return Errorf(ErrInvalidArgument, "args: is NULL")
 	}
-	r := &GemmRequest{Alpha: a.Alpha, Beta: a.Beta, C: a.C, Bias: a.Bias, D: a.D, Accumulate: a.Accumulate, Stream: a.Stream}
+	r := &GemmRequest{Alpha: a.Alpha, Beta: a.Beta, C: a.C, Bias: a.Bias, D: a.D, Accumulate: a.Accumulate, Stream: a.Stream, Exact: a.Exact}
 	unlock, err := resolveOperands(a, r)
 	if err != nil {
 		return err

@@ -505,6 +505,13 @@ typedef struct {
   DLTensor *d;          /* output [M, N], FP32, BF16 or FP16 */
   int32_t accumulate;   /* nonzero: add the product to d's contents */
   void *stream;         /* cudaStream_t for device tensors; ignored on the CPU */
+  /* Appended (a caller built against an older quant.h passes a smaller
+   * struct_size and gets 0). Nonzero: never the fused Hopper kernel (FP8
+   * tensor cores, block scales applied per 32 / 16, README "Fused Hopper
+   * GEMM"), always the exact path (dequantized to BF16, FP32 accumulation),
+   * whose results are the same on every GPU. 0: the fastest path the device
+   * has for the pair. */
+  int32_t exact;
 } quant_gemm_args;
 
 /* Runs one GEMM; all tensors on one device. */

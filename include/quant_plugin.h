@@ -29,9 +29,20 @@
  *  - Arrays and strings the table points at stay valid for the life of the
  *    process (plugins are never unloaded).
  *  - Incompatible changes bump QUANT_PLUGIN_ABI_VERSION. The host refuses a
- *    plugin whose table says another version, with a message naming both.
+ *    plugin whose table says a version outside [QUANT_PLUGIN_ABI_MIN_VERSION,
+ *    QUANT_PLUGIN_ABI_VERSION], with a message naming both.
  *    Compatible additions append fields to the structs below; the host's
  *    struct_size tells the plugin how much of a struct the host knows.
+ *
+ * Versions:
+ *  1: formats, per-format kernels (amax, quantize, dequantize, derive,
+ *     swizzle), memory.
+ *  2: adds the GEMM (quant_plugin_gemm, appended to the table). A version 1
+ *     plugin still loads: the host first offers version 2; a plugin that
+ *     answers with table->abi_version 1 and a failure is asked again with 1
+ *     (plugins built against version 1 compare host_abi_version for
+ *     equality). A version 2 plugin offered 1 by an older host serves it
+ *     without the GEMM (it must not write past the host's struct_size).
  */
 #ifndef LIBQUANT_QUANT_PLUGIN_H_
 #define LIBQUANT_QUANT_PLUGIN_H_
@@ -45,7 +56,9 @@
 extern "C" {
 #endif
 
-#define QUANT_PLUGIN_ABI_VERSION 1u
+#define QUANT_PLUGIN_ABI_VERSION 2u
+/* The oldest plugin ABI this header's host still loads. */
+#define QUANT_PLUGIN_ABI_MIN_VERSION 1u
 
 /* The one exported symbol. */
 #define QUANT_PLUGIN_ENTRY "quant_plugin_get"
@@ -222,9 +235,79 @@ typedef struct {
 } quant_plugin_quantize_grouped_args;
 
 typedef int32_t (*quant_plugin_quantize_grouped_fn)(const quant_plugin_quantize_grouped_args *args, quant_plugin_error *err);
-/* Reserved for GEMM; its argument struct comes with a later ABI version. ABI 1
- * plugins leave it NULL and the host ignores it. */
-typedef int32_t (*quant_plugin_gemm_fn)(const void *args, quant_plugin_error *err);
+
+/* ---- GEMM (ABI 2) ------------------------------------------------------- */
+
+/* One GEMM operand as the host resolved it (quant.h, quant_gemm): the one
+ * direction the contraction reads (TransformerEngine's rule: A rowwise unless
+ * trans, B columnwise unless trans), or a dense tensor. */
+typedef struct {
+  char format[QUANT_PLUGIN_FORMAT_LEN]; /* that direction's format; "identity" for a dense tensor */
+  const quant_plugin_params *params;    /* the direction's parameters; NULL for a dense tensor */
+  uint32_t direction;                   /* QUANT_DIRECTION_ROWWISE or _COLUMNWISE; 0 for a dense tensor */
+  int32_t trans;                        /* nonzero: op(X) = X^T */
+  int64_t rows, cols;                   /* X's 2-D view [rows, cols] before op */
+  quant_plugin_storage storage;         /* the direction's buffers in layout order; a dense tensor
+                                           is one QUANT_BUFFER_DATA buffer [rows, cols] */
+} quant_plugin_gemm_operand;
+
+/* D = alpha * op(A) * op(B) + beta * C + bias (+ D's old contents if
+ * accumulate), row-major, op(A) [m, k], op(B) [k, n], D and C [m, n], bias
+ * [n]: quant_gemm's definition (quant.h), FP32 accumulation, the epilogue in
+ * FP32 in the order alpha*sum, + beta*c, + bias, + old d, rounded once to d's
+ * dtype. Per-tensor factors (FP8 scale_inv, NVFP4 global amaxes) are the
+ * plugin's to fold in; they live in device memory and must be read there (no
+ * host synchronisation). Any m, n, k >= 0 (an empty k gives the epilogue of
+ * zeros). */
+typedef struct {
+  uint32_t struct_size;             /* sizeof(quant_plugin_gemm_args) as the host knows it */
+  uint32_t reserved0;
+  quant_plugin_gemm_operand a, b;
+  int64_t m, n, k;
+  float alpha;
+  float beta;                       /* used only with c */
+  quant_plugin_tensor c;            /* data NULL: none; may be d itself (same data and dtype) */
+  quant_plugin_tensor bias;         /* data NULL: none; [n] */
+  quant_plugin_tensor d;            /* [m, n] FP32, BF16 or FP16 */
+  int32_t accumulate;               /* nonzero: add the result to d's contents */
+  uint32_t flags;                   /* QUANT_PLUGIN_GEMM_* bits (0 from hosts that predate them) */
+  quant_plugin_tensor workspace;    /* data NULL: the plugin allocates what it needs, stream-ordered;
+                                       else uint8 scratch the host lends for this call */
+  void *stream;                     /* cudaStream_t for CUDA work */
+} quant_plugin_gemm_args;
+
+/* flags: the caller asked for the exact path (quant_gemm_args.exact): no
+ * kernel whose sums are less precise than FP32 accumulation of exact
+ * products (such as the fused Hopper GEMM's FP8 tensor-core block sums). */
+#define QUANT_PLUGIN_GEMM_EXACT 1u
+
+typedef int32_t (*quant_plugin_gemm_fn)(const quant_plugin_gemm_args *args, quant_plugin_error *err);
+
+/* How the plugin multiplies operands of format_a x format_b on device_type
+ * (quant_gemm_support): level_out is a quant_gemm_support_level, reason_out
+ * says why in words. params_a / params_b may be NULL (then: the format's
+ * defaults, or any parameters: the answer for the format in general). */
+typedef struct {
+  uint32_t struct_size;
+  int32_t device_type;
+  const char *format_a;
+  const char *format_b;
+  const quant_plugin_params *params_a;
+  const quant_plugin_params *params_b;
+  int32_t level_out;
+  char reason_out[QUANT_GEMM_REASON_LEN];
+} quant_plugin_gemm_support_args;
+
+typedef int32_t (*quant_plugin_gemm_support_fn)(quant_plugin_gemm_support_args *args, quant_plugin_error *err);
+
+/* The GEMM of one device type. */
+typedef struct {
+  int32_t device_type;                  /* DLDeviceType it runs on */
+  uint32_t reserved0;
+  quant_plugin_gemm_fn gemm;            /* required */
+  quant_plugin_gemm_support_fn support;  /* required */
+  void *reserved[4];
+} quant_plugin_gemm;
 
 /* The kernels of one format on one device type. */
 typedef struct {
@@ -236,7 +319,7 @@ typedef struct {
   quant_plugin_dequantize_fn dequantize;  /* may be NULL */
   quant_plugin_derive_fn derive;          /* may be NULL */
   quant_plugin_swizzle_fn swizzle_scales; /* may be NULL */
-  quant_plugin_gemm_fn gemm;              /* reserved: NULL */
+  void *reserved_gemm;                    /* unused: NULL (the GEMM is per device, quant_plugin_gemm) */
   quant_plugin_delayed_update_fn delayed_update; /* may be NULL: formats without delayed scaling */
   quant_plugin_quantize_grouped_fn quantize_grouped; /* may be NULL: the host calls quantize per tensor */
   void *reserved[2];
@@ -327,6 +410,10 @@ typedef struct {
   const quant_plugin_format *formats;   /* num_formats entries */
   const quant_plugin_kernels *kernels;  /* num_kernels entries */
   const quant_plugin_memory *memory;    /* num_memory entries (one per device type) */
+  /* ABI 2 */
+  uint32_t num_gemm;
+  uint32_t reserved1;
+  const quant_plugin_gemm *gemm;        /* num_gemm entries (one per device type) */
 } quant_plugin_table;
 
 /* The entry point. host_abi_version is the host's QUANT_PLUGIN_ABI_VERSION; a

@@ -381,7 +381,7 @@ func (l *Layer) effectiveFlags(f Flags) (Flags, error) {
 
 func checkCPU(name string, t host.Tensor) error {
 	if t.Device.Type != host.CPU {
-		return host.Errorf(host.ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version (there is no GPU GEMM yet)", name, t.Device)
+		return host.Errorf(host.ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version (quant_gemm runs on the GPU; the linear layers do not use it yet)", name, t.Device)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package native
 /*
 #cgo CFLAGS: -I${SRCDIR}/../include
 #include <stdlib.h>
+#include <string.h>
 #include "quant_plugin.h"
 */
 import "C"
@@ -23,6 +24,9 @@ import (
 
 // ABIVersion is the native plugin ABI this host speaks (include/quant_plugin.h).
 const ABIVersion = uint32(C.QUANT_PLUGIN_ABI_VERSION)
+
+// MinABIVersion is the oldest plugin ABI this host still loads.
+const MinABIVersion = uint32(C.QUANT_PLUGIN_ABI_MIN_VERSION)
 
 // PathEnv lists plugins to load at start, separated like PATH: each entry
 // is a plugin file, or a folder whose libquant_*.so files are loaded.
@@ -182,9 +186,20 @@ func (p *plugin) load() error {
 		return host.Errorf(host.ErrOutOfMemory, "plugin %q: allocating its table", path)
 	}
 	defer C.free(unsafe.Pointer(perr))
-	table.struct_size = C.uint32_t(C.sizeof_quant_plugin_table)
-	r1, _, _ := purego.SyscallN(entry, uintptr(ABIVersion), uintptr(unsafe.Pointer(table)), uintptr(unsafe.Pointer(perr)))
-	status := int32(r1)
+	get := func(v uint32) int32 {
+		C.memset(unsafe.Pointer(table), 0, C.sizeof_quant_plugin_table)
+		*perr = C.quant_plugin_error{}
+		table.struct_size = C.uint32_t(C.sizeof_quant_plugin_table)
+		r1, _, _ := purego.SyscallN(entry, uintptr(v), uintptr(unsafe.Pointer(table)), uintptr(unsafe.Pointer(perr)))
+		return int32(r1)
+	}
+	status := get(ABIVersion)
+	// A plugin built for an older ABI that compares versions for equality
+	// says its version and fails: it is asked again in its own version
+	// (quant_plugin.h, "Versions").
+	if v := uint32(table.abi_version); status != 0 && v >= MinABIVersion && v < ABIVersion {
+		status = get(v)
+	}
 	p.info.ABIVersion = uint32(table.abi_version)
 	// The version is checked before anything else in the table is read: a
 	// plugin of another ABI may lay the rest out differently.
@@ -192,10 +207,10 @@ func (p *plugin) load() error {
 	case table.abi_version == 0:
 		C.free(unsafe.Pointer(table))
 		return loadErr(path, "did not report its plugin ABI version (status %d: %s)", status, errMessage(perr))
-	case uint32(table.abi_version) != ABIVersion:
+	case uint32(table.abi_version) < MinABIVersion || uint32(table.abi_version) > ABIVersion:
 		v := table.abi_version
 		C.free(unsafe.Pointer(table))
-		return loadErr(path, "was built for plugin ABI version %d, but this libquant speaks version %d: rebuild the plugin against this libquant's quant_plugin.h", v, ABIVersion)
+		return loadErr(path, "was built for plugin ABI version %d, but this libquant speaks versions %d to %d: rebuild the plugin against this libquant's quant_plugin.h", v, MinABIVersion, ABIVersion)
 	case status != 0:
 		C.free(unsafe.Pointer(table))
 		return loadErr(path, "%s failed (status %d): %s", pluginEntry, status, errMessage(perr))
@@ -302,6 +317,24 @@ func (p *plugin) validate() error {
 		format string
 		dev    host.DeviceType
 	}
+	gemmDev := map[host.DeviceType]bool{}
+	if p.info.ABIVersion >= 2 {
+		if p.table.num_gemm > maxTableEntries || (p.table.num_gemm > 0 && p.table.gemm == nil) {
+			return loadErr(path, "plugin %s: num_gemm %d with gemm %p is not a table", name, p.table.num_gemm, p.table.gemm)
+		}
+		for i, g := range p.gemms() {
+			dev := host.DeviceType(g.device_type)
+			switch {
+			case dev != host.CUDA:
+				return loadErr(path, "plugin %s: gemm[%d] is for device type %d; plugins provide GEMMs for cuda only", name, i, g.device_type)
+			case g.gemm == nil || g.support == nil:
+				return loadErr(path, "plugin %s: gemm[%d] (%s) lacks gemm or support", name, i, dev)
+			case gemmDev[dev]:
+				return loadErr(path, "plugin %s: two gemm tables for %s", name, dev)
+			}
+			gemmDev[dev] = true
+		}
+	}
 	seen := map[kernelKey]bool{}
 	for i, k := range p.kernels() {
 		if k.format == nil {
@@ -331,7 +364,7 @@ func (p *plugin) validate() error {
 			set bool
 			op  Ops
 		}{{k.amax != nil, OpAmax}, {k.quantize != nil, OpQuantize}, {k.dequantize != nil, OpDequantize},
-			{k.derive != nil, OpDerive}, {k.swizzle_scales != nil, OpSwizzleScales}, {k.gemm != nil, OpGEMM}} {
+			{k.derive != nil, OpDerive}, {k.swizzle_scales != nil, OpSwizzleScales}, {gemmDev[dev], OpGEMM}} {
 			if o.set {
 				ops |= o.op
 			}
@@ -380,6 +413,7 @@ func (p *plugin) register() error {
 		}
 		host.RegisterKernels(C.GoString(k.format), host.DeviceType(k.device_type), kern)
 	}
+	p.registerGemm()
 	return nil
 }
 

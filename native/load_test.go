@@ -44,6 +44,7 @@ func toyPlugin(t *testing.T, variant string) string {
 		toyPlugins.dir = dir
 		for name, flags := range map[string][]string{
 			"toy": nil, "abi99": {"-DTOY_ABI_VERSION=99"}, "noentry": {"-DTOY_NO_ENTRY"}, "fail": {"-DTOY_FAIL"},
+			"abi2": {"-DTOY_ABI_VERSION=2", `-DTOY_FORMAT="toy2_u8"`},
 		} {
 			args := append([]string{"-std=c99", "-O1", "-fPIC", "-shared", "-I../include"}, flags...)
 			args = append(args, "../examples/c/plugin_toy.c", "-lm", "-o", filepath.Join(dir, "libquant_toy_"+name+".so"))
@@ -66,7 +67,7 @@ func TestLoadPluginFailuresLeaveHostWorking(t *testing.T) {
 		{"missing file", "/nonexistent/libquant_nothing.so", "cannot open"},
 		{"folder", os.TempDir(), "is a folder"},
 		{"not a plugin", toyPlugin(t, "noentry"), "does not export quant_plugin_get"},
-		{"wrong ABI version", toyPlugin(t, "abi99"), "built for plugin ABI version 99, but this libquant speaks version 1"},
+		{"wrong ABI version", toyPlugin(t, "abi99"), "built for plugin ABI version 99, but this libquant speaks versions 1 to 2"},
 		{"plugin refuses", toyPlugin(t, "fail"), "refusing to load"},
 	}
 	for _, c := range cases {
@@ -96,13 +97,34 @@ func TestLoadDefaultPluginsKeepsFailures(t *testing.T) {
 	require.Contains(t, report(), "libquant_cuda.so does not exist")
 }
 
+// TestABI2PluginWithoutGEMMLoads: the toy built for plugin ABI 2 (a table
+// with no GEMM) loads as version 2; the default toy, built for ABI 1 and
+// refusing any other host version, is asked again in its own version and
+// loads as version 1 (TestToyPluginFormatAndKernels).
+func TestABI2PluginWithoutGEMMLoads(t *testing.T) {
+	info, err := Load(toyPlugin(t, "abi2"), Explicit)
+	require.NoError(t, err)
+	require.Equal(t, uint32(2), info.ABIVersion)
+	require.Equal(t, []string{"toy2_u8"}, info.Formats)
+	require.Equal(t, []KernelInfo{{Format: "toy2_u8", Device: host.CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
+	q, err := host.NewQuantizer(host.Params{Format: "toy2_u8"}, host.Rowwise)
+	require.NoError(t, err)
+	defer q.Release()
+	x, err := host.AllocTensor(host.Device{Type: host.CPU}, host.Float32, []int64{2, 3}, 0)
+	require.NoError(t, err)
+	defer host.FreeTensor(x, 0)
+	qt, err := q.Quantize(x, host.QuantizeOptions{})
+	require.NoError(t, err)
+	qt.Free()
+}
+
 func TestToyPluginFormatAndKernels(t *testing.T) {
 	path := toyPlugin(t, "toy")
 	info, err := Load(path, Explicit)
 	require.NoError(t, err)
 	require.Equal(t, "toy", info.Name)
 	require.Equal(t, "1.0", info.Version)
-	require.Equal(t, ABIVersion, info.ABIVersion)
+	require.Equal(t, uint32(1), info.ABIVersion, "an ABI 1 plugin, asked again in its version")
 	require.Equal(t, []string{"toy_u8"}, info.Formats)
 	require.Equal(t, []KernelInfo{{Format: "toy_u8", Device: host.CPU, Ops: OpAmax | OpQuantize | OpDequantize | OpDerive, DefinesFormat: true}}, info.Kernels)
 	again, err := Load(path, Explicit)

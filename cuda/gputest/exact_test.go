@@ -220,6 +220,19 @@ func input(t *testing.T, dt host.DType, kind string, m, k int64, seed uint64) ho
 			}
 		}
 		return x
+	case "last-max":
+		// The largest magnitude of every row and of every column sits at the
+		// last valid position (column K-1, row M-1), so that a partial
+		// block's scale comes from the element next to the padding.
+		v := testutil.Normal(n, 1, seed)
+		for i := range v {
+			r, c := int64(i)/k, int64(i)%k
+			if c == k-1 || r == m-1 {
+				v[i] = v[i]*64 + float32(math.Copysign(100, float64(v[i])))
+			}
+		}
+		x, _ := hosttest.Input(t, dt, v, m, k)
+		return x
 	case "zeros-and-ones":
 		v := make([]float32, n)
 		for i := range v {
@@ -432,6 +445,53 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 	}
 }
 
+// edgeShapes: partial blocks at sizes that cross the CUDA kernels' 64×128
+// sub-tiles and strips, with rows at every 16-byte offset (K odd: the
+// kernels' EDGE instances and shifted loads) and an M that leaves a partial
+// 16-row and 32-row group in the last strip.
+var edgeShapes = [][2]int64{{257, 1001}, {130, 1537}, {65, 2049}, {33, 100}}
+
+// TestRaggedShapesMatchCPU: GPU bytes = CPU bytes where the largest magnitude
+// of each row and column sits at the last valid element, next to the padding
+// (issue #18), for every MX and NVFP4 config, usage and input dtype.
+func TestRaggedShapesMatchCPU(t *testing.T) {
+	needGPU(t)
+	all := configs()
+	for _, format := range []string{"mxfp8", "mxfp4", "nvfp4"} {
+		if _, err := host.LookupFormat(format); err != nil {
+			t.Logf("SKIP %s: not registered", format)
+			continue
+		}
+		for _, c := range all[format] {
+			for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+				for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
+					if c.p.RHT != host.RHTOff && dt != host.BFloat16 {
+						continue
+					}
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", format, c.name, usage, dt), func(t *testing.T) {
+						p := c.p
+						p.Format = format
+						q, err := host.NewQuantizer(p, usage)
+						require.NoError(t, err)
+						defer q.Release()
+						for si, sh := range append(append([][2]int64(nil), raggedShapes...), edgeShapes...) {
+							for ki, kind := range []string{"last-max"} {
+								x := input(t, dt, kind, sh[0], sh[1], uint64(1000+si*10+ki))
+								what := fmt.Sprintf("%v %s", sh, kind)
+								cq, gq := quantizeBoth(t, q, q, x, byte(0x5A+si), nil)
+								compareTensors(t, what, cq, gq)
+								if si%4 == 0 {
+									dequantizeBoth(t, what, cq, gq)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestAmaxAndCallerAmaxMatchCPU: the amax pass, and quantize with a caller's
 // amax (options.amax, e.g. after an all-reduce).
 func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
@@ -448,10 +508,12 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 			q, err := host.NewQuantizer(c, host.BothUsages)
 			require.NoError(t, err)
 			defer q.Release()
-			for ki, kind := range []string{"normal", "adversarial", "bits", "normal"} {
+			for ki, kind := range []string{"normal", "adversarial", "bits", "normal", "last-max"} {
 				m, k := int64(256), int64(512)
 				if ki == 3 {
 					m, k = 45, 77 // ragged: the RHT amax is X₀'s (spec §14 item 2)
+				} else if ki == 4 {
+					m, k = 47, 129 // a partial RHT group whose largest element is the last valid one
 				}
 				x := input(t, host.BFloat16, kind, m, k, 42)
 				want := hosttest.Tensor(t, host.Float32, 2)
@@ -562,13 +624,18 @@ func TestDeriveAndSwizzleMatchCPU(t *testing.T) {
 		{host.Params{Format: "nvfp4", RHT: host.RHTDefault}, false, true, [2]int64{129, 47}},
 		{host.Params{Format: "mxfp8"}, false, true, [2]int64{45, 97}},
 		{host.Params{Format: "mxfp4"}, false, true, [2]int64{129, 33}},
+		{host.Params{Format: "nvfp4", BlockDims: 2}, true, true, [2]int64{47, 129}},
+		{host.Params{Format: "nvfp4"}, false, true, [2]int64{33, 100}},
+		{host.Params{Format: "mxfp8"}, false, true, [2]int64{100, 33}},
+		{host.Params{Format: "mxfp4"}, false, true, [2]int64{17, 47}},
+		{host.Params{Format: "fp8_block", BlockDims: 2}, true, false, [2]int64{129, 47}},
 	}
 	for _, c := range cases {
 		if _, err := host.LookupFormat(c.p.Format); err != nil {
 			t.Logf("SKIP %s: not registered", c.p.Format)
 			continue
 		}
-		t.Run(fmt.Sprintf("%s dims=%d", c.p.Format, c.p.BlockDims), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s dims=%d %v", c.p.Format, c.p.BlockDims, c.shape), func(t *testing.T) {
 			usage := host.BothUsages
 			if c.derive {
 				usage = host.Rowwise

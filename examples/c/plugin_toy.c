@@ -21,11 +21,15 @@
 
 #include "quant_plugin.h"
 
+/* Built for plugin ABI 1 (no GEMM), which hosts of ABI 2 still load: the
+ * tests check that. -DTOY_ABI_VERSION=2 builds it as an ABI 2 plugin. */
 #ifndef TOY_ABI_VERSION
-#define TOY_ABI_VERSION QUANT_PLUGIN_ABI_VERSION
+#define TOY_ABI_VERSION 1u
 #endif
 
-#define TOY_FORMAT "toy_u8"
+#ifndef TOY_FORMAT
+#define TOY_FORMAT "toy_u8" /* another name lets two builds load side by side */
+#endif
 
 static int32_t fail(quant_plugin_error *err, int32_t status, const char *msg) {
   snprintf(err->message, sizeof err->message, "%s", msg);

@@ -134,7 +134,7 @@ int main(void) {
   EXPECT_ERR(quant_plugin_load("build/libquant_toy_noentry.so", &index), QUANT_ERROR_PLUGIN,
              "does not export quant_plugin_get");
   EXPECT_ERR(quant_plugin_load("build/libquant_toy_abi99.so", &index), QUANT_ERROR_PLUGIN,
-             "built for plugin ABI version 99, but this libquant speaks version 1");
+             "built for plugin ABI version 99, but this libquant speaks versions 1 to 2");
   EXPECT_ERR(quant_plugin_load("build/libquant_toy_fail.so", &index), QUANT_ERROR_PLUGIN,
              "refusing to load (built with TOY_FAIL)");
   CHECK(index == 99);

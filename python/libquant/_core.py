@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes as C
 import sys
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
@@ -12,7 +13,7 @@ import numpy as np
 
 from . import _lib as L
 from ._dlpack import Buffer, Tensor, as_dltensor, as_output, dl_dtype
-from ._errors import InvalidArgumentError, InvalidHandleError
+from ._errors import InvalidArgumentError, InvalidHandleError, LibquantError, StateError
 
 if TYPE_CHECKING:
     import torch
@@ -204,6 +205,89 @@ _DIR_NAMES = {1: "rowwise", 2: "columnwise"}
 # ---------------------------------------------------------------------------
 
 
+class _UsageLock:
+    """A readers-writer lock over one C quantizer's usage.
+
+    The C ABI's quantize options carry no usage, so quantize(usage=...) sets the
+    quantizer's usage, quantizes and sets it back. Calls that read the usage
+    (quantize, quantize_into, layout, the usage getter, ...) hold it shared and
+    run in parallel; a call that changes it (quantize with a different usage, the
+    usage setter) holds it exclusive, so no other Python call on that quantizer
+    sees the temporary usage. Waiting writers block new readers (no starvation).
+    Not re-entrant: code holding it calls the C library directly."""
+
+    __slots__ = ("_cond", "_readers", "_writer", "_writers_waiting", "__weakref__")
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writer = False
+        self._writers_waiting = 0
+
+    def acquire_shared(self) -> None:
+        with self._cond:
+            while self._writer or self._writers_waiting:
+                self._cond.wait()
+            self._readers += 1
+
+    def release_shared(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            if not self._readers:
+                self._cond.notify_all()
+
+    def acquire_exclusive(self) -> None:
+        with self._cond:
+            self._writers_waiting += 1
+            try:
+                while self._writer or self._readers:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
+            self._writer = True
+
+    def release_exclusive(self) -> None:
+        with self._cond:
+            self._writer = False
+            self._cond.notify_all()
+
+
+# One lock per C quantizer, shared by every Python object over that handle
+# (Recipe.quantizer and Linear.quantizer can adopt the same handle twice).
+_usage_locks: "weakref.WeakValueDictionary[int, _UsageLock]" = weakref.WeakValueDictionary()
+_usage_locks_guard = threading.Lock()
+
+
+def _usage_lock(handle: int) -> _UsageLock:
+    with _usage_locks_guard:
+        lk = _usage_locks.get(handle)
+        if lk is None:
+            lk = _UsageLock()
+            _usage_locks[handle] = lk
+        return lk
+
+
+def _layout(h: int, shape: Sequence[int]) -> list[BufferDesc]:
+    """quant_quantizer_layout (the caller holds the quantizer's usage lock)."""
+    shape = tuple(int(s) for s in shape)
+    sh = (C.c_int64 * max(len(shape), 1))(*shape)
+    n = C.c_size_t()
+    lib = L.lib()
+    L.check(lib.quant_quantizer_layout(h, sh, len(shape), None, 0, C.byref(n)))
+    descs = (L.quant_buffer_desc * max(n.value, 1))()
+    L.check(lib.quant_quantizer_layout(h, sh, len(shape), descs, n.value, C.byref(n)))
+    return [BufferDesc(_DIR_NAMES.get(d.direction, str(d.direction)), _KIND_NAMES.get(d.kind, str(d.kind)),
+                       _dtype_name(d.dtype.code, d.dtype.bits), tuple(d.shape[i] for i in range(d.ndim)),
+                       int(d.nbytes), (d.dtype.code, d.dtype.bits))
+            for d in descs[: n.value]]
+
+
+def _get_usage(h: int) -> int:
+    u = C.c_uint32()
+    L.check(L.lib().quant_quantizer_get_usage(h, C.byref(u)))
+    return int(u.value)
+
+
 class Quantizer:
     """A quantizer (quant_quantizer): one format and its parameters.
 
@@ -214,6 +298,14 @@ class Quantizer:
     ``scale_rounding="floor"``, ``rht="default"``, ``usage="rowwise"``.
     ``dtype`` (identity only) is a NumPy/torch dtype or a name. A value the
     format does not take raises the library's error (InvalidArgumentError, ...).
+
+    Threads may share a quantizer. ``quantize(usage=...)`` is atomic: the C ABI's
+    quantize options carry no usage, so the call sets the quantizer's usage and
+    restores it under a per-quantizer lock (shared by every Python object over the
+    same C quantizer) that every Python call reading the usage takes shared; calls
+    without a usage override still run in parallel. C code using the same
+    quantizer outside this package (quant_quantizer_set_usage from C, a recipe
+    cloning it) does not take that lock.
     """
 
     _h: int | None
@@ -274,6 +366,7 @@ class Quantizer:
         h = C.c_void_p()
         L.check(L.lib().quant_quantizer_create(C.byref(c), C.byref(h)))
         self._h = h.value
+        self._usage_lock = _usage_lock(h.value)  # type: ignore[arg-type]
         self._views: weakref.WeakSet[Any] = weakref.WeakSet()
         self.format = format
         self.options = {k: v for k, v in locals().items() if k not in ("self", "format", "c", "h")}
@@ -282,6 +375,7 @@ class Quantizer:
     def _adopt(cls, handle: int, format: str) -> "Quantizer":
         q = cls.__new__(cls)
         q._h = handle
+        q._usage_lock = _usage_lock(handle)
         q._views = weakref.WeakSet()
         q.format = format
         q.options = {}
@@ -348,13 +442,24 @@ class Quantizer:
     @property
     def usage(self) -> int:
         """Which directions the next quantize produces (QUANT_USAGE_* bits)."""
-        u = C.c_uint32()
-        L.check(L.lib().quant_quantizer_get_usage(self.handle, C.byref(u)))
-        return int(u.value)
+        h = self.handle
+        lk = self._usage_lock
+        lk.acquire_shared()
+        try:
+            return _get_usage(h)
+        finally:
+            lk.release_shared()
 
     @usage.setter
     def usage(self, usage: int | str) -> None:
-        L.check(L.lib().quant_quantizer_set_usage(self.handle, _usage(usage)))
+        u = _usage(usage)
+        h = self.handle
+        lk = self._usage_lock
+        lk.acquire_exclusive()
+        try:
+            L.check(L.lib().quant_quantizer_set_usage(h, u))
+        finally:
+            lk.release_exclusive()
 
     def set_usage(self, usage: int | str) -> None:
         """quant_quantizer_set_usage: "rowwise", "columnwise", "both" or bits."""
@@ -363,17 +468,13 @@ class Quantizer:
     # -- layout ---------------------------------------------------------------
     def layout(self, shape: Sequence[int]) -> list[BufferDesc]:
         """The buffers quantizing a tensor of this shape produces (rowwise first)."""
-        shape = tuple(int(s) for s in shape)
-        sh = (C.c_int64 * max(len(shape), 1))(*shape)
-        n = C.c_size_t()
-        lib = L.lib()
-        L.check(lib.quant_quantizer_layout(self.handle, sh, len(shape), None, 0, C.byref(n)))
-        descs = (L.quant_buffer_desc * max(n.value, 1))()
-        L.check(lib.quant_quantizer_layout(self.handle, sh, len(shape), descs, n.value, C.byref(n)))
-        return [BufferDesc(_DIR_NAMES.get(d.direction, str(d.direction)), _KIND_NAMES.get(d.kind, str(d.kind)),
-                           _dtype_name(d.dtype.code, d.dtype.bits), tuple(d.shape[i] for i in range(d.ndim)),
-                           int(d.nbytes), (d.dtype.code, d.dtype.bits))
-                for d in descs[: n.value]]
+        h = self.handle
+        lk = self._usage_lock
+        lk.acquire_shared()
+        try:
+            return _layout(h, shape)
+        finally:
+            lk.release_shared()
 
     # -- quantize -------------------------------------------------------------
     def _options(self, t: Tensor, amax: Any, persistent: bool, stream: int | None,
@@ -396,42 +497,123 @@ class Quantizer:
                  persistent: bool = False, stream: int | None = None) -> "QTensor":
         """Quantizes x (FP32, BF16 or FP16; NumPy, torch, or any DLPack object, not
         copied) into a new QTensor. usage overrides the quantizer's usage for this
-        call; amax is an FP32 [2] (rowwise, columnwise) to use instead of computing
-        it; persistent marks a weight that never loses a direction. CUDA work runs on
-        ``stream`` or torch's current stream."""
+        call, atomically (see the class: other threads never see it); amax is an
+        FP32 [2] (rowwise, columnwise) to use instead of computing it; persistent
+        marks a weight that never loses a direction. CUDA work runs on ``stream``
+        or torch's current stream."""
         h = self._h
         if h is None:
             raise InvalidHandleError("quantizer: this Quantizer is closed")
+        u = None if usage is None else _usage(usage)
         t = as_dltensor(x)
         keep: list[Any] = []
-        if amax is None and not persistent and stream is None and t.stream is None:
+        s = _stream(stream, t)
+        if amax is None and not persistent and s is None:
             opts = None
         else:
             opts = self._options(t, amax, persistent, stream, keep)
         out = C.c_void_p()
         lib = L.lib()
-        if usage is None:
-            st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
-        else:
-            old = self.usage
-            self.usage = usage
-            try:
+        lk = self._usage_lock
+        lk.acquire_shared()
+        try:
+            if u is None or _get_usage(h) == u:
                 st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
+                u = None
+        finally:
+            lk.release_shared()
+        if u is not None:
+            lk.acquire_exclusive()
+            try:
+                old = _get_usage(h)
+                L.check(lib.quant_quantizer_set_usage(h, u))
+                try:
+                    st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
+                finally:
+                    lib.quant_quantizer_set_usage(h, old)
             finally:
-                lib.quant_quantizer_set_usage(h, old)
+                lk.release_exclusive()
         if st:
             raise lib.error(st)
         assert out.value is not None
-        return QTensor(out.value, t.framework == "torch")
+        return QTensor(out.value, t.framework == "torch", s)
+
+    def _into_plan(self, h: int, t: Tensor, dst: "QTensor", persistent: bool) -> dict[int, str]:
+        """The directions of dst that quant_quantize_into would free (dropped, or
+        re-allocated for a new layout), as {direction: what happens}; host/quantize.go's
+        rule. Needs the usage lock exclusive (it may change the usage to read a layout)."""
+        info = dst.info
+        if _rows_cols(t.shape) != _rows_cols(info.shape) or _device_of(t) != info.device:
+            return {}  # the library refuses it, changing nothing
+        qu = _get_usage(h)
+        usage = qu | (info.usage if info.persistent or persistent else 0)
+        lib = L.lib()
+        if usage != qu:
+            L.check(lib.quant_quantizer_set_usage(h, usage))
+        want: list[BufferDesc] | None
+        try:
+            want = _layout(h, info.shape)
+        except LibquantError:
+            # identity without config.dtype has no layout before it quantizes: it
+            # stores the input, [M, K] of the input's dtype (quant.h)
+            want = None
+        finally:
+            if usage != qu:
+                lib.quant_quantizer_set_usage(h, qu)
+        shared = dst._shares_storage()
+        out: dict[int, str] = {}
+        for d in (1, 2):
+            if not info.usage & d:
+                continue
+            if not usage & d:
+                out[d] = "dropped (the quantizer's usage lacks it)"
+                continue
+            wd: list[tuple[int, tuple[int, int], tuple[int, ...]]]
+            if want is None:
+                wd = [(0, (int(t.dl.dtype.code), int(t.dl.dtype.bits)), _rows_cols(t.shape))]
+            else:
+                wd = sorted((_KINDS[b.kind], b.dl_dtype, b.shape) for b in want if _DIRECTIONS[b.direction] == d)
+            if wd != dst._buffer_layout(d):
+                out[d] = "re-allocated (a new layout: %s)" % (dst.formats[d - 1] + " -> " + self.format)
+        if shared and 1 not in out:
+            out.pop(2, None)  # one storage serves both directions and survives
+        return out
 
     def quantize_into(self, x: ArrayLike, dst: "QTensor", *, amax: ArrayLike | None = None,
                       persistent: bool = False, stream: int | None = None) -> "QTensor":
-        """Re-quantizes x into dst, reusing its buffers (quant_quantize_into). Returns dst."""
+        """Re-quantizes x into dst, reusing its buffers (quant_quantize_into). Returns dst.
+
+        Views of dst's buffers (Buffers and the NumPy arrays, torch tensors and
+        DLPack capsules made from them) see the new codes where the buffers are
+        reused in place. Where the call would free a direction's buffers that views
+        still point at (a temporary dst loses a direction the quantizer's usage
+        lacks; a new layout re-allocates one), it raises StateError and changes
+        nothing: delete or copy those views first."""
         h = self.handle
         t = as_dltensor(x)
         keep: list[Any] = []
         opts = self._options(t, amax, persistent, stream, keep)
-        L.check(L.lib().quant_quantize_into(h, t.ref, opts, dst.handle))
+        s = _stream(stream, t)
+        lib = L.lib()
+        lk = self._usage_lock
+        with dst._lock:
+            dh = dst.handle
+            if dst._views:
+                lk.acquire_exclusive()
+                try:
+                    dst._check_views("quantize_into", self._into_plan(h, t, dst, persistent))
+                    st = lib.quant_quantize_into(h, t.ref, opts, dh)
+                finally:
+                    lk.release_exclusive()
+            else:
+                lk.acquire_shared()
+                try:
+                    st = lib.quant_quantize_into(h, t.ref, opts, dh)
+                finally:
+                    lk.release_shared()
+            if st:
+                raise lib.error(st)
+            dst._stream = s
         return dst
 
     def empty(self, shape: Sequence[int], *, device: Any = "cpu", torch: bool | None = None) -> "QTensor":
@@ -556,17 +738,39 @@ class DirectionView:
 class QTensor:
     """A quantized tensor (quant_qtensor): up to two directions, each with its own
     format and buffers. ``rowwise`` / ``columnwise`` give zero-copy views of the
-    buffers (``None`` for a direction the tensor does not hold)."""
+    buffers (``None`` for a direction the tensor does not hold).
+
+    Views never outlive the memory they show. A view (a Buffer, a DirectionView,
+    and the NumPy arrays, torch tensors and DLPack capsules made from a Buffer)
+    keeps the QTensor and its memory alive: ``close()`` and garbage collection free
+    the library's buffers only when the last view is gone. ``update_usage`` and
+    ``quantize_into``, which free a direction's buffers when they drop it or
+    re-allocate it for a new layout, raise StateError and change nothing while
+    views of that direction are alive (as NumPy's ``resize`` refuses while other
+    arrays reference the memory): delete the views, or copy what you need
+    (``np.array(view)``, ``tensor.clone()``), first. Views of directions that stay,
+    and re-quantizing in place (same layout), are always allowed."""
 
     _h: int | None
 
     _deferred: int | None = None
 
-    def __init__(self, handle: int, torch_like: bool = False) -> None:
+    def __init__(self, handle: int, torch_like: bool = False, stream: int | None = None) -> None:
         self._h = handle
         self._torch_like = torch_like
         self._borrowed: list[Any] = []
         self._views: weakref.WeakSet[Any] | None = None
+        # Held while the set of buffers may change (update_usage, quantize_into)
+        # and while a view is made, so that no view is made of memory being freed.
+        self._lock = threading.Lock()
+        self._stream = stream
+
+    @property
+    def last_stream(self) -> int | None:
+        """The CUDA stream (cudaStream_t as an int) of the last libquant call that
+        used this tensor through this object; None for the default (NULL) stream.
+        ``Buffer.__dlpack__`` orders a consumer's stream after it."""
+        return self._stream
 
     @property
     def handle(self) -> int:
@@ -652,31 +856,71 @@ class QTensor:
 
     # -- buffers --------------------------------------------------------------
     def buffer(self, direction: int | str, kind: int | str) -> Buffer:
-        """A zero-copy view of one buffer (quant_qtensor_buffer)."""
+        """A zero-copy view of one buffer (quant_qtensor_buffer). It keeps the
+        memory alive (see the class)."""
         d = _direction(direction)
         k = _KINDS[kind] if isinstance(kind, str) else int(kind)
-        v = L.DLTensor()
-        L.check(L.lib().quant_qtensor_buffer(self.handle, d, k, C.byref(v)))
-        fmt = ""
-        if k == 0 and d in (1, 2):
-            fmt = self.formats[d - 1]
-        packed = k == 0 and fmt in _PACKED_FP4_FORMATS and v.dtype.code == L.kDLUInt and v.dtype.bits == 8
-        width = None
-        if packed:  # the logical row: K rowwise; M (the flattened leading dims) for the transposed columnwise
-            m, kk = _rows_cols(self.info.shape)
-            width = kk if d == 1 else m
-        if self._views is None:
-            self._views = weakref.WeakSet()
-        return Buffer(v, self, packed, width)
+        with self._lock:
+            i = self.info
+            if d == 0:  # QUANT_DIRECTION_ANY: rowwise when present (quant.h)
+                d = 1 if i.usage & 1 else 2
+            v = L.DLTensor()
+            L.check(L.lib().quant_qtensor_buffer(self.handle, d, k, C.byref(v)))
+            fmt = ""
+            if k == 0 and d in (1, 2):
+                fmt = (i.rowwise_format, i.columnwise_format)[d - 1]
+            packed = k == 0 and fmt in _PACKED_FP4_FORMATS and v.dtype.code == L.kDLUInt and v.dtype.bits == 8
+            width = None
+            if packed:  # the logical row: K rowwise; M (the flattened leading dims) for the transposed columnwise
+                m, kk = _rows_cols(i.shape)
+                width = kk if d == 1 else m
+            if self._views is None:
+                self._views = weakref.WeakSet()
+            return Buffer(v, self, packed, width, d)
 
     def _maybe_buffer(self, direction: int, kind: int) -> Buffer | None:
-        v = L.DLTensor()
-        st = L.lib().quant_qtensor_buffer(self.handle, direction, kind, C.byref(v))
-        if st:
-            return None
-        if self._views is None:
-            self._views = weakref.WeakSet()
-        return Buffer(v, self)
+        with self._lock:
+            v = L.DLTensor()
+            st = L.lib().quant_qtensor_buffer(self.handle, direction, kind, C.byref(v))
+            if st:
+                return None
+            if self._views is None:
+                self._views = weakref.WeakSet()
+            return Buffer(v, self, direction=direction)
+
+    # -- views vs. freeing --------------------------------------------------------
+    def _buffer_layout(self, d: int) -> list[tuple[int, tuple[int, int], tuple[int, ...]]]:
+        """(kind, DLPack dtype, shape) of direction d's buffers, by kind."""
+        out = []
+        lib = L.lib()
+        for k in (0, 1, 2):
+            v = L.DLTensor()
+            if lib.quant_qtensor_buffer(self.handle, d, k, C.byref(v)) == 0:
+                out.append((k, (int(v.dtype.code), int(v.dtype.bits)), tuple(v.shape[i] for i in range(v.ndim))))
+        return out
+
+    def _shares_storage(self) -> bool:
+        """Whether one storage serves both directions (identity): dropping one frees nothing."""
+        lib = L.lib()
+        r, c = L.DLTensor(), L.DLTensor()
+        return bool(lib.quant_qtensor_buffer(self.handle, 1, 0, C.byref(r)) == 0
+                    and lib.quant_qtensor_buffer(self.handle, 2, 0, C.byref(c)) == 0 and r.data == c.data)
+
+    def _check_views(self, op: str, freed: dict[int, str]) -> None:
+        """Raises StateError if views of a direction in freed are alive (self._lock held)."""
+        if not freed or not self._views:
+            return
+        views = [b for b in list(self._views) if b._direction in freed]
+        if not views:
+            return
+        dirs = sorted({b._direction for b in views})
+        what = "; ".join("the %s direction would be %s" % (_DIR_NAMES[d], freed[d]) for d in dirs)
+        n = len(views)
+        raise StateError(
+            "%s: %s; %d live view%s of %s buffers (Buffer objects, held directly, by a DirectionView, or by NumPy "
+            "arrays, torch tensors or DLPack capsules made from them) would point at freed memory. Nothing was "
+            "changed: delete those views, or copy what you need (np.array(view), tensor.clone()), first"
+            % (op, what, n, "s" if n > 1 else "", "its" if len(dirs) == 1 else "their"))
 
     def _direction_view(self, d: int) -> DirectionView | None:
         fmt = self.formats[d - 1]
@@ -723,18 +967,32 @@ class QTensor:
         if s is not None:
             opts.stream = s
         L.check(L.lib().quant_dequantize_ex(h, C.byref(opts), o.ref))
+        self._stream = s
         return out
 
     def update_usage(self, usage: int | str, *, stream: int | None = None) -> None:
         """Keeps exactly these directions, deriving a missing one where the format can
-        (quant_qtensor_update_usage)."""
-        s = _device_stream(stream, self.device)
-        L.check(L.lib().quant_qtensor_update_usage(self.handle, _usage(usage), s))
+        (quant_qtensor_update_usage). Raises StateError, changing nothing, when it
+        would drop a direction that views are alive of (see the class)."""
+        u = _usage(usage)
+        with self._lock:
+            h = self.handle
+            i = self.info
+            s = _device_stream(stream, i.device)
+            # A persistent tensor refuses any drop itself, and a usage naming no
+            # direction (or unknown bits) is the library's InvalidArgumentError.
+            if self._views and not i.persistent and u in (1, 2, 3):
+                drop = {d: "dropped" for d in (1, 2) if i.usage & d and not u & d}
+                if drop and not (len(drop) == 1 and i.usage == 3 and self._shares_storage()):
+                    self._check_views("update_usage", drop)
+            L.check(L.lib().quant_qtensor_update_usage(h, u, s))
+            self._stream = s
 
     def set_gemm_swizzled_scales(self, swizzled: bool = True, *, stream: int | None = None) -> None:
         """Converts the scales to the GEMM-swizzled layout or back, in place."""
         s = _device_stream(stream, self.device)
         L.check(L.lib().quant_qtensor_set_gemm_swizzled_scales(self.handle, int(swizzled), s))
+        self._stream = s
 
 
 # ---------------------------------------------------------------------------
@@ -782,11 +1040,13 @@ def _rows_cols(shape: tuple[int, ...]) -> tuple[int, int]:
 def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = False, trans_b: bool = False,
          out: ArrayLike | None = None, out_dtype: Any = "float32", alpha: float | None = None,
          beta: float | None = None, c: ArrayLike | None = None, bias: ArrayLike | None = None,
-         accumulate: bool = False, stream: int | None = None) -> Any:
+         accumulate: bool = False, stream: int | None = None, exact: bool = False) -> Any:
     """D = alpha * op(A) * op(B) + beta * C + bias (+ D if accumulate), row-major,
     FP32 accumulation (quant_gemm). Operands are QTensors (read in the direction
-    their contraction needs) or plain FP32/BF16/FP16 arrays. Returns out, or a new
-    [M, N] array of out_dtype."""
+    their contraction needs) or plain FP32/BF16/FP16 arrays. exact: never the
+    fused Hopper kernel (13-bit FP8 block sums), always the exact path, bit-stable
+    across GPUs (quant_gemm_args.exact). Returns out, or a new [M, N] array of
+    out_dtype."""
     args = L.quant_gemm_args()
     args.struct_size = C.sizeof(args)
     keep: list[Any] = []
@@ -837,12 +1097,16 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
         keep.append(fb)
         args.beta = C.pointer(fb)
     args.accumulate = int(accumulate)
+    args.exact = int(exact)
     s = _stream(stream, *[k for k in keep if isinstance(k, Tensor)])
     if s is None and d.dl.device.device_type == L.kDLCUDA:
         s = _device_stream(None, _device_of(d))
     if s is not None:
         args.stream = s
     L.check(L.lib().quant_gemm(C.byref(args)))
+    for x in (a, b):
+        if isinstance(x, QTensor):
+            x._stream = s
     return out
 
 

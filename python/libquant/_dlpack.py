@@ -313,13 +313,18 @@ class Buffer:
     ``float8_e5m2``, ``float8_e8m0fnu``, ``float32``; packed FP4 as ``uint8``,
     see ``unpack_fp4``); ``__dlpack__`` exports it with its DLPack dtype, and
     ``np.asarray(buf)`` works on the CPU. The view keeps its owner (the
-    QTensor or Quantizer) alive; it is valid until the owner is closed or
-    re-quantized into a new layout."""
+    QTensor or Quantizer) alive, and its memory too: ``close()`` frees the
+    owner's memory only when the last view is gone, and ``update_usage`` /
+    ``quantize_into`` refuse (``StateError``) to drop or re-allocate a direction
+    while views of it are alive. Views are this Buffer and everything made from
+    it (``numpy()``, ``torch()``, ``np.asarray``, DLPack capsules and the arrays
+    consumers build from them)."""
 
     __slots__ = ("_data", "_device_type", "_device_id", "_code", "_bits", "shape", "strides", "_owner",
-                 "packed_fp4", "fp4_width", "nbytes", "__weakref__")
+                 "packed_fp4", "fp4_width", "nbytes", "_direction", "__weakref__")
 
-    def __init__(self, view: L.DLTensor, owner: Any, packed_fp4: bool = False, fp4_width: int | None = None) -> None:
+    def __init__(self, view: L.DLTensor, owner: Any, packed_fp4: bool = False, fp4_width: int | None = None,
+                 direction: int = 0) -> None:
         nd = view.ndim
         if not 0 <= nd <= 16:
             raise InvalidArgumentError("buffer view has rank %d" % nd)
@@ -332,6 +337,8 @@ class Buffer:
         self.strides: tuple[int, ...] | None = (
             tuple(view.strides[i] for i in range(nd)) if view.strides else None)
         self._owner = owner
+        #: The QTensor direction (1 rowwise, 2 columnwise) the buffer belongs to; 0 for a quantizer's state.
+        self._direction = direction
         views = getattr(owner, "_views", None)
         if views is not None:  # the owner defers its free while views are alive
             views.add(self)
@@ -439,13 +446,52 @@ class Buffer:
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: Any = None, copy: bool | None = None) -> Any:
         """Exports the buffer (its DLPack dtype: float8 codes, uint8, float32) without a copy.
-        libquant's work on CUDA is ordered on the stream the caller gave it; synchronise
-        that stream with the consumer's before reading."""
+
+        ``stream`` follows the DLPack protocol. CPU buffers take only ``None`` (or
+        -1, "no synchronisation"), anything else raises BufferError. For CUDA
+        buffers it is the consumer's stream: ``None`` or 1 the legacy default
+        stream, 2 the per-thread default stream, a larger int a cudaStream_t, -1 no
+        synchronisation, 0 refused as ambiguous. When it differs from the stream of
+        the last libquant call on the owning QTensor (``QTensor.last_stream``; the
+        NULL stream counts as the legacy default one), the consumer's stream is made
+        to wait on an event recorded on that stream, through torch
+        (torch.cuda.Event, ExternalStream): without torch such an export raises
+        BufferError (the same stream, or -1, needs no torch). The wait covers
+        libquant's work through this QTensor object only: work enqueued from other
+        code (a C caller, another stream used without telling libquant) is the
+        caller's to order."""
         if copy:
             raise BufferError("libquant buffers export without copying only")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError("buffer is on %s, cannot export to %s" % (self.device, dl_device))
+        self._sync_consumer(stream)
         return self._export(max_version)
+
+    def _producer_stream(self) -> int | None:
+        o = self._owner
+        while isinstance(o, Buffer):
+            o = o._owner
+        s = getattr(o, "_stream", None)
+        return None if s is None else int(s)
+
+    def _sync_consumer(self, stream: Any) -> None:
+        """DLPack's stream contract: orders the consumer's stream after libquant's."""
+        if stream is not None and type(stream) is not int:
+            raise TypeError("stream: want an int or None (DLPack), got %s" % type(stream).__name__)
+        if self._device_type != L.kDLCUDA:
+            if stream is not None and stream != -1:
+                raise BufferError("stream=%d: the buffer is on %s, which has no streams; DLPack consumers pass "
+                                  "stream=None there" % (stream, self.device))
+            return
+        if stream == -1:
+            return
+        if stream == 0:
+            raise BufferError("stream=0 is ambiguous for CUDA (DLPack): pass None or 1 for the legacy default "
+                              "stream, 2 for the per-thread default stream, or the cudaStream_t")
+        consumer = 1 if stream is None else stream
+        producer = self._producer_stream() or 1  # the NULL stream is the legacy default stream
+        if producer != consumer:
+            _cuda_stream_wait(self._device_id, producer, consumer)
 
     def _export(self, max_version: tuple[int, int] | None, code: int | None = None,
                 bits: int | None = None) -> Any:
@@ -474,6 +520,21 @@ class Buffer:
         return _BytesExport(self)
 
 
+def _cuda_stream_wait(device: int, producer: int, consumer: int) -> None:
+    """Makes stream consumer wait for the work enqueued so far on stream producer
+    (CUDA device device; 1 and 2 are the legacy and per-thread default streams)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise BufferError(
+            "exporting a CUDA buffer to stream %#x while libquant last used stream %#x needs torch (to record an "
+            "event and make the consumer's stream wait on it), which is not installed: synchronise the streams "
+            "yourself and pass stream=-1, or pass stream=%#x" % (consumer, producer, producer)) from None
+    from . import _torch
+
+    _torch.stream_wait(device, producer, consumer)
+
+
 class _BytesExport:
     """A DLPack exporter of a Buffer's memory as uint8 [nbytes]."""
 
@@ -489,7 +550,7 @@ class _BytesExport:
         raw = Buffer.__new__(Buffer)
         raw._data, raw._device_type, raw._device_id = b._data, b._device_type, b._device_id
         raw._code, raw._bits, raw.shape, raw.strides = L.kDLUInt, 8, (b.nbytes,), None
-        raw._owner, raw.packed_fp4, raw.nbytes = b, False, b.nbytes
+        raw._owner, raw.packed_fp4, raw.nbytes, raw._direction = b, False, b.nbytes, b._direction
         return raw.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
 

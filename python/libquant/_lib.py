@@ -255,6 +255,7 @@ class quant_gemm_args(C.Structure):
         ("d", C.POINTER(DLTensor)),
         ("accumulate", C.c_int32),
         ("stream", C.c_void_p),
+        ("exact", C.c_int32),
     ]
 
 

@@ -74,6 +74,24 @@ def current_stream(device: torch.device) -> int:
     return int(torch.cuda.current_stream(device).cuda_stream)
 
 
+def _stream(device: torch.device, ptr: int) -> Any:
+    """A torch stream object over a DLPack stream value: 1 is the legacy default
+    stream (torch's default stream, as torch's own __dlpack__ maps it), anything
+    else a cudaStream_t (2: cudaStreamPerThread)."""
+    if ptr == 1:
+        return torch.cuda.default_stream(device)
+    return torch.cuda.ExternalStream(ptr, device=device)  # type: ignore[no-untyped-call]
+
+
+def stream_wait(index: int, producer: int, consumer: int) -> None:
+    """Makes stream consumer wait on an event recorded on stream producer (CUDA device index)."""
+    dev = torch.device("cuda", index)
+    with torch.cuda.device(dev):
+        ev = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        ev.record(_stream(dev, producer))
+        _stream(dev, consumer).wait_event(ev)
+
+
 # (dtype, shape, device, strides) -> a DLTensor template (data NULL) and the
 # shape/stride arrays it points at, reused by every call with that layout.
 _templates: dict[tuple[Any, ...], tuple[L.DLTensor, Any]] = {}

@@ -14,7 +14,9 @@ PyPI, through pip's cache after the first run.
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 import sys
 import venv
 import zipfile
@@ -53,7 +55,7 @@ def wheel() -> Path:
 
 
 def test_wheel_is_platform_and_carries_the_library(wheel: Path) -> None:
-    assert wheel.name.startswith("libquant-0.1.0-py3-none-linux_")
+    assert re.match(r"libquant-0\.1\.0-py3-none-(many)?linux_", wheel.name), wheel.name
     names = zipfile.ZipFile(wheel).namelist()
     assert "libquant/_native/libquant.so" in names
     assert "libquant/py.typed" in names
@@ -112,3 +114,73 @@ def test_make_install_and_pkg_config_build(tmp_path: Path) -> None:
     assert "fp8" in p.stdout
     ldd = run(["ldd", str(exe)]).stdout
     assert str(prefix / "lib" / "libquant.so") in ldd
+
+
+# manylinux (PEP 600): a wheel may need only these system libraries (auditwheel's
+# policy for every manylinux_2_x) and GLIBC_x.y symbol versions up to 2.x. Anything
+# else (libcudart, libstdc++'s GLIBCXX_ versions, GLIBC_PRIVATE) keeps linux_<arch>.
+MANYLINUX_LIBS = {"libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "libutil.so.1",
+                  "libresolv.so.2", "libnsl.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+
+
+def objdump_tag(sos: list[Path], arch: str) -> str:
+    """The platform tag the libraries allow, read with binutils' objdump (an
+    implementation independent of setup.py's ELF reader): NEEDED entries and the
+    "Version References" of `objdump -p`, cross-checked with `objdump -T`."""
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump (binutils) is not installed")
+    ours = {p.name for p in sos}
+    glibc = (2, 5)
+    foreign = False
+    for so in sos:
+        p = run(["objdump", "-p", str(so)]).stdout
+        needed = re.findall(r"^\s*NEEDED\s+(\S+)", p, re.M)
+        refs = p.split("Version References:")[1] if "Version References:" in p else ""
+        versions = re.findall(r"^\s+0x[0-9a-f]+ 0x[0-9a-f]+ \d+ (\S+)$", refs, re.M)
+        foreign |= any(n not in MANYLINUX_LIBS and n not in ours for n in needed)
+        foreign |= any(not re.fullmatch(r"GLIBC_[0-9.]+", v) for v in versions)
+        used = [tuple(int(x) for x in v.split("_")[1].split(".")[:2]) for v in versions if v.startswith("GLIBC_")]
+        # the undefined symbols' versions (objdump -T) are the references' versions
+        t = run(["objdump", "-T", str(so)]).stdout
+        und = set(re.findall(r"\*UND\*\s+\S+\s+(?:\(?)(GLIBC_[0-9.]+)\)?\s", t))
+        assert und <= set(versions), (so, und - set(versions))
+        glibc = max([glibc, *used])  # type: ignore[list-item]
+    if foreign:
+        return "linux_" + arch
+    return "manylinux_%d_%d_%s" % (glibc[0], glibc[1], arch)
+
+
+def test_wheel_tag_matches_the_glibc_symbol_versions(wheel: Path, tmp_path: Path) -> None:
+    """The wheel claims manylinux_2_Y exactly when its libraries need nothing past
+    GLIBC_2.Y from the allowed system libraries (objdump -T / -p of each .so)."""
+    zf = zipfile.ZipFile(wheel)
+    sos = []
+    for n in zf.namelist():
+        if n.endswith(".so"):
+            sos.append(Path(zf.extract(n, tmp_path)))
+    assert sos
+    tag = wheel.name[: -len(".whl")].split("-")[-1]
+    assert tag.endswith("_x86_64") or tag.endswith("_aarch64"), tag
+    arch = "x86_64" if tag.endswith("_x86_64") else "aarch64"
+    assert tag == objdump_tag(sos, arch)
+
+
+def test_wheel_tag_falls_back_for_a_foreign_dependency(tmp_path: Path) -> None:
+    """setup.py's ELF reader: a library that needs a non-system library (here
+    libquant.so, not in the set) keeps linux_<arch>; libquant.so alone gets the
+    manylinux tag objdump allows."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("libquant_setup", ROOT / "python" / "setup.py")
+    assert spec is not None and spec.loader is not None
+    setup_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_py)  # not __main__: setup() does not run
+    lib = BUILD / "libquant.so"
+    dep = tmp_path / "libdep.so"
+    src = tmp_path / "dep.c"
+    src.write_text("int quant_abi_version(void);\nint dep(void) { return (int)quant_abi_version(); }\n")
+    run(["cc", "-shared", "-fPIC", str(src), "-L" + str(BUILD), "-lquant", "-o", str(dep)])
+    assert "libquant.so" in setup_py.elf_needs(dep)[0]
+    assert setup_py.platform_tag([dep], "linux_x86_64") == "linux_x86_64"
+    assert setup_py.platform_tag([lib], "linux_x86_64") == objdump_tag([lib], "x86_64")
+    assert setup_py.platform_tag([lib, dep], "linux_x86_64") == objdump_tag([lib, dep], "x86_64")

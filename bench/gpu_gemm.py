@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""GPU GEMM benchmark for libquant's CUDA plugin (issue #11; run on the GPU machine).
+
+One run, side by side, for Y = X·Wᵀ (X [M, K], W [N, K], Y [M, N] in BF16):
+BF16 torch.matmul; torch._scaled_mm with FP8 per-tensor scales; torch's
+blockwise FP8 scaled GEMM (1x128 x 128x128 and 1x128 x 1x128) where this
+torch offers it; and libquant's quant_gemm for each format and a hybrid
+pair, through the C ABI (ctypes, DLTensors over torch tensors, torch's
+stream), the operands quantized once beforehand (so libquant's time includes
+its BF16 expansion, not the quantize). Prints median ms (CUDA events),
+TFLOP/s and the ratio to the BF16 and FP8 torch baselines, and the host time
+per quant_gemm call (enqueue, no sync) at the decode shape.
+
+    python3 bench/gpu_gemm.py [--lib build/libquant.so] [--out DIR] [--shapes 8192x8192x8192,...] [--quick]
+"""
+import argparse
+import ctypes as C
+import datetime
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_quantize import DLTensor, Lib, Options, Prepared, config, dl_from_torch, time_gpu  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROW = 1
+
+
+class GemmOperand(C.Structure):
+    _fields_ = [("qtensor", C.c_void_p), ("tensor", C.POINTER(DLTensor)), ("trans", C.c_int32)]
+
+
+class GemmArgs(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("a", GemmOperand), ("b", GemmOperand), ("alpha", C.POINTER(C.c_float)),
+                ("beta", C.POINTER(C.c_float)), ("c", C.POINTER(DLTensor)), ("bias", C.POINTER(DLTensor)),
+                ("d", C.POINTER(DLTensor)), ("accumulate", C.c_int32), ("stream", C.c_void_p), ("exact", C.c_int32)]
+
+
+# name, (format, config fields) of X, of W; None: a dense BF16 tensor.
+LIBQUANT = [
+    ("bf16 (quant_gemm)", None, None),
+    ("fp8 e4m3 (native)", ("fp8", {}), ("fp8", {})),
+    ("fp8_block 1x128 x 128x128", ("fp8_block", {}), ("fp8_block", {"block_dims": 2})),
+    ("fp8_block 1x128 x 1x128", ("fp8_block", {}), ("fp8_block", {})),
+    ("mxfp8", ("mxfp8", {}), ("mxfp8", {})),
+    ("mxfp4", ("mxfp4", {}), ("mxfp4", {})),
+    ("nvfp4", ("nvfp4", {}), ("nvfp4", {"block_dims": 2})),
+    ("mxfp8 x nvfp4", ("mxfp8", {}), ("nvfp4", {"block_dims": 2})),
+    # The same pairs with quant_gemm_args.exact: always the BF16 expansion,
+    # beside the default rows above, which take the fused Hopper kernel
+    # where the dispatch picks it (cuda/gemm.cu fused_faster).
+    ("mxfp8 exact", ("mxfp8", {}), ("mxfp8", {})),
+    ("mxfp4 exact", ("mxfp4", {}), ("mxfp4", {})),
+    ("nvfp4 exact", ("nvfp4", {}), ("nvfp4", {"block_dims": 2})),
+]
+
+
+def quantized(lib, spec, x, keep):
+    fmt, fields = spec
+    p = Prepared(lib, config(fmt, ROW, **fields), tuple(x.shape), "cuda")
+    opts = Options(C.sizeof(Options), C.c_void_p(torch.cuda.current_stream().cuda_stream), None, 0)
+    p.run(dl_from_torch(x), opts)
+    keep.append(p)
+    return p
+
+
+def gemm_call(lib, a, b, d_dl, stream, exact=0):
+    """A callable running quant_gemm(Y = A·Bᵀ) once; a/b: Prepared or a DLTensor."""
+    args = GemmArgs()
+    args.struct_size = C.sizeof(GemmArgs)
+    args.exact = exact
+    for op, src, trans in ((args.a, a, 0), (args.b, b, 1)):
+        if isinstance(src, Prepared):
+            op.qtensor = src.t
+        else:
+            op.tensor = C.pointer(src)
+        op.trans = trans
+    args.d = C.pointer(d_dl)
+    args.stream = C.c_void_p(stream)
+    ref = C.byref(args)
+    return lambda i: lib.check(lib.quant_gemm(ref), "quant_gemm"), args
+
+
+def torch_blockwise(x, w, m, n, k):
+    """torch's 1x128 x 128x128 and 1x128 x 1x128 FP8 GEMMs, where it has them: {name: fn or error}."""
+    out = {}
+    xq = x.to(torch.float8_e4m3fn)
+    wq = w.to(torch.float8_e4m3fn)
+    kb = (k + 127) // 128
+    sa = torch.ones(m, kb, device="cuda", dtype=torch.float32)
+    for name, sb in (("torch scaled_mm 1x128 x 128x128", torch.ones((n + 127) // 128, kb, device="cuda", dtype=torch.float32)),
+                     ("torch scaled_mm 1x128 x 1x128", torch.ones(n, kb, device="cuda", dtype=torch.float32))):
+        try:
+            # The scales are "outer-dim major" for cuBLASLt: sa as [K/128, M]ᵀ.
+            a_s = sa.t().contiguous().t()
+            b_s = sb.t().contiguous().t() if sb.shape[0] == n else sb
+            f = lambda i, a_s=a_s, b_s=b_s: torch._scaled_mm(xq, wq.t(), scale_a=a_s, scale_b=b_s.t(), out_dtype=torch.bfloat16)
+            f(0)
+            torch.cuda.synchronize()
+            out[name] = f
+        except Exception as e:  # noqa: BLE001 - a baseline torch lacks is reported, not fatal
+            out[name] = "n/a: %s" % str(e).split("\n")[0][:120]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libquant.so"))
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--shapes", default="", help="MxNxK list (default: 8192³, 4096³, M16384 N28672 K8192, M16 N8192 K8192)")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    lib = Lib(args.lib)
+    dev = torch.cuda.get_device_name()
+    shapes = [(8192, 8192, 8192), (4096, 4096, 4096), (16384, 28672, 8192), (16, 8192, 8192)]
+    if args.shapes:
+        shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = []
+    host_us = {}
+    print("device:", dev, "| torch", torch.__version__, flush=True)
+    for (m, n, k) in shapes:
+        flop = 2.0 * m * n * k
+        iters = 10 if flop > 3e12 else 30
+        if args.quick:
+            iters = 5
+        torch.manual_seed(0)
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        res = {}
+        res["torch.matmul bf16"] = time_gpu(lambda i: torch.matmul(x, w.t(), out=y), iters=iters)
+        xq, wq = x.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        try:
+            res["torch._scaled_mm fp8"] = time_gpu(
+                lambda i: torch._scaled_mm(xq, wq.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), iters=iters)
+        except Exception as e:  # noqa: BLE001
+            res["torch._scaled_mm fp8"] = "n/a: %s" % str(e).split("\n")[0][:120]
+        for name, f in torch_blockwise(x, w, m, n, k).items():
+            res[name] = time_gpu(f, iters=iters) if callable(f) else f
+        del xq, wq
+        d_dl = dl_from_torch(y)
+        for name, sa, sb in LIBQUANT:
+            keep = []
+            try:
+                a = quantized(lib, sa, x, keep) if sa else dl_from_torch(x)
+                b = quantized(lib, sb, w, keep) if sb else dl_from_torch(w)
+                f, _ = gemm_call(lib, a, b, d_dl, stream, exact=int(name.endswith(" exact")))
+                res["libquant " + name] = time_gpu(f, iters=iters)
+                if m == 16:
+                    for i in range(20):
+                        f(i)
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    for i in range(200):
+                        f(i)
+                    host_us[name] = (time.perf_counter() - t0) / 200 * 1e6
+                    torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - one failing row must not stop the table
+                res["libquant " + name] = "error: %s" % str(e)[:160]
+            for p in keep:
+                p.free()
+            torch.cuda.synchronize()
+        bf16 = res["torch.matmul bf16"]
+        fp8 = res.get("torch._scaled_mm fp8")
+        for name, ms in res.items():
+            row = {"shape": "M%d N%d K%d" % (m, n, k), "name": name}
+            if isinstance(ms, float):
+                row.update(ms=ms, tflops=flop / (ms * 1e-3) / 1e12, vs_bf16=bf16 / ms)
+                # the torch FP8 baseline of the same scaling
+                base = fp8
+                for blk in ("1x128 x 128x128", "1x128 x 1x128"):
+                    if blk in name:
+                        base = res.get("torch scaled_mm " + blk)
+                if isinstance(base, float) and (name.startswith("libquant fp8") or name.startswith("torch")) and "bf16" not in name:
+                    row["vs_fp8"] = base / ms
+            else:
+                row["error"] = ms
+            rows.append(row)
+            print(fmt_row(row), flush=True)
+        del x, w, y
+        torch.cuda.empty_cache()
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = ["Device: %s; torch %s; %s. Y = X·Wᵀ, BF16 out; libquant operands quantized beforehand (expansion included)." % (dev, torch.__version__, date), "",
+             "| shape | GEMM | ms | TFLOP/s | vs BF16 torch.matmul | vs torch FP8 of the same scaling |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            r["shape"], r["name"], "%.3f" % r["ms"] if "ms" in r else r.get("error", ""), "%.0f" % r["tflops"] if "tflops" in r else "",
+            "%.2f" % r["vs_bf16"] if "vs_bf16" in r else "", "%.2f" % r["vs_fp8"] if "vs_fp8" in r else ""))
+    lines += ["", "Host time per quant_gemm call (M16 N8192 K8192, enqueue only): " +
+              ", ".join("%s %.1f us" % (k, v) for k, v in host_us.items())]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench_gemm.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def fmt_row(r):
+    if "ms" not in r:
+        return "%-22s %-36s %s" % (r["shape"], r["name"], r.get("error"))
+    return "%-22s %-36s %8.3f ms %6.0f TFLOP/s  %.2fx bf16%s" % (r["shape"], r["name"], r["ms"], r["tflops"], r["vs_bf16"],
+                                                             "  %.2fx fp8" % r["vs_fp8"] if "vs_fp8" in r else "")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,660 @@
+// The fused Hopper GEMM (issue #12, DESIGN.md "GEMM" path 3): MXFP8, MXFP4 and
+// NVFP4 operands multiplied as codes on the FP8 tensor cores (wgmma, sm_90a),
+// the block scales applied in FP32 registers when each K block's partial sum
+// is promoted.
+//
+//   D[i, j] = alpha · Σ_b  sa(i, b) · sb(j, b) · T_b(i, j),
+//   T_b(i, j) = Σ_{k in block b} a(i, k) · b(j, k)        (one wgmma k32)
+//
+// Both operands are K-major, [rows, K] (the only FP8 wgmma layout): A is op(A)
+// [M, K] and B is op(B)ᵀ [N, K]. MXFP8 rowwise data is K-major for an A that
+// is not transposed and for a transposed B (fprop X·Wᵀ); MXFP8 columnwise data
+// is [M, K] NOT transposed (spec §4.5), so it is K-major only when the GEMM
+// contracts over its last dim, which the dispatch checks. NVFP4 and MXFP4 data
+// is packed E2M1 [rows, ⌈K/2⌉] in both directions (columnwise transposed,
+// spec §5.3), always K-major.
+//
+// Element types. E4M3 and E5M2 codes go to the tensor cores as they are. E2M1
+// codes are widened to E4M3 in shared memory: every E2M1 value (0, ±0.5, ±1,
+// ±1.5, ±2, ±3, ±4, ±6) is an E4M3 value, so the widening is exact.
+//
+// Scales. E8M0 per 32 (MXFP8, MXFP4): one wgmma m64nNk32 covers exactly one
+// block, whose FP32 result T_b is promoted as acc = fma(T_b, sa·sb, acc).
+// sa·sb is a power of two; it is exact in FP32 whenever its exponent lies in
+// [-149, 127] (then the fma rounds once). A stage whose E8M0 exponents could
+// leave that range (adversarial scales, spec §4.3 allows 2^-127..2^127 on both
+// sides) is promoted in FP64 instead, where the product and the sum are exact
+// up to one FP64 rounding before the FP32 one. NVFP4: E4M3 scales per 16. A
+// k32 wgmma would mix two blocks, so A is written twice into shared memory,
+// once with the odd 16-blocks zeroed and once with the even ones zeroed; two
+// wgmmas per 32 K give the two block sums separately, each promoted with its
+// own scales (E4M3 × E4M3 products are exact in FP32). The NVFP4 global
+// scales are folded into alpha by the caller (spec §5.2).
+//
+// Any shape (spec §14): rows past M or N and K past the end are loaded as zeros
+// and their scales as 1.0, so padded positions contribute exact zeros; loads
+// and stores are bounds-checked, nothing outside a buffer is read or written.
+//
+// Numerics of the tensor-core sum (the bound the tests use; README "Fused
+// Hopper GEMM"). FP8 wgmma does not add in FP32. Measured on an H100
+// (cuda/gputest/fused_check.cu probe, bench/RESULTS.md): inside one k32
+// instruction every product p_k is aligned to the largest one, of exponent
+// e, and truncated toward −∞ to a multiple of 2^(e−13); the truncated
+// products then add exactly (≤ 32 terms of ≤ 19 significant bits fit FP32).
+// So one block's sum T_b, scale-free, has
+//   T_b − Σ p_k ∈ (−n·2^(e−13), 0],   |T_b − Σ p_k| < n·2^-13·max|p_k|,
+// n ≤ 32 products (NVFP4: 16 nonzero of the 32). Promotion rounds once per
+// block (the fma, or FP64 then FP32 on the slow path: two roundings of 2^-53
+// and 2^-24), alpha once more, so with s_b = sa·sb and R the exact result:
+//   |D − R| ≤ |α|·Σ_b s_b·(32·2^-13·max_k|p_bk| + 2^-24·Σ_k|p_bk|)
+//             + (n_blocks + 2)·2^-24·|α|·Σ_k|a_k·b_k| + (n_blocks + 2)·2^-149,
+// plus the rounding to D's dtype. fused_check tests every element of its
+// GEMMs against this bound with the measured 13, and fails if a device keeps
+// fewer bits; cuda/gputest/fused_test.go checks quant_gemm against it.
+//
+// Structure: one CTA per BM×BN output tile; warpgroup 0 is the producer (loads
+// through cp.async, or through registers where FP4 must be widened or a row is
+// not 16-byte aligned, into 128-byte-swizzled stages, signalled by mbarriers),
+// warpgroups 1..BM/64 are consumers (wgmma from shared memory via descriptors,
+// promotion, epilogue).
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <utility>
+
+#include "gemm_fused.cuh"
+
+namespace qfused {
+
+constexpr int kBK = 128;  // K elements per stage: one 128-byte swizzle row
+
+// ---------------------------------------------------------------------------
+// PTX wrappers
+// ---------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared::cta.b64 st, [%0];\n\t}" ::"r"(smem_u32(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  asm volatile(
+      "{\n\t.reg .pred P1;\n"
+      "LAB_WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
+      "@P1 bra DONE;\n\t"
+      "bra LAB_WAIT;\n"
+      "DONE:\n\t}" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// The shared-memory matrix descriptor of a K-major tile with 128-byte
+// swizzle: rows of 128 bytes, 8-row atoms of 1024 bytes (stride byte offset),
+// leading byte offset unused (1), layout type 1 = SWIZZLE_128B. Moving along
+// K inside the atom adds the byte offset to the start address.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
+  uint64_t d = 0;
+  d |= (uint64_t)((addr & 0x3FFFF) >> 4);
+  d |= (uint64_t)1 << 16;
+  d |= (uint64_t)(1024 >> 4) << 32;
+  d |= (uint64_t)1 << 62;
+  return d;
+}
+
+// The wgmma instructions exist in the sm_90a build only (the plugin also
+// carries compute_90 PTX, where these are empty and the kernel traps; the host
+// launches it on sm_90 only, which runs the sm_90a machine code).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+#else
+__device__ __forceinline__ void wgmma_fence() {}
+__device__ __forceinline__ void wgmma_commit() {}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {}
+#endif
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+// wgmma m64nNk32, FP32 accumulators, D = A·B (scale-d = 0: the block sum
+// alone). TA/TB: 0 = e4m3, 1 = e5m2.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define QF_HAVE_WGMMA 1
+#define QF_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define QF_N128_REGS                                                                                                       \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, " \
+  "%25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define QF_WGMMA128(T)                                                                                             \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k32.f32." T " " \
+               QF_N128_REGS ", %64, %65, p, 1, 1;\n}\n"                                                            \
+               : QF_R8(0), QF_R8(8), QF_R8(16), QF_R8(24), QF_R8(32), QF_R8(40), QF_R8(48), QF_R8(56)              \
+               : "l"(da), "l"(db), "r"(0))
+#define QF_WGMMA16(T)                                                                                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\nwgmma.mma_async.sync.aligned.m64n16k32.f32." T                \
+               " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"                                                  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+               : "l"(da), "l"(db), "r"(0))
+#else
+#define QF_HAVE_WGMMA 0
+#endif
+
+template <int BN, int TA, int TB>
+__device__ __forceinline__ void wgmma_k32(float *d, uint64_t da, uint64_t db) {
+#if QF_HAVE_WGMMA
+  if constexpr (BN == 128) {
+    if constexpr (TA == 0 && TB == 0) QF_WGMMA128("e4m3.e4m3");
+    if constexpr (TA == 0 && TB == 1) QF_WGMMA128("e4m3.e5m2");
+    if constexpr (TA == 1 && TB == 0) QF_WGMMA128("e5m2.e4m3");
+    if constexpr (TA == 1 && TB == 1) QF_WGMMA128("e5m2.e5m2");
+  } else {
+    static_assert(BN == 16, "tile width");
+    if constexpr (TA == 0 && TB == 0) QF_WGMMA16("e4m3.e4m3");
+    if constexpr (TA == 0 && TB == 1) QF_WGMMA16("e4m3.e5m2");
+    if constexpr (TA == 1 && TB == 0) QF_WGMMA16("e5m2.e4m3");
+    if constexpr (TA == 1 && TB == 1) QF_WGMMA16("e5m2.e5m2");
+  }
+#else
+  __trap();  // only the sm_90a build has wgmma; the host never launches it elsewhere
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Codecs
+// ---------------------------------------------------------------------------
+
+// Eight E2M1 codes (nibbles of x, element 0 lowest) to eight E4M3 bytes
+// (little-endian in the returned pair). Magnitudes by byte permute from the
+// table {0, 0.5, 1, 1.5, 2, 3, 4, 6} = {00 30 38 3C 40 44 48 4C}; the sign bit
+// moves from bit 3 of the nibble to bit 7 of the byte.
+__device__ __forceinline__ uint32_t e2m1x4_to_e4m3(uint32_t h) {  // h: 4 nibbles in bits 0..15
+  uint32_t mag = __byte_perm(0x3C383000u, 0x4C484440u, h & 0x7777u);
+  uint32_t t = h & 0xFFFFu;
+  t = (t | (t << 8)) & 0x00FF00FFu;
+  t = (t | (t << 4)) & 0x0F0F0F0Fu;
+  return mag | ((t & 0x08080808u) << 4);
+}
+
+__device__ __forceinline__ float e8m0_to_float(uint32_t e) {
+  if (e == 0) return __int_as_float(0x00400000);  // 2^-127
+  if (e == 255) return __int_as_float(0x7FC00000);
+  return __int_as_float(e << 23);
+}
+
+__device__ __forceinline__ float e4m3_to_float(uint32_t v) {
+  uint32_t s = v >> 7, e = (v >> 3) & 15, m = v & 7;
+  float f;
+  if (e == 15 && m == 7)
+    f = __int_as_float(0x7FC00000);
+  else if (e == 0)
+    f = (float)m * 0.001953125f;  // m · 2^-9
+  else
+    f = __int_as_float(((e + 120) << 23) | (m << 20));
+  return s ? -f : f;
+}
+
+// Index of scale (row r, K block j) in a compact or GEMM-swizzled buffer with
+// stride bytes per row (spec §4.6, §4.7).
+__device__ __forceinline__ int64_t scale_index(int64_t r, int64_t j, int64_t stride, bool swz) {
+  if (!swz) return r * stride + j;
+  int64_t tiles = stride / 4;
+  return ((r / 128) * tiles + j / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + (j % 4);
+}
+
+// ---------------------------------------------------------------------------
+// Kernel
+// ---------------------------------------------------------------------------
+
+template <int BM, int BN, bool SB16, bool RAW>
+struct Layout {
+  static constexpr int NB = SB16 ? 8 : 4;                    // scale blocks per stage
+  static constexpr int A_BYTES = BM * 128 * (SB16 ? 2 : 1);  // A (NVFP4: the even and the odd copy)
+  static constexpr int B_BYTES = BN * 128;
+  static constexpr int SA_OFF = A_BYTES + B_BYTES;           // scales as floats, [NB][BM]
+  static constexpr int SB_OFF = SA_OFF + NB * BM * 4;        // [NB][BN]
+  static constexpr int FLAG_OFF = SB_OFF + NB * BN * 4;      // E8M0 exponent range, 4 producer warps × 4
+  static constexpr int SRAW_OFF = FLAG_OFF + 64;             // raw scale bytes as loaded, 8 per row
+  static constexpr int RAW_OFF = SRAW_OFF + (BM + BN) * 8;   // raw packed E2M1, 64 bytes per row (RAW only)
+  static constexpr int END = RAW_OFF + (RAW ? (BM + BN) * 64 : 0);
+  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
+  static constexpr int STAGES = (220 * 1024) / STAGE > 6 ? 6 : (220 * 1024) / STAGE;
+  static constexpr int SMEM = STAGES * STAGE + 1024;
+};
+
+// How one operand is loaded (uniform over the grid).
+struct LoadMode {
+  bool fp4;
+  bool cp8;      // FP8 codes by 16-byte cp.async straight into the swizzled tile
+  bool cp4;      // packed E2M1 by 16-byte cp.async into the raw area, widened at signal time
+  bool cpscale;  // scale bytes by 4-byte cp.async
+};
+__device__ __forceinline__ LoadMode load_mode(const Operand &op, int64_t K) {
+  LoadMode m;
+  m.fp4 = op.elem == kE2M1;
+  m.cp8 = !m.fp4 && op.ld % 16 == 0 && K % 16 == 0 && (uintptr_t)op.data % 16 == 0;
+  m.cp4 = m.fp4 && op.ld % 16 == 0 && K % 32 == 0 && (uintptr_t)op.data % 16 == 0;
+  m.cpscale = op.scale_stride % 4 == 0 && (uintptr_t)op.scale % 4 == 0;
+  return m;
+}
+
+// Sixteen widened E4M3 codes (elements 16·h .. 16·h+15 of 32 packed in w).
+__device__ __forceinline__ uint4 widen16(uint4 w, int h) {
+  const uint32_t lo = h ? w.z : w.x, hi = h ? w.w : w.y;
+  return make_uint4(e2m1x4_to_e4m3(lo), e2m1x4_to_e4m3(lo >> 16), e2m1x4_to_e4m3(hi), e2m1x4_to_e4m3(hi >> 16));
+}
+
+// Stores one 16-byte chunk (16 elements, 16-block ch of the stage) of row r.
+// Split (NVFP4 A): even blocks go to the first copy, odd blocks to the second;
+// the other copy gets zeros there.
+template <int NROWS, bool SPLIT>
+__device__ __forceinline__ void store_chunk(uint8_t *tile, int r, int ch, uint4 v) {
+  const uint32_t off = r * 128 + ((ch ^ (r & 7)) << 4);
+  if (SPLIT) {
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4 *>(tile + off) = (ch & 1) ? z : v;
+    *reinterpret_cast<uint4 *>(tile + NROWS * 128 + off) = (ch & 1) ? v : z;
+  } else {
+    *reinterpret_cast<uint4 *>(tile + off) = v;
+  }
+}
+
+// Issues the loads of rows [r0, r0+NROWS) of one operand's K tile
+// [k0, k0+128): cp.async where the mode allows (FP8 into the swizzled tile,
+// E2M1 into the raw area), else synchronous loads with per-element bounds
+// into the tile. Thread p takes chunks p, p+128, ... (the same chunks in
+// widen_tile, so each thread converts only what its own cp.async wrote).
+template <int NROWS, bool SPLIT, int NT>
+__device__ __forceinline__ void issue_tile(const Operand &op, const LoadMode &m, int64_t r0, int64_t k0, int64_t K, uint8_t *tile,
+                                           uint8_t *raw, int p) {
+  if (m.cp4) {
+#pragma unroll 2
+    for (int c = p; c < NROWS * 4; c += NT) {  // 16 packed bytes = 32 elements per chunk
+      const int r = c >> 2, ch = c & 3;
+      const int64_t gr = r0 + r, gk = k0 + ch * 32;
+      const bool valid = gr < op.rows && gk < K;
+      cp_async16(smem_u32(raw + r * 64 + ch * 16), valid ? (const void *)(op.data + gr * op.ld + gk / 2) : (const void *)op.data, valid);
+    }
+    return;
+  }
+#pragma unroll 4
+  for (int c = p; c < NROWS * 8; c += NT) {
+    const int r = c >> 3, ch = c & 7;  // row in tile, 16-byte chunk (16 elements) in the row
+    const int64_t gr = r0 + r, gk = k0 + ch * 16;
+    const bool rv = gr < op.rows;
+    if (m.cp8) {
+      const bool valid = rv && gk < K;
+      cp_async16(smem_u32(tile + r * 128 + ((ch ^ (r & 7)) << 4)), valid ? (const void *)(op.data + gr * op.ld + gk) : (const void *)op.data,
+                 valid);
+      continue;
+    }
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (!m.fp4) {
+      if (rv) {
+        const uint8_t *src = op.data + gr * op.ld;
+        uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+          if (gk + i < K) w[i >> 2] |= (uint32_t)__ldg(src + gk + i) << ((i & 3) * 8);
+        v = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    } else {
+      uint4 q = make_uint4(0, 0, 0, 0);  // 16 nibbles in q.x, q.y
+      if (rv && gk < K) {
+        const uint8_t *src = op.data + gr * op.ld + gk / 2;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          uint32_t byte = 0;
+          if (gk + 2 * i < K) byte = __ldg(src + i);
+          if (gk + 2 * i + 1 >= K) byte &= 0x0F;  // the padding nibble of an odd row (spec §14 item 4)
+          if (i < 4)
+            q.x |= byte << (i * 8);
+          else
+            q.y |= byte << ((i - 4) * 8);
+        }
+      }
+      v = widen16(q, 0);
+    }
+    store_chunk<NROWS, SPLIT>(tile, r, ch, v);
+  }
+}
+
+// Widens the raw E2M1 chunks this thread loaded (cp4) into the tile.
+template <int NROWS, bool SPLIT, int NT>
+__device__ __forceinline__ void widen_tile(const uint8_t *raw, uint8_t *tile, int p) {
+#pragma unroll 2
+  for (int c = p; c < NROWS * 4; c += NT) {
+    const int r = c >> 2, ch = c & 3;
+    const uint4 w = *reinterpret_cast<const uint4 *>(raw + r * 64 + ch * 16);
+    store_chunk<NROWS, SPLIT>(tile, r, 2 * ch, widen16(w, 0));
+    store_chunk<NROWS, SPLIT>(tile, r, 2 * ch + 1, widen16(w, 1));
+  }
+}
+
+// Issues the loads of the raw scale bytes of row p (< NROWS) for the stage's
+// K blocks [j0, j0+NB): groups of 4 consecutive blocks are 4 aligned bytes in
+// both layouts (j0 is a multiple of 4; spec §4.6, §4.7). Bytes past the
+// buffer's row (j ≥ stride) or past the operand's rows are not read.
+template <int NROWS, int NB, int NT>
+__device__ __forceinline__ void issue_scales(const Operand &op, bool cpscale, int64_t r0, int64_t j0, uint8_t *sraw, int p0) {
+  for (int p = p0; p < NROWS; p += NT) {
+  const int64_t gr = r0 + p;
+#pragma unroll
+  for (int g = 0; g < NB / 4; g++) {
+    const int64_t j = j0 + 4 * g;
+    const bool valid = gr < op.rows && j < op.scale_stride;
+    const int64_t idx = valid ? scale_index(gr, j, op.scale_stride, op.swizzled) : 0;
+    uint8_t *dst = sraw + p * 8 + 4 * g;
+    if (cpscale) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_u32(dst)), "l"(op.scale + idx), "r"(valid ? 4 : 0) : "memory");
+    } else {
+      uint32_t w = 0;
+      if (valid)
+        for (int i = 0; i < 4; i++) w |= (uint32_t)__ldg(op.scale + idx + i) << (8 * i);
+      *reinterpret_cast<uint32_t *>(dst) = w;
+    }
+  }
+  }
+}
+
+// Converts row p's raw scale bytes to floats [NB][NROWS]; blocks past the
+// data and rows past the operand read as 1.0 (their data are zeros). Tracks
+// the min and max E8M0 exponent (E8M0 only).
+template <int NROWS, int NB, bool SB16, int NT>
+__device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, int64_t j0, int64_t nblocks, const uint8_t *sraw, float *dst, int p0,
+                                               int &emin, int &emax) {
+  for (int p = p0; p < NROWS; p += NT) {
+  const bool rv = r0 + p < op.rows;
+#pragma unroll
+  for (int j = 0; j < NB; j++) {
+    float f = 1.0f;
+    if (rv && j0 + j < nblocks) {
+      const uint32_t s = sraw[p * 8 + j];
+      if (SB16) {
+        f = e4m3_to_float(s);
+      } else {
+        f = e8m0_to_float(s);
+        emin = min(emin, (int)s);
+        emax = max(emax, (int)s);
+      }
+    }
+    dst[j * NROWS + p] = f;
+  }
+  }
+}
+
+template <int BM, int BN, int TA, int TB, bool SB16, bool RAW, bool PIPE>
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(const Params P) {
+  using L = Layout<BM, BN, SB16, RAW>;
+  constexpr int NWG = BM / 64;
+  constexpr int NB = L::NB;
+  constexpr int S = L::STAGES;
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+
+  const int tid = threadIdx.x;
+  const int wg = tid / 128;
+  // Tiles in groups of 8 tile rows, column by column inside a group, so that
+  // the CTAs running together share A rows and B columns in L2.
+  int64_t mt, nt;
+  {
+    const int64_t nM = gridDim.y, nN = gridDim.x, id = (int64_t)blockIdx.y * nN + blockIdx.x;
+    const int64_t G = 8, group = id / (G * nN), first = group * G, gs = nM - first < G ? nM - first : G;
+    mt = first + (id % (G * nN)) % gs;
+    nt = (id % (G * nN)) / gs;
+  }
+  const int64_t m0 = mt * BM, n0 = nt * BN;
+  const int64_t K = P.K;
+  const int KT = (int)((K + kBK - 1) / kBK);
+  const int64_t nblocks = (K + (SB16 ? 15 : 31)) / (SB16 ? 16 : 32);
+
+  if (tid == 0) {
+    for (int s = 0; s < S; s++) {
+      mbar_init(&full[s], 32);  // the producer warp of the stage
+      mbar_init(&empty[s], NWG * 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---------------- producer ----------------
+    // Warp w of the producer warpgroup fills stages w, w+PW, w+2·PW, ...: it
+    // issues a stage's loads, waits for them, widens E2M1, converts the
+    // scales, fences and signals. PW stages are in flight at once, one per
+    // warp, whatever the proxy fence costs (run 2, H100: with LAG stages in
+    // flight behind one thread's fence, every stage paid a full memory
+    // latency, as if the fence waited for all of the thread's copies). PW ≤ S
+    // keeps every wait on an empty barrier at most one phase ahead (a warp
+    // reaching stage kt+S has finished kt+S−PW, which needed the consumers
+    // past kt−PW ≥ kt−S), as parity waits require.
+#if QF_HAVE_WGMMA
+    if constexpr (NWG == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 96;\n" ::: "memory");
+#endif
+    constexpr int PW = S < 4 ? S : 4;
+    const int w = tid / 32, lane = tid % 32;
+    const LoadMode ma = load_mode(P.a, K), mb = load_mode(P.b, K);
+    for (int kt = w; kt < KT && w < PW; kt += PW) {
+      const int s = kt % S;
+      if (kt >= S) mbar_wait(&empty[s], ((kt / S) + 1) & 1);
+      uint8_t *st = smem + s * L::STAGE;
+      const int64_t k0 = (int64_t)kt * kBK;
+      issue_tile<BM, SB16, 32>(P.a, ma, m0, k0, K, st, st + L::RAW_OFF, lane);
+      issue_tile<BN, false, 32>(P.b, mb, n0, k0, K, st + L::A_BYTES, st + L::RAW_OFF + BM * 64, lane);
+      issue_scales<BM, NB, 32>(P.a, ma.cpscale, m0, (int64_t)kt * NB, st + L::SRAW_OFF, lane);
+      issue_scales<BN, NB, 32>(P.b, mb.cpscale, n0, (int64_t)kt * NB, st + L::SRAW_OFF + BM * 8, lane);
+      cp_async_commit();
+      cp_async_wait<0>();  // this thread's loads of the stage have landed
+      if (RAW && ma.cp4) widen_tile<BM, SB16, 32>(st + L::RAW_OFF, st, lane);
+      if (RAW && mb.cp4) widen_tile<BN, false, 32>(st + L::RAW_OFF + BM * 64, st + L::A_BYTES, lane);
+      int ea0 = 255, ea1 = 0, eb0 = 255, eb1 = 0;
+      convert_scales<BM, NB, SB16, 32>(P.a, m0, (int64_t)kt * NB, nblocks, st + L::SRAW_OFF, reinterpret_cast<float *>(st + L::SA_OFF), lane, ea0,
+                                       ea1);
+      convert_scales<BN, NB, SB16, 32>(P.b, n0, (int64_t)kt * NB, nblocks, st + L::SRAW_OFF + BM * 8, reinterpret_cast<float *>(st + L::SB_OFF),
+                                       lane, eb0, eb1);
+      if (!SB16) {
+        // The stage's exponent range (the consumers read it from slot 0).
+        ea0 = __reduce_min_sync(0xffffffffu, ea0);
+        ea1 = __reduce_max_sync(0xffffffffu, ea1);
+        eb0 = __reduce_min_sync(0xffffffffu, eb0);
+        eb1 = __reduce_max_sync(0xffffffffu, eb1);
+        if (lane == 0) {
+          int *fl = reinterpret_cast<int *>(st + L::FLAG_OFF);
+          fl[0] = ea0, fl[1] = ea1, fl[2] = eb0, fl[3] = eb1;
+        }
+      }
+      fence_proxy_async();  // our writes (cp.async and st.shared) before the tensor cores read them
+      mbar_arrive(&full[s]);
+    }
+    return;
+  }
+
+  // ---------------- consumers ----------------
+#if QF_HAVE_WGMMA
+  // 128·96 + 256·200 registers: the accumulator and the block sum (64 + 64
+  // per thread) without spills.
+  if constexpr (NWG == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 200;\n" ::: "memory");
+#endif
+  const int g = wg - 1;  // consumer warpgroup: rows g*64 .. g*64+63 of the tile
+  const int t = tid % 128, warp = t / 32, lane = t % 32;
+  const int rloc = g * 64 + warp * 16 + lane / 4;  // this thread's first row (second: +8)
+  const int cq = 2 * (lane % 4);                   // this thread's first column in each 8-column group
+  constexpr int NR = BN / 2;                       // accumulator registers
+  float acc[NR], tmp[2][NR];
+#pragma unroll
+  for (int i = 0; i < NR; i++) acc[i] = 0.f, tmp[0][i] = 0.f, tmp[1][i] = 0.f;
+
+  for (int kt = 0; kt < KT; kt++) {
+    const int s = kt % S;
+    mbar_wait(&full[s], (kt / S) & 1);
+    const uint8_t *st = smem + s * L::STAGE;
+    const float *sA = reinterpret_cast<const float *>(st + L::SA_OFF);
+    const float *sB = reinterpret_cast<const float *>(st + L::SB_OFF);
+    bool fast = true;
+    if (!SB16) {
+      const int *fl = reinterpret_cast<const int *>(st + L::FLAG_OFF);
+      const int ea0 = fl[0], ea1 = fl[1], eb0 = fl[2], eb1 = fl[3];
+      // sa·sb = 2^(ea+eb-254) is exact in FP32 for exponents in [-149, 127]; 255 is NaN.
+      fast = ea1 < 255 && eb1 < 255 && ea1 + eb1 - 254 <= 127 && ea0 + eb0 - 254 >= -149;
+    }
+    const uint32_t a_base = smem_u32(st) + g * 64 * 128;
+    const uint32_t b_base = smem_u32(st + L::A_BYTES);
+    // Step u: the wgmma of K block u (NVFP4: 16-block u, through the even or
+    // odd copy of A). PIPE: step u's wgmma is issued before step u-1's sum
+    // is promoted, into the other register set, so that the tensor core and
+    // the promotion overlap inside the warpgroup too.
+    constexpr int NSTEP = SB16 ? 8 : 4;
+    auto issue = [&](int u) {
+      const int q = SB16 ? u / 2 : u, h = SB16 ? u % 2 : 0;
+      wgmma_fence();
+      wgmma_k32<BN, TA, TB>(tmp[u & 1], sw128_desc(a_base + h * BM * 128 + 32 * q), sw128_desc(b_base + 32 * q));
+      wgmma_commit();
+    };
+    auto promote = [&](int u) {
+      float *t = tmp[u & 1];
+#pragma unroll
+      for (int i = 0; i < NR; i++) reg_fence(t[i]);
+      const float sa0 = sA[u * BM + rloc], sa1 = sA[u * BM + rloc + 8];
+      if (fast) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+          const float2 sb = *reinterpret_cast<const float2 *>(sB + u * BN + 8 * j + cq);
+          acc[4 * j + 0] = fmaf(t[4 * j + 0], sa0 * sb.x, acc[4 * j + 0]);
+          acc[4 * j + 1] = fmaf(t[4 * j + 1], sa0 * sb.y, acc[4 * j + 1]);
+          acc[4 * j + 2] = fmaf(t[4 * j + 2], sa1 * sb.x, acc[4 * j + 2]);
+          acc[4 * j + 3] = fmaf(t[4 * j + 3], sa1 * sb.y, acc[4 * j + 3]);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+          const float2 sb = *reinterpret_cast<const float2 *>(sB + u * BN + 8 * j + cq);
+          acc[4 * j + 0] = (float)fma((double)t[4 * j + 0], (double)sa0 * sb.x, (double)acc[4 * j + 0]);
+          acc[4 * j + 1] = (float)fma((double)t[4 * j + 1], (double)sa0 * sb.y, (double)acc[4 * j + 1]);
+          acc[4 * j + 2] = (float)fma((double)t[4 * j + 2], (double)sa1 * sb.x, (double)acc[4 * j + 2]);
+          acc[4 * j + 3] = (float)fma((double)t[4 * j + 3], (double)sa1 * sb.y, (double)acc[4 * j + 3]);
+        }
+      }
+    };
+    if constexpr (PIPE) {
+#pragma unroll
+      for (int u = 0; u < NSTEP; u++) {
+        issue(u);
+        if (u > 0) {
+          wgmma_wait<1>();
+          promote(u - 1);
+        }
+      }
+      wgmma_wait<0>();
+      promote(NSTEP - 1);
+    } else {
+#pragma unroll
+      for (int u = 0; u < NSTEP; u++) {
+        issue(u);
+        wgmma_wait<0>();
+        promote(u);
+      }
+    }
+    mbar_arrive(&empty[s]);
+  }
+
+  // ---------------- epilogue ----------------
+  const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
+  const int64_t r0 = m0 + rloc;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int64_t i = r0 + (e >> 1) * 8;
+      const int64_t jj = n0 + 8 * j + cq + (e & 1);
+      if (i < P.M && jj < P.N) {
+        const float v = alpha * acc[4 * j + e];
+        const int64_t idx = P.d_trans ? jj * P.ldd + i : i * P.ldd + jj;
+        if (P.d_bf16)
+          reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
+        else
+          reinterpret_cast<float *>(P.d)[idx] = v;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Host
+// ---------------------------------------------------------------------------
+
+// The wgmma type of an operand's codes after widening (E2M1 -> E4M3).
+inline int wg_type(int32_t elem) { return elem == kE5M2 ? 1 : 0; }
+
+template <int BM, int BN, int TA, int TB, bool SB16, bool RAW>
+cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
+  using L = Layout<BM, BN, SB16, RAW>;
+  // The narrow tile (decode) has the registers for two block sums in flight;
+  // at 128×128 the second set spills (measured: ~540 bytes), so it waits.
+  auto kern = fused_gemm_kernel<BM, BN, TA, TB, SB16, RAW, BN == 16>;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
+  if (e != cudaSuccess) return e;
+  dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM));
+  kern<<<grid, (BM / 64 + 1) * 128, L::SMEM, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int BM, int BN>
+cudaError_t launch_types(const Params &p, cudaStream_t stream) {
+  // RAW: an E2M1 operand, staged packed and widened in shared memory.
+  if (p.sb16) return launch_cfg<BM, BN, 0, 0, true, true>(p, stream);
+  const int ta = wg_type(p.a.elem), tb = wg_type(p.b.elem);
+  const bool raw = p.a.elem == kE2M1 || p.b.elem == kE2M1;
+  if (ta == 0 && tb == 0) return raw ? launch_cfg<BM, BN, 0, 0, false, true>(p, stream) : launch_cfg<BM, BN, 0, 0, false, false>(p, stream);
+  if (ta == 0 && tb == 1) return raw ? launch_cfg<BM, BN, 0, 1, false, true>(p, stream) : launch_cfg<BM, BN, 0, 1, false, false>(p, stream);
+  if (ta == 1 && tb == 0) return raw ? launch_cfg<BM, BN, 1, 0, false, true>(p, stream) : launch_cfg<BM, BN, 1, 0, false, false>(p, stream);
+  return launch_cfg<BM, BN, 1, 1, false, false>(p, stream);
+}
+
+// Whether the fused kernel can run on this device: sm_90 exactly (wgmma is
+// sm_90a; the kernel's machine code is built for sm_90a only).
+bool device_ok(int dev) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+  return major == 9 && minor == 0;
+}
+
+// Runs D = alpha · A·Bᵀ (both K-major). Returns cudaErrorInvalidValue for
+// arguments the kernel does not take (NVFP4 paired with another format, a
+// grid too large). For few rows of A (decode) the operands swap, so that the
+// large operand fills the 64-row wgmma tiles: Dᵀ = B·Aᵀ is written transposed.
+cudaError_t gemm(Params p, cudaStream_t stream) {
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0) return cudaErrorInvalidValue;
+  if (p.sb16 && (p.a.elem != kE2M1 || p.b.elem != kE2M1)) return cudaErrorInvalidValue;
+  if (p.M <= 64 && p.N > p.M) {
+    std::swap(p.a, p.b);
+    std::swap(p.M, p.N);
+    p.d_trans = !p.d_trans;
+  }
+  if ((p.M + 63) / 64 > 65535) return cudaErrorInvalidValue;
+  if (p.N <= 64) return launch_types<64, 16>(p, stream);
+  return launch_types<128, 128>(p, stream);
+}
+
+}  // namespace qfused

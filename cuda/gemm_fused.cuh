@@ -1,0 +1,48 @@
+// The fused Hopper GEMM's interface (cuda/gemm_fused.cu has the kernel and
+// what it computes; cuda/gemm.cu dispatches to it).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace qfused {
+
+// Element codes of an operand.
+enum Elem : int32_t { kE4M3 = 0, kE5M2 = 1, kE2M1 = 2 };
+
+// One K-major operand: data [rows, K] codes (E4M3/E5M2) or packed E2M1
+// [rows, ⌈K/2⌉] (element 2c in the low nibble of byte c), ld bytes per row;
+// scales one row per data row, scale_stride bytes per row (the padded count
+// of K blocks, spec §4.6/§5.3), compact or GEMM-swizzled (spec §4.7), E8M0
+// per 32 or E4M3 per 16.
+struct Operand {
+  const uint8_t *data;
+  const uint8_t *scale;
+  int64_t rows;
+  int64_t ld;
+  int64_t scale_stride;
+  int32_t swizzled;
+  int32_t elem;
+};
+
+struct Params {
+  Operand a, b;  // a: M rows, b: N rows, both [rows, K]
+  int64_t M, N, K;
+  float alpha;
+  const float *alpha_dev;  // if set, alpha is read here on the device (per-tensor factors folded in)
+  void *d;          // FP32 or BF16
+  int64_t ldd;      // elements per row of D
+  int32_t d_bf16;   // nonzero: D is BF16
+  int32_t d_trans;  // nonzero: write D[j*ldd + i] (the swapped-operand GEMM Dᵀ = B·Aᵀ)
+  int32_t sb16;     // nonzero: NVFP4 (E4M3 scales per 16), else E8M0 per 32
+};
+
+// Runs D = alpha · A·Bᵀ (both operands K-major) on the stream. Returns
+// cudaErrorInvalidValue for arguments the kernel does not take.
+cudaError_t gemm(Params p, cudaStream_t stream);
+
+// Whether the kernel runs on device dev (compute capability 9.0: its machine
+// code is sm_90a).
+bool device_ok(int dev);
+
+}  // namespace qfused

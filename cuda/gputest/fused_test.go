@@ -1,0 +1,112 @@
+package gputest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"libquant/host"
+)
+
+// fusedTerm is the fused Hopper GEMM's error beyond FP32 accumulation
+// (cuda/gemm_fused.cu, README "Fused Hopper GEMM"): the FP8 tensor core adds
+// the products of one K block aligned to the largest one and truncated to 13
+// fraction bits (measured: build/fused_check probe), so each block sum is off
+// by less than n_b·2^-13·max|p| with n_b ≤ 32 products per wgmma (NVFP4's
+// 16-blocks run as k32 wgmmas with half the operand zero). The FP32
+// roundings of the promotion (one per block) and of alpha are inside the
+// γ_{K+8} term of gemmRef.check.
+func fusedTerm(ra, rb []float64, block int) float64 {
+	t := 0.0
+	for b0 := 0; b0 < len(ra); b0 += block {
+		mx := 0.0
+		for p := b0; p < min(b0+block, len(ra)); p++ {
+			mx = math.Max(mx, math.Abs(ra[p]*rb[p]))
+		}
+		t += 32 * math.Ldexp(mx, -13)
+	}
+	return t
+}
+
+// TestGemmFusedMatchesCPU: the pairs the fused Hopper kernel covers (MXFP8
+// E4M3/E5M2, MXFP4, NVFP4 1×16 and 16×16, compact and swizzled scales) at
+// shapes and transposes where the default dispatch takes it (few rows: the
+// decode shape) or falls back (columnwise MXFP8 is not K-major), D in
+// FP32/BF16/FP16, alone and with a bias (the FP32-sums epilogue), within the
+// fused bound; and, on an sm_90 GPU, a GEMM whose default result differs from
+// the exact one (Exact set), which shows that the fused kernel ran.
+func TestGemmFusedMatchesCPU(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	pairs := []struct {
+		a, b  string
+		block int
+	}{
+		{"mxfp8", "mxfp8", 32}, {"mxfp8 e5m2 swizzled", "mxfp8", 32}, {"mxfp4", "mxfp4", 32}, {"mxfp4", "mxfp8", 32},
+		{"nvfp4", "nvfp4", 16}, {"nvfp4 16x16 swizzled", "nvfp4", 16},
+	}
+	shapes := [][3]int64{{16, 200, 320}, {5, 130, 77}, {300, 40, 160}}
+	for pi, pr := range pairs {
+		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
+			worst := 0.0
+			for si, sh := range shapes {
+				m, n, k := sh[0], sh[1], sh[2]
+				for tr := 0; tr < 4; tr++ {
+					ta, tb := tr&1 != 0, tr&2 != 0
+					ar, ac := m, k
+					if ta {
+						ar, ac = k, m
+					}
+					br, bc := k, n
+					if tb {
+						br, bc = n, k
+					}
+					seed := uint64(7000 + pi*100 + si*4 + tr)
+					a := makeGemmSide(t, byName[pr.a], ar, ac, seed)
+					b := makeGemmSide(t, byName[pr.b], br, bc, seed+50)
+					for _, out := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
+						what := fmt.Sprintf("%v transA=%v transB=%v d=%s", sh, ta, tb, out)
+						worst = math.Max(worst, runGPUGemm(t, what, a, b, ta, tb, out, gemmEpilogue{alpha: 1, fusedBlock: pr.block}, seed))
+					}
+					w := runGPUGemm(t, fmt.Sprintf("%v transA=%v transB=%v bias", sh, ta, tb), a, b, ta, tb, host.Float32,
+						gemmEpilogue{alpha: -0.5, bias: host.BFloat16, fusedBlock: pr.block}, seed)
+					worst = math.Max(worst, w)
+				}
+			}
+			t.Logf("largest |gpu-exact| / bound: %.3g", worst)
+		})
+	}
+	t.Run("fused kernel runs", func(t *testing.T) {
+		sup, err := host.QueryGemmSupport(gpu, "mxfp8", "mxfp8")
+		require.NoError(t, err)
+		if sup.Level != host.GemmNative {
+			t.Skipf("SKIP: mxfp8 x mxfp8 is %s on this GPU (%s): the fused kernel needs sm_90", sup.Level, sup.Reason)
+		}
+		const m, n, k = 16, 256, 1024
+		a := makeGemmSide(t, byName["mxfp8"], m, k, 1)
+		b := makeGemmSide(t, byName["mxfp8"], n, k, 2)
+		run := func(exact bool) []float32 {
+			d := toGPU(t, input(t, host.Float32, "normal", m, n, 3))
+			ga, gb := a.gpu, b.gpu
+			gb.Trans = true
+			require.NoError(t, host.Gemm(&host.GemmArgs{A: ga, B: gb, Alpha: 1, D: d, Exact: exact}))
+			out := make([]float32, m*n)
+			host.LoadFloat32(toCPU(t, d), 0, out)
+			return out
+		}
+		fast, exact := run(false), run(true)
+		differ := 0
+		for i := range fast {
+			if fast[i] != exact[i] {
+				differ++
+			}
+		}
+		require.Positive(t, differ, "the default GEMM equals the exact one everywhere: the fused kernel did not run")
+		t.Logf("%d of %d elements differ from the exact path (13-bit block sums)", differ, m*n)
+	})
+}

@@ -1,0 +1,415 @@
+package gputest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"libquant/host"
+	"libquant/host/hosttest"
+	"libquant/internal/testutil"
+)
+
+// gemmOperand is one operand configuration of the GPU GEMM tests: a
+// quantizer (nil: a dense tensor of dtype dense).
+type gemmOperand struct {
+	name   string
+	params *host.Params
+	hybrid *[2]host.Params // rowwise, columnwise formats of a hybrid quantizer
+	dense  host.DType
+}
+
+func gemmOperands() []gemmOperand {
+	p := func(x host.Params) *host.Params { return &x }
+	return []gemmOperand{
+		{name: "bf16", dense: host.BFloat16},
+		{name: "fp16", dense: host.Float16},
+		{name: "fp32", dense: host.Float32},
+		{name: "fp8 e4m3", params: p(host.Params{Format: "fp8"})},
+		{name: "fp8 e5m2", params: p(host.Params{Format: "fp8", Element: host.ElementE5M2})},
+		{name: "fp8_block 1x128", params: p(host.Params{Format: "fp8_block"})},
+		{name: "fp8_block 128x128", params: p(host.Params{Format: "fp8_block", BlockDims: 2})},
+		{name: "mxfp8", params: p(host.Params{Format: "mxfp8"})},
+		{name: "mxfp8 e5m2 swizzled", params: p(host.Params{Format: "mxfp8", Element: host.ElementE5M2, GEMMSwizzledScales: true})},
+		{name: "mxfp4", params: p(host.Params{Format: "mxfp4"})},
+		{name: "nvfp4", params: p(host.Params{Format: "nvfp4"})},
+		{name: "nvfp4 16x16 swizzled", params: p(host.Params{Format: "nvfp4", BlockDims: 2, GEMMSwizzledScales: true})},
+		{name: "hybrid mxfp8|nvfp4", hybrid: &[2]host.Params{{Format: "mxfp8"}, {Format: "nvfp4"}}},
+	}
+}
+
+// gemmSide is one operand made on both devices from one input: the CPU and
+// GPU quantized tensors (equal bytes, TestQuantizeMatchesCPU) or dense
+// tensors, and the CPU values of each direction (dequantized exactly).
+type gemmSide struct {
+	cpu, gpu host.GemmOperand
+	vals     map[host.Direction][]float32 // the values each direction holds (dense: both the same)
+	rows     int64
+	cols     int64
+	fp8      host.Element // per-tensor FP8 operand: its element (else 0)
+	fp8block int32        // fp8_block operand: its block dims, 1 or 2 (else 0)
+}
+
+func makeGemmSide(t *testing.T, op gemmOperand, rows, cols int64, seed uint64) gemmSide {
+	t.Helper()
+	dt := host.BFloat16
+	if op.dense != host.DTypeInvalid {
+		dt = op.dense
+	}
+	x := input(t, dt, "normal", rows, cols, seed)
+	s := gemmSide{rows: rows, cols: cols, vals: map[host.Direction][]float32{}}
+	if op.params == nil && op.hybrid == nil {
+		g := toGPU(t, x)
+		s.cpu.Dense, s.gpu.Dense = &x, &g
+		v := make([]float32, rows*cols)
+		host.LoadFloat32(x, 0, v)
+		s.vals[host.DirRowwise], s.vals[host.DirColumnwise] = v, v
+		return s
+	}
+	if op.params != nil && op.params.Format == "fp8_block" {
+		s.fp8block = max(op.params.BlockDims, 1)
+	}
+	if op.params != nil && op.params.Format == "fp8" {
+		s.fp8 = host.ElementE4M3
+		if op.params.Element == host.ElementE5M2 {
+			s.fp8 = host.ElementE5M2
+		}
+	}
+	var q *host.Quantizer
+	var err error
+	if op.hybrid != nil {
+		r, err := host.NewQuantizer(op.hybrid[0], host.BothUsages)
+		require.NoError(t, err)
+		defer r.Release()
+		c, err := host.NewQuantizer(op.hybrid[1], host.BothUsages)
+		require.NoError(t, err)
+		defer c.Release()
+		q, err = host.NewHybridQuantizer(r, c, host.ColumnwiseSource(0))
+		require.NoError(t, err)
+	} else {
+		q, err = host.NewQuantizer(*op.params, host.BothUsages)
+		require.NoError(t, err)
+	}
+	defer q.Release()
+	cq, err := q.Quantize(x, host.QuantizeOptions{})
+	require.NoError(t, err)
+	t.Cleanup(cq.Free)
+	gq, err := q.Quantize(toGPU(t, x), host.QuantizeOptions{})
+	require.NoError(t, err)
+	t.Cleanup(gq.Free)
+	require.NoError(t, host.Synchronize(gpu, 0))
+	compareTensors(t, op.name+" operand", cq, gq)
+	for _, d := range []host.Direction{host.DirRowwise, host.DirColumnwise} {
+		out := hosttest.Tensor(t, host.Float32, rows, cols)
+		require.NoError(t, cq.Dequantize(d, out, 0))
+		s.vals[d] = append([]float32(nil), out.Float32s()...)
+	}
+	s.cpu.Q, s.gpu.Q = cq, gq
+	return s
+}
+
+// gemmCheck compares a GPU D with the float64 product of the operands'
+// dequantized values within host/gemm_test.go's bound (restated there in
+// full): every term of D carries at most K+8 FP32 roundings, so
+//
+//	|D − R| ≤ E + u_out·(|R| + E),  E = γ_{K+8}·(|α|Σ|a||b| + |β c| + |bias| + |d_old|) + (K+8)·2^-149
+//
+// where R is the exact result. The GPU path meets the same premises: BF16
+// expansion is exact (MX and NVFP4 values have at most 6 significant bits
+// and the scales' range, FP8 codes are BF16 values), per-tensor factors go
+// into alpha in float64 rounded once, and cuBLASLt accumulates in FP32. It
+// also checks the GPU D against the CPU quant_gemm's D: both lie within that
+// bound of R, so they differ by at most twice it.
+//
+// The native FP8 paths (FP8 × FP8 but E5M2 × E5M2, M, N, K multiples of 16;
+// fp8_block 1x128 × 1x128 or 128x128 with M, N multiples of 16 and K of 128,
+// or 512 for 128x128) break one premise: Hopper's FP8 tensor cores add the (exact) products in an
+// accumulator of about 14 significant bits between cuBLASLt's promotions to
+// FP32 (DeepSeek-V3 technical report §3.3.2; H100 run 2 measured errors of
+// 2^-16.5·Σ|ab| at K = 160). Modelling that accumulator as rounding with
+// u_acc = 2^-13 (one bit of margin) adds γ_K(u_acc)·|α|Σ|a||b| to E for that
+// path (Higham §3.1 with u_acc); the FP32 epilogue terms stay as they are.
+// That is looser, but still far below |R| for random data, so a wrong scale,
+// layout or transpose still fails.
+type gemmRef struct {
+	opA, opBt     []float64 // op(A) [m, k], op(B)ᵀ [n, k]
+	m, n, k       int
+	alpha, beta   float32
+	c, bias, dOld []float32
+	accumulate    bool
+	outDType      host.DType
+	accU          float64 // > 0: the products accumulate with this unit roundoff (native FP8)
+	fusedBlock    int     // > 0: add fusedTerm over K blocks of this size (fused_test.go)
+}
+
+func (g *gemmRef) check(t *testing.T, what string, gotGPU, gotCPU []float32) (worst float64) {
+	t.Helper()
+	uOut := hosttest.UnitRoundoff(g.outDType)
+	gamma := testutil.GammaN(g.k + 8)
+	bad := 0
+	var first string
+	for i := 0; i < g.m; i++ {
+		for j := 0; j < g.n; j++ {
+			var s, sa float64
+			ra, rb := g.opA[i*g.k:(i+1)*g.k], g.opBt[j*g.k:(j+1)*g.k]
+			for p, x := range ra {
+				x *= rb[p]
+				s += x
+				sa += math.Abs(x)
+			}
+			r := float64(g.alpha) * s
+			mag := math.Abs(float64(g.alpha)) * sa
+			fused := 0.0
+			if g.fusedBlock > 0 {
+				fused = math.Abs(float64(g.alpha)) * fusedTerm(ra, rb, g.fusedBlock)
+			}
+			if g.c != nil {
+				r += float64(g.beta) * float64(g.c[i*g.n+j])
+				mag += math.Abs(float64(g.beta) * float64(g.c[i*g.n+j]))
+			}
+			if g.bias != nil {
+				r += float64(g.bias[j])
+				mag += math.Abs(float64(g.bias[j]))
+			}
+			if g.accumulate {
+				r += float64(g.dOld[i*g.n+j])
+				mag += math.Abs(float64(g.dOld[i*g.n+j]))
+			}
+			e := gamma*mag + fused + float64(g.k+8)*math.Ldexp(1, -149)
+			if g.accU > 0 {
+				nu := float64(g.k) * g.accU
+				e += nu / (1 - nu) * math.Abs(float64(g.alpha)) * sa
+			}
+			bound := e + uOut*(math.Abs(r)+e)
+			got := float64(gotGPU[i*g.n+j])
+			err := math.Abs(got - r)
+			if bound > 0 && err/bound > worst {
+				worst = err / bound
+			}
+			vsCPU := math.Abs(got - float64(gotCPU[i*g.n+j]))
+			if !(err <= bound) || !(vsCPU <= 2*bound) {
+				bad++
+				if first == "" {
+					first = fmt.Sprintf("D[%d,%d]: gpu %g, cpu %g, exact %g: |gpu-exact| %g (bound %g), |gpu-cpu| %g (bound %g)",
+						i, j, got, gotCPU[i*g.n+j], r, err, bound, vsCPU, 2*bound)
+				}
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d elements out of bound; first %s", what, bad, g.m*g.n, first)
+	}
+	return worst
+}
+
+type gemmEpilogue struct {
+	name       string
+	alpha      float32
+	beta       float32
+	c          string // "", "same" (C of D's dtype), "f32", "d" (C is D)
+	bias       host.DType
+	accumulate bool
+	// fused: the GPU may take the fused Hopper kernel (default dispatch); its
+	// bound adds the tensor core's block-sum error (fused_test.go). Otherwise
+	// the GPU GEMM runs with Exact set.
+	fusedBlock int
+}
+
+// runGPUGemm runs one GEMM on the CPU and on the GPU with the same operands
+// and epilogue and checks both against the exact result.
+func runGPUGemm(t *testing.T, what string, a, b gemmSide, ta, tb bool, out host.DType, ep gemmEpilogue, seed uint64) float64 {
+	t.Helper()
+	m, ka := a.rows, a.cols
+	if ta {
+		m, ka = ka, m
+	}
+	kb, n := b.rows, b.cols
+	if tb {
+		kb, n = n, kb
+	}
+	require.Equal(t, ka, kb)
+	k := ka
+	// The directions host.Gemm reads (TE's rule, spec §7.2).
+	dirA, dirB := host.DirRowwise, host.DirColumnwise
+	if ta {
+		dirA = host.DirColumnwise
+	}
+	if tb {
+		dirB = host.DirRowwise
+	}
+	av, bv := a.vals[dirA], b.vals[dirB]
+	ref := &gemmRef{m: int(m), n: int(n), k: int(k), alpha: ep.alpha, beta: ep.beta, accumulate: ep.accumulate, outDType: out, fusedBlock: ep.fusedBlock}
+	if a.fp8 != 0 && b.fp8 != 0 && !(a.fp8 == host.ElementE5M2 && b.fp8 == host.ElementE5M2) && m%16 == 0 && n%16 == 0 && k%16 == 0 {
+		ref.accU = math.Ldexp(1, -13) // the native FP8 path (cuda/gemm.cu)
+	}
+	if a.fp8block == 1 && b.fp8block != 0 && m%16 == 0 && n%16 == 0 && k%128 == 0 && (b.fp8block == 1 || (k/128)%4 == 0) {
+		ref.accU = math.Ldexp(1, -13) // FP8 block scaling in cuBLASLt: the same tensor cores
+	}
+	ref.opA, ref.opBt = make([]float64, m*k), make([]float64, n*k)
+	for i := int64(0); i < m; i++ {
+		for p := int64(0); p < k; p++ {
+			if ta {
+				ref.opA[i*k+p] = float64(av[p*a.cols+i])
+			} else {
+				ref.opA[i*k+p] = float64(av[i*a.cols+p])
+			}
+		}
+	}
+	for j := int64(0); j < n; j++ {
+		for p := int64(0); p < k; p++ {
+			if tb {
+				ref.opBt[j*k+p] = float64(bv[j*b.cols+p])
+			} else {
+				ref.opBt[j*k+p] = float64(bv[p*b.cols+j])
+			}
+		}
+	}
+	// D (old contents for accumulate), C and bias, the same on both devices.
+	dInit := input(t, out, "normal", m, n, seed+1)
+	ref.dOld = make([]float32, m*n)
+	host.LoadFloat32(dInit, 0, ref.dOld)
+	dCPU := hosttest.Tensor(t, out, m, n)
+	copy(dCPU.Bytes8(), dInit.Bytes8())
+	dGPU := toGPU(t, dInit)
+	argsCPU := &host.GemmArgs{A: a.cpu, B: b.cpu, Alpha: ep.alpha, D: dCPU, Accumulate: ep.accumulate}
+	argsGPU := &host.GemmArgs{A: a.gpu, B: b.gpu, Alpha: ep.alpha, D: dGPU, Accumulate: ep.accumulate, Exact: ep.fusedBlock == 0}
+	argsCPU.A.Trans, argsCPU.B.Trans, argsGPU.A.Trans, argsGPU.B.Trans = ta, tb, ta, tb
+	switch ep.c {
+	case "same", "f32":
+		dt := out
+		if ep.c == "f32" {
+			dt = host.Float32
+		}
+		c := input(t, dt, "normal", m, n, seed+2)
+		gc := toGPU(t, c)
+		argsCPU.C, argsGPU.C = &c, &gc
+		argsCPU.Beta, argsGPU.Beta = ep.beta, ep.beta
+		ref.c = make([]float32, m*n)
+		host.LoadFloat32(c, 0, ref.c)
+	case "d":
+		argsCPU.C, argsGPU.C = &argsCPU.D, &argsGPU.D
+		argsCPU.Beta, argsGPU.Beta = ep.beta, ep.beta
+		ref.c = ref.dOld
+	}
+	if ep.bias != host.DTypeInvalid {
+		bias := input(t, ep.bias, "normal", 1, n, seed+3)
+		bias.Shape = []int64{n}
+		gb := toGPU(t, bias)
+		argsCPU.Bias, argsGPU.Bias = &bias, &gb
+		ref.bias = make([]float32, n)
+		host.LoadFloat32(bias, 0, ref.bias)
+	}
+	require.NoError(t, host.Gemm(argsCPU), "%s: cpu", what)
+	require.NoError(t, host.Gemm(argsGPU), "%s: gpu", what)
+	gotGPU := make([]float32, m*n)
+	host.LoadFloat32(toCPU(t, dGPU), 0, gotGPU)
+	gotCPU := make([]float32, m*n)
+	host.LoadFloat32(dCPU, 0, gotCPU)
+	return ref.check(t, what, gotGPU, gotCPU)
+}
+
+// TestGemmMatchesCPU: every operand pair (formats, dense dtypes, a hybrid
+// tensor) × the four transposes × D in FP32/BF16/FP16, at an aligned shape
+// (the native FP8 path needs multiples of 16) and a ragged one (spec §14 item
+// 5: M, N, K not multiples of any block), against the exact product and the
+// CPU quant_gemm.
+func TestGemmMatchesCPU(t *testing.T) {
+	needGPU(t)
+	ops := gemmOperands()
+	// [64, 48, 512]: whole 128-blocks along K for the native FP8 block path.
+	shapes := [][3]int64{{64, 48, 160}, {45, 33, 77}, {64, 48, 512}}
+	for ai, oa := range ops {
+		for bi, ob := range ops {
+			t.Run(oa.name+" x "+ob.name, func(t *testing.T) {
+				worst := 0.0
+				for si, sh := range shapes {
+					m, n, k := sh[0], sh[1], sh[2]
+					for tr := 0; tr < 4; tr++ {
+						ta, tb := tr&1 != 0, tr&2 != 0
+						ar, ac := m, k
+						if ta {
+							ar, ac = k, m
+						}
+						br, bc := k, n
+						if tb {
+							br, bc = n, k
+						}
+						seed := uint64(ai*1000 + bi*10 + si*4 + tr)
+						a := makeGemmSide(t, oa, ar, ac, seed)
+						b := makeGemmSide(t, ob, br, bc, seed+500)
+						for _, out := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
+							what := fmt.Sprintf("%v transA=%v transB=%v d=%s", sh, ta, tb, out)
+							w := runGPUGemm(t, what, a, b, ta, tb, out, gemmEpilogue{alpha: 1}, seed)
+							worst = math.Max(worst, w)
+						}
+					}
+				}
+				t.Logf("largest |gpu-exact| / bound: %.3g", worst)
+			})
+		}
+	}
+}
+
+// TestGemmEpilogueMatchesCPU: alpha, beta with C of D's dtype, of another
+// dtype and C = D, bias, and accumulate, alone and together, for a few
+// operand pairs covering the three GPU paths (native FP8, expansion to
+// BF16, dense).
+func TestGemmEpilogueMatchesCPU(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	pairs := [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"mxfp8", "nvfp4"}, {"bf16", "bf16"}, {"fp32", "mxfp4"}, {"fp8_block 1x128", "fp8_block 128x128"}}
+	eps := []gemmEpilogue{
+		{name: "alpha", alpha: -0.75},
+		{name: "alpha beta C", alpha: 1.5, beta: 0.5, c: "same"},
+		{name: "beta C f32", alpha: 1, beta: -2, c: "f32"},
+		{name: "C is D", alpha: 0.5, beta: 0.25, c: "d"},
+		{name: "bias", alpha: 1, bias: host.BFloat16},
+		{name: "accumulate", alpha: 2, accumulate: true},
+		{name: "all", alpha: 0.5, beta: 3, c: "f32", bias: host.Float32, accumulate: true},
+		{name: "C is D accumulate bias", alpha: 1, beta: 1, c: "d", bias: host.Float16, accumulate: true},
+	}
+	for pi, pr := range pairs {
+		for _, sh := range [][3]int64{{64, 48, 160}, {45, 33, 77}, {64, 48, 512}} {
+			t.Run(fmt.Sprintf("%s x %s %v", pr[0], pr[1], sh), func(t *testing.T) {
+				m, n, k := sh[0], sh[1], sh[2]
+				a := makeGemmSide(t, byName[pr[0]], m, k, uint64(pi*7))
+				b := makeGemmSide(t, byName[pr[1]], n, k, uint64(pi*7+3))
+				for ei, ep := range eps {
+					for _, out := range []host.DType{host.Float32, host.BFloat16} {
+						runGPUGemm(t, ep.name+" d="+out.String(), a, b, false, true, out, ep, uint64(100*pi+ei))
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestGemmSupportTable: the loaded plugin's cuda entries say native or
+// emulated, with reasons, for the built-in formats.
+func TestGemmSupportTable(t *testing.T) {
+	needGPU(t)
+	for _, c := range []struct {
+		a, b  string
+		level host.GemmSupportLevel
+		says  string
+	}{
+		{"fp8", "fp8", host.GemmNative, "FP8 tensor cores"},
+		{"mxfp8", "nvfp4", host.GemmEmulated, "BF16"},
+		{"nvfp4", "nvfp4", host.GemmEmulated, "BF16"},
+		{"fp8_block", "fp8_block", host.GemmNative, "block scaling"},
+		{"identity", "identity", host.GemmNative, "cuBLASLt"},
+	} {
+		if _, err := host.LookupFormat(c.a); err != nil {
+			continue
+		}
+		s, err := host.QueryGemmSupport(gpu, c.a, c.b)
+		require.NoError(t, err)
+		require.Equal(t, c.level, s.Level, "%s x %s: %s", c.a, c.b, s.Reason)
+		require.Contains(t, s.Reason, c.says)
+	}
+}
