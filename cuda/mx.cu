@@ -479,53 +479,33 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, 
   }
 }
 
-// Launch variants (MINB, PREF) for the benchmark, as nvfp4.cu's:
-// LIBQUANT_MXFP4_VARIANT=1..4 for BF16 input; LIBQUANT_MXFP4_KERNEL=old keeps
-// the general kernel. Sub-tiles per CTA: 4, fewer where that would leave under
-// two CTAs per SM's worth of work.
+// The fast MXFP4 kernel's launch (16-bit input): 4 CTAs/SM (64 registers), no
+// prefetch: the fastest of the variants measured on the H100 (cudaperf run 3,
+// bench/RESULTS.md; the others were removed with their benchmark switches).
+// Sub-tiles per CTA: 4, fewer where that would leave under two CTAs per SM's
+// worth of work.
 template <typename T, bool ROW, bool COL>
-bool launch_mx4_fast(const MxParams &p, bool edge, cudaStream_t s) {
-  static int variant = -1, old = -1;
-  if (variant < 0) {
-    const char *e = getenv("LIBQUANT_MXFP4_VARIANT");
-    int v = e ? atoi(e) : 0;
-    variant = v >= 0 && v <= 4 ? v : 0;
-    e = getenv("LIBQUANT_MXFP4_KERNEL");
-    old = e != nullptr && strcmp(e, "old") == 0;
-  }
-  if (old) return false;
+void launch_mx4_fast(const MxParams &p, bool edge, cudaStream_t s) {
   int64_t tiles_r = ceil_div(p.m, kXR), tiles_c = ceil_div(p.k, kXC);
   int fs = 4;
   while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
   unsigned g = (unsigned)(ceil_div(tiles_r, fs) * tiles_c);
-  if (edge) {
-    mxfp4_fast_kernel<T, ROW, COL, 4, false, true><<<g, kThreads, 0, s>>>(p, fs);
-    return true;
-  }
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    switch (variant) {
-      case 1: mxfp4_fast_kernel<T, ROW, COL, 3, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 2: mxfp4_fast_kernel<T, ROW, COL, 4, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 3: mxfp4_fast_kernel<T, ROW, COL, 2, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 4: mxfp4_fast_kernel<T, ROW, COL, 5, false, false><<<g, kThreads, 0, s>>>(p, fs); return true;
-      default: break;
-    }
-  }
-  // Default (H100 run 3, 8192²): 4 CTAs/SM (64 registers), no prefetch.
-  mxfp4_fast_kernel<T, ROW, COL, 4, false, false><<<g, kThreads, 0, s>>>(p, fs);
-  return true;
+  if (edge) mxfp4_fast_kernel<T, ROW, COL, 4, false, true><<<g, kThreads, 0, s>>>(p, fs);
+  else mxfp4_fast_kernel<T, ROW, COL, 4, false, false><<<g, kThreads, 0, s>>>(p, fs);
 }
 
 // Launch policy, from the H100 measurements in bench/RESULTS.md: MXFP8 with
 // both directions runs a persistent grid (as many CTAs as fit walk all tiles,
 // prefetching: 88 % of copy against 73 % with one CTA per tile); one direction,
 // and MXFP4, run one CTA per tile (87-93 % and better for MXFP4). The kernel is
-// the same either way. LIBQUANT_CUDA_PERSISTENT=0 or 1 forces one policy, for
-// the benchmark.
+// the same either way.
 template <typename T, int EL, bool ROW, bool COL>
 void launch_mx3(const MxParams &p, bool edge, unsigned grid, cudaStream_t s) {
   if constexpr (EL == kE2M1 && sizeof(T) == 2) {
-    if (p.vec != kRowsScalar && launch_mx4_fast<T, ROW, COL>(p, edge || p.vec != kRowsAligned || p.m % 32 || p.k % 32, s)) return;
+    if (p.vec != kRowsScalar) {
+      launch_mx4_fast<T, ROW, COL>(p, edge || p.vec != kRowsAligned || p.m % 32 || p.k % 32, s);
+      return;
+    }
   }
   int64_t ntiles = grid;
   static int resident = 0;
@@ -537,9 +517,7 @@ void launch_mx3(const MxParams &p, bool edge, unsigned grid, cudaStream_t s) {
       per_sm = 2, sms = 132;
     resident = per_sm * sms;
   }
-  const char *env = getenv("LIBQUANT_CUDA_PERSISTENT");
   bool persistent = ROW && COL && EL != kE2M1 && !edge;  // the EDGE instance does not prefetch
-  if (env != nullptr && (env[0] == '0' || env[0] == '1')) persistent = env[0] == '1';
   int64_t cap = persistent ? resident : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
   if (edge) mx_quantize_kernel<T, EL, ROW, COL, true><<<g, kThreads, 0, s>>>(p, ntiles);
