@@ -45,6 +45,7 @@ __device__ __forceinline__ uint32_t mx_exponent(float amax, int floor) {
 struct ScaleOut {
   uint8_t *buf = nullptr;
   int64_t pad_i = 0, pad_j = 0;
+  int64_t ni = 0, nj = 0;  // the valid entries; the rest of pad_i × pad_j is 0 (plugins/mxfp8 zeroPadding)
   int j_major = 0, swizzled = 0;
   __device__ __forceinline__ int64_t index(int64_t i, int64_t j) const {
     if (swizzled) return swizzle_index(i, j, pad_j);
@@ -52,6 +53,26 @@ struct ScaleOut {
     return i * pad_j + j;
   }
 };
+
+// Zeroes the padding entries of s (rows ni..pad_i, then columns nj..pad_j of
+// the valid rows), spread over the grid: the quantize kernels do it instead
+// of a memset per call (host time per call, issue #15). Padding and valid
+// entries are distinct positions in every layout (the swizzle is a bijection).
+__device__ __forceinline__ void zero_scale_padding(const ScaleOut &s) {
+  if (s.buf == nullptr) return;
+  int64_t a = (s.pad_i - s.ni) * s.pad_j, w = s.pad_j - s.nj, n = a + s.ni * w;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    int64_t i, j;
+    if (idx < a) {
+      i = s.ni + idx / s.pad_j;
+      j = idx % s.pad_j;
+    } else {
+      i = (idx - a) / w;
+      j = s.nj + (idx - a) % w;
+    }
+    s.buf[s.index(i, j)] = 0;
+  }
+}
 
 struct MxParams {
   const void *in;
@@ -316,6 +337,9 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
   }
   if (COL) __syncthreads();  // the next tile reuses the shared arrays
   }
+  // Last, where no tile's registers are live any more.
+  zero_scale_padding(p.row_s);
+  zero_scale_padding(p.col_s);
 }
 
 // ---------------------------------------------------------------------------
@@ -566,6 +590,8 @@ void scale_geom(const MxGeom &g, bool colwise, int64_t m, int64_t k, int swizzle
   *nj = colwise ? ceil_div(m, 32) : ceil_div(k, 32);
   s->pad_i = pad_to(*ni, 128);
   s->pad_j = pad_to(*nj, 4);
+  s->ni = *ni;
+  s->nj = *nj;
   s->j_major = colwise && !g.packed;
   s->swizzled = swizzled;
 }
@@ -578,13 +604,12 @@ int32_t mx_dir(const quant_plugin_storage &st, const MxGeom &g, bool colwise, in
                int64_t *pitch, ScaleOut *s, bool *padded, quant_plugin_error *err) {
   int64_t ni, nj;
   scale_geom(g, colwise, m, k, swizzled, s, &ni, &nj);
-  const char *dir = colwise ? "columnwise" : "rowwise";
-  char what[64];
-  snprintf(what, sizeof what, "%s data", dir);
+  // Constant names, not snprintf on every call (host time per call, issue #15).
+  const char *what = colwise ? "columnwise data" : "rowwise data";
   int64_t rows = g.packed && colwise ? k : m, cols = g.packed ? ceil_div(colwise ? m : k, 2) : k;
   LQ_TRY(row_pitch(st, QUANT_BUFFER_DATA, what, rows, cols, pitch, err));
   LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, rows * *pitch, (void **)data, err));
-  snprintf(what, sizeof what, "%s scale_inv", dir);
+  what = colwise ? "columnwise scale_inv" : "rowwise scale_inv";
   LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, s->pad_i * s->pad_j, (void **)&s->buf, err));
   *padded = s->pad_i != ni || s->pad_j != nj;
   return QUANT_OK;
@@ -663,9 +688,14 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
     LQ_TRY(mx_dir(a->out[1], g, true, m, k, a->params->gemm_swizzled_scales, &p.col, &p.col_pitch, &p.col_s, &padded[1], err));
   if (p.row == nullptr && p.col == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
   // Padding scales are 0 (plugins/mxfp8 zeroPadding), and so are the bytes of
-  // a padded row pitch; the kernel writes the rest.
-  if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
-  if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
+  // a padded row pitch; the kernel writes the rest. mx_quantize_kernel zeroes
+  // the scale padding itself (no memset per call); the fast MXFP4 kernel,
+  // capped at 64 registers, would spill with that loop, so it keeps the memset.
+  p.vec = row_load_mode(a->input.data, k, in_size(t));
+  if (g.el == kE2M1 && t != InType::F32 && p.vec != kRowsScalar) {
+    if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
+    if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
+  }
   if (p.row && p.row_pitch != (g.packed ? ceil_div(k, 2) : k))
     LQ_CUDA(cudaMemsetAsync(p.row, 0, m * p.row_pitch, s), "zeroing the rowwise row padding");
   if (p.col && p.col_pitch != (g.packed ? ceil_div(m, 2) : k))
@@ -673,7 +703,6 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
   int64_t tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
   if (tiles == 0) return QUANT_OK;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
-  p.vec = row_load_mode(a->input.data, k, in_size(t));
   // The aligned instance: whole 32-row blocks, rows of 8-element groups that
   // vector loads and stores reach (the buffers of the layout, unpadded).
   const bool edge = !(m % 32 == 0 && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
