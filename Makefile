@@ -14,7 +14,7 @@ LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp goplugins test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check plugins test-cuda-host
+.PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check plugins test-cuda-host
 
 all: demo
 
@@ -251,3 +251,16 @@ test-python: $(LIB) venv plugins
 
 clean:
 	rm -rf $(BUILD)
+
+# Host time per quantize call from C (issue #15): against the fake CUDA plugin
+# here (libquant's own share), against libquant_cuda.so on a GPU machine:
+#   build/bench_dispatch build/libquant_cuda.so libcudart.so.13
+bench-dispatch: $(BUILD)/bench_dispatch $(BUILD)/libquant_fake_cuda.so
+	$(BUILD)/bench_dispatch $(BUILD)/libquant_fake_cuda.so
+
+$(BUILD)/bench_dispatch: examples/c/bench_dispatch.c $(LIB)
+	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -ldl -o $@
+
+$(BUILD)/libquant_fake_cuda.so: native/fakecuda/testdata/fake_cuda.c include/quant_plugin.h include/quant.h
+	@mkdir -p $(BUILD)
+	$(CC) $(PLUGIN_CFLAGS) $< -o $@

@@ -47,6 +47,7 @@ from libquant._lib import quant_plugin_info as PluginInfo  # noqa: E402
 from libquant._lib import quant_plugin_kernel_info as PluginKernelInfo  # noqa: E402
 from libquant._lib import quant_quantize_options as Options  # noqa: E402
 from libquant._lib import quant_quantizer_config as Config  # noqa: E402
+from libquant._lib import quant_quantize_grouped_args as GroupedArgs  # noqa: E402
 
 
 class Lib:
@@ -110,13 +111,33 @@ class Prepared:
             self.bufs.append((d.direction, d.kind, b))
             dls[i] = dl_from_torch(b, dtype=d.dtype, shape=list(d.shape)[:d.ndim])
             self.out_bytes += d.nbytes
+        self.extra = []
         self.t = C.c_void_p()
         lib.check(lib.quant_qtensor_from_buffers(self.q, sh, 2, dls, C.c_size_t(n.value), C.byref(self.t)), "from_buffers")
 
     def run(self, x_dl, opts):
         self.lib.check(self.lib.quant_quantize_into(self.q, C.byref(x_dl), C.byref(opts), self.t), "quantize_into")
 
+    def add_tensor(self, shape, device):
+        """Another quantized tensor of this quantizer over torch buffers (a group member)."""
+        sh = (C.c_int64 * 2)(*shape)
+        n = C.c_size_t()
+        self.lib.check(self.lib.quant_quantizer_layout(self.q, sh, 2, None, C.c_size_t(0), C.byref(n)), "layout")
+        descs = (BufferDesc * n.value)()
+        self.lib.check(self.lib.quant_quantizer_layout(self.q, sh, 2, descs, C.c_size_t(n.value), C.byref(n)), "layout")
+        dls = (DLTensor * n.value)()
+        for i, d in enumerate(descs):
+            b = torch.empty(d.nbytes, dtype=torch.uint8, device=device)
+            self.bufs.append((d.direction, d.kind, b))
+            dls[i] = dl_from_torch(b, dtype=d.dtype, shape=list(d.shape)[:d.ndim])
+        t = C.c_void_p()
+        self.lib.check(self.lib.quant_qtensor_from_buffers(self.q, sh, 2, dls, C.c_size_t(n.value), C.byref(t)), "from_buffers")
+        self.extra.append(t)
+        return t
+
     def free(self):
+        for t in getattr(self, "extra", []):
+            self.lib.quant_qtensor_free(t)
         self.lib.quant_qtensor_free(self.t)
         self.lib.quant_quantizer_free(self.q)
 
@@ -133,8 +154,6 @@ FORMATS = [
     ("fp8 current e4m3", "fp8", {}, 1),
     ("fp8 delayed e4m3", "fp8", {"scaling": 1}, 0),
     ("mxfp8 e4m3", "mxfp8", {}, 0),
-    ("mxfp8 e4m3 one CTA per tile", "mxfp8", {"_env": ("LIBQUANT_CUDA_PERSISTENT", "0")}, 0),
-    ("mxfp8 e4m3 persistent", "mxfp8", {"_env": ("LIBQUANT_CUDA_PERSISTENT", "1")}, 0),
     ("mxfp8 e4m3 swizzled", "mxfp8", {"gemm_swizzled_scales": 1}, 0),
     ("mxfp4", "mxfp4", {}, 0),
     ("nvfp4 1x16", "nvfp4", {}, 1),
@@ -169,20 +188,31 @@ def served_formats(lib):
 # Timing
 # ---------------------------------------------------------------------------
 
-def time_gpu(fn, iters=50, warmup=5):
-    """Median milliseconds of fn() between CUDA events, one pair per run."""
+def time_gpu(fn, iters=50, warmup=5, min_ms=0.2):
+    """Median milliseconds per fn() call between CUDA events. A sample holds
+    enough back-to-back calls to keep the GPU busy for about min_ms, so that
+    for short kernels the host's enqueue time (several us per call) does not
+    open gaps between them inside the events: what is measured is the time per
+    call in a stream of calls, the bandwidth a training loop sees."""
     for i in range(warmup):
         fn(i)
     torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn(0)
+    e.record()
+    torch.cuda.synchronize()
+    reps = max(1, min(20, int(min_ms / max(s.elapsed_time(e), 1e-3) + 0.999)))
     times = []
     for i in range(iters):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        fn(i)
+        for j in range(reps):
+            fn(i * reps + j)
         e.record()
         times.append((s, e))
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in times)
+    return statistics.median(s.elapsed_time(e) for s, e in times) / reps
 
 
 def copy_bandwidth():
@@ -336,11 +366,6 @@ def main():
         if wanted and name not in wanted:
             continue
         fields = dict(fields)
-        env = fields.pop("_env", None)
-        if env:
-            os.environ[env[0]] = env[1]
-        else:
-            os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
         if fmt not in served:
             print("%-24s not served by the CUDA plugin: skipped" % name)
             continue
@@ -390,13 +415,48 @@ def main():
                 print(fmt_row(row), flush=True)
             del xs
 
+    # MoE batch: 64 expert tensors of 256x7168 through one quant_quantize_grouped
+    # call, next to 64 quant_quantize_into calls (one launch for the group where
+    # the plugin has a grouped kernel, fp8_block; one per tensor otherwise).
+    moe = []
+    moe_g, moe_shape = 64, (256, 7168)
+    if not args.quick:
+        for name, fmt, fields, amax_reads in FORMATS:
+            if (wanted and name not in wanted) or fmt not in served:
+                continue
+            xs = [torch.randn(*moe_shape, dtype=torch.bfloat16, device="cuda") for _ in range(moe_g)]
+            dls = (DLTensor * moe_g)(*[dl_from_torch(x) for x in xs])
+            in_bytes = moe_g * xs[0].numel() * 2
+            for uname, usage in USAGES:
+                row = {"format": name, "usage": uname}
+                try:
+                    p = Prepared(lib, config(fmt, usage, **fields), moe_shape, "cuda")
+                    outs = (C.c_void_p * moe_g)(p.t.value, *[p.add_tensor(moe_shape, "cuda").value for _ in range(moe_g - 1)])
+                    ga = GroupedArgs(C.sizeof(GroupedArgs), moe_g, dls, outs, C.c_void_p(stream))
+                    out_bytes = sum(b.numel() for _, _, b in p.bufs)
+                    ms = time_gpu(lambda i: lib.check(lib.quant_quantize_grouped(p.q, C.byref(ga)), "grouped"), iters=20)
+                    opts = Options(C.sizeof(Options), C.c_void_p(stream), None, 0)
+
+                    def loop(i):
+                        for j in range(moe_g):
+                            lib.check(lib.quant_quantize_into(p.q, C.byref(dls[j]), C.byref(opts), C.c_void_p(outs[j])), "into")
+                    loop_ms = time_gpu(loop, iters=10)
+                    gbs = (in_bytes + out_bytes) / (ms * 1e-3) / 1e9
+                    row.update(ms=ms, loop_ms=loop_ms, gbs=gbs, copy_frac=gbs / copy_bw)
+                    if amax_reads:
+                        row["two_read_frac"] = (in_bytes + out_bytes + amax_reads * in_bytes) / (ms * 1e-3) / 1e9 / copy_bw
+                    p.free()
+                except Exception as e:  # noqa: BLE001
+                    row["error"] = str(e)
+                moe.append(row)
+                print("MoE %dx%s %-24s %-10s %s" % (moe_g, moe_shape, name, uname, row), flush=True)
+            del xs, dls
+
     # Host overhead per call on a small shape (enqueue time, no sync), against
     # an empty ctypes call into libquant.
     overhead = {}
-    os.environ.pop("LIBQUANT_CUDA_PERSISTENT", None)
     for name, fmt, fields, _ in FORMATS:
-        fields = {k: v for k, v in fields.items() if not k.startswith("_")}
-        if fmt not in served or name not in ("fp8 current e4m3", "mxfp8 e4m3", "nvfp4 1x16", "fp8 delayed e4m3"):
+        if fmt not in served or name not in ("fp8 current e4m3", "mxfp8 e4m3", "nvfp4 1x16", "fp8 delayed e4m3", "mxfp4", "fp8_block 1x128"):
             continue
         if wanted and name not in wanted:
             continue
@@ -404,18 +464,26 @@ def main():
         p = Prepared(lib, config(fmt, BOTH, **fields), (128, 256), "cuda")
         xd = dl_from_torch(x)
         opts = Options(C.sizeof(Options), C.c_void_p(stream), None, 0)
+        # The call as a binding makes it: a ctypes function with its argtypes
+        # declared, arguments built once, the status checked (no per-call
+        # attribute lookups or byref objects in the harness).
+        fn = C.CFUNCTYPE(C.c_int32, C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p)(("quant_quantize_into", lib.l))
+        call_args = (p.q.value, C.addressof(xd), C.addressof(opts), p.t.value)
         for _ in range(100):
             p.run(xd, opts)
         torch.cuda.synchronize()
-        n = 2000
+        n = 5000
         t0 = time.perf_counter()
         for _ in range(n):
-            p.run(xd, opts)
+            st = fn(*call_args)
+            if st:
+                lib.check(st, "quantize_into")
         t1 = time.perf_counter()
         torch.cuda.synchronize()
+        empty = C.CFUNCTYPE(C.c_uint32)(("quant_abi_version", lib.l))
         t2 = time.perf_counter()
         for _ in range(n):
-            lib.quant_abi_version()
+            empty()
         t3 = time.perf_counter()
         overhead[name] = ((t1 - t0) / n * 1e6, (t3 - t2) / n * 1e6)
         p.free()
@@ -429,7 +497,16 @@ def main():
             r["shape"], r["format"], r["usage"], r.get("exact"), f2(r.get("ms"), 3), f2(r.get("gbs"), 0),
             pct(r.get("copy_frac")), pct(r.get("two_read_frac")), f2(r.get("amax_ms"), 3), f2(r.get("torch_compile_ms"), 3),
             ("%.1fx" % r["speedup_vs_compile"]) if r.get("speedup_vs_compile") else r.get("error", r.get("torch_compile_error", ""))[:60]))
-    lines += ["", "Host time per quant_quantize_into call, 128x256 BF16, both directions (enqueue only, via ctypes):", ""]
+    if moe:
+        lines += ["", "MoE batch: %d tensors of %dx%d BF16, one quant_quantize_grouped call against %d quant_quantize_into calls:" % (
+            moe_g, moe_shape[0], moe_shape[1], moe_g), "",
+            "| format | usage | grouped ms | GB/s | of copy | of two-read bound | %d calls ms |" % moe_g,
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in moe:
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (r["format"], r["usage"], f2(r.get("ms"), 3), f2(r.get("gbs"), 0),
+                                                              pct(r.get("copy_frac")), pct(r.get("two_read_frac")),
+                                                              f2(r.get("loop_ms"), 3) if "loop_ms" in r else r.get("error", "")[:60]))
+    lines += ["", "Host time per quant_quantize_into call, 128x256 BF16, both directions (enqueue only, via ctypes, argtypes declared):", ""]
     for name, (us, base) in overhead.items():
         lines.append("- %s: %.1f us per call (an empty ctypes call into libquant: %.1f us)" % (name, us, base))
     text = "\n".join(lines)
@@ -439,7 +516,7 @@ def main():
     with open(os.path.join(args.out, "bench_gpu.md"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(args.out, "bench_gpu.json"), "w") as f:
-        json.dump({"device": dev, "date": date, "copy_gbs": copy_bw, "rows": rows,
+        json.dump({"device": dev, "date": date, "copy_gbs": copy_bw, "rows": rows, "moe": moe,
                    "overhead_us": overhead, "command": " ".join(sys.argv)}, f, indent=1, default=str)
 
 

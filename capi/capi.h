@@ -17,6 +17,7 @@ typedef const quant_quantizer capi_const_quantizer;
 typedef const quant_qtensor capi_const_qtensor;
 typedef const quant_quantizer_config capi_const_config;
 typedef const quant_quantize_options capi_const_options;
+typedef const quant_quantize_grouped_args capi_const_grouped_args;
 typedef const quant_dequantize_options capi_const_dequantize_options;
 typedef const int64_t capi_const_int64;
 typedef const float capi_const_float;

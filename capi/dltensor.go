@@ -82,6 +82,17 @@ func dlDeviceOf(d host.Device) C.DLDevice {
 // 1..8, non-negative dims whose byte size fits in int64, a supported dtype and
 // device, data non-NULL unless empty, and row-major contiguous strides.
 func tensorFromDL(arg string, p unsafe.Pointer) (host.Tensor, error) {
+	return tensorFromDLShape(arg, p, true)
+}
+
+// tensorFromDLView is tensorFromDL whose Shape is the caller's own array, not
+// a copy: for arguments the host only reads during the call (a quantize's
+// input), so that the call allocates nothing (issue #15).
+func tensorFromDLView(arg string, p unsafe.Pointer) (host.Tensor, error) {
+	return tensorFromDLShape(arg, p, false)
+}
+
+func tensorFromDLShape(arg string, p unsafe.Pointer, copyShape bool) (host.Tensor, error) {
 	if p == nil {
 		return host.Tensor{}, invalid("%s: is NULL", arg)
 	}
@@ -101,8 +112,10 @@ func tensorFromDL(arg string, p unsafe.Pointer) (host.Tensor, error) {
 	if t.shape == nil {
 		return host.Tensor{}, invalid("%s: shape is NULL", arg)
 	}
-	shape := make([]int64, nd)
-	copy(shape, unsafe.Slice((*int64)(unsafe.Pointer(t.shape)), nd))
+	shape := unsafe.Slice((*int64)(unsafe.Pointer(t.shape)), nd)
+	if copyShape {
+		shape = append([]int64(nil), shape...)
+	}
 	if err := host.CheckShape(arg, shape, dt.Size()); err != nil {
 		return host.Tensor{}, err
 	}

@@ -247,7 +247,7 @@ func quant_quantize_into(q *C.quant_quantizer, input *C.capi_const_DLTensor, opt
 		if err != nil {
 			return err
 		}
-		in, err := tensorFromDL("input", unsafe.Pointer(input))
+		in, err := tensorFromDLView("input", unsafe.Pointer(input))
 		if err != nil {
 			return err
 		}
@@ -256,6 +256,49 @@ func quant_quantize_into(q *C.quant_quantizer, input *C.capi_const_DLTensor, opt
 			return err
 		}
 		return e.q.QuantizeInto(in, opts, d.t)
+	})
+}
+
+// maxGroup bounds a grouped quantize's count, so that garbage is caught.
+const maxGroup = 1 << 16
+
+//export quant_quantize_grouped
+func quant_quantize_grouped(q *C.quant_quantizer, args *C.capi_const_grouped_args) C.quant_status {
+	return call("quant_quantize_grouped", func() error {
+		e, err := getQuantizer(q, "quantizer")
+		if err != nil {
+			return err
+		}
+		var a C.quant_quantize_grouped_args
+		if err := readStruct("args", unsafe.Pointer(args), unsafe.Pointer(&a), unsafe.Sizeof(a), unsafe.Sizeof(a)); err != nil {
+			return err
+		}
+		n := int(a.count)
+		switch {
+		case a.count == 0:
+			return invalid("args.count: is 0 (want at least one tensor)")
+		case a.count > maxGroup:
+			return invalid("args.count: %d is more than %d tensors", a.count, maxGroup)
+		case a.inputs == nil:
+			return invalid("args.inputs: is NULL with count %d", n)
+		case a.outputs == nil:
+			return invalid("args.outputs: is NULL with count %d", n)
+		}
+		ins := make([]host.Tensor, n)
+		dsts := make([]*host.QTensor, n)
+		outs := unsafe.Slice((**C.quant_qtensor)(unsafe.Pointer(a.outputs)), n)
+		for i := 0; i < n; i++ {
+			p := unsafe.Add(unsafe.Pointer(a.inputs), uintptr(i)*unsafe.Sizeof(C.DLTensor{}))
+			if ins[i], err = tensorFromDLView(fmt.Sprintf("args.inputs[%d]", i), p); err != nil {
+				return err
+			}
+			d, err := getQTensorPtr(unsafe.Pointer(outs[i]), fmt.Sprintf("args.outputs[%d]", i))
+			if err != nil {
+				return err
+			}
+			dsts[i] = d.t
+		}
+		return e.q.QuantizeGrouped(ins, dsts, host.QuantizeOptions{Stream: uintptr(a.stream)})
 	})
 }
 
@@ -479,6 +522,9 @@ func quant_delayed_scaling_state(q *C.capi_const_quantizer, direction C.uint32_t
 		}
 		ds, err := e.q.DelayedState(dir)
 		if err != nil {
+			return err
+		}
+		if err := ds.Fetch(); err != nil {
 			return err
 		}
 		if scale != nil {

@@ -19,7 +19,7 @@ import (
 // which turns a double free, a use after free or a foreign pointer into an
 // error instead of a crash.
 var handles = struct {
-	sync.Mutex
+	sync.RWMutex
 	live map[uintptr]struct{}
 }{live: map[uintptr]struct{}{}}
 
@@ -33,9 +33,9 @@ func newHandle(v any) uintptr {
 
 func lookupHandle(p unsafe.Pointer) (any, bool) {
 	h := uintptr(p)
-	handles.Lock()
+	handles.RLock()
 	_, ok := handles.live[h]
-	handles.Unlock()
+	handles.RUnlock()
 	if !ok {
 		return nil, false
 	}

@@ -748,6 +748,35 @@ inline int grid_cap() {
   return sms * 8;
 }
 
+// dst[c][r] = src[r][c] for bytes: [m, k] -> [k, m], through 32×32 tiles in
+// shared memory (fp8 and fp8_block update_usage). A template so that each
+// file that launches it gets one copy and the others none.
+template <typename Byte>
+__global__ void transpose_bytes_kernel(const Byte *__restrict__ src, Byte *dst, int64_t m, int64_t k) {
+  __shared__ Byte t[32][33];
+  int64_t tiles_k = (k + 31) / 32;
+  int64_t k0 = (int64_t)(blockIdx.x % tiles_k) * 32, m0 = (int64_t)(blockIdx.x / tiles_k) * 32;
+  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+    int64_t mm = m0 + j, kk = k0 + threadIdx.x;
+    if (mm < m && kk < k) t[j][threadIdx.x] = src[mm * k + kk];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+    int64_t kk = k0 + j, mm = m0 + threadIdx.x;
+    if (kk < k && mm < m) dst[kk * m + mm] = t[threadIdx.x][j];
+  }
+}
+
+// Launches transpose_bytes_kernel over an [m, k] byte matrix (nothing when empty).
+template <typename Byte>
+int32_t transpose_bytes(const Byte *src, Byte *dst, int64_t m, int64_t k, cudaStream_t s, quant_plugin_error *err) {
+  int64_t tiles = ((m + 31) / 32) * ((k + 31) / 32);
+  if (tiles == 0) return QUANT_OK;
+  transpose_bytes_kernel<Byte><<<(unsigned)tiles, dim3(32, 8), 0, s>>>(src, dst, m, k);
+  LQ_LAUNCHED("byte transpose kernel launch");
+  return QUANT_OK;
+}
+
 // The global amax (max |x|, NaN ignored) of a 2-D input into *out (device),
 // which it zeroes first (fp8_tensor.cu).
 int32_t global_amax(const quant_plugin_tensor &in, InType t, float *out, cudaStream_t s, quant_plugin_error *err);
@@ -760,11 +789,14 @@ int32_t lq_fp8_amax(const quant_plugin_amax_args *a, quant_plugin_error *err);
 int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
 int32_t lq_fp8_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_fp8_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
+int32_t lq_fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err);
+int32_t lq_fp8_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err);
 int32_t lq_global_amax(const quant_plugin_amax_args *a, quant_plugin_error *err);
 int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
 int32_t lq_mx_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_mx_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err);
 int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
+int32_t lq_block_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err);
 int32_t lq_block_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_block_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
 int32_t lq_nvfp4_amax(const quant_plugin_amax_args *a, quant_plugin_error *err);

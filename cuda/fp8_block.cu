@@ -7,21 +7,25 @@
 //	scale     = ScaleFromAmax(amax, 448, pow2 = !fp32_scales, amax_epsilon, max of the input dtype)
 //	scale_inv = fl32(1/scale);  q = RNE_sat_e4m3(fl32(x · scale))
 //
-// One pass: each CTA reads a 128×128 tile once into registers and writes both
+// One pass: a resident grid of CTAs walks the 128×128 tiles, prefetching the
+// next tile into shared memory while it casts the current one and writes both
 // directions; the columnwise amaxes and the transposed codes go through shared
 // memory.
 #include <float.h>
+
+#include <mutex>
 
 #include "common.cuh"
 
 namespace lq {
 namespace {
 
-constexpr int kThreads = 256, kTile = 128, kQStride = kTile + 4;
+constexpr int kThreads = 256, kTile = 128;
 
 struct BlockScales {
   float *buf = nullptr;
   int64_t stride = 0;  // buffer row length (a multiple of 4)
+  int64_t valid = 0;   // entries of a row the layout uses; the rest, up to stride, are 0 (zeroPadding)
   int two_d = 0;
   // 1D: (i = data row, j = block) at j*stride + i; 2D: (i, j) tile at i*stride + j.
   __device__ __forceinline__ int64_t index(int64_t i, int64_t j) const { return two_d ? i * stride + j : j * stride + i; }
@@ -41,18 +45,114 @@ __device__ __forceinline__ void block_scale(const BlockParams &p, uint32_t amax_
   *scale_inv = __frcp_rn(*scale);
 }
 
-// Thread t holds rows 8·(t/16) .. +7 and columns 8·(t%16) .. +7 of the tile.
-template <typename T, bool ROW, bool COL, bool TWO_D>
-__global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
-  __shared__ uint32_t part[kThreads / 16][kTile];
-  __shared__ float colscale[kTile];
-  __shared__ uint8_t qt[COL ? kTile : 1][kQStride];
-  __shared__ uint32_t red[kThreads / 32];
+// 16-byte asynchronous copies global -> shared (cp.async, sm_80+), so that the
+// next tile's loads are in flight while this one is computed and stored.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
+
+// Thread t holds rows 8·(t/16) .. +7 and columns 8·(t%16) .. +7 of a tile.
+__device__ __forceinline__ bool tile_full(const BlockParams &p, int64_t tile, int64_t tiles_c) {
+  return p.vec && (tile / tiles_c) * kTile + kTile <= p.m && (tile % tiles_c) * kTile + kTile <= p.k;
+}
+
+// Starts the copy of the thread's own 8×8 piece of a full tile into stage
+// (row-major 128×128): the thread later reads exactly what it copied, so its
+// own cp.async.wait is the only ordering needed, and a stage is rewritten
+// only by the thread that read it.
+template <typename T>
+__device__ __forceinline__ void prefetch_piece(const BlockParams &p, int64_t tile, int64_t tiles_c, T *stage) {
   const T *x = (const T *)p.in;
-  int64_t tiles_c = (p.k + kTile - 1) / kTile;
-  int64_t tr = blockIdx.x / tiles_c, tc = blockIdx.x % tiles_c;
+  int64_t r0 = (tile / tiles_c) * kTile, c0 = (tile % tiles_c) * kTile;
+  int g = threadIdx.x / 16, ch = threadIdx.x % 16;
+  constexpr int kPer16 = 16 / sizeof(T);
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    int row = 8 * g + i;
+    const T *src = x + (r0 + row) * p.k + c0 + 8 * ch;
+    T *dst = stage + row * kTile + 8 * ch;
+#pragma unroll
+    for (int c = 0; c < 8 / kPer16; c++) cp_async16(dst + c * kPer16, src + c * kPer16);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void load8_shared(const T *p, float (&v)[8]) {
+  if constexpr (sizeof(T) == 2) {
+    uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const T *h = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = to_f32(h[i]);
+  } else {
+    float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  }
+}
+
+// Bank-conflict-free shared-memory positions. The column partial maxima:
+// writers (16 lanes, columns 8ch+e, fixed e) would all hit 4 banks at stride 8
+// without the pad word per 32. The transposed codes: writers store 8 bytes
+// at row 8ch+e, word 2g; readers load 16 bytes of 4 consecutive rows; the
+// XOR of the word with 2·(c/8 mod 16) spreads the writers over all banks and
+// that with 8·(c mod 4) the readers (it keeps 8-byte pairs and 16-byte
+// groups whole: a group comes back with its two halves swapped when bit 1 of
+// the swizzle is set).
+__device__ __forceinline__ int part_index(int c) { return c + (c >> 5); }
+__device__ __forceinline__ int qt_swizzle(int c) { return (2 * ((c >> 3) & 15)) ^ (8 * (c & 3)); }
+
+// The columnwise scratch of one tile. It lives in the tile's own input stage,
+// which every thread has read into registers by then (a barrier separates
+// the two), so that three stages fit where two and a separate scratch did.
+struct BlockScratch {
+  uint32_t part[kThreads / 16][kTile + 4];  // at part_index(column): one pad word per 32
+  uint32_t qt[kTile][kTile / 4];            // codes of column c, rows 4w..4w+3, at word w ^ qt_swizzle(c)
+};
+
+// The rest of one CTA's shared memory.
+struct BlockShared {
+  float colscale[kTile];
+  uint32_t red[kThreads / 32];
+};
+
+// Input stages per CTA: the tile being cast and the next two in flight (ncu,
+// H100 run 3: with two stages, 2 CTAs per SM kept DRAM at 68 % busy; the
+// memory pipes were waiting on loads issued too late, not saturated).
+constexpr int kStages = 3;
+
+// Stage bytes per tile of input type T.
+template <typename T>
+__host__ __device__ constexpr size_t stage_bytes() { return (size_t)kTile * kTile * sizeof(T); }
+template <typename T>
+__host__ __device__ constexpr size_t block_smem() { return kStages * stage_bytes<T>() + sizeof(BlockShared); }
+static_assert(sizeof(BlockScratch) <= (size_t)kTile * kTile * 2, "the scratch must fit in a 16-bit input stage");
+
+__device__ __forceinline__ void zero_pad(const BlockScales &s, int64_t row) {
+  if (row < 0) return;
+  for (int64_t j = s.valid; j < s.stride; j++) s.buf[row * s.stride + j] = 0.0f;
+}
+
+// One tile: the thread's 8×8 values come from the prefetched stage (full
+// tiles) or straight from global memory with zeros outside the tensor.
+template <typename T, bool ROW, bool COL, bool TWO_D>
+__device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, int64_t tiles_c, const T *stage, BlockScratch &scr,
+                                           BlockShared &sh) {
+  const T *x = (const T *)p.in;
+  int64_t tr = tile / tiles_c, tc = tile % tiles_c;
   int64_t r0 = tr * kTile, c0 = tc * kTile;
-  bool full = p.vec && r0 + kTile <= p.m && c0 + kTile <= p.k;
+  bool full = stage != nullptr;
+  if (threadIdx.x == 0) {
+    // The padding of each scale row (at most 3 entries past valid) is zeroed
+    // by the one tile that writes the row's last entry, instead of a 2-D
+    // memset per call: rows run along k for rowwise 2-D and columnwise 1-D
+    // scales, along m for the other two.
+    bool last_c = tc == tiles_c - 1, last_r = r0 + kTile >= p.m;
+    if (ROW) zero_pad(p.row_s, TWO_D ? (last_c ? tr : -1) : (last_r ? tc : -1));
+    if (COL) zero_pad(p.col_s, TWO_D ? (last_r ? tc : -1) : (last_c ? tr : -1));
+  }
   int g = threadIdx.x / 16, ch = threadIdx.x % 16;
   int64_t gc = c0 + 8 * ch;
   float v[8][8];
@@ -60,12 +160,13 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
   for (int i = 0; i < 8; i++) {
     int64_t r = r0 + 8 * g + i;
     if (full) {
-      load8<T, true>(x + r * p.k + gc, v[i]);
+      load8_shared<T>(stage + (8 * g + i) * kTile + 8 * ch, v[i]);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; e++) v[i][e] = (r < p.m && gc + e < p.k) ? to_f32(x[r * p.k + gc + e]) : 0.0f;
     }
   }
+  if (COL) __syncthreads();  // every piece is in registers: the stage becomes scratch
   float rs[8], rsi[8];  // per-row (1D) or tile (2D) scale
   if (TWO_D) {
     float mf = 0.0f;
@@ -74,11 +175,11 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
 #pragma unroll
       for (int e = 0; e < 8; e++) mf = amax_f(mf, v[i][e]);
     uint32_t m = warp_max(__float_as_uint(mf));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = m;
     __syncthreads();
-    m = red[0];
+    m = sh.red[0];
 #pragma unroll
-    for (int w = 1; w < kThreads / 32; w++) m = max(m, red[w]);
+    for (int w = 1; w < kThreads / 32; w++) m = max(m, sh.red[w]);
     float s, si;
     block_scale(p, m, &s, &si);
 #pragma unroll
@@ -127,29 +228,27 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
 #pragma unroll
       for (int e = 0; e < 8; e++) cs[e] = rs[0];
     } else {
-      uint32_t pm[8];
 #pragma unroll
       for (int e = 0; e < 8; e++) {
         float mf = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; i++) mf = amax_f(mf, v[i][e]);
-        pm[e] = __float_as_uint(mf);
-        part[g][8 * ch + e] = pm[e];
+        scr.part[g][part_index(8 * ch + e)] = __float_as_uint(mf);
       }
       __syncthreads();
       if (threadIdx.x < kTile) {
         int c = threadIdx.x;
-        uint32_t m = part[0][c];
+        uint32_t m = scr.part[0][part_index(c)];
 #pragma unroll
-        for (int j = 1; j < kThreads / 16; j++) m = max(m, part[j][c]);
+        for (int j = 1; j < kThreads / 16; j++) m = max(m, scr.part[j][part_index(c)]);
         float s, si;
         block_scale(p, m, &s, &si);
-        colscale[c] = s;
+        sh.colscale[c] = s;
         if (c0 + c < p.k) p.col_s.buf[p.col_s.index(c0 + c, tr)] = si;
       }
       __syncthreads();
 #pragma unroll
-      for (int e = 0; e < 8; e++) cs[e] = colscale[8 * ch + e];
+      for (int e = 0; e < 8; e++) cs[e] = sh.colscale[8 * ch + e];
     }
     // Codes of column 8ch+e, rows 8g..8g+7, into qt[column][row].
 #pragma unroll
@@ -157,9 +256,8 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
       uint32_t w[4];
 #pragma unroll
       for (int j = 0; j < 4; j++) w[j] = fp8x2<Fp8::E4M3>(__fmul_rn(v[2 * j][e], cs[e]), __fmul_rn(v[2 * j + 1][e], cs[e]));
-      uint32_t *d = reinterpret_cast<uint32_t *>(&qt[8 * ch + e][8 * g]);
-      d[0] = w[0] | (w[1] << 16);
-      d[1] = w[2] | (w[3] << 16);
+      int c = 8 * ch + e;
+      *reinterpret_cast<uint2 *>(&scr.qt[c][(2 * g) ^ qt_swizzle(c)]) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
     }
     __syncthreads();
     // Transposed rows: column c0+c gets 128 bytes; thread t writes half of
@@ -168,34 +266,143 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockParams p) {
     // sectors).
     int c = threadIdx.x / 2, h = threadIdx.x % 2;
     int64_t oc = c0 + c, orow = r0 + 64 * h;
+    int sw = qt_swizzle(c);
     if (oc < p.k) {
       if (full && p.m % 16 == 0) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           int piece = 2 * j + h;
-          const uint32_t *s = reinterpret_cast<const uint32_t *>(&qt[c][16 * piece]);
-          *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = make_uint4(s[0], s[1], s[2], s[3]);
+          uint4 v = *reinterpret_cast<const uint4 *>(&scr.qt[c][(4 * piece) ^ (sw & ~3)]);
+          if (sw & 2) v = make_uint4(v.z, v.w, v.x, v.y);
+          *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = v;
         }
       } else {
-#pragma unroll
-        for (int j = 0; j < 64; j++)
-          if (orow + j < p.m) p.col[oc * p.m + orow + j] = qt[c][64 * h + j];
+        const uint8_t *row = reinterpret_cast<const uint8_t *>(scr.qt[c]);
+#pragma unroll 8
+        for (int j = 0; j < 64; j++) {
+          int r = 64 * h + j;
+          if (orow + j < p.m) p.col[oc * p.m + orow + j] = row[4 * ((r >> 2) ^ sw) + (r & 3)];
+        }
       }
     }
   }
 }
 
-template <typename T, bool ROW, bool COL>
-void launch_b2(const BlockParams &p, bool two_d, unsigned grid, cudaStream_t s) {
-  if (two_d) fp8_block_kernel<T, ROW, COL, true><<<grid, kThreads, 0, s>>>(p);
-  else fp8_block_kernel<T, ROW, COL, false><<<grid, kThreads, 0, s>>>(p);
+// The tiles a launch walks: one tensor's, or a group's (quantize_grouped),
+// numbered tensor after tensor.
+struct OneTensor {
+  BlockParams p;
+  int64_t ntiles;
+  __device__ __forceinline__ int64_t total() const { return ntiles; }
+  __device__ __forceinline__ const BlockParams &locate(int64_t tile, int64_t *local) const {
+    *local = tile;
+    return p;
+  }
+};
+
+// Tensors per grouped launch: the group travels as a kernel parameter (up to
+// 32 KB since CUDA 12.1).
+constexpr int kMaxGroup = 128;
+
+struct TensorGroup {
+  int count;
+  int64_t first[kMaxGroup + 1];  // first tile of tensor i; first[count] = all tiles
+  BlockParams t[kMaxGroup];
+  __device__ __forceinline__ int64_t total() const { return first[count]; }
+  __device__ __forceinline__ const BlockParams &locate(int64_t tile, int64_t *local) const {
+    int lo = 0, hi = count - 1;  // the last i with first[i] <= tile
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (first[mid] <= tile) lo = mid;
+      else hi = mid - 1;
+    }
+    *local = tile - first[lo];
+    return t[lo];
+  }
+};
+
+__device__ __forceinline__ int64_t tiles_c_of(const BlockParams &p) { return (p.k + kTile - 1) / kTile; }
+
+// A resident grid walks the tiles; each CTA starts the copy of its next full
+// tile into the other shared-memory stage before it works on the current one,
+// so that the loads of one tile overlap the arithmetic and stores of the last
+// (the one-tile-per-CTA kernel held 64 values per thread in registers, ran 2
+// CTAs per SM and left the memory idle while it computed: 48-59 % of copy).
+template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
+__global__ void __launch_bounds__(kThreads) fp8_block_kernel(const __grid_constant__ G grp) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  T *stages = reinterpret_cast<T *>(smem);
+  BlockShared &sh = *reinterpret_cast<BlockShared *>(smem + kStages * stage_bytes<T>());
+  int64_t total = grp.total();
+  // Starts the copy of tile t (if it exists and is full) into stage s.
+  auto prefetch = [&](int64_t t, int s) {
+    if (t < total) {
+      int64_t lt;
+      const BlockParams &p = grp.locate(t, &lt);
+      if (tile_full(p, lt, tiles_c_of(p))) prefetch_piece<T>(p, lt, tiles_c_of(p), stages + s * kTile * kTile);
+    }
+    cp_async_commit();
+  };
+  int64_t tile = blockIdx.x;
+  prefetch(tile, 0);
+  prefetch(tile + gridDim.x, 1);
+  for (int it = 0; tile < total; tile += gridDim.x, it++) {
+    int cur = it % kStages;
+    // Stage (it+2)%3 was last this CTA's scratch in iteration it-1, which
+    // the barrier at its end closed.
+    prefetch(tile + 2 * (int64_t)gridDim.x, (it + 2) % kStages);
+    cp_async_wait_2();  // this tile's piece has landed (the two later ones may not have)
+    int64_t lt;
+    const BlockParams &p = grp.locate(tile, &lt);
+    int64_t tc = tiles_c_of(p);
+    T *stage = stages + cur * kTile * kTile;
+    block_tile<T, ROW, COL, TWO_D>(p, lt, tc, tile_full(p, lt, tc) ? stage : nullptr, *reinterpret_cast<BlockScratch *>(stage), sh);
+    __syncthreads();  // the next tiles reuse sh, and this stage as a copy target
+  }
 }
 
-template <typename T>
-void launch_b(const BlockParams &p, bool two_d, unsigned grid, cudaStream_t s) {
-  if (p.row && p.col) launch_b2<T, true, true>(p, two_d, grid, s);
-  else if (p.row) launch_b2<T, true, false>(p, two_d, grid, s);
-  else launch_b2<T, false, true>(p, two_d, grid, s);
+template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
+int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
+  auto kern = fp8_block_kernel<T, ROW, COL, TWO_D, G>;
+  constexpr size_t smem = block_smem<T>();
+  // Once per kernel: the dynamic shared-memory limit and how many CTAs fit.
+  static const int resident = [&] {
+    int per_sm = 0, dev = 0, sms = 0;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
+      cudaGetLastError();
+      return 0;
+    }
+    return per_sm * sms;
+  }();
+  if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the quantize kernel does not fit this GPU (%zu bytes of shared memory)", smem);
+  unsigned g = (unsigned)(ntiles < resident ? ntiles : resident);
+  kern<<<g, kThreads, smem, s>>>(grp);
+  LQ_LAUNCHED("fp8_block quantize kernel launch");
+  return QUANT_OK;
+}
+
+template <typename T, bool ROW, bool COL, typename G>
+int32_t launch_b2(const G &grp, bool two_d, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
+  return two_d ? launch_b3<T, ROW, COL, true>(grp, ntiles, s, err) : launch_b3<T, ROW, COL, false>(grp, ntiles, s, err);
+}
+
+template <typename T, typename G>
+int32_t launch_b(const G &grp, bool row, bool col, bool two_d, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
+  if (row && col) return launch_b2<T, true, true>(grp, two_d, ntiles, s, err);
+  if (row) return launch_b2<T, true, false>(grp, two_d, ntiles, s, err);
+  return launch_b2<T, false, true>(grp, two_d, ntiles, s, err);
+}
+
+template <typename G>
+int32_t launch_typed(InType t, const G &grp, bool row, bool col, bool two_d, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
+  switch (t) {
+    case InType::F32: return launch_b<float>(grp, row, col, two_d, ntiles, s, err);
+    case InType::BF16: return launch_b<__nv_bfloat16>(grp, row, col, two_d, ntiles, s, err);
+    case InType::F16: return launch_b<__half>(grp, row, col, two_d, ntiles, s, err);
+  }
+  return fail(err, QUANT_ERROR_INTERNAL, "input type");
 }
 
 // The scale layout of a direction (blockScaleLayoutOf): rows, stride, valid
@@ -220,13 +427,12 @@ struct BlockDir {
 
 int32_t block_dir(const quant_plugin_storage &st, bool two_d, bool colwise, int64_t m, int64_t k, BlockDir *d, quant_plugin_error *err) {
   block_geom(two_d, colwise, m, k, &d->rows, &d->s.stride, &d->valid);
+  d->s.valid = d->valid;
   d->s.two_d = two_d;
-  const char *dir = colwise ? "columnwise" : "rowwise";
-  char what[64];
-  snprintf(what, sizeof what, "%s data", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, m * k, (void **)&d->data, err));
-  snprintf(what, sizeof what, "%s scale_inv", dir);
-  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, d->rows * d->s.stride, (void **)&d->s.buf, err));
+  // Constant names, not snprintf on every call (host time per call, issue #15).
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, colwise ? "columnwise data" : "rowwise data", m * k, (void **)&d->data, err));
+  LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, colwise ? "columnwise scale_inv" : "rowwise scale_inv", d->rows * d->s.stride,
+                    (void **)&d->s.buf, err));
   return QUANT_OK;
 }
 
@@ -258,21 +464,6 @@ __global__ void block_dequantize_kernel(const uint8_t *__restrict__ q, BlockScal
   }
 }
 
-__global__ void transpose_bytes(const uint8_t *__restrict__ src, uint8_t *dst, int64_t m, int64_t k) {
-  __shared__ uint8_t t[32][33];
-  int64_t tiles_k = (k + 31) / 32;
-  int64_t k0 = (int64_t)(blockIdx.x % tiles_k) * 32, m0 = (int64_t)(blockIdx.x / tiles_k) * 32;
-  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-    int64_t mm = m0 + j, kk = k0 + threadIdx.x;
-    if (mm < m && kk < k) t[j][threadIdx.x] = src[mm * k + kk];
-  }
-  __syncthreads();
-  for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-    int64_t kk = k0 + j, mm = m0 + threadIdx.x;
-    if (kk < k && mm < m) dst[kk * m + mm] = t[threadIdx.x][j];
-  }
-}
-
 __global__ void transpose_scales(const float *__restrict__ src, int64_t src_stride, float *dst, int64_t dst_stride, int64_t mb, int64_t kb) {
   int64_t n = mb * kb, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
@@ -286,47 +477,91 @@ __global__ void transpose_scales(const float *__restrict__ src, int64_t src_stri
 
 using namespace lq;
 
+namespace {
+
+// One tensor's parameters, checks and scale padding (zeroPadding), shared by
+// the single and the grouped quantize. *tiles: its 128×128 tiles.
+int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t, BlockParams *p, int64_t *tiles, bool *row,
+                      bool *col, quant_plugin_error *err) {
+  int64_t m = a->input.shape[0], k = a->input.shape[1];
+  *row = a->out[0].num_buffers > 0;
+  *col = a->out[1].num_buffers > 0;
+  if (!*row && !*col) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
+  BlockDir rd, cd;
+  if (*row) LQ_TRY(block_dir(a->out[0], two_d, false, m, k, &rd, err));
+  if (*col) LQ_TRY(block_dir(a->out[1], two_d, true, m, k, &cd, err));
+  *tiles = ceil_div(m, kTile) * ceil_div(k, kTile);
+  if (*tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
+  *p = BlockParams{};
+  p->in = a->input.data;
+  p->m = m;
+  p->k = k;
+  p->row = rd.data;
+  p->col = cd.data;
+  p->row_s = rd.s;
+  p->col_s = cd.s;
+  p->eps = a->params->amax_epsilon;
+  p->pow2 = !a->params->fp32_scales;
+  uint32_t bf16_max = 0x7F7F0000u;  // 0x1.FEp127, the largest BF16
+  float bf16_maxf;
+  memcpy(&bf16_maxf, &bf16_max, sizeof bf16_maxf);
+  p->vfi = t == InType::BF16 ? bf16_maxf : t == InType::F16 ? 65504.0f : FLT_MAX;
+  p->vec = aligned16(a->input.data) && k % 8 == 0 && (rd.data == nullptr || (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0) &&
+           (cd.data == nullptr || aligned16(cd.data));
+  return QUANT_OK;
+}
+
+}  // namespace
+
 extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
   InType t;
   LQ_TRY(input_type(a->input, "input", &t, err));
   LQ_TRY(check_device(a->input, "input", err));
-  bool two_d;
+  bool two_d, row, col;
   LQ_TRY(block_params(a->params, &two_d, err));
-  int64_t m = a->input.shape[0], k = a->input.shape[1];
-  bool has_row = a->out[0].num_buffers > 0, has_col = a->out[1].num_buffers > 0;
-  if (!has_row && !has_col) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
-  BlockDir row, col;
-  if (has_row) LQ_TRY(block_dir(a->out[0], two_d, false, m, k, &row, err));
-  if (has_col) LQ_TRY(block_dir(a->out[1], two_d, true, m, k, &col, err));
+  OneTensor one;
+  LQ_TRY(block_prepare(a, two_d, t, &one.p, &one.ntiles, &row, &col, err));
+  if (one.ntiles == 0) return QUANT_OK;
+  return launch_typed(t, one, row, col, two_d, one.ntiles, stream_of(a->stream), err);
+}
+
+// Every tensor of the group in one launch (up to kMaxGroup tensors per
+// launch): the tiles of all of them, numbered tensor after tensor.
+extern "C" int32_t lq_block_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  if (a->count == 0) return QUANT_OK;
+  InType t;
+  LQ_TRY(input_type(a->items[0].input, "items[0].input", &t, err));
+  bool two_d;
+  LQ_TRY(block_params(a->items[0].params, &two_d, err));
+  static TensorGroup grp;  // 15 KB: not on the stack; guarded by mu
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  bool row0 = false, col0 = false;
   cudaStream_t s = stream_of(a->stream);
-  if (has_row) LQ_TRY(zero_scale_padding(row, s, err));
-  if (has_col) LQ_TRY(zero_scale_padding(col, s, err));
-  int64_t tiles = ceil_div(m, kTile) * ceil_div(k, kTile);
-  if (tiles == 0) return QUANT_OK;
-  if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
-  BlockParams p{};
-  p.in = a->input.data;
-  p.m = m;
-  p.k = k;
-  p.row = row.data;
-  p.col = col.data;
-  p.row_s = row.s;
-  p.col_s = col.s;
-  p.eps = a->params->amax_epsilon;
-  p.pow2 = !a->params->fp32_scales;
-  uint32_t bf16_max = 0x7F7F0000u;  // 0x1.FEp127, the largest BF16
-  float bf16_maxf;
-  memcpy(&bf16_maxf, &bf16_max, sizeof bf16_maxf);
-  p.vfi = t == InType::BF16 ? bf16_maxf : t == InType::F16 ? 65504.0f : FLT_MAX;
-  p.vec = aligned16(a->input.data) && k % 8 == 0 && (row.data == nullptr || (reinterpret_cast<uintptr_t>(row.data) & 7) == 0) &&
-          (col.data == nullptr || aligned16(col.data));
-  unsigned grid = (unsigned)tiles;
-  switch (t) {
-    case InType::F32: launch_b<float>(p, two_d, grid, s); break;
-    case InType::BF16: launch_b<__nv_bfloat16>(p, two_d, grid, s); break;
-    case InType::F16: launch_b<__half>(p, two_d, grid, s); break;
+  for (uint32_t base = 0; base < a->count; base += kMaxGroup) {
+    uint32_t n = a->count - base < (uint32_t)kMaxGroup ? a->count - base : (uint32_t)kMaxGroup;
+    grp.count = 0;
+    grp.first[0] = 0;
+    for (uint32_t j = 0; j < n; j++) {
+      const quant_plugin_quantize_args *q = &a->items[base + j];
+      InType ti;
+      LQ_TRY(input_type(q->input, "items[].input", &ti, err));
+      if (ti != t) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].input: another dtype than items[0]", base + j);
+      LQ_TRY(check_device(q->input, "items[].input", err));
+      if (q->stream != a->stream) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].stream: not the group's stream", base + j);
+      bool row, col;
+      int64_t tiles;
+      LQ_TRY(block_prepare(q, two_d, t, &grp.t[grp.count], &tiles, &row, &col, err));
+      if (base + j == 0) row0 = row, col0 = col;
+      else if (row != row0 || col != col0)
+        return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);
+      if (tiles == 0) continue;
+      grp.first[grp.count + 1] = grp.first[grp.count] + tiles;
+      grp.count++;
+    }
+    if (grp.count == 0) continue;
+    LQ_TRY(launch_typed(t, grp, row0, col0, two_d, grp.first[grp.count], s, err));
   }
-  LQ_LAUNCHED("fp8_block quantize kernel launch");
   return QUANT_OK;
 }
 
@@ -364,11 +599,7 @@ extern "C" int32_t lq_block_derive(const quant_plugin_derive_args *a, quant_plug
   LQ_TRY(block_dir(a->to, true, true, a->m, a->k, &to, err));
   cudaStream_t s = stream_of(a->stream);
   LQ_TRY(zero_scale_padding(to, s, err));
-  int64_t tiles = ceil_div(a->m, 32) * ceil_div(a->k, 32);
-  if (tiles > 0) {
-    transpose_bytes<<<(unsigned)tiles, dim3(32, 8), 0, s>>>(from.data, to.data, a->m, a->k);
-    LQ_LAUNCHED("fp8_block transpose kernel launch");
-  }
+  LQ_TRY(transpose_bytes(from.data, to.data, a->m, a->k, s, err));
   int64_t mb = ceil_div(a->m, kTile), kb = ceil_div(a->k, kTile);
   if (mb * kb > 0) {
     int64_t blocks = ceil_div(mb * kb, 256);

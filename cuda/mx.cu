@@ -45,6 +45,7 @@ __device__ __forceinline__ uint32_t mx_exponent(float amax, int floor) {
 struct ScaleOut {
   uint8_t *buf = nullptr;
   int64_t pad_i = 0, pad_j = 0;
+  int64_t ni = 0, nj = 0;  // the valid entries; the rest of pad_i × pad_j is 0 (plugins/mxfp8 zeroPadding)
   int j_major = 0, swizzled = 0;
   __device__ __forceinline__ int64_t index(int64_t i, int64_t j) const {
     if (swizzled) return swizzle_index(i, j, pad_j);
@@ -52,6 +53,26 @@ struct ScaleOut {
     return i * pad_j + j;
   }
 };
+
+// Zeroes the padding entries of s (rows ni..pad_i, then columns nj..pad_j of
+// the valid rows), spread over the grid: the quantize kernels do it instead
+// of a memset per call (host time per call, issue #15). Padding and valid
+// entries are distinct positions in every layout (the swizzle is a bijection).
+__device__ __forceinline__ void zero_scale_padding(const ScaleOut &s) {
+  if (s.buf == nullptr) return;
+  int64_t a = (s.pad_i - s.ni) * s.pad_j, w = s.pad_j - s.nj, n = a + s.ni * w;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    int64_t i, j;
+    if (idx < a) {
+      i = s.ni + idx / s.pad_j;
+      j = idx % s.pad_j;
+    } else {
+      i = (idx - a) / w;
+      j = s.nj + (idx - a) % w;
+    }
+    s.buf[s.index(i, j)] = 0;
+  }
+}
 
 struct MxParams {
   const void *in;
@@ -316,6 +337,9 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
   }
   if (COL) __syncthreads();  // the next tile reuses the shared arrays
   }
+  // Last, where no tile's registers are live any more.
+  zero_scale_padding(p.row_s);
+  zero_scale_padding(p.col_s);
 }
 
 // ---------------------------------------------------------------------------
@@ -479,53 +503,33 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, 
   }
 }
 
-// Launch variants (MINB, PREF) for the benchmark, as nvfp4.cu's:
-// LIBQUANT_MXFP4_VARIANT=1..4 for BF16 input; LIBQUANT_MXFP4_KERNEL=old keeps
-// the general kernel. Sub-tiles per CTA: 4, fewer where that would leave under
-// two CTAs per SM's worth of work.
+// The fast MXFP4 kernel's launch (16-bit input): 4 CTAs/SM (64 registers), no
+// prefetch: the fastest of the variants measured on the H100 (cudaperf run 3,
+// bench/RESULTS.md; the others were removed with their benchmark switches).
+// Sub-tiles per CTA: 4, fewer where that would leave under two CTAs per SM's
+// worth of work.
 template <typename T, bool ROW, bool COL>
-bool launch_mx4_fast(const MxParams &p, bool edge, cudaStream_t s) {
-  static int variant = -1, old = -1;
-  if (variant < 0) {
-    const char *e = getenv("LIBQUANT_MXFP4_VARIANT");
-    int v = e ? atoi(e) : 0;
-    variant = v >= 0 && v <= 4 ? v : 0;
-    e = getenv("LIBQUANT_MXFP4_KERNEL");
-    old = e != nullptr && strcmp(e, "old") == 0;
-  }
-  if (old) return false;
+void launch_mx4_fast(const MxParams &p, bool edge, cudaStream_t s) {
   int64_t tiles_r = ceil_div(p.m, kXR), tiles_c = ceil_div(p.k, kXC);
   int fs = 4;
   while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
   unsigned g = (unsigned)(ceil_div(tiles_r, fs) * tiles_c);
-  if (edge) {
-    mxfp4_fast_kernel<T, ROW, COL, 4, false, true><<<g, kThreads, 0, s>>>(p, fs);
-    return true;
-  }
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    switch (variant) {
-      case 1: mxfp4_fast_kernel<T, ROW, COL, 3, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 2: mxfp4_fast_kernel<T, ROW, COL, 4, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 3: mxfp4_fast_kernel<T, ROW, COL, 2, true, false><<<g, kThreads, 0, s>>>(p, fs); return true;
-      case 4: mxfp4_fast_kernel<T, ROW, COL, 5, false, false><<<g, kThreads, 0, s>>>(p, fs); return true;
-      default: break;
-    }
-  }
-  // Default (H100 run 3, 8192²): 4 CTAs/SM (64 registers), no prefetch.
-  mxfp4_fast_kernel<T, ROW, COL, 4, false, false><<<g, kThreads, 0, s>>>(p, fs);
-  return true;
+  if (edge) mxfp4_fast_kernel<T, ROW, COL, 4, false, true><<<g, kThreads, 0, s>>>(p, fs);
+  else mxfp4_fast_kernel<T, ROW, COL, 4, false, false><<<g, kThreads, 0, s>>>(p, fs);
 }
 
 // Launch policy, from the H100 measurements in bench/RESULTS.md: MXFP8 with
 // both directions runs a persistent grid (as many CTAs as fit walk all tiles,
 // prefetching: 88 % of copy against 73 % with one CTA per tile); one direction,
 // and MXFP4, run one CTA per tile (87-93 % and better for MXFP4). The kernel is
-// the same either way. LIBQUANT_CUDA_PERSISTENT=0 or 1 forces one policy, for
-// the benchmark.
+// the same either way.
 template <typename T, int EL, bool ROW, bool COL>
 void launch_mx3(const MxParams &p, bool edge, unsigned grid, cudaStream_t s) {
   if constexpr (EL == kE2M1 && sizeof(T) == 2) {
-    if (p.vec != kRowsScalar && launch_mx4_fast<T, ROW, COL>(p, edge || p.vec != kRowsAligned || p.m % 32 || p.k % 32, s)) return;
+    if (p.vec != kRowsScalar) {
+      launch_mx4_fast<T, ROW, COL>(p, edge || p.vec != kRowsAligned || p.m % 32 || p.k % 32, s);
+      return;
+    }
   }
   int64_t ntiles = grid;
   static int resident = 0;
@@ -537,9 +541,7 @@ void launch_mx3(const MxParams &p, bool edge, unsigned grid, cudaStream_t s) {
       per_sm = 2, sms = 132;
     resident = per_sm * sms;
   }
-  const char *env = getenv("LIBQUANT_CUDA_PERSISTENT");
   bool persistent = ROW && COL && EL != kE2M1 && !edge;  // the EDGE instance does not prefetch
-  if (env != nullptr && (env[0] == '0' || env[0] == '1')) persistent = env[0] == '1';
   int64_t cap = persistent ? resident : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
   if (edge) mx_quantize_kernel<T, EL, ROW, COL, true><<<g, kThreads, 0, s>>>(p, ntiles);
@@ -588,6 +590,8 @@ void scale_geom(const MxGeom &g, bool colwise, int64_t m, int64_t k, int swizzle
   *nj = colwise ? ceil_div(m, 32) : ceil_div(k, 32);
   s->pad_i = pad_to(*ni, 128);
   s->pad_j = pad_to(*nj, 4);
+  s->ni = *ni;
+  s->nj = *nj;
   s->j_major = colwise && !g.packed;
   s->swizzled = swizzled;
 }
@@ -600,13 +604,12 @@ int32_t mx_dir(const quant_plugin_storage &st, const MxGeom &g, bool colwise, in
                int64_t *pitch, ScaleOut *s, bool *padded, quant_plugin_error *err) {
   int64_t ni, nj;
   scale_geom(g, colwise, m, k, swizzled, s, &ni, &nj);
-  const char *dir = colwise ? "columnwise" : "rowwise";
-  char what[64];
-  snprintf(what, sizeof what, "%s data", dir);
+  // Constant names, not snprintf on every call (host time per call, issue #15).
+  const char *what = colwise ? "columnwise data" : "rowwise data";
   int64_t rows = g.packed && colwise ? k : m, cols = g.packed ? ceil_div(colwise ? m : k, 2) : k;
   LQ_TRY(row_pitch(st, QUANT_BUFFER_DATA, what, rows, cols, pitch, err));
   LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, rows * *pitch, (void **)data, err));
-  snprintf(what, sizeof what, "%s scale_inv", dir);
+  what = colwise ? "columnwise scale_inv" : "rowwise scale_inv";
   LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, s->pad_i * s->pad_j, (void **)&s->buf, err));
   *padded = s->pad_i != ni || s->pad_j != nj;
   return QUANT_OK;
@@ -685,9 +688,14 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
     LQ_TRY(mx_dir(a->out[1], g, true, m, k, a->params->gemm_swizzled_scales, &p.col, &p.col_pitch, &p.col_s, &padded[1], err));
   if (p.row == nullptr && p.col == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
   // Padding scales are 0 (plugins/mxfp8 zeroPadding), and so are the bytes of
-  // a padded row pitch; the kernel writes the rest.
-  if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
-  if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
+  // a padded row pitch; the kernel writes the rest. mx_quantize_kernel zeroes
+  // the scale padding itself (no memset per call); the fast MXFP4 kernel,
+  // capped at 64 registers, would spill with that loop, so it keeps the memset.
+  p.vec = row_load_mode(a->input.data, k, in_size(t));
+  if (g.el == kE2M1 && t != InType::F32 && p.vec != kRowsScalar) {
+    if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
+    if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
+  }
   if (p.row && p.row_pitch != (g.packed ? ceil_div(k, 2) : k))
     LQ_CUDA(cudaMemsetAsync(p.row, 0, m * p.row_pitch, s), "zeroing the rowwise row padding");
   if (p.col && p.col_pitch != (g.packed ? ceil_div(m, 2) : k))
@@ -695,7 +703,6 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
   int64_t tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
   if (tiles == 0) return QUANT_OK;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
-  p.vec = row_load_mode(a->input.data, k, in_size(t));
   // The aligned instance: whole 32-row blocks, rows of 8-element groups that
   // vector loads and stores reach (the buffers of the layout, unpadded).
   const bool edge = !(m % 32 == 0 && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&

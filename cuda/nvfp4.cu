@@ -791,74 +791,36 @@ int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t 
   return QUANT_OK;
 }
 
-// LIBQUANT_NVFP4_KERNEL=old keeps round-to-nearest on the general kernels (for
-// the benchmark's before/after rows); read once.
-bool fast_kernel_allowed() {
-  static int allowed = -1;
-  if (allowed < 0) {
-    const char *e = getenv("LIBQUANT_NVFP4_KERNEL");
-    allowed = !(e != nullptr && strcmp(e, "old") == 0);
-  }
-  return allowed != 0;
-}
-
-// Sub-tiles per CTA of the fast kernel: LIBQUANT_NVFP4_STRIP (1..8, for the
-// benchmark), else kStripDefault; fewer where that would leave under two
-// CTAs per SM's worth of work.
+// Sub-tiles per CTA of the fast kernel: kStripDefault, fewer where that
+// would leave under two CTAs per SM's worth of work.
 constexpr int kStripDefault = 4;
 int strip_subtiles(int64_t m, int64_t k) {
-  static int env = -1;
-  if (env < 0) {
-    const char *e = getenv("LIBQUANT_NVFP4_STRIP");
-    int v = e ? atoi(e) : 0;
-    env = v >= 1 && v <= kFS ? v : 0;
-  }
-  int fs = env ? env : kStripDefault;
+  int fs = kStripDefault;
   int64_t tiles_r = ceil_div(m, kFR), tiles_c = ceil_div(k, kFC);
   while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
   return fs;
 }
 
-// Launch variants of the fast kernel (MINB, PREF), for the benchmark:
-// LIBQUANT_NVFP4_VARIANT=1..4 picks one for BF16 input; the default is
-// variant 0 (kFastMinB, kFastPref). H100 run 3, 8192² BF16 (ms, row / col /
-// both): (2, prefetch: 104-127 registers, 2 CTAs/SM) 0.126 / 0.139 / 0.176;
+// The fast kernel's launch: MINB 4 without register prefetch, the fastest of
+// the variants measured on the H100 (cudaperf run 3, 8192² BF16, ms row / col /
+// both: (2, prefetch: 104-127 registers, 2 CTAs/SM) 0.126 / 0.139 / 0.176;
 // (3, prefetch) 0.117 / 0.128 / 0.162; (4, prefetch: small spills) 0.115 /
 // 0.129 / 0.166; (4, no prefetch: 64 registers, no spills) 0.112 / 0.121 /
-// 0.153; (5, no prefetch: spills) 0.112 / 0.131 / 0.173. Occupancy beats the
-// register prefetch here.
+// 0.153; (5, no prefetch: spills) 0.112 / 0.131 / 0.173): occupancy beats the
+// register prefetch. The others went with their benchmark switches.
 constexpr int kFastMinB = 4;
 constexpr bool kFastPref = false;
-int fast_variant(const char *var) {
-  const char *e = getenv(var);
-  int v = e ? atoi(e) : 0;
-  return v >= 0 && v <= 4 ? v : 0;
-}
 
 template <typename T, bool ROW, bool COL, bool TWO_D>
 void launch_fast(const NvParams &q, bool edge, unsigned g, cudaStream_t s) {
-  static int variant = -1;
-  if (variant < 0) variant = fast_variant("LIBQUANT_NVFP4_VARIANT");
-  if (edge) {
-    nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true><<<g, kThreads, 0, s>>>(q);
-    return;
-  }
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    switch (variant) {
-      case 1: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 3, true, false><<<g, kThreads, 0, s>>>(q); return;
-      case 2: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 4, true, false><<<g, kThreads, 0, s>>>(q); return;
-      case 3: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 2, true, false><<<g, kThreads, 0, s>>>(q); return;
-      case 4: nvfp4_fast_kernel<T, ROW, COL, TWO_D, 5, false, false><<<g, kThreads, 0, s>>>(q); return;
-      default: break;
-    }
-  }
-  nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false><<<g, kThreads, 0, s>>>(q);
+  if (edge) nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true><<<g, kThreads, 0, s>>>(q);
+  else nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false><<<g, kThreads, 0, s>>>(q);
 }
 
 template <typename T, bool ROW, bool COL, bool SRON>
 void launch_nv4(const NvParams &p, bool rht, bool two_d, unsigned grid, cudaStream_t s) {
   constexpr bool k16 = sizeof(T) == 2;
-  if (k16 && !SRON && !rht && fast_kernel_allowed()) {
+  if (k16 && !SRON && !rht) {
     if constexpr (k16 && !SRON) {
       NvParams q = p;
       q.fs = strip_subtiles(p.m, p.k);

@@ -191,15 +191,41 @@ int32_t mem_sync(quant_plugin_memory_args *a, quant_plugin_error *err) {
 // The table
 // ---------------------------------------------------------------------------
 
-#define KERNELS(fmt, amax, quantize, dequantize, derive, swizzle) \
-  { fmt, kDLCUDA, 0, amax, quantize, dequantize, derive, swizzle, nullptr, { nullptr, nullptr, nullptr, nullptr } }
+// A group: every item gets the checks a single quantize gets.
+int32_t grouped_entry(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err,
+                      int32_t (*fn)(const quant_plugin_quantize_grouped_args *, quant_plugin_error *)) {
+  LQ_ARGS(a);
+  if (a->count > 0 && a->items == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items: NULL");
+  for (uint32_t i = 0; i < a->count; i++) {
+    const quant_plugin_quantize_args *q = &a->items[i];
+    LQ_TRY(check_params(q->params, err));
+    LQ_TRY(check_2d(q->input, "input", err));
+  }
+  return guarded(err, [&] { return fn(a, err); });
+}
+
+int32_t block_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  return grouped_entry(a, err, lq_block_quantize_grouped);
+}
+int32_t fp8_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  return grouped_entry(a, err, lq_fp8_quantize_grouped);
+}
+
+int32_t fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err) {
+  LQ_ARGS(a);
+  LQ_TRY(check_params(a->params, err));
+  return guarded(err, [&] { return lq_fp8_delayed_update(a, err); });
+}
+
+#define KERNELS(fmt, amax, quantize, dequantize, derive, swizzle, update, grouped) \
+  { fmt, kDLCUDA, 0, amax, quantize, dequantize, derive, swizzle, nullptr, update, grouped, { nullptr, nullptr } }
 
 const quant_plugin_kernels kKernels[] = {
-    KERNELS("fp8", fp8_amax, fp8_quantize, fp8_dequantize, fp8_derive, nullptr),
-    KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr),
-    KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle),
-    KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle),
-    KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle),
+    KERNELS("fp8", fp8_amax, fp8_quantize, fp8_dequantize, fp8_derive, nullptr, fp8_delayed_update, fp8_quantize_grouped),
+    KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr, nullptr, block_quantize_grouped),
+    KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, nullptr),
+    KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, nullptr),
+    KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle, nullptr, nullptr),
 };
 
 int32_t gemm_entry(const quant_plugin_gemm_args *a, quant_plugin_error *err) {

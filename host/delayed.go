@@ -2,10 +2,19 @@ package host
 
 // DelayedScaling is the state of a delayed-scaling spec (spec §2): an FP32 scale
 // and an amax history whose row 0 stages the current step's amax. Both live in
-// C memory so that callers can view them as DLTensors.
+// C memory so that callers can view them as DLTensors; after a quantize on a
+// device whose plugin runs the update there, they live in that device's memory
+// instead (no stream synchronization per quantize, issue #15), and Fetch
+// copies them back into the C views when a caller asks.
 type DelayedScaling interface {
 	State
-	// Scale is the FP32 [1] scale the next quantize uses.
+	// Fetch makes Scale and AmaxHistory hold the current values: for a state in
+	// device memory it copies them back, waiting for the stream of its last
+	// quantize or update; otherwise it does nothing. Values written into the
+	// views of a state in device memory are not seen by later quantizes.
+	Fetch() error
+	// Scale is the FP32 [1] scale the next quantize uses (as of the last Fetch
+	// for a state in device memory).
 	Scale() Tensor
 	// AmaxHistory is the FP32 [L] history; element 0 is this step's amax so far.
 	AmaxHistory() Tensor
@@ -37,4 +46,31 @@ func (q *Quantizer) DelayedStates() []DelayedScaling {
 		}
 	}
 	return out
+}
+
+// DeviceDelayedState is implemented by delayed-scaling states that can live in
+// device memory. DeviceBuffers moves the state to dev (a copy ordered on
+// stream) if it is not there yet and returns its FP32 scale [1] and history
+// [L] there; stream becomes the stream later updates and fetches are ordered
+// on. A kernel casts with *scale and max-reduces the amax into history[0] on
+// the device (spec §2.3).
+type DeviceDelayedState interface {
+	DeviceBuffers(dev Device, stream uintptr) (scale, history Tensor, err error)
+}
+
+// DelayedUpdateRequest is the spec §2.4 update of a state in device memory:
+// Reduced, when not nil, is the step's amax reduced across processes;
+// ScaledMax is fl32(fp8_max · 2^-margin).
+type DelayedUpdateRequest struct {
+	Spec           Spec
+	Scale, History Tensor
+	Reduced        *float32
+	ScaledMax      float32
+	Stream         uintptr
+}
+
+// DelayedUpdater is implemented by the kernels of devices that can run the
+// delayed-scaling update where the state lives.
+type DelayedUpdater interface {
+	DelayedUpdate(r *DelayedUpdateRequest) error
 }

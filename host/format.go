@@ -3,6 +3,7 @@ package host
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // BufferKind names the role of a storage buffer.
@@ -165,6 +166,37 @@ func RegisterKernels(format string, dev DeviceType, k Kernels) {
 	registry.Lock()
 	defer registry.Unlock()
 	registry.kernels[kernelKey{format, dev}] = k
+	registryGen.Add(1)
+}
+
+// registryGen counts kernel registrations, so that quantizers can keep the
+// kernels they resolved until a plugin load replaces them.
+var registryGen atomic.Uint64
+
+// resolvedKernels is a quantizer direction's kernels for a device type, as of
+// registry generation gen.
+type resolvedKernels struct {
+	gen    uint64
+	format string
+	dev    DeviceType
+	k      Kernels
+}
+
+// kernels returns the kernels of direction d's spec on dev, resolved once per
+// quantizer, direction and device type rather than looked up by name on every
+// call (issue #15: host time per call).
+func (q *Quantizer) kernels(d Direction, spec Spec, dev Device) (Kernels, error) {
+	gen := registryGen.Load()
+	format := spec.Params().Format
+	if c := q.resolved[d].Load(); c != nil && c.gen == gen && c.dev == dev.Type && c.format == format {
+		return c.k, nil
+	}
+	k, err := kernelsFor(format, dev)
+	if err != nil {
+		return nil, err
+	}
+	q.resolved[d].Store(&resolvedKernels{gen: gen, format: format, dev: dev.Type, k: k})
+	return k, nil
 }
 
 // MustRegister registers a built-in format and its CPU kernels, panicking on a

@@ -1,5 +1,7 @@
 package host
 
+import "sync"
+
 // SharedStorage is implemented by specs whose one buffer serves both directions
 // (identity, spec §8.4): a plain quantizer of such a spec allocates one storage.
 type SharedStorage interface {
@@ -101,15 +103,17 @@ func (q *Quantizer) QuantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTen
 			reuse[d] = nil
 			continue
 		}
+		if sameSpec(st.Spec, specs[d]) {
+			// A layout is a function of the spec and [m, k], and both are
+			// unchanged: the storage was laid out (or checked) for exactly
+			// this, so the re-quantize skips recomputing it (issue #15).
+			continue
+		}
 		want, err := specs[d].Layout(m, k, Direction(d))
 		if err != nil {
 			return err
 		}
-		have := make([]BufferSpec, len(st.Buffers))
-		for i, b := range st.Buffers {
-			have[i] = b.BufferSpec
-		}
-		if !sameLayout(want, have) {
+		if !sameLayout(want, st.Buffers) {
 			for _, b := range st.Buffers {
 				if !b.owned {
 					return Errorf(ErrState, "dst: the %s buffers are the caller's and the new %s layout differs from their %s one",
@@ -143,47 +147,16 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 	if usage == 0 {
 		return out, Errorf(ErrInvalidArgument, "quantizer: usage is empty")
 	}
-	specs := q.specsFor(in.DType)
-	var allocated []*Storage
-	type oldSpec struct {
-		st   *Storage
-		spec Spec
-	}
-	var respecified []oldSpec
+	r := runState{q: q, in: in, m: m, k: k, reuse: reuse, opts: opts, specs: q.specsFor(in.DType)}
 	defer func() {
 		if err != nil {
-			for _, s := range allocated {
-				s.Free(opts.Stream)
-			}
-			// A reused storage keeps describing the bytes it still holds.
-			for _, o := range respecified {
-				o.st.Spec = o.spec
-			}
+			r.undo()
 			out = [2]*Storage{}
 		}
 	}()
-	storage := func(d Direction) (*Storage, error) {
-		if reuse[d] != nil {
-			respecified = append(respecified, oldSpec{reuse[d], reuse[d].Spec})
-			reuse[d].Spec = specs[d]
-			return reuse[d], nil
-		}
-		s, err := newStorage(specs[d], d, m, k, in.Device, opts.Stream)
-		if err != nil {
-			return nil, err
-		}
-		allocated = append(allocated, s)
-		return s, nil
-	}
-	quantize := func(d Direction, src Tensor, outs [2]*Storage) error {
-		spec := specs[d]
-		kern, err := kernelsFor(spec.Params().Format, in.Device)
-		if err != nil {
-			return err
-		}
-		return kern.Quantize(&QuantizeRequest{Spec: spec, Input: src, M: m, K: k, Out: outs,
-			AmaxIn: opts.AmaxIn, State: q.states[d], Stream: opts.Stream})
-	}
+	specs := r.specs
+	storage := r.storage
+	quantize := r.quantize
 
 	if !q.hybrid {
 		if sharesStorage(specs[0]) {
@@ -307,4 +280,65 @@ func (q *Quantizer) NewQTensorFromBuffers(shape []int64, bufs []Tensor) (*QTenso
 		t.dirs[DirColumnwise] = t.dirs[DirRowwise]
 	}
 	return t, nil
+}
+
+// runState is one run's bookkeeping, in fixed arrays and methods rather than
+// closures over growing slices, so that a re-quantize into existing storages
+// allocates nothing (issue #15: host time per call).
+type runState struct {
+	q           *Quantizer
+	in          Tensor
+	m, k        int64
+	reuse       [2]*Storage
+	opts        QuantizeOptions
+	specs       [2]Spec
+	allocated   [2]*Storage
+	nalloc      int
+	respecified [2]*Storage
+	oldSpecs    [2]Spec
+	nrespec     int
+}
+
+func (r *runState) storage(d Direction) (*Storage, error) {
+	if st := r.reuse[d]; st != nil {
+		r.respecified[r.nrespec], r.oldSpecs[r.nrespec] = st, st.Spec
+		r.nrespec++
+		st.Spec = r.specs[d]
+		return st, nil
+	}
+	s, err := newStorage(r.specs[d], d, r.m, r.k, r.in.Device, r.opts.Stream)
+	if err != nil {
+		return nil, err
+	}
+	r.allocated[r.nalloc] = s
+	r.nalloc++
+	return s, nil
+}
+
+// undo frees what the run allocated; a reused storage keeps describing the
+// bytes it still holds.
+func (r *runState) undo() {
+	for _, s := range r.allocated[:r.nalloc] {
+		s.Free(r.opts.Stream)
+	}
+	for i, st := range r.respecified[:r.nrespec] {
+		st.Spec = r.oldSpecs[i]
+	}
+}
+
+var requests = sync.Pool{New: func() any { return new(QuantizeRequest) }}
+
+func (r *runState) quantize(d Direction, src Tensor, outs [2]*Storage) error {
+	spec := r.specs[d]
+	kern, err := r.q.kernels(d, spec, r.in.Device)
+	if err != nil {
+		return err
+	}
+	req := requests.Get().(*QuantizeRequest)
+	*req = QuantizeRequest{Spec: spec, Input: src, M: r.m, K: r.k, Out: outs,
+		AmaxIn: r.opts.AmaxIn, State: r.q.states[d], Stream: r.opts.Stream}
+	err = kern.Quantize(req)
+	*req = QuantizeRequest{}
+	requests.Put(req)
+	return err
 }

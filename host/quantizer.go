@@ -25,6 +25,8 @@ type Quantizer struct {
 	source ColumnwiseSource
 	subs   [2]*Quantizer // a hybrid's sub-quantizers, which own the states
 	refs   atomic.Int32
+	// resolved caches each direction's kernels (Quantizer.kernels).
+	resolved [2]atomic.Pointer[resolvedKernels]
 }
 
 // NewQuantizer builds a plain quantizer for p with the given usage (0 means both

@@ -1,6 +1,9 @@
 package host
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+)
 
 // Buffer is one buffer of a storage: its layout entry and the memory holding it.
 type Buffer struct {
@@ -95,7 +98,7 @@ func newStorage(spec Spec, dir Direction, m, k int64, dev Device, stream uintptr
 
 // sameLayout reports whether two layouts have identical buffers, so that a
 // storage can be re-quantized in place under a new spec.
-func sameLayout(a, b []BufferSpec) bool {
+func sameLayout(a []BufferSpec, b []Buffer) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -105,6 +108,20 @@ func sameLayout(a, b []BufferSpec) bool {
 		}
 	}
 	return true
+}
+
+// sameSpec reports whether a and b are the same spec object. Specs are
+// pointer types (every format's NewSpec returns one); a spec of another,
+// possibly incomparable, type is never taken as the same.
+func sameSpec(a, b Spec) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	ta := reflect.TypeOf(a)
+	if ta.Kind() != reflect.Pointer || ta != reflect.TypeOf(b) {
+		return false
+	}
+	return a == b
 }
 
 func equalShape(a, b []int64) bool {

@@ -1018,6 +1018,26 @@ quant_status quant_linear_scaling_amaxes(const quant_linear *layer, int32_t pass
 quant_status quant_linear_update_scaling(quant_linear *layer, int32_t pass, const float *reduced_amaxes,
                                          size_t count);
 
+/* ------------------------------------------------------------------------- */
+/* Grouped quantize                                                           */
+/* ------------------------------------------------------------------------- */
+
+/* Several tensors quantized with one quantizer in one call (MoE experts, as
+ * TransformerEngine's grouped quantize): each inputs[i] (FP32, BF16 or FP16,
+ * any shape, all of one dtype and on one device) is re-quantized into
+ * outputs[i] exactly as quant_quantize_into would, in order; where the
+ * device's kernels take a group (the CUDA plugin's fp8_block and fp8), all of them
+ * in one launch, else one after the other. */
+typedef struct {
+  size_t struct_size;               /* sizeof(quant_quantize_grouped_args) */
+  size_t count;                     /* number of tensors, >= 1 */
+  const DLTensor *inputs;           /* [count] */
+  quant_qtensor *const *outputs;    /* [count] distinct tensors, outputs[i] of inputs[i]'s shape */
+  void *stream;                     /* cudaStream_t for CUDA tensors; ignored on the CPU */
+} quant_quantize_grouped_args;
+
+quant_status quant_quantize_grouped(quant_quantizer *quantizer, const quant_quantize_grouped_args *args);
+
 #ifdef __cplusplus
 }
 #endif

@@ -146,7 +146,35 @@ typedef struct {
                                          host then stages into the amax history */
   float delayed_scale;
   void *stream;
+  /* Appended (read them only when struct_size covers them): delayed scaling
+   * whose state lives on the input's device (spec §2.3). When has_delayed_scale
+   * is set and delayed_scale_dev is not NULL, cast with *delayed_scale_dev (FP32,
+   * device memory; delayed_scale is ignored) and max-reduce the input's amax
+   * into *delayed_amax_dev (the history's staging slot h[0], FP32, device) on
+   * the stream, besides writing it to each AMAX buffer; the host then stages
+   * nothing and does not wait for the stream. */
+  const float *delayed_scale_dev;
+  float *delayed_amax_dev;
 } quant_plugin_quantize_args;
+
+/* delayed_update: the fused amax-history and scale update of spec §2.4 on a
+ * state in device memory, on the stream: a0 = reduced_amax when has_reduced
+ * and it is non-zero, else h[0]; when a0 == 0 nothing changes; otherwise
+ * h'[i] = h[i+1], h'[L-1] = a0, h'[0] = 0, amax = max(h[1..L-1], a0) ("max",
+ * NaN ignored) or a0 ("most_recent"), and scale = scaled_max / amax when amax
+ * is finite and positive; a scale of +Inf becomes FLT_MAX. */
+typedef struct {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  const quant_plugin_params *params;  /* amax_compute_algo */
+  quant_plugin_tensor scale;          /* FP32 [1] */
+  quant_plugin_tensor history;        /* FP32 [L] */
+  int32_t has_reduced;
+  float reduced_amax;                 /* >= 0 */
+  float scaled_max;                   /* fl32(fp8_max · 2^-margin), computed by the host */
+  uint32_t reserved1;
+  void *stream;
+} quant_plugin_delayed_update_args;
 
 /* dequantize: writes direction `direction` of storage into out (FP32, BF16 or
  * FP16, m*k elements, logical row-major [m, k]). */
@@ -193,6 +221,20 @@ typedef int32_t (*quant_plugin_quantize_fn)(const quant_plugin_quantize_args *ar
 typedef int32_t (*quant_plugin_dequantize_fn)(const quant_plugin_dequantize_args *args, quant_plugin_error *err);
 typedef int32_t (*quant_plugin_derive_fn)(const quant_plugin_derive_args *args, quant_plugin_error *err);
 typedef int32_t (*quant_plugin_swizzle_fn)(const quant_plugin_swizzle_args *args, quant_plugin_error *err);
+typedef int32_t (*quant_plugin_delayed_update_fn)(const quant_plugin_delayed_update_args *args, quant_plugin_error *err);
+
+/* quantize_grouped: count quantizes of one format in one call (one launch
+ * where it can: MoE experts). items[i] is what a quantize call of tensor i
+ * would get; every item has the same params, stream and present directions.
+ * Equal, byte for byte, to calling quantize on each item in order. */
+typedef struct {
+  uint32_t struct_size;
+  uint32_t count;
+  const quant_plugin_quantize_args *items; /* [count] */
+  void *stream;
+} quant_plugin_quantize_grouped_args;
+
+typedef int32_t (*quant_plugin_quantize_grouped_fn)(const quant_plugin_quantize_grouped_args *args, quant_plugin_error *err);
 
 /* ---- GEMM (ABI 2) ------------------------------------------------------- */
 
@@ -278,7 +320,9 @@ typedef struct {
   quant_plugin_derive_fn derive;          /* may be NULL */
   quant_plugin_swizzle_fn swizzle_scales; /* may be NULL */
   void *reserved_gemm;                    /* unused: NULL (the GEMM is per device, quant_plugin_gemm) */
-  void *reserved[4];
+  quant_plugin_delayed_update_fn delayed_update; /* may be NULL: formats without delayed scaling */
+  quant_plugin_quantize_grouped_fn quantize_grouped; /* may be NULL: the host calls quantize per tensor */
+  void *reserved[2];
 } quant_plugin_kernels;
 
 /* Buffer description a layout function fills. */

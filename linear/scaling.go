@@ -68,6 +68,9 @@ func (l *Layer) ScalingAmaxes(p Pass) ([]float32, error) {
 	}
 	out := make([]float32, len(slots))
 	for i, ds := range slots {
+		if err := ds.Fetch(); err != nil {
+			return nil, err
+		}
 		var a [1]float32
 		host.LoadFloat32(ds.AmaxHistory(), 0, a[:])
 		out[i] = a[0]

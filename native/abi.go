@@ -4,14 +4,20 @@ package native
 #include <stdlib.h>
 #include <string.h>
 #include "quant_plugin.h"
+
+// lq_call calls a plugin function of the (args, err) shape every table entry
+// has. A cgo call allocates nothing, where purego.SyscallN's variadic
+// arguments do (issue #15: host time per call).
+static int32_t lq_call(void *fn, void *args, quant_plugin_error *err) {
+  return ((int32_t (*)(void *, quant_plugin_error *))fn)(args, err);
+}
 */
 import "C"
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 
 	"libquant/host"
 )
@@ -30,12 +36,34 @@ var dlpackOf = map[host.DType][2]uint8{
 	host.E8M0:     {C.kDLFloat8_e8m0fnu, 8},
 }
 
+// dlDType is on every kernel call's path: a switch, not a map lookup.
 func dlDType(d host.DType) (C.DLDataType, error) {
-	c, ok := dlpackOf[d]
-	if !ok {
+	var code, bits uint8
+	switch d {
+	case host.Float32:
+		code, bits = C.kDLFloat, 32
+	case host.Float16:
+		code, bits = C.kDLFloat, 16
+	case host.BFloat16:
+		code, bits = C.kDLBfloat, 16
+	case host.Float64:
+		code, bits = C.kDLFloat, 64
+	case host.Uint8:
+		code, bits = C.kDLUInt, 8
+	case host.Int32:
+		code, bits = C.kDLInt, 32
+	case host.Int64:
+		code, bits = C.kDLInt, 64
+	case host.E4M3:
+		code, bits = C.kDLFloat8_e4m3fn, 8
+	case host.E5M2:
+		code, bits = C.kDLFloat8_e5m2, 8
+	case host.E8M0:
+		code, bits = C.kDLFloat8_e8m0fnu, 8
+	default:
 		return C.DLDataType{}, host.Errorf(host.ErrUnsupported, "dtype %s has no DLPack code for plugins", d)
 	}
-	return C.DLDataType{code: C.uint8_t(c[0]), bits: C.uint8_t(c[1]), lanes: 1}, nil
+	return C.DLDataType{code: C.uint8_t(code), bits: C.uint8_t(bits), lanes: 1}, nil
 }
 
 func dtypeFromDLPlugin(t C.DLDataType) (host.DType, bool) {
@@ -51,7 +79,7 @@ func dtypeFromDLPlugin(t C.DLDataType) (host.DType, bool) {
 }
 
 // paramsToC fills a C parameter block from p.
-func paramsToC(p host.Params, c *C.quant_plugin_params) error {
+func paramsToC(p *host.Params, c *C.quant_plugin_params) error {
 	*c = C.quant_plugin_params{}
 	c.struct_size = C.uint32_t(C.sizeof_quant_plugin_params)
 	if len(p.Format) >= C.QUANT_PLUGIN_FORMAT_LEN {
@@ -126,15 +154,32 @@ func cBool(b bool) C.int32_t {
 	return 0
 }
 
-// tensorToC describes t; shape overrides t.Shape when non-nil (the 2-D view of
-// an input).
-func tensorToC(t host.Tensor, shape []int64, c *C.quant_plugin_tensor) error {
-	if shape == nil {
-		shape = t.Shape
+// tensorToC describes t.
+func tensorToC(t host.Tensor, c *C.quant_plugin_tensor) error {
+	if len(t.Shape) > C.QUANT_PLUGIN_MAX_DIMS {
+		return host.Errorf(host.ErrUnsupported, "tensor of rank %d: plugins take at most %d dims", len(t.Shape), C.QUANT_PLUGIN_MAX_DIMS)
 	}
-	if len(shape) > C.QUANT_PLUGIN_MAX_DIMS {
-		return host.Errorf(host.ErrUnsupported, "tensor of rank %d: plugins take at most %d dims", len(shape), C.QUANT_PLUGIN_MAX_DIMS)
+	if err := tensorHeadToC(t, c); err != nil {
+		return err
 	}
+	c.ndim = C.int32_t(len(t.Shape))
+	for i, d := range t.Shape {
+		c.shape[i] = C.int64_t(d)
+	}
+	return nil
+}
+
+// tensor2DToC describes t as its 2-D view [m, k] (an input).
+func tensor2DToC(t host.Tensor, m, k int64, c *C.quant_plugin_tensor) error {
+	if err := tensorHeadToC(t, c); err != nil {
+		return err
+	}
+	c.ndim = 2
+	c.shape[0], c.shape[1] = C.int64_t(m), C.int64_t(k)
+	return nil
+}
+
+func tensorHeadToC(t host.Tensor, c *C.quant_plugin_tensor) error {
 	dt, err := dlDType(t.DType)
 	if err != nil {
 		return err
@@ -143,10 +188,6 @@ func tensorToC(t host.Tensor, shape []int64, c *C.quant_plugin_tensor) error {
 	c.dtype = dt
 	c.device_type = C.int32_t(t.Device.Type)
 	c.device_id = C.int32_t(t.Device.ID)
-	c.ndim = C.int32_t(len(shape))
-	for i, d := range shape {
-		c.shape[i] = C.int64_t(d)
-	}
 	return nil
 }
 
@@ -160,7 +201,7 @@ func storageToC(st *host.Storage, c *C.quant_plugin_storage) error {
 	c.num_buffers = C.uint32_t(len(st.Buffers))
 	for i, b := range st.Buffers {
 		c.kinds[i] = C.int32_t(b.Kind)
-		if err := tensorToC(b.Tensor, nil, &c.buffers[i]); err != nil {
+		if err := tensorToC(b.Tensor, &c.buffers[i]); err != nil {
 			return err
 		}
 	}
@@ -188,13 +229,42 @@ func statusError(plugin string, status int32, msg string) error {
 }
 
 // callArgs holds a call's argument block and error buffer in C memory, so that
-// no Go memory crosses into the plugin.
+// no Go memory crosses into the plugin. Blocks are recycled through a free
+// list instead of calloc'd per call: a kernel call is on every quantize's
+// path (issue #15: host time per call).
 type callArgs struct {
 	args unsafe.Pointer
 	err  *C.quant_plugin_error
+	size C.size_t // bytes at args
 }
 
+// callBlockSize is the size of every recycled argument block: the largest
+// argument struct plus a parameter block, rounded up.
+const callBlockSize = 4096
+
+var callBlocks = struct {
+	sync.Mutex
+	free []callArgs
+}{}
+
+// maxFreeBlocks bounds the free list: more blocks than concurrent calls are
+// returned to C.
+const maxFreeBlocks = 64
+
 func newCallArgs(size C.size_t) (callArgs, error) {
+	if size <= callBlockSize {
+		callBlocks.Lock()
+		if n := len(callBlocks.free); n > 0 {
+			c := callBlocks.free[n-1]
+			callBlocks.free = callBlocks.free[:n-1]
+			callBlocks.Unlock()
+			clear(unsafe.Slice((*byte)(c.args), int(size))) // Go code, not a cgo call
+			c.err.message[0] = 0
+			return c, nil
+		}
+		callBlocks.Unlock()
+		size = callBlockSize
+	}
 	a := C.calloc(1, size)
 	e := (*C.quant_plugin_error)(C.calloc(1, C.sizeof_quant_plugin_error))
 	if a == nil || e == nil {
@@ -202,22 +272,58 @@ func newCallArgs(size C.size_t) (callArgs, error) {
 		C.free(unsafe.Pointer(e))
 		return callArgs{}, host.Errorf(host.ErrOutOfMemory, "plugin call arguments")
 	}
-	return callArgs{a, e}, nil
+	return callArgs{a, e, size}, nil
 }
 
+// free recycles a block of callBlockSize bytes and returns a larger one (a
+// grouped call's) to C.
 func (c callArgs) free() {
+	if c.args == nil {
+		return
+	}
+	if c.size != callBlockSize {
+		C.free(c.args)
+		C.free(unsafe.Pointer(c.err))
+		return
+	}
+	callBlocks.Lock()
+	if len(callBlocks.free) < maxFreeBlocks {
+		callBlocks.free = append(callBlocks.free, c)
+		callBlocks.Unlock()
+		return
+	}
+	callBlocks.Unlock()
 	C.free(c.args)
 	C.free(unsafe.Pointer(c.err))
 }
 
 // invoke calls fn(args, err) and maps a failure to an error naming what.
 func (c callArgs) invoke(plugin string, fn unsafe.Pointer, what string) error {
-	if fn == nil {
-		return host.Errorf(host.ErrUnsupported, "plugin %s: provides no %s", plugin, what)
+	return c.invokeOp(plugin, fn, op{what: what})
+}
+
+// op names a plugin call for its error message; the message is built only
+// when the call fails, so that a successful call allocates nothing.
+type op struct {
+	what   string // "quantize", or the whole description when format is empty
+	format string
+	device host.DeviceType
+}
+
+func (o op) String() string {
+	if o.format == "" {
+		return o.what
 	}
-	r1, _, _ := purego.SyscallN(uintptr(fn), uintptr(c.args), uintptr(unsafe.Pointer(c.err)))
-	if status := int32(r1); status != 0 {
-		return statusError(plugin, status, fmt.Sprintf("%s: %s", what, errMessage(c.err)))
+	return o.what + " of " + o.format + " on " + o.device.String()
+}
+
+// invokeOp calls fn(args, err) and maps a failure to an error naming o.
+func (c callArgs) invokeOp(plugin string, fn unsafe.Pointer, o op) error {
+	if fn == nil {
+		return host.Errorf(host.ErrUnsupported, "plugin %s: provides no %s", plugin, o)
+	}
+	if status := int32(C.lq_call(fn, c.args, c.err)); status != 0 {
+		return statusError(plugin, status, fmt.Sprintf("%s: %s", o, errMessage(c.err)))
 	}
 	return nil
 }
@@ -227,7 +333,7 @@ func (c callArgs) invoke(plugin string, fn unsafe.Pointer, what string) error {
 func paramsRoundTrip(p host.Params) (host.Params, error) {
 	c := (*C.quant_plugin_params)(C.calloc(1, C.sizeof_quant_plugin_params))
 	defer C.free(unsafe.Pointer(c))
-	if err := paramsToC(p, c); err != nil {
+	if err := paramsToC(&p, c); err != nil {
 		return host.Params{}, err
 	}
 	return paramsFromC(c)

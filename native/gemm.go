@@ -48,16 +48,16 @@ func (k *gemmKernel) Gemm(r *host.GemmRequest) error {
 	a.m, a.n, a.k = C.int64_t(r.M), C.int64_t(r.N), C.int64_t(r.K)
 	a.alpha, a.beta = C.float(r.Alpha), C.float(r.Beta)
 	if r.C != nil {
-		if err := tensorToC(*r.C, nil, &a.c); err != nil {
+		if err := tensorToC(*r.C, &a.c); err != nil {
 			return err
 		}
 	}
 	if r.Bias != nil {
-		if err := tensorToC(*r.Bias, nil, &a.bias); err != nil {
+		if err := tensorToC(*r.Bias, &a.bias); err != nil {
 			return err
 		}
 	}
-	if err := tensorToC(r.D, nil, &a.d); err != nil {
+	if err := tensorToC(r.D, &a.d); err != nil {
 		return err
 	}
 	a.accumulate = cBool(r.Accumulate)
@@ -81,9 +81,10 @@ func gemmOperandToC(in *host.GemmInput, o *C.quant_plugin_gemm_operand, cp *C.qu
 	if in.Storage == nil {
 		o.storage.num_buffers = 1
 		o.storage.kinds[0] = C.int32_t(host.BufData)
-		return tensorToC(in.Dense, []int64{in.Rows, in.Cols}, &o.storage.buffers[0])
+		return tensor2DToC(in.Dense, in.Rows, in.Cols, &o.storage.buffers[0])
 	}
-	if err := paramsToC(in.Storage.Spec.Params(), cp); err != nil {
+	p := in.Storage.Spec.Params()
+	if err := paramsToC(&p, cp); err != nil {
 		return err
 	}
 	o.params = cp

@@ -18,7 +18,7 @@ func setStream(dst *unsafe.Pointer, stream uintptr) {
 
 // withParams allocates an argument block of size followed by a parameter block
 // filled from p, which the args' params field must point at.
-func withParams(size C.size_t, p host.Params) (callArgs, *C.quant_plugin_params, error) {
+func withParams(size C.size_t, p *host.Params) (callArgs, *C.quant_plugin_params, error) {
 	ca, err := newCallArgs(size + C.sizeof_quant_plugin_params)
 	if err != nil {
 		return ca, nil, err
@@ -42,7 +42,7 @@ func (f *format) Name() string { return f.name }
 
 func (f *format) NewSpec(p host.Params) (host.Spec, error) {
 	if f.f.check != nil {
-		ca, cp, err := withParams(C.sizeof_quant_plugin_check_args, p)
+		ca, cp, err := withParams(C.sizeof_quant_plugin_check_args, &p)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +69,7 @@ type spec struct {
 func (s *spec) Params() host.Params { return s.p }
 
 func (s *spec) Layout(m, k int64, dir host.Direction) ([]host.BufferSpec, error) {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_layout_args, s.p)
+	ca, cp, err := withParams(C.sizeof_quant_plugin_layout_args, &s.p)
 	if err != nil {
 		return nil, err
 	}
@@ -133,12 +133,13 @@ type kernels struct {
 	k      *C.quant_plugin_kernels
 }
 
-func (n *kernels) what(op string, p host.Params) string {
-	return op + " of " + p.Format + " on " + host.DeviceType(n.k.device_type).String()
+func (n *kernels) what(name string, p *host.Params) op {
+	return op{what: name, format: p.Format, device: host.DeviceType(n.k.device_type)}
 }
 
 func (n *kernels) Amax(r *host.AmaxRequest) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_amax_args, r.Spec.Params())
+	p := r.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_amax_args, &p)
 	if err != nil {
 		return err
 	}
@@ -147,51 +148,143 @@ func (n *kernels) Amax(r *host.AmaxRequest) error {
 	a.struct_size = C.uint32_t(C.sizeof_quant_plugin_amax_args)
 	a.want = C.uint32_t(r.Want)
 	a.params = cp
-	if err := tensorToC(r.Input, []int64{r.M, r.K}, &a.input); err != nil {
+	if err := tensor2DToC(r.Input, r.M, r.K, &a.input); err != nil {
 		return err
 	}
-	if err := tensorToC(r.Out, nil, &a.out); err != nil {
+	if err := tensorToC(r.Out, &a.out); err != nil {
 		return err
 	}
 	setStream(&a.stream, r.Stream)
-	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.amax), n.what("amax", r.Spec.Params()))
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.amax), n.what("amax", &p))
 }
 
 func (n *kernels) Quantize(r *host.QuantizeRequest) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_quantize_args, r.Spec.Params())
+	p := r.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_quantize_args, &p)
 	if err != nil {
 		return err
 	}
 	defer ca.free()
 	a := (*C.quant_plugin_quantize_args)(ca.args)
+	staged, err := n.fillQuantize(a, cp, r)
+	if err != nil {
+		return err
+	}
+	if err := ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.quantize), n.what("quantize", &p)); err != nil {
+		return err
+	}
+	if staged != nil {
+		return stageAmax(r, staged)
+	}
+	return nil
+}
+
+// fillQuantize writes r into a quantize argument block; staged is the
+// delayed-scaling state whose amax the host must stage after the call (one
+// that stays in C memory), else nil.
+func (n *kernels) fillQuantize(a *C.quant_plugin_quantize_args, cp *C.quant_plugin_params, r *host.QuantizeRequest) (staged host.DelayedCast, err error) {
 	a.struct_size = C.uint32_t(C.sizeof_quant_plugin_quantize_args)
 	a.params = cp
-	if err := tensorToC(r.Input, []int64{r.M, r.K}, &a.input); err != nil {
-		return err
+	if err := tensor2DToC(r.Input, r.M, r.K, &a.input); err != nil {
+		return nil, err
 	}
 	for d, st := range r.Out {
 		if err := storageToC(st, &a.out[d]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if r.AmaxIn != nil {
-		if err := tensorToC(*r.AmaxIn, nil, &a.amax_in); err != nil {
-			return err
+		if err := tensorToC(*r.AmaxIn, &a.amax_in); err != nil {
+			return nil, err
 		}
 	}
-	delayed, isDelayed := r.State.(host.DelayedCast)
-	if isDelayed {
+	if delayed, ok := r.State.(host.DelayedCast); ok {
 		a.has_delayed_scale = 1
-		a.delayed_scale = C.float(delayed.CastScale())
+		// A state the device can update stays in device memory: the kernel reads
+		// the scale and reduces the amax there, and nothing waits for the stream.
+		if ds, ok := r.State.(host.DeviceDelayedState); ok && n.k.delayed_update != nil && r.Input.Device.Type != host.CPU {
+			scale, hist, err := ds.DeviceBuffers(r.Input.Device, r.Stream)
+			if err != nil {
+				return nil, err
+			}
+			a.delayed_scale_dev = (*C.float)(scale.Ptr)
+			a.delayed_amax_dev = (*C.float)(hist.Ptr)
+		} else {
+			a.delayed_scale = C.float(delayed.CastScale())
+			staged = delayed
+		}
 	}
 	setStream(&a.stream, r.Stream)
-	if err := ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.quantize), n.what("quantize", r.Spec.Params())); err != nil {
+	return staged, nil
+}
+
+// QuantizeGrouped hands the plugin every request in one call
+// (host.GroupedKernels); handled is false when the plugin has no grouped
+// quantize for this format or the state must be staged on the host.
+func (n *kernels) QuantizeGrouped(rs []host.QuantizeRequest) (bool, error) {
+	if n.k.quantize_grouped == nil || len(rs) == 0 {
+		return false, nil
+	}
+	if _, ok := rs[0].State.(host.DelayedCast); ok {
+		if _, dev := rs[0].State.(host.DeviceDelayedState); !dev || n.k.delayed_update == nil {
+			return false, nil
+		}
+	}
+	p := rs[0].Spec.Params()
+	itemSize := C.size_t(C.sizeof_quant_plugin_quantize_args)
+	head := C.size_t(C.sizeof_quant_plugin_quantize_grouped_args)
+	head = (head + 15) &^ 15
+	ca, cp, err := withParams(head+itemSize*C.size_t(len(rs)), &p)
+	if err != nil {
+		return true, err
+	}
+	defer ca.free()
+	g := (*C.quant_plugin_quantize_grouped_args)(ca.args)
+	g.struct_size = C.uint32_t(C.sizeof_quant_plugin_quantize_grouped_args)
+	g.count = C.uint32_t(len(rs))
+	items := unsafe.Slice((*C.quant_plugin_quantize_args)(unsafe.Add(ca.args, uintptr(head))), len(rs))
+	g.items = &items[0]
+	for i := range rs {
+		staged, err := n.fillQuantize(&items[i], cp, &rs[i])
+		if err != nil {
+			return true, err
+		}
+		if staged != nil {
+			return true, host.Errorf(host.ErrPlugin, "grouped quantize: item %d needs its amax staged on the host", i)
+		}
+	}
+	setStream(&g.stream, rs[0].Stream)
+	return true, ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.quantize_grouped), n.what("grouped quantize", &p))
+}
+
+// DelayedUpdate runs the spec §2.4 update on a state in device memory
+// (host.DelayedUpdater).
+func (n *kernels) DelayedUpdate(r *host.DelayedUpdateRequest) error {
+	p := r.Spec.Params()
+	if n.k.delayed_update == nil {
+		return host.Errorf(host.ErrUnsupported, "plugin %s: provides no delayed-scaling update of %s on %s", n.plugin.info.Name, p.Format, host.DeviceType(n.k.device_type))
+	}
+	ca, cp, err := withParams(C.sizeof_quant_plugin_delayed_update_args, &p)
+	if err != nil {
 		return err
 	}
-	if isDelayed {
-		return stageAmax(r, delayed)
+	defer ca.free()
+	a := (*C.quant_plugin_delayed_update_args)(ca.args)
+	a.struct_size = C.uint32_t(C.sizeof_quant_plugin_delayed_update_args)
+	a.params = cp
+	if err := tensorToC(r.Scale, &a.scale); err != nil {
+		return err
 	}
-	return nil
+	if err := tensorToC(r.History, &a.history); err != nil {
+		return err
+	}
+	if r.Reduced != nil {
+		a.has_reduced = 1
+		a.reduced_amax = C.float(*r.Reduced)
+	}
+	a.scaled_max = C.float(r.ScaledMax)
+	setStream(&a.stream, r.Stream)
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.delayed_update), n.what("delayed-scaling update", &p))
 }
 
 // stageAmax reads the amax the kernel wrote and stages it into the delayed
@@ -230,7 +323,8 @@ func stageAmax(r *host.QuantizeRequest, d host.DelayedCast) error {
 }
 
 func (n *kernels) Dequantize(r *host.DequantizeRequest) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_dequantize_args, r.Spec.Params())
+	p := r.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_dequantize_args, &p)
 	if err != nil {
 		return err
 	}
@@ -243,15 +337,16 @@ func (n *kernels) Dequantize(r *host.DequantizeRequest) error {
 		return err
 	}
 	a.m, a.k = C.int64_t(r.M), C.int64_t(r.K)
-	if err := tensorToC(r.Out, []int64{r.M, r.K}, &a.out); err != nil {
+	if err := tensor2DToC(r.Out, r.M, r.K, &a.out); err != nil {
 		return err
 	}
 	setStream(&a.stream, r.Stream)
-	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.dequantize), n.what("dequantize", r.Spec.Params()))
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.dequantize), n.what("dequantize", &p))
 }
 
 func (n *kernels) Derive(r *host.DeriveRequest) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_derive_args, r.Spec.Params())
+	p := r.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_derive_args, &p)
 	if err != nil {
 		return err
 	}
@@ -269,7 +364,7 @@ func (n *kernels) Derive(r *host.DeriveRequest) error {
 	}
 	a.m, a.k = C.int64_t(r.M), C.int64_t(r.K)
 	setStream(&a.stream, r.Stream)
-	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.derive), n.what("derive", r.Spec.Params()))
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.derive), n.what("derive", &p))
 }
 
 // swizzlingKernels are the kernel sets that also convert scale layouts.
@@ -277,7 +372,8 @@ type swizzlingKernels struct{ kernels }
 
 // SwizzleScales runs on the default stream: ScaleSwizzler takes none.
 func (n *swizzlingKernels) SwizzleScales(st *host.Storage, dir host.Direction, m, k int64, swizzled bool) error {
-	ca, cp, err := withParams(C.sizeof_quant_plugin_swizzle_args, st.Spec.Params())
+	p := st.Spec.Params()
+	ca, cp, err := withParams(C.sizeof_quant_plugin_swizzle_args, &p)
 	if err != nil {
 		return err
 	}
@@ -291,7 +387,7 @@ func (n *swizzlingKernels) SwizzleScales(st *host.Storage, dir host.Direction, m
 		return err
 	}
 	a.m, a.k = C.int64_t(m), C.int64_t(k)
-	return ca.invoke(n.plugin.info.Name, unsafe.Pointer(n.k.swizzle_scales), n.what("scale swizzle", st.Spec.Params()))
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.swizzle_scales), n.what("scale swizzle", &p))
 }
 
 // memory is a plugin's memory table for one device type.

@@ -537,32 +537,68 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 }
 
 // TestDelayedScalingMatchesCPU: a few steps of quantize + update, the scale and
-// history included.
+// history included. On the GPU the state lives in device memory (the quantize
+// reads the scale and reduces the amax there, the update is a kernel, issue
+// #15); Fetch copies it back. Shapes on both sides of the one-CTA small-tensor
+// path, both amax algorithms, a history longer than the update kernel's
+// block, a reduced amax, and a CPU quantize in between that brings the GPU
+// quantizer's state back to C memory.
 func TestDelayedScalingMatchesCPU(t *testing.T) {
 	needGPU(t)
 	for _, el := range []host.Element{host.ElementE4M3, host.ElementE5M2} {
 		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
-			t.Run(fmt.Sprintf("%s/%s", el, usage), func(t *testing.T) {
-				p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, Element: el, AmaxHistoryLen: 4, Margin: 1}
-				qc, err := host.NewQuantizer(p, usage)
-				require.NoError(t, err)
-				defer qc.Release()
-				qg, err := host.NewQuantizer(p, usage)
-				require.NoError(t, err)
-				defer qg.Release()
-				for step := 0; step < 4; step++ {
-					kind := []string{"normal", "wide", "adversarial", "normal"}[step]
-					x := input(t, host.BFloat16, kind, 130, 260, uint64(step))
-					cq, gq := quantizeBoth(t, qc, qg, x, 0x99, nil)
-					compareTensors(t, fmt.Sprintf("step %d", step), cq, gq)
+			for _, c := range []struct {
+				name  string
+				shape [2]int64
+				hist  int32
+				algo  host.AmaxAlgo
+			}{
+				{"small max", [2]int64{130, 260}, 4, host.AmaxMax},
+				{"large max", [2]int64{300, 260}, 4, host.AmaxMax},
+				{"small most_recent long", [2]int64{64, 96}, 1500, host.AmaxMostRecent},
+				{"large max long", [2]int64{520, 300}, 2100, host.AmaxMax},
+			} {
+				t.Run(fmt.Sprintf("%s/%s/%s", el, usage, c.name), func(t *testing.T) {
+					p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, Element: el, AmaxHistoryLen: c.hist, Margin: 1, AmaxAlgo: c.algo}
+					qc, err := host.NewQuantizer(p, usage)
+					require.NoError(t, err)
+					defer qc.Release()
+					qg, err := host.NewQuantizer(p, usage)
+					require.NoError(t, err)
+					defer qg.Release()
 					cs, _ := qc.DelayedState(host.DirRowwise)
 					gs, _ := qg.DelayedState(host.DirRowwise)
-					requireSameBytes(t, "history", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
-					require.NoError(t, cs.Update(nil))
-					require.NoError(t, gs.Update(nil))
-					requireSameBytes(t, "scale", cs.Scale().Bytes8(), gs.Scale().Bytes8())
-				}
-			})
+					for step := 0; step < 6; step++ {
+						kind := []string{"normal", "wide", "adversarial", "normal", "wide", "normal"}[step]
+						x := input(t, host.BFloat16, kind, c.shape[0], c.shape[1], uint64(step))
+						if step == 3 {
+							// A CPU quantize on the GPU quantizer: its state comes back.
+							cq, err := qc.Quantize(x, host.QuantizeOptions{})
+							require.NoError(t, err)
+							gq, err := qg.Quantize(x, host.QuantizeOptions{})
+							require.NoError(t, err)
+							compareTensors(t, "cpu step", cq, gq)
+							cq.Free()
+							gq.Free()
+						} else {
+							cq, gq := quantizeBoth(t, qc, qg, x, 0x99, nil)
+							compareTensors(t, fmt.Sprintf("step %d", step), cq, gq)
+						}
+						require.NoError(t, gs.Fetch())
+						requireSameBytes(t, "history", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
+						var reduced *float32
+						if step == 4 {
+							r := float32(3e4)
+							reduced = &r
+						}
+						require.NoError(t, cs.Update(reduced))
+						require.NoError(t, gs.Update(reduced))
+						require.NoError(t, gs.Fetch())
+						requireSameBytes(t, "scale", cs.Scale().Bytes8(), gs.Scale().Bytes8())
+						requireSameBytes(t, "history after update", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
+					}
+				})
+			}
 		}
 	}
 }
@@ -661,4 +697,77 @@ func TestDeviceMismatchIsAnError(t *testing.T) {
 	_, err = q.Quantize(g, host.QuantizeOptions{})
 	require.Error(t, err)
 	require.ErrorContains(t, err, "cuda:7")
+}
+
+// TestQuantizeGroupedMatchesCPU: a grouped quantize (one launch for the
+// group where the plugin has a grouped kernel: fp8_block; one call per tensor
+// otherwise) writes, for every tensor of a group of different shapes, the
+// bytes a CPU quantize of that tensor alone writes. A group of 130 small
+// tensors crosses the plugin's per-launch limit of 128.
+func TestQuantizeGroupedMatchesCPU(t *testing.T) {
+	needGPU(t)
+	groups := map[string][][2]int64{
+		"mixed": {{256, 512}, {130, 270}, {1, 5}, {384, 1024}, {128, 128}},
+	}
+	many := make([][2]int64, 130)
+	for i := range many {
+		many[i] = [2]int64{int64(1 + i%7*40), int64(128 + i%3*64)}
+	}
+	groups["130 tensors"] = many
+	for _, c := range []host.Params{
+		{Format: "fp8_block"}, {Format: "fp8_block", BlockDims: 2}, {Format: "fp8_block", FP32Scales: true},
+		{Format: "mxfp8"}, {Format: "fp8"}, {Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 3},
+	} {
+		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+			for gname, shapes := range groups {
+				if c.Format == "mxfp8" && gname == "mixed" {
+					shapes = [][2]int64{{256, 512}, {64, 96}, {384, 1024}} // MX blocks of 32
+				}
+				if c.Format == "mxfp8" && gname != "mixed" {
+					continue
+				}
+				for _, dt := range []host.DType{host.BFloat16, host.Float32} {
+					name := fmt.Sprintf("%s dims=%d fp32=%v scaling=%d/%s/%s/%s", c.Format, c.BlockDims, c.FP32Scales, c.Scaling, usage, gname, dt)
+					t.Run(name, func(t *testing.T) {
+						qc, err := host.NewQuantizer(c, usage)
+						require.NoError(t, err)
+						defer qc.Release()
+						qg, err := host.NewQuantizer(c, usage)
+						require.NoError(t, err)
+						defer qg.Release()
+						ins := make([]host.Tensor, len(shapes))
+						dsts := make([]*host.QTensor, len(shapes))
+						cqs := make([]*host.QTensor, len(shapes))
+						for i, sh := range shapes {
+							x := input(t, dt, []string{"normal", "adversarial", "wide"}[i%3], sh[0], sh[1], uint64(i))
+							cqs[i], err = qc.Quantize(x, host.QuantizeOptions{})
+							require.NoError(t, err)
+							defer cqs[i].Free()
+							ins[i] = toGPU(t, x)
+							layout, err := qg.Layout(x.Shape)
+							require.NoError(t, err)
+							bufs := make([]host.Tensor, len(layout))
+							for j, l := range layout {
+								bufs[j] = poisoned(t, l.DType, l.Shape, byte(0x5A+i))
+							}
+							dsts[i], err = qg.NewQTensorFromBuffers(x.Shape, bufs)
+							require.NoError(t, err)
+							defer dsts[i].Free()
+						}
+						require.NoError(t, qg.QuantizeGrouped(ins, dsts, host.QuantizeOptions{}))
+						require.NoError(t, host.Synchronize(gpu, 0))
+						for i := range shapes {
+							compareTensors(t, fmt.Sprintf("tensor %d %v", i, shapes[i]), cqs[i], dsts[i])
+						}
+						if c.Scaling == host.ScalingDelayed {
+							cs, _ := qc.DelayedState(host.DirRowwise)
+							gs, _ := qg.DelayedState(host.DirRowwise)
+							require.NoError(t, gs.Fetch())
+							requireSameBytes(t, "history", cs.AmaxHistory().Bytes8(), gs.AmaxHistory().Bytes8())
+						}
+					})
+				}
+			}
+		}
+	}
 }

@@ -428,6 +428,89 @@ static void test_delayed_scaling(void) {
   EXPECT_OK(quant_quantizer_free(q));
 }
 
+/* quant_quantize_grouped: the same bytes as quant_quantize_into tensor by
+ * tensor (tensors of different shapes in one group, as MoE experts with
+ * different token counts), and every bad argument named. */
+static void test_quantize_grouped(void) {
+  quant_quantizer *q = NULL;
+  quant_qtensor *g[3] = {NULL, NULL, NULL}, *ref[3] = {NULL, NULL, NULL};
+  quant_quantizer_config c = check_config("fp8_block");
+  int64_t shapes[3][2] = {{M, K}, {M / 2, K}, {3, 130}};
+  static float xs[3][M * K];
+  DLTensor ins[3], v1, v2, bad_dtype;
+  quant_quantize_grouped_args a;
+  size_t i;
+  uint32_t dir;
+  int same = 1;
+
+  c.usage = QUANT_USAGE_ROWWISE | QUANT_USAGE_COLUMNWISE;
+  EXPECT_OK(quant_quantizer_create(&c, &q));
+  for (i = 0; i < 3; i++) {
+    int j;
+    for (j = 0; j < M * K; j++) xs[i][j] = (float)(((j + 7 * (int)i) * 31 % 97) - 48) * (0.25f + (float)i);
+    ins[i] = check_tensor(xs[i], kDLFloat, 32, 2, shapes[i]);
+    EXPECT_OK(quant_quantize(q, &ins[i], NULL, &g[i]));
+    EXPECT_OK(quant_quantize(q, &ins[i], NULL, &ref[i]));
+    xs[i][0] = -3.5f * (float)(i + 1); /* change the input: the group must requantize */
+    EXPECT_OK(quant_quantize_into(q, &ins[i], NULL, ref[i]));
+  }
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.count = 3;
+  a.inputs = ins;
+  a.outputs = g;
+  EXPECT_OK(quant_quantize_grouped(q, &a));
+  for (i = 0; i < 3; i++)
+    for (dir = QUANT_DIRECTION_ROWWISE; dir <= QUANT_DIRECTION_COLUMNWISE; dir++) {
+      quant_buffer_kind kinds[2] = {QUANT_BUFFER_DATA, QUANT_BUFFER_SCALE_INV};
+      int kk;
+      for (kk = 0; kk < 2; kk++) {
+        size_t nbytes;
+        EXPECT_OK(quant_qtensor_buffer(g[i], dir, kinds[kk], &v1));
+        EXPECT_OK(quant_qtensor_buffer(ref[i], dir, kinds[kk], &v2));
+        nbytes = (size_t)(v1.dtype.bits / 8) * (size_t)v1.shape[0] * (size_t)(v1.ndim > 1 ? v1.shape[1] : 1);
+        same &= memcmp(v1.data, v2.data, nbytes) == 0;
+      }
+    }
+  CHECK(same);
+
+  EXPECT_ERR(quant_quantize_grouped(NULL, &a), QUANT_ERROR_INVALID_ARGUMENT, "quantizer");
+  EXPECT_ERR(quant_quantize_grouped(q, NULL), QUANT_ERROR_INVALID_ARGUMENT, "args: is NULL");
+  a.struct_size = 8;
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_ARGUMENT, "args: struct_size 8");
+  a.struct_size = sizeof a;
+  a.count = 0;
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_ARGUMENT, "args.count: is 0");
+  a.count = 3;
+  a.inputs = NULL;
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_ARGUMENT, "args.inputs: is NULL");
+  a.inputs = ins;
+  a.outputs = NULL;
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_ARGUMENT, "args.outputs: is NULL");
+  a.outputs = g;
+  g[2] = g[0];
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_ARGUMENT, "outputs[2]: the same tensor as outputs[0]");
+  g[2] = (quant_qtensor *)(void *)q;
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_HANDLE, "args.outputs[2]");
+  g[2] = ref[2];
+  ins[1].shape = shapes[0];
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_ARGUMENT, "inputs[1]");
+  ins[1].shape = shapes[1];
+  bad_dtype = ins[1];
+  bad_dtype.dtype.code = kDLUInt;
+  bad_dtype.dtype.bits = 8;
+  ins[1] = bad_dtype;
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_ARGUMENT, "inputs[1]");
+  ins[1] = check_tensor(xs[1], kDLFloat, 32, 2, shapes[1]);
+  ins[0].data = NULL;
+  EXPECT_ERR(quant_quantize_grouped(q, &a), QUANT_ERROR_INVALID_ARGUMENT, "args.inputs[0]: data is NULL");
+  for (i = 0; i < 3; i++) {
+    EXPECT_OK(quant_qtensor_free(ref[i]));
+    if (i < 2) EXPECT_OK(quant_qtensor_free(g[i]));
+  }
+  EXPECT_OK(quant_quantizer_free(q));
+}
+
 static void test_last_error_is_kept_until_next_failure(void) {
   quant_quantizer *q = NULL;
   quant_quantizer_config c = check_config("fp8");
@@ -468,6 +551,7 @@ int main(void) {
   test_amax_and_into();
   test_from_buffers();
   test_delayed_scaling();
+  test_quantize_grouped();
   test_last_error_is_kept_until_next_failure();
   test_plugin_load_options();
   return check_summary("test_abi");

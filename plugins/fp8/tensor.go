@@ -95,19 +95,31 @@ func (s *TensorSpec) NewState() (host.State, error) {
 	if s.p.Scaling != host.ScalingDelayed {
 		return nil, nil
 	}
-	return newDelayedState(int(s.p.AmaxHistoryLen), s.codec.max, s.p)
+	return newDelayedState(int(s.p.AmaxHistoryLen), s.codec.max, s.p, s)
 }
 
-// delayedState holds the scale and amax history in C memory (spec §2.2).
+// delayedState holds the scale and amax history in C memory (spec §2.2), or,
+// after a quantize on a device whose plugin can run the update there, in that
+// device's memory (host.DeviceDelayedState): then quantizes cast with the
+// device scale and reduce the amax into the device history on their stream,
+// updates run as a kernel on the stream of the last quantize, and Fetch copies
+// the state back into the C views only when a caller asks (issue #15). A CPU
+// quantize brings the state back to C memory.
 type delayedState struct {
 	mu      sync.Mutex
 	scale   host.Tensor
 	history host.Tensor
 	fp8Max  float32
 	p       host.Params
+	spec    host.Spec
+	// In device memory: onDev, the device buffers, and the stream of the last
+	// quantize or update there.
+	onDev          bool
+	devScale, devH host.Tensor
+	stream         uintptr
 }
 
-func newDelayedState(n int, fp8Max float32, p host.Params) (*delayedState, error) {
+func newDelayedState(n int, fp8Max float32, p host.Params, spec host.Spec) (*delayedState, error) {
 	sp, err := cmem.Alloc(4)
 	if err != nil {
 		return nil, host.Errorf(host.ErrOutOfMemory, "delayed scaling state: %v", err)
@@ -121,19 +133,98 @@ func newDelayedState(n int, fp8Max float32, p host.Params) (*delayedState, error
 	d := &delayedState{
 		scale:   host.Tensor{Ptr: sp, DType: host.Float32, Shape: []int64{1}, Device: cpu},
 		history: host.Tensor{Ptr: hp, DType: host.Float32, Shape: []int64{int64(n)}, Device: cpu},
-		fp8Max:  fp8Max, p: p,
+		fp8Max:  fp8Max, p: p, spec: spec,
 	}
 	d.scale.Float32s()[0] = 1 // spec §2.2: scale starts at ones
 	return d, nil
 }
 
 func (d *delayedState) Free() {
+	d.mu.Lock()
+	d.freeDeviceLocked()
+	d.mu.Unlock()
 	cmem.Free(d.scale.Ptr)
 	cmem.Free(d.history.Ptr)
 }
 
+func (d *delayedState) freeDeviceLocked() {
+	if d.onDev {
+		host.FreeTensor(d.devScale, d.stream)
+		host.FreeTensor(d.devH, d.stream)
+		d.onDev = false
+	}
+}
+
 func (d *delayedState) Scale() host.Tensor       { return d.scale }
 func (d *delayedState) AmaxHistory() host.Tensor { return d.history }
+
+// Fetch copies a state in device memory back into the C views.
+func (d *delayedState) Fetch() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fetchLocked()
+}
+
+func (d *delayedState) fetchLocked() error {
+	if !d.onDev {
+		return nil
+	}
+	if err := host.CopyTensor(d.scale, d.devScale, d.stream); err != nil {
+		return err
+	}
+	if err := host.CopyTensor(d.history, d.devH, d.stream); err != nil {
+		return err
+	}
+	return host.Synchronize(d.devScale.Device, d.stream)
+}
+
+// toCPULocked brings a state in device memory back to C memory (a CPU
+// quantize of the same quantizer).
+func (d *delayedState) toCPULocked() error {
+	if !d.onDev {
+		return nil
+	}
+	if err := d.fetchLocked(); err != nil {
+		return err
+	}
+	d.freeDeviceLocked()
+	return nil
+}
+
+// DeviceBuffers moves the state to dev on first use (host.DeviceDelayedState).
+func (d *delayedState) DeviceBuffers(dev host.Device, stream uintptr) (scale, history host.Tensor, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.onDev && d.devScale.Device != dev {
+		if err := d.toCPULocked(); err != nil {
+			return scale, history, err
+		}
+	}
+	if !d.onDev {
+		if d.devScale, err = host.AllocTensor(dev, host.Float32, []int64{1}, stream); err != nil {
+			return scale, history, err
+		}
+		if d.devH, err = host.AllocTensor(dev, host.Float32, d.history.Shape, stream); err != nil {
+			host.FreeTensor(d.devScale, stream)
+			return scale, history, err
+		}
+		if err = host.CopyTensor(d.devScale, d.scale, stream); err == nil {
+			err = host.CopyTensor(d.devH, d.history, stream)
+		}
+		if err == nil {
+			// The copies read C memory that a later CPU-side write must not race.
+			err = host.Synchronize(dev, stream)
+		}
+		if err != nil {
+			host.FreeTensor(d.devScale, stream)
+			host.FreeTensor(d.devH, stream)
+			return scale, history, err
+		}
+		d.onDev = true
+	}
+	d.stream = stream
+	return d.devScale, d.devH, nil
+}
 
 // currentScale reads the scale under the lock.
 func (d *delayedState) currentScale() float32 {
@@ -158,17 +249,35 @@ func (d *delayedState) record(amax float32) {
 	d.mu.Unlock()
 }
 
+// scaledMax is fl32(fp8_max · 2^-margin) (spec §2.4).
+func (d *delayedState) scaledMax() float32 {
+	return d.fp8Max * float32(math.Pow(2, -float64(d.p.Margin)))
+}
+
 // Update is the fused delayed-scaling update (spec §2.4, delayed_scaling.cu):
 // a0 = the reduced amax if non-zero, else h[0]; when a0 == 0 nothing changes;
 // otherwise the history rolls (h'[i] = h[i+1], h'[L-1] = a0, h'[0] = 0), amax is
 // max(h[1..L-1], a0) for "max" or a0 for "most_recent", and the scale becomes
 // fl32(fp8_max·2^-margin)/amax when amax is finite and positive (+Inf → FLT_MAX).
+// A state in device memory is updated there, on the stream of its last quantize.
 func (d *delayedState) Update(reduced *float32) error {
 	if reduced != nil && (*reduced < 0 || math.IsNaN(float64(*reduced))) {
 		return host.Errorf(host.ErrInvalidArgument, "reduced_amax: %g must be ≥ 0", *reduced)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.onDev {
+		k, err := host.KernelsFor(Name, d.devScale.Device)
+		if err != nil {
+			return err
+		}
+		u, ok := k.(host.DelayedUpdater)
+		if !ok {
+			return host.Errorf(host.ErrUnsupported, "delayed scaling: the kernels of %s on %s cannot update a state there", Name, d.devScale.Device)
+		}
+		return u.DelayedUpdate(&host.DelayedUpdateRequest{Spec: d.spec, Scale: d.devScale, History: d.devH, Reduced: reduced,
+			ScaledMax: d.scaledMax(), Stream: d.stream})
+	}
 	h := d.history.Float32s()
 	n := len(h)
 	a0 := h[0]
@@ -195,7 +304,7 @@ func (d *delayedState) Update(reduced *float32) error {
 			amax = a0
 		}
 	}
-	scaledMax := d.fp8Max * float32(math.Pow(2, -float64(d.p.Margin)))
+	scaledMax := d.scaledMax()
 	s := &d.scale.Float32s()[0]
 	scale := *s
 	if !math.IsInf(float64(amax), 0) && amax > 0 {
@@ -222,6 +331,12 @@ func (tensorKernels) Quantize(r *host.QuantizeRequest) error {
 	var scale, amax float32
 	switch st := r.State.(type) {
 	case *delayedState:
+		st.mu.Lock()
+		err := st.toCPULocked()
+		st.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		scale = st.currentScale()
 		amax = host.AmaxCPU(r.Input)
 		st.record(amax)

@@ -429,6 +429,16 @@ class quant_linear_ctx_info(C.Structure):
     ]
 
 
+class quant_quantize_grouped_args(C.Structure):
+    _fields_ = [
+        ("struct_size", C.c_size_t),
+        ("count", C.c_size_t),
+        ("inputs", C.POINTER(DLTensor)),
+        ("outputs", C.POINTER(C.c_void_p)),
+        ("stream", C.c_void_p),
+    ]
+
+
 # Every struct of quant.h by its C name (the layout test checks each).
 STRUCTS: dict[str, type[C.Structure]] = {
     "DLDevice": DLDevice,
@@ -454,6 +464,7 @@ STRUCTS: dict[str, type[C.Structure]] = {
     "quant_grouped_linear_forward_args": quant_grouped_linear_forward_args,
     "quant_grouped_linear_backward_args": quant_grouped_linear_backward_args,
     "quant_linear_ctx_info": quant_linear_ctx_info,
+    "quant_quantize_grouped_args": quant_quantize_grouped_args,
 }
 
 # quant_recipe_callback
@@ -524,6 +535,7 @@ FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "quant_linear_ctx_free": (_S, [_P]),
     "quant_linear_scaling_amaxes": (_S, [_P, C.c_int32, C.POINTER(C.c_float), _SZ, C.POINTER(_SZ)]),
     "quant_linear_update_scaling": (_S, [_P, C.c_int32, C.POINTER(C.c_float), _SZ]),
+    "quant_quantize_grouped": (_S, [_P, C.POINTER(quant_quantize_grouped_args)]),
 }
 
 # ---------------------------------------------------------------------------

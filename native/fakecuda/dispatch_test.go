@@ -1,0 +1,170 @@
+package fakecuda
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"libquant/host"
+	_ "libquant/host/cpumem"
+	"libquant/host/hosttest"
+	"libquant/internal/testutil"
+	"libquant/native"
+	_ "libquant/plugins/fp8"
+	_ "libquant/plugins/mxfp8"
+)
+
+var loaded = struct {
+	once sync.Once
+	err  error
+}{}
+
+// load builds fake_cuda.c and loads it, once per test binary; it skips when
+// no C compiler is installed.
+func load(tb testing.TB) {
+	tb.Helper()
+	loaded.once.Do(func() {
+		cc := os.Getenv("CC")
+		if cc == "" {
+			cc = "cc"
+		}
+		if _, err := exec.LookPath(cc); err != nil {
+			loaded.err = err
+			return
+		}
+		so := filepath.Join(os.TempDir(), "libquant_fake_cuda_"+filepath.Base(tb.TempDir())+".so")
+		out, err := exec.Command(cc, "-std=c99", "-O2", "-fPIC", "-shared", "-I../../include", "testdata/fake_cuda.c", "-o", so).CombinedOutput()
+		if err != nil {
+			loaded.err = &buildError{string(out)}
+			return
+		}
+		_, loaded.err = native.Load(so, native.Explicit)
+	})
+	if _, ok := loaded.err.(*buildError); ok || (loaded.err != nil && isNoCompiler(loaded.err)) {
+		tb.Skipf("SKIP: cannot build the fake CUDA plugin: %v", loaded.err)
+	}
+	require.NoError(tb, loaded.err)
+}
+
+type buildError struct{ out string }
+
+func (e *buildError) Error() string { return e.out }
+
+func isNoCompiler(err error) bool { _, ok := err.(*exec.Error); return ok }
+
+// setup makes a quantizer for p and a 128x256 BF16 "CUDA" input with a
+// quantized tensor to re-quantize into (the shape of issue #15's host-time
+// figure).
+func setup(tb testing.TB, p host.Params) (*host.Quantizer, host.Tensor, *host.QTensor) {
+	load(tb)
+	q, err := host.NewQuantizer(p, host.BothUsages)
+	require.NoError(tb, err)
+	tb.Cleanup(q.Release)
+	dev := host.Device{Type: host.CUDA}
+	in, err := host.AllocTensor(dev, host.BFloat16, []int64{128, 256}, 0)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { host.FreeTensor(in, 0) })
+	qt, err := q.Quantize(in, host.QuantizeOptions{})
+	require.NoError(tb, err)
+	tb.Cleanup(qt.Free)
+	return q, in, qt
+}
+
+var dispatchCases = []struct {
+	name string
+	p    host.Params
+}{
+	{"mxfp8", host.Params{Format: "mxfp8"}},
+	{"fp8 current", host.Params{Format: "fp8"}},
+	{"fp8 delayed", host.Params{Format: "fp8", Scaling: host.ScalingDelayed}},
+}
+
+// BenchmarkQuantizeDispatch is the host's share of a GPU quantize_into: the
+// time from host.Quantizer.QuantizeInto to the plugin's quantize and back,
+// with a plugin that launches nothing.
+func BenchmarkQuantizeDispatch(b *testing.B) {
+	for _, c := range dispatchCases {
+		b.Run(c.name, func(b *testing.B) {
+			q, in, qt := setup(b, c.p)
+			opts := host.QuantizeOptions{Stream: 0}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := q.QuantizeInto(in, opts, qt); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// A re-quantize into an existing tensor allocates nothing on the Go side: no
+// layout recomputed, no kernel looked up by name, no argument block calloc'd
+// (issue #15). Delayed scaling is left out: its state update is the next step.
+func TestQuantizeIntoAllocatesNothing(t *testing.T) {
+	for _, c := range dispatchCases[:2] {
+		t.Run(c.name, func(t *testing.T) {
+			q, in, qt := setup(t, c.p)
+			allocs := testing.AllocsPerRun(200, func() {
+				if err := q.QuantizeInto(in, host.QuantizeOptions{}, qt); err != nil {
+					t.Fatal(err)
+				}
+			})
+			require.Zero(t, allocs, "Go allocations per QuantizeInto")
+		})
+	}
+}
+
+// The delayed-scaling state moves to the "device" at the first device
+// quantize, is updated there, comes back on Fetch and on a CPU quantize, and
+// follows the CPU state's sequence throughout (spec §2.3, §2.4). The fake
+// plugin's amax and update are written after the same rules, so a difference
+// is in the host's handling: a lost amax, an update on the wrong copy, a stale
+// fetch.
+func TestDelayedStateOnDeviceFollowsCPU(t *testing.T) {
+	load(t)
+	for _, algo := range []host.AmaxAlgo{host.AmaxMax, host.AmaxMostRecent} {
+		p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 3, Margin: 1, AmaxAlgo: algo}
+		qc, err := host.NewQuantizer(p, host.Rowwise)
+		require.NoError(t, err)
+		defer qc.Release()
+		qg, err := host.NewQuantizer(p, host.Rowwise)
+		require.NoError(t, err)
+		defer qg.Release()
+		cs, _ := qc.DelayedState(host.DirRowwise)
+		gs, _ := qg.DelayedState(host.DirRowwise)
+		dev := host.Device{Type: host.CUDA}
+		for step := 0; step < 6; step++ {
+			x := hosttest.Tensor(t, host.BFloat16, 4, 8)
+			host.StoreFloat32(x, 0, testutil.Normal(32, float64(step+1), uint64(step)))
+			gx, err := host.AllocTensor(dev, host.BFloat16, []int64{4, 8}, 0)
+			require.NoError(t, err)
+			require.NoError(t, host.CopyTensor(gx, x, 0))
+			ct, err := qc.Quantize(x, host.QuantizeOptions{})
+			require.NoError(t, err)
+			ct.Free()
+			src := gx
+			if step == 3 {
+				src = x // a CPU quantize brings the state back to C memory
+			}
+			gt, err := qg.Quantize(src, host.QuantizeOptions{})
+			require.NoError(t, err)
+			gt.Free()
+			host.FreeTensor(gx, 0)
+			var reduced *float32
+			if step == 4 {
+				r := float32(100)
+				reduced = &r
+			}
+			require.NoError(t, cs.Update(reduced))
+			require.NoError(t, gs.Update(reduced))
+			require.NoError(t, gs.Fetch())
+			require.Equal(t, cs.AmaxHistory().Float32s(), gs.AmaxHistory().Float32s(), "%v step %d history", algo, step)
+			require.Equal(t, cs.Scale().Float32s(), gs.Scale().Float32s(), "%v step %d scale", algo, step)
+		}
+	}
+}
