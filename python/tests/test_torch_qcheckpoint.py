@@ -305,3 +305,78 @@ def test_deepcopy_of_a_quantized_module_is_independent() -> None:
     assert not torch.equal(c(x), m(x))
     assert torch.equal(c.dequantized_weight(), torch.zeros(32, 64))
     assert not torch.equal(m.dequantized_weight(), torch.zeros(32, 64))
+
+
+class Run:
+    """A model with quantized weights, its FP32 master weights and AdamW."""
+
+    def __init__(self, model: Net) -> None:
+        self.model = model
+        self.recipe = model.fc1.recipe
+        self.master = lqt.MasterWeights(model)
+        self.opt = torch.optim.AdamW(self.master.parameters(), lr=3e-3)
+        self.master.attach(self.opt)
+
+    def step(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        self.opt.zero_grad(set_to_none=True)
+        with lqt.autocast(recipe=self.recipe):
+            y = self.model(x)
+        torch.nn.functional.mse_loss(y, t).backward()
+        g = {n: p.grad.clone() for n, p in self.model.named_parameters() if p.grad is not None}
+        self.opt.step()
+        return y.detach(), g
+
+    def checkpoint(self) -> dict[str, Any]:
+        buf = io.BytesIO()
+        torch.save({"model": self.model.state_dict(), "master": self.master.state_dict(),
+                    "opt": self.opt.state_dict()}, buf)
+        buf.seek(0)
+        ck: dict[str, Any] = torch.load(buf, weights_only=True)
+        return ck
+
+
+@pytest.mark.parametrize("kind", ["fp8_delayed", "nvfp4_no_rht", "hybrid_mxfp8_nvfp4", "hybrid_fp8_delayed"])
+def test_resume_from_checkpoint_continues_bit_for_bit(kind: str) -> None:
+    """Model, master weights and optimizer state saved mid-training and loaded
+    into a fresh run: every later step (outputs, gradients, quantized bytes,
+    delayed-scaling state, master weights) equals the uninterrupted run's."""
+    make = MAKERS[kind]
+    a = Run(build(make(), seed=0))
+    x, t = data("cpu")
+    for i in range(3):
+        a.step(x * (1 + 0.25 * i), t)
+    ck = a.checkpoint()
+    b_model = build(make(), seed=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b_model.load_state_dict(ck["model"])
+    b = Run(b_model)
+    b.master.load_state_dict(ck["master"])
+    b.opt.load_state_dict(ck["opt"])
+    for i in range(3):
+        xi = x * (1 - 0.2 * i)
+        ya, ga = a.step(xi, t)
+        yb, gb = b.step(xi, t)
+        assert torch.equal(ya, yb), i
+        assert ga.keys() == gb.keys() and all(torch.equal(ga[k], gb[k]) for k in ga), i
+        assert_same(snapshot(b.model), snapshot(a.model))
+        ma, mb = a.master.state_dict(), b.master.state_dict()
+        assert ma.keys() == mb.keys() and all(torch.equal(ma[k], mb[k]) for k in ma)
+    # without the master weights' and optimizer's state the run diverges: the check can fail
+    c = Run(build(make(), seed=11))
+    c.model.load_state_dict(ck["model"])
+    a.step(x, t)
+    c.step(x, t)
+    assert snapshot(c.model) != snapshot(a.model)
+
+
+def test_master_weights_state_dict_refuses_other_models() -> None:
+    r = lqt.MXFP8BlockScaling()
+    m = lqt.MasterWeights(build(r, seed=0))
+    sd = m.state_dict()
+    assert sorted(sd) == ["experts.weight0", "experts.weight1", "experts.weight2", "fc1.weight", "fc2.weight"]
+    assert all(v.dtype == torch.float32 for v in sd.values())
+    with pytest.raises(lq.InvalidArgumentError, match="missing master weights \\['fc2.weight'\\]"):
+        m.load_state_dict({k: v for k, v in sd.items() if k != "fc2.weight"})
+    with pytest.raises(lq.InvalidArgumentError, match="shape \\(3,\\), want \\(128, 64\\)"):
+        m.load_state_dict(dict(sd, **{"fc1.weight": torch.zeros(3)}))

@@ -221,8 +221,7 @@ class _QuantizedModule:
             qw = []
             for g, name in enumerate(self._lq_weight_names()):
                 ph = params.pop(name)  # not the expanded placeholder: deepcopy would make it dense
-                qw.append((name, self._lq_qweight_meta(g), [b for _, b in self._lq_qbufs[g]], ph.requires_grad,
-                           ph.device))
+                qw.append((name, self._lq_qweight_meta(g), [b for _, b in self._lq_qbufs[g]], ph.requires_grad))
             d["_parameters"] = params
             d["_lq_pickled_qweights"] = qw
         return d
@@ -240,7 +239,7 @@ class _QuantizedModule:
             assert self.recipe is not None
             s = _ops.slot(self._lq_mid, self.recipe.rid, self._lq_num_gemms())
             qws, bufs = [], []
-            for g, (name, meta, raws, rg, dev) in enumerate(qw):
+            for g, (name, meta, raws, rg) in enumerate(qw):
                 q = s.layer.quantizer("weight", g)
                 q.usage = "both"
                 shape = tuple(meta["shape"])
@@ -253,7 +252,8 @@ class _QuantizedModule:
                 qt.persistent = bool(meta["persistent"])
                 qws.append((q, qt))
                 bufs.append(list(zip(descs, raws)))
-                self._lq_placeholder(name, shape, getattr(torch, meta["dtype"]), dev, rg)
+                # on the buffers' device (torch.load's map_location moved them)
+                self._lq_placeholder(name, shape, getattr(torch, meta["dtype"]), raws[0].device, rg)
             self._lq_qweights = qws
             self._lq_qbufs = bufs
 
