@@ -152,6 +152,8 @@ def test_quantized_weights_round_trip_bit_for_bit(kind: str, how: str) -> None:
     before = snapshot(a)
     b = round_trip(a, how, make)
     assert_same(snapshot(b), before)
+    assert [n for n, _ in b.named_parameters()] == [n for n, _ in a.named_parameters()]
+    assert list(b.state_dict()) == list(a.state_dict())
     for m in qmodules(b):  # still quantized-only: one-element gradient placeholders
         assert m.quantized_weight
         for name in m._lq_weight_names():

@@ -220,7 +220,8 @@ class _QuantizedModule:
             params = dict(d["_parameters"])
             qw = []
             for g, name in enumerate(self._lq_weight_names()):
-                ph = params.pop(name)  # not the expanded placeholder: deepcopy would make it dense
+                ph = params[name]
+                params[name] = None  # not the expanded placeholder (deepcopy would make it dense); keeps the order
                 qw.append((name, self._lq_qweight_meta(g), [b for _, b in self._lq_qbufs[g]], ph.requires_grad))
             d["_parameters"] = params
             d["_lq_pickled_qweights"] = qw
