@@ -192,7 +192,8 @@ def test_state_dict_layout_and_a_changed_byte_is_loaded_as_is() -> None:
                     "fc1.weight.quantized.rowwise.data", "fc1.weight.quantized.rowwise.scale_inv"]
     assert sd["fc1.weight.quantized.rowwise.data"].dtype == torch.float8_e4m3fn
     assert sd["fc1.weight.quantized.rowwise.scale_inv"].dtype == torch.float8_e8m0fnu
-    assert tuple(sd["fc1.weight.quantized.rowwise.scale_inv"].shape) == (128, 4)  # 64 / 32 scales, padded to 4 columns (spec §14)
+    # MXFP8 rowwise scales: [pad128(M), pad4(K/32)] (spec's format table), M=128, K=64
+    assert tuple(sd["fc1.weight.quantized.rowwise.scale_inv"].shape) == (128, 4)
     assert sd["fc1.weight.quantized.rowwise.data"].data_ptr() == a.fc1._lq_qbufs[0][0][1].data_ptr()  # zero-copy
     meta = sd["fc1._extra_state"]["quantized_weights"]["weight"]
     assert meta["shape"] == [128, 64] and meta["usage"] == 3 and meta["persistent"] is True
@@ -232,7 +233,8 @@ def test_bad_quantized_checkpoints_are_refused() -> None:
         wide.load_state_dict(sd, strict=False)
     # a quantized state dict is no torch.nn.Linear state dict: strict loading fails loudly
     lin = lqt.Linear(64, 32, recipe=recipe, quantized_weight=True)
-    with pytest.raises(RuntimeError, match="(?s)Missing key.*\"weight\".*Unexpected key.*weight.quantized.rowwise.data"):
+    with pytest.raises(RuntimeError,
+                       match="(?s)Missing key.*\"weight\".*Unexpected key.*weight.quantized.rowwise.data"):
         torch.nn.Linear(64, 32).load_state_dict(lin.state_dict())
     assert "fc1/0/rowwise/data" in keep
 
