@@ -300,9 +300,9 @@ class _QuantizedModule:
     def _lq_apply_extra_state(self, s: "_ops.Slot", st: dict[str, Any]) -> None:
         if st.get("recipe") != s.recipe.describe():
             warnings.warn("libquant.torch: %s: the checkpoint was quantized under %s, this module runs %s: "
-                          "its weights are re-quantized from their high-precision values and the checkpoint's "
-                          "delayed-scaling state is not loaded" % (self.lq_name or type(self).__name__,
-                                                                    st.get("recipe"), s.recipe.describe()),
+                          "its weights are re-quantized (from their high-precision values, or from the "
+                          "checkpoint's quantized ones dequantized) and the checkpoint's delayed-scaling state is "
+                          "not loaded" % (self.lq_name or type(self).__name__, st.get("recipe"), s.recipe.describe()),
                           stacklevel=3)
             return
         states: dict[str, torch.Tensor] = st.get("delayed_scaling", {})
