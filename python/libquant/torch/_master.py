@@ -35,10 +35,13 @@ class MasterWeights:
 
         # (module, gemm, placeholder parameter, master parameter)
         self._pairs: list[tuple[Any, int, torch.nn.Parameter, torch.nn.Parameter]] = []
+        #: the masters' keys in state_dict: the weights' qualified names in the model
+        self._keys: list[str] = []
         placeholders: set[int] = set()
-        for m in model.modules():
+        for fqn, m in model.named_modules():
             if isinstance(m, _QuantizedModule) and m.quantized_weight:
                 for g, name in enumerate(m._lq_weight_names()):
+                    self._keys.append(fqn + "." + name if fqn else name)
                     ph = getattr(m, name)
                     # the master starts from the quantized weight's values (what the
                     # module computes with), as TransformerEngine's optimizers do
@@ -62,6 +65,27 @@ class MasterWeights:
     def masters(self) -> list[tuple[Any, int, torch.nn.Parameter]]:
         """(module, gemm, FP32 master weight) for every quantized weight."""
         return [(m, g, master) for m, g, _, master in self._pairs]
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The FP32 master weights by the weights' qualified names (views, as
+        torch.nn.Module.state_dict gives): save them with the model's and the
+        optimizer's state dicts to resume training exactly."""
+        return {k: master.detach() for k, (_, _, _, master) in zip(self._keys, self._pairs)}
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Copies saved master weights into these, in place (an optimizer made over
+        parameters() keeps working). Every key must be there, with its shape."""
+        want = set(self._keys)
+        missing, unexpected = sorted(want - set(state_dict)), sorted(set(state_dict) - want)
+        if missing or unexpected:
+            raise InvalidArgumentError("state_dict: missing master weights %s, unexpected %s" % (missing, unexpected))
+        for k, (_, _, _, master) in zip(self._keys, self._pairs):
+            v = state_dict[k]
+            if tuple(v.shape) != tuple(master.shape):
+                raise InvalidArgumentError("state_dict[%r]: shape %s, want %s" % (k, tuple(v.shape),
+                                                                                 tuple(master.shape)))
+            with torch.no_grad():
+                master.copy_(v)
 
     def move_grads(self) -> None:
         """Moves each placeholder's gradient (the weight gradient) onto its master

@@ -11,11 +11,47 @@ import torch
 import torch.nn.functional as F
 
 from .. import InvalidArgumentError, LibquantError
+from .. import Linear as _LQLinear
+from .. import Quantizer as _LQQuantizer
 from . import _ops, _state
-from ._recipes import Recipe
+from ._recipes import Preset, Recipe
 
 _EXTRA = "_extra_state"
 _ROLES = ("input", "weight", "grad_output")
+#: state-dict keys of a quantized weight's buffers: prefix + name + _QSEP + "rowwise.data", ...
+_QSEP = ".quantized."
+#: torch dtypes of the layout's buffer dtypes (the state dict shows typed views)
+_TORCH_DTYPES: dict[str, torch.dtype] = {
+    n: getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float32", "uint8")
+    if hasattr(torch, n)}
+
+
+def _desc_meta(d: Any) -> list[Any]:
+    """A layout entry (BufferDesc) as plain data: [direction, kind, dtype, shape, nbytes]."""
+    return [d.direction, d.kind, d.dtype, [int(x) for x in d.shape], int(d.nbytes)]
+
+
+def _typed(raw: torch.Tensor, d: Any) -> torch.Tensor:
+    """The bytes of one buffer as a tensor of its layout dtype and shape (a view)."""
+    dt = _TORCH_DTYPES.get(d.dtype)
+    n = 1
+    for x in d.shape:
+        n *= int(x)
+    if dt is None or n * torch.empty((), dtype=dt).element_size() != d.nbytes:
+        return raw
+    return raw.view(dt).view(tuple(d.shape))
+
+
+def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
+    """A checkpoint buffer's bytes, flat uint8."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def _alloc_qtensor(q: Any, shape: tuple[int, ...], device: Any) -> tuple[Any, list[tuple[Any, torch.Tensor]]]:
+    """An empty QTensor over uint8 buffers torch allocates (quantizer q's layout
+    for shape; quant_qtensor_from_buffers), and those (BufferDesc, buffer) pairs."""
+    bufs = [(d, torch.zeros(d.nbytes, dtype=torch.uint8, device=device)) for d in q.layout(shape)]
+    return q.from_buffers(shape, bufs), bufs
 
 
 def _resolve(m: Any) -> tuple[Recipe | None, int]:
@@ -66,6 +102,8 @@ class _QuantizedModule:
     #: quantized_weight: per GEMM, the weight quantizer and the QTensor (over
     #: torch-owned buffers) that is the module's only copy of the weight
     _lq_qweights: list[tuple[Any, Any]] | None
+    #: per GEMM, the (BufferDesc, uint8 tensor) pairs the quantized weight lives in
+    _lq_qbufs: list[list[tuple[Any, torch.Tensor]]] | None
 
     def _lq_init(self, recipe: Recipe | None, name: str, save_original_input: bool,
                  quantized_weight: bool | None = None) -> None:
@@ -88,6 +126,7 @@ class _QuantizedModule:
         self._lq_last_override = 0
         self._lq_loaded = None
         self._lq_qweights = None
+        self._lq_qbufs = None
         self._lq_mid = _state.register_module(self)
         if quantized_weight:
             self._lq_quantize_weights()
@@ -103,17 +142,34 @@ class _QuantizedModule:
         gradient (MasterWeights moves it to the FP32 master weight)."""
         assert self.recipe is not None
         s = _ops.slot(self._lq_mid, self.recipe.rid, self._lq_num_gemms())
-        qws = []
+        qws, bufs = [], []
         for g, name in enumerate(self._lq_weight_names()):
             p = getattr(self, name)
             q = s.layer.quantizer("weight", g)
             q.usage = "both"
-            qt = q.empty(tuple(p.shape), device=str(p.device), torch=True)
+            qt, b = _alloc_qtensor(q, tuple(p.shape), p.device)
             q.quantize_into(p.detach(), qt, persistent=True)
             qws.append((q, qt))
-            ph = torch.zeros((), dtype=p.dtype, device=p.device).expand(p.shape)
-            setattr(self, name, torch.nn.Parameter(ph, requires_grad=p.requires_grad))
+            bufs.append(b)
+            self._lq_placeholder(name, p.shape, p.dtype, p.device, p.requires_grad)
         self._lq_qweights = qws
+        self._lq_qbufs = bufs
+
+    def _lq_placeholder(self, name: str, shape: Any, dtype: torch.dtype, device: Any, requires_grad: bool) -> None:
+        ph = torch.zeros((), dtype=dtype, device=device).expand(tuple(shape))
+        setattr(self, name, torch.nn.Parameter(ph, requires_grad=requires_grad))
+
+    def _lq_qweight_meta(self, g: int) -> dict[str, Any]:
+        """Quantized weight g's metadata: shape, usage, persistent, the formats of
+        both directions, the quantizer, the high-precision dtype, and the layout
+        (direction, kind, dtype, shape, bytes) of every buffer, in layout order."""
+        assert self._lq_qweights is not None and self._lq_qbufs is not None
+        q, qt = self._lq_qweights[g]
+        i = qt.info
+        ph = getattr(self, self._lq_weight_names()[g])
+        return {"shape": [int(x) for x in i.shape], "usage": int(i.usage), "persistent": bool(i.persistent),
+                "formats": [i.rowwise_format, i.columnwise_format], "quantizer": repr(q),
+                "dtype": str(ph.dtype).replace("torch.", ""), "buffers": [_desc_meta(d) for d, _ in self._lq_qbufs[g]]}
 
     @property
     def quantized_weight(self) -> bool:
@@ -150,24 +206,57 @@ class _QuantizedModule:
 
     # copy.deepcopy and pickling (torch.save of a whole model): the library layers
     # are not copied; a copy re-quantizes on its first forward and takes the
-    # delayed-scaling state over, as load_state_dict does.
+    # delayed-scaling state over, as load_state_dict does. A quantized weight
+    # travels as its buffers (the uint8 tensors, which deepcopy copies and pickle
+    # saves) and its metadata; the copy assembles a QTensor over them again.
     def __getstate__(self) -> dict[str, Any]:
-        if self._lq_qweights is not None:
-            raise InvalidArgumentError("%s: holds its weights only quantized; copying or pickling such a module "
-                                       "is not supported yet (save the master weights)"
-                                       % (self.lq_name or type(self).__name__))
         d = dict(self.__dict__)
-        for k in ("_lq_slots", "_lq_last", "_lq_mid"):
+        for k in ("_lq_slots", "_lq_last", "_lq_mid", "_lq_qweights", "_lq_qbufs"):
             d.pop(k, None)
         if self._lq_last is not None:  # the delayed-scaling state travels as a checkpoint's does
             d["_lq_loaded"] = self._lq_extra_state(self._lq_last)
+        if self._lq_qweights is not None:
+            assert self._lq_qbufs is not None
+            params = dict(d["_parameters"])
+            qw = []
+            for g, name in enumerate(self._lq_weight_names()):
+                ph = params[name]
+                params[name] = None  # not the expanded placeholder (deepcopy would make it dense); keeps the order
+                qw.append((name, self._lq_qweight_meta(g), [b for _, b in self._lq_qbufs[g]], ph.requires_grad))
+            d["_parameters"] = params
+            d["_lq_pickled_qweights"] = qw
         return d
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        qw = state.pop("_lq_pickled_qweights", None)
         super().__setstate__(state)  # type: ignore[misc]
         self._lq_slots = {}
         self._lq_last = None
+        self._lq_qweights = None
+        self._lq_qbufs = None
         self._lq_mid = _state.register_module(self)
+        if qw is not None:
+            assert self.recipe is not None
+            s = _ops.slot(self._lq_mid, self.recipe.rid, self._lq_num_gemms())
+            qws, bufs = [], []
+            for g, (name, meta, raws, rg) in enumerate(qw):
+                q = s.layer.quantizer("weight", g)
+                q.usage = "both"
+                shape = tuple(meta["shape"])
+                descs = q.layout(shape)
+                if [_desc_meta(d) for d in descs] != meta["buffers"]:
+                    raise InvalidArgumentError("%s: %s: the copied quantized weight's layout %s is not %s's %s"
+                                               % (self.lq_name or type(self).__name__, name, meta["buffers"],
+                                                  self.recipe.describe(), [_desc_meta(d) for d in descs]))
+                qt = q.from_buffers(shape, list(zip(descs, raws)))
+                qt.persistent = bool(meta["persistent"])
+                qws.append((q, qt))
+                bufs.append(list(zip(descs, raws)))
+                # on the buffers' device (torch.load's map_location moved them)
+                self._lq_placeholder(name, shape, getattr(torch, meta["dtype"]), raws[0].device, rg)
+            self._lq_qweights = qws
+            self._lq_qbufs = bufs
 
     def weight_updated(self) -> None:
         """Says the weights changed in a way torch's version counter does not see
@@ -203,15 +292,17 @@ class _QuantizedModule:
                     states[key + "/amax_history"] = torch.from_numpy(np.array(hist.numpy(), copy=True))
                     if d is None:
                         break
-        return {"version": 1, "recipe": s.recipe.describe(), "pending_forward": bool(s.pending_forward),
-                "delayed_scaling": states}
+        preset = ({"kind": s.recipe.kind, "options": dict(s.recipe.options)} if isinstance(s.recipe, Preset)
+                  else None)
+        return {"version": 1, "recipe": s.recipe.describe(), "preset": preset,
+                "pending_forward": bool(s.pending_forward), "delayed_scaling": states}
 
     def _lq_apply_extra_state(self, s: "_ops.Slot", st: dict[str, Any]) -> None:
         if st.get("recipe") != s.recipe.describe():
             warnings.warn("libquant.torch: %s: the checkpoint was quantized under %s, this module runs %s: "
-                          "its weights are re-quantized from their high-precision values and the checkpoint's "
-                          "delayed-scaling state is not loaded" % (self.lq_name or type(self).__name__,
-                                                                    st.get("recipe"), s.recipe.describe()),
+                          "its weights are re-quantized (from their high-precision values, or from the "
+                          "checkpoint's quantized ones dequantized) and the checkpoint's delayed-scaling state is "
+                          "not loaded" % (self.lq_name or type(self).__name__, st.get("recipe"), s.recipe.describe()),
                           stacklevel=3)
             return
         states: dict[str, torch.Tensor] = st.get("delayed_scaling", {})
@@ -235,20 +326,73 @@ class _QuantizedModule:
             st, self._lq_loaded = self._lq_loaded, None
             self._lq_apply_extra_state(s, st)
 
-    def _lq_save(self, destination: Any, prefix: str) -> None:
+    def _lq_save(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        """After torch's own entries: the extra state and, for a module holding its
+        weights only quantized, every buffer of each quantized weight (zero-copy
+        views, typed as the layout says, under ``NAME.quantized.DIRECTION.KIND``)
+        in place of the weight's gradient placeholder; their metadata goes into the
+        extra state's ``quantized_weights``."""
         s = self._lq_last
-        if s is not None:
-            destination[prefix + _EXTRA] = self._lq_extra_state(s)
-        elif self._lq_loaded is not None:
-            destination[prefix + _EXTRA] = self._lq_loaded
+        st = self._lq_extra_state(s) if s is not None else self._lq_loaded
+        if self._lq_qweights is not None:
+            assert self._lq_qbufs is not None and st is not None
+            st = dict(st)
+            metas = {}
+            for g, name in enumerate(self._lq_weight_names()):
+                destination.pop(prefix + name, None)
+                metas[name] = self._lq_qweight_meta(g)
+                for d, raw in self._lq_qbufs[g]:
+                    destination[prefix + name + _QSEP + d.direction + "." + d.kind] = _typed(
+                        raw if keep_vars else raw.detach(), d)
+            st["quantized_weights"] = metas
+        if st is not None:
+            destination[prefix + _EXTRA] = st
 
-    def _lq_load(self, state_dict: Any, prefix: str, unexpected_keys: list[str]) -> None:
-        key = prefix + _EXTRA
-        if key not in state_dict:
+    def _lq_load_state(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
+                       missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str]) -> None:
+        """load_state_dict for both modules. A weight comes as a high-precision tensor
+        (``NAME``) or as a quantized weight's buffers (``NAME.quantized.*``, metadata
+        in the extra state). Into a module holding its weights quantized under the
+        checkpoint's recipe with the same layout, the buffers are copied byte for
+        byte; every other combination changes precision and warns: a high-precision
+        weight is quantized into a quantized module, a quantized one from another
+        recipe is dequantized and re-quantized, and a quantized one loaded into a
+        high-precision module is dequantized."""
+        ekey = prefix + _EXTRA
+        st = state_dict.get(ekey)
+        if st is not None and not isinstance(st, dict):
+            error_msgs.append("%s: want a dict (libquant.torch's extra state), got %s" % (ekey, type(st).__name__))
+            st = None
+        qmeta = (st or {}).get("quantized_weights") or {}
+        handled = {ekey}
+        incoming: dict[str, tuple[Any, ...]] = {}
+        for name in self._lq_weight_names():
+            pre = prefix + name + _QSEP
+            qks = {k[len(pre):]: v for k, v in state_dict.items() if k.startswith(pre)}
+            if qks:
+                handled.update(pre + k for k in qks)
+                if name not in qmeta:
+                    error_msgs.append("%s: quantized buffers %s without their metadata (%s['quantized_weights'])"
+                                      % (prefix + name, sorted(qks), ekey))
+                    continue
+                incoming[name] = ("quantized", qmeta[name], qks)
+            elif self._lq_qweights is not None and prefix + name in state_dict:
+                handled.add(prefix + name)  # torch would copy it into the placeholder
+                incoming[name] = ("high_precision", state_dict[prefix + name])
+        sd = {k: v for k, v in state_dict.items() if k not in handled}
+        module: Any = self
+        torch.nn.Module._load_from_state_dict(module, sd, prefix, local_metadata, strict, missing_keys,
+                                              unexpected_keys, error_msgs)
+        for name, inc in incoming.items():
+            if prefix + name in missing_keys:
+                missing_keys.remove(prefix + name)
+            try:
+                self._lq_load_weight(name, inc, st or {})
+            except (LibquantError, RuntimeError) as e:
+                error_msgs.append("%s: %s" % (prefix + name, e))
+        if st is None:
             return
-        if key in unexpected_keys:
-            unexpected_keys.remove(key)
-        st = state_dict[key]
+        st = {k: v for k, v in st.items() if k != "quantized_weights"}
         s = self._lq_last
         if s is None and self.recipe is not None:
             s = _ops.slot(self._lq_mid, self.recipe.rid, self._lq_num_gemms())
@@ -257,6 +401,99 @@ class _QuantizedModule:
         else:
             self._lq_apply_extra_state(s, st)
 
+    def _lq_load_weight(self, name: str, inc: tuple[Any, ...], st: dict[str, Any]) -> None:
+        g = self._lq_weight_names().index(name)
+        p = getattr(self, name)
+        who = self.lq_name or type(self).__name__
+        if inc[0] == "high_precision":
+            value = inc[1]
+            if tuple(value.shape) != tuple(p.shape):
+                raise InvalidArgumentError("shape %s in the checkpoint, %s here" % (tuple(value.shape),
+                                                                                   tuple(p.shape)))
+            assert self.recipe is not None
+            warnings.warn("libquant.torch: %s: the checkpoint holds %s in high precision (%s); this module holds it "
+                          "only quantized under %s: it is quantized on loading (the precision changes)"
+                          % (who, name, str(value.dtype).replace("torch.", ""), self.recipe.describe()),
+                          stacklevel=4)
+            self.write_weight(g, value.to(device=p.device, dtype=p.dtype))
+            return
+        _, meta, bufs = inc
+        if tuple(meta["shape"]) != tuple(p.shape):
+            raise InvalidArgumentError("shape %s in the checkpoint, %s here" % (tuple(meta["shape"]), tuple(p.shape)))
+        if (self._lq_qweights is not None and self.recipe is not None and st.get("recipe") == self.recipe.describe()
+                and meta == self._lq_qweight_meta(g)):
+            # the same recipe, formats, usage and layout: the bytes, as they are
+            assert self._lq_qbufs is not None
+            with torch.no_grad():
+                for d, raw in self._lq_qbufs[g]:
+                    key = d.direction + "." + d.kind
+                    if key not in bufs:
+                        raise InvalidArgumentError("the checkpoint lacks buffer %s.quantized.%s" % (name, key))
+                    src = _raw_bytes(bufs[key])
+                    if src.numel() != d.nbytes:
+                        raise InvalidArgumentError("buffer %s.quantized.%s: %d bytes in the checkpoint, the layout "
+                                                   "says %d" % (name, key, src.numel(), d.nbytes))
+                    raw.copy_(src)
+            return
+        w = self._lq_dequantize_checkpoint(g, meta, bufs, st)
+        where = "under %s" % st.get("recipe")
+        if self._lq_qweights is not None:
+            assert self.recipe is not None
+            warnings.warn("libquant.torch: %s: the checkpoint holds %s quantized %s (%s); this module holds it "
+                          "quantized under %s: it is dequantized and re-quantized (the precision changes)"
+                          % (who, name, where, "/".join(f for f in meta["formats"] if f), self.recipe.describe()),
+                          stacklevel=4)
+            self.write_weight(g, w.to(device=p.device))
+        else:
+            warnings.warn("libquant.torch: %s: the checkpoint holds %s quantized %s (%s); this module holds it in "
+                          "%s: it is loaded dequantized (the precision changes from %s to %s)"
+                          % (who, name, where, "/".join(f for f in meta["formats"] if f),
+                             str(p.dtype).replace("torch.", ""), meta["formats"][0] or meta["formats"][1],
+                             str(p.dtype).replace("torch.", "")), stacklevel=4)
+            with torch.no_grad():
+                p.copy_(w)
+            self.weight_updated()
+
+    def _lq_dequantize_checkpoint(self, g: int, meta: dict[str, Any], bufs: dict[str, torch.Tensor],
+                                  st: dict[str, Any]) -> torch.Tensor:
+        """The values of a checkpoint's quantized weight (its rowwise direction, the
+        one the forward GEMM reads), FP32. The quantizer to read the buffers with is
+        the checkpoint recipe's weight quantizer when that is a preset, else one of
+        the rowwise format (a CustomRecipe's factory is code, not in the checkpoint);
+        its layout must be the checkpoint's, else this raises."""
+        shape = tuple(meta["shape"])
+        spec = st.get("preset")
+        listed = meta["buffers"]
+        if spec is not None:
+            layer = _LQLinear(Preset(spec["kind"], **spec["options"]).build(), name=self.lq_name,
+                              num_gemms=self._lq_num_gemms())
+            q = layer.quantizer("weight", g)
+            q.usage = meta["usage"]
+        else:
+            fmt = meta["formats"][0]
+            if not fmt:
+                raise InvalidArgumentError("the checkpoint's quantized weight has no rowwise direction to "
+                                           "dequantize")
+            row = [b for b in listed if b[0] == "rowwise"]
+            e5m2 = any(b[1] == "data" and b[2] == "float8_e5m2" for b in row)
+            q = _LQQuantizer(fmt, usage="rowwise", element="e5m2" if e5m2 else 0)
+            listed = row
+        descs = q.layout(shape)
+        if [_desc_meta(d) for d in descs] != listed:
+            raise InvalidArgumentError("cannot read the checkpoint's quantized weight (recipe %s): its layout %s is "
+                                       "not %s's %s; load it into a model built with that recipe"
+                                       % (st.get("recipe"), listed, q.format, [_desc_meta(d) for d in descs]))
+        raws = []
+        for d in descs:
+            key = d.direction + "." + d.kind
+            if key not in bufs:
+                raise InvalidArgumentError("the checkpoint lacks buffer quantized.%s" % key)
+            raws.append(_raw_bytes(bufs[key]).clone())
+        qt = q.from_buffers(shape, list(zip(descs, raws)))
+        out = torch.empty(shape, dtype=torch.float32, device=raws[0].device)
+        qt.dequantize(direction="rowwise", out=out)
+        qt.close()
+        return out
 
 class Linear(_QuantizedModule, torch.nn.Linear):
     """A drop-in for torch.nn.Linear (the same constructor, ``weight`` / ``bias``
@@ -314,13 +551,11 @@ class Linear(_QuantizedModule, torch.nn.Linear):
 
     def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
         torch.nn.Linear._save_to_state_dict(self, destination, prefix, keep_vars)
-        self._lq_save(destination, prefix)
+        self._lq_save(destination, prefix, keep_vars)
 
     def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
                               missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str]) -> None:
-        torch.nn.Linear._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                                              unexpected_keys, error_msgs)
-        self._lq_load(state_dict, prefix, unexpected_keys)
+        self._lq_load_state(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
 
 
 class GroupedLinear(_QuantizedModule, torch.nn.Module):
@@ -398,13 +633,11 @@ class GroupedLinear(_QuantizedModule, torch.nn.Module):
 
     def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
         torch.nn.Module._save_to_state_dict(self, destination, prefix, keep_vars)
-        self._lq_save(destination, prefix)
+        self._lq_save(destination, prefix, keep_vars)
 
     def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
                               missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str]) -> None:
-        torch.nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                                              unexpected_keys, error_msgs)
-        self._lq_load(state_dict, prefix, unexpected_keys)
+        self._lq_load_state(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
 
 
 def convert(model: torch.nn.Module, recipe: Recipe | None = None,

@@ -54,6 +54,28 @@ class Recipe:
     def __repr__(self) -> str:
         return self.describe()
 
+    # A recipe is a shared description: copy.deepcopy of a model keeps it (the
+    # copy's modules run under the same recipe object); pickling (torch.save of a
+    # whole model) stores the description and the unpickled recipe gets a new id
+    # and builds its library recipe afresh (a CustomRecipe's qfactory pickles as
+    # Python pickles functions: by qualified name).
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Recipe":
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.pop("rid", None)
+        d["_built"] = None
+        return d
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        with _ids_lock:
+            self.rid = next(_ids)
+        from . import _state
+
+        _state.RECIPES[self.rid] = self
+
 
 class Preset(Recipe):
     """A built-in recipe (quant_recipe_create): kind "fp8_delayed", "fp8_current",
