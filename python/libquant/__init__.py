@@ -1,5 +1,6 @@
-"""libquant: low-precision quantization (FP8, MXFP8, MXFP4, NVFP4, FP8 block) over
-its C ABI (include/quant.h), through ctypes.
+"""libquant: low-precision quantization (FP8, MXFP8, MXFP4, NVFP4, FP8 block, and
+plugin formats such as the Go MXFP6 plugin) over its C ABI (include/quant.h),
+through ctypes.
 
     import numpy as np, libquant
     q = libquant.Quantizer("mxfp8")

@@ -338,6 +338,9 @@ class Buffer:
         nd = view.ndim
         if not 0 <= nd <= 16:
             raise InvalidArgumentError("buffer view has rank %d" % nd)
+        if view.dtype.bits < 8 and view.strides:
+            raise UnsupportedError("buffer of %d-bit elements with strides: libquant's packed buffers are "
+                                   "contiguous" % view.dtype.bits)
         self._data = (view.data or 0) + view.byte_offset
         self._device_type = view.device.device_type
         self._device_id = view.device.device_id
@@ -361,9 +364,6 @@ class Buffer:
         itemsize = max(self._bits // 8, 1)
         if self._bits < 8:
             # Sub-byte elements (FP6) are packed, rows included: ceil(count * bits / 8) bytes.
-            if self.strides is not None:
-                raise UnsupportedError("buffer of %d-bit elements with strides: libquant's packed buffers are "
-                                       "contiguous" % self._bits)
             n = 1
             for s in self.shape:
                 n *= s

@@ -72,6 +72,12 @@ def test_load_plugin_with_digest(plugin: tuple[str, str], mxfp6: int) -> None:
     assert info.formats == ("mxfp6",) and info.abi_version == 1  # the handshake version (quant.h)
     (k,) = info.kernels
     assert k.device == lq.Device("cpu") and k.defines_format and {"quantize", "dequantize"} <= set(k.op_names)
+    # Layout (spec §14): data [rows, 4·ceil(n/4)] FP6, 3 bytes per 4 codes; E8M0 [rows, ceil(n/32)].
+    got = [(d.direction, d.kind, d.dtype, d.shape, d.nbytes) for d in lq.Quantizer("mxfp6", usage="both").layout((33, 70))]
+    assert got == [("rowwise", "data", "float6_e2m3fn", (33, 72), 33 * 54),
+                   ("rowwise", "scale_inv", "float8_e8m0fnu", (33, 3), 99),
+                   ("columnwise", "data", "float6_e2m3fn", (70, 36), 70 * 27),
+                   ("columnwise", "scale_inv", "float8_e8m0fnu", (70, 2), 140)]
 
 
 def test_load_plugin_wrong_digest(plugin: tuple[str, str], tmp_path: Path) -> None:
