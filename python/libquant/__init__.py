@@ -1,5 +1,6 @@
-"""libquant: low-precision quantization (FP8, MXFP8, MXFP4, NVFP4, FP8 block) over
-its C ABI (include/quant.h), through ctypes.
+"""libquant: low-precision quantization (FP8, MXFP8, MXFP4, NVFP4, FP8 block, and
+plugin formats such as the Go MXFP6 plugin) over its C ABI (include/quant.h),
+through ctypes.
 
     import numpy as np, libquant
     q = libquant.Quantizer("mxfp8")
@@ -39,11 +40,12 @@ from ._core import (
     plugins,
     quantize,
     quantize_into,
+    shutdown,
     status_string,
     update_usage,
     version,
 )
-from ._dlpack import Buffer, pack_fp4, unpack_fp4
+from ._dlpack import Buffer, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6
 from ._errors import (
     BufferTooSmallError,
     DeviceUnavailableError,
@@ -68,6 +70,7 @@ __all__ = [
     "InvalidHandleError", "LibquantError", "Linear", "LinearContext", "LinearContextInfo", "OutOfMemoryError",
     "PluginError", "PluginInfo", "PluginKernel", "PoisonedError", "QTensor", "QTensorInfo", "Quantizer",
     "Recipe", "Role", "StateError", "UnsupportedError", "abi_version", "compute_amax", "dequantize", "gemm",
-    "gemm_support", "gemm_support_table", "library_path", "load_plugin", "pack_fp4", "plugin_info", "plugins",
-    "quantize", "quantize_into", "status_string", "unpack_fp4", "update_usage", "version",
+    "gemm_support", "gemm_support_table", "library_path", "load_plugin", "pack_fp4", "pack_fp6", "plugin_info",
+    "plugins", "quantize", "quantize_into", "shutdown", "status_string", "unpack_fp4", "unpack_fp6", "update_usage",
+    "version",
 ]

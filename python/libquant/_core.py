@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes as C
+import os
 import sys
 import threading
 import weakref
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 import numpy as np
 
 from . import _lib as L
-from ._dlpack import Buffer, Tensor, as_dltensor, as_output, dl_dtype
+from ._dlpack import FP6_DTYPES, Buffer, Tensor, as_dltensor, as_output, dl_dtype
 from ._errors import InvalidArgumentError, InvalidHandleError, LibquantError, StateError
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ _USAGES = {"rowwise": 1, "columnwise": 2, "both": 3, "all": 3}
 _DIRECTIONS = {"any": 0, "rowwise": 1, "columnwise": 2}
 _KINDS = {"data": 0, "scale_inv": 1, "amax": 2}
 _ENUMS: dict[str, dict[str, int]] = {
-    "element": {"default": 0, "e4m3": 1, "e5m2": 2, "e2m1": 3},
+    "element": {"default": 0, "e4m3": 1, "e5m2": 2, "e2m1": 3, "e2m3": 4, "e3m2": 5},
     "scaling": {"current": 0, "delayed": 1},
     "amax_compute_algo": {"max": 0, "most_recent": 1},
     "scale_rounding": {"rceil": 0, "floor": 1},
@@ -870,13 +871,14 @@ class QTensor:
             if k == 0 and d in (1, 2):
                 fmt = (i.rowwise_format, i.columnwise_format)[d - 1]
             packed = k == 0 and fmt in _PACKED_FP4_FORMATS and v.dtype.code == L.kDLUInt and v.dtype.bits == 8
+            fp6 = (int(v.dtype.code), int(v.dtype.bits)) in FP6_DTYPES
             width = None
-            if packed:  # the logical row: K rowwise; M (the flattened leading dims) for the transposed columnwise
+            if packed or fp6:  # the logical row: K rowwise; M (the flattened leading dims) for the transposed columnwise
                 m, kk = _rows_cols(i.shape)
                 width = kk if d == 1 else m
             if self._views is None:
                 self._views = weakref.WeakSet()
-            return Buffer(v, self, packed, width, d)
+            return Buffer(v, self, packed, width if packed else None, d, fp6_width=width if fp6 else None)
 
     def _maybe_buffer(self, direction: int, kind: int) -> Buffer | None:
         with self._lock:
@@ -1190,11 +1192,60 @@ class PluginInfo:
         return self.status == 0
 
 
-def load_plugin(path: str) -> int:
-    """Loads a plugin file (quant_plugin_load); returns its index in the plugin list."""
+def _uint_arg(name: str, v: Any, bits: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InvalidArgumentError("%s: want an int, got %s" % (name, type(v).__name__))
+    if not 0 <= v < 1 << bits:
+        raise InvalidArgumentError("%s: %d is out of range (0 .. 2**%d - 1)" % (name, v, bits))
+    return v
+
+
+def load_plugin(path: str | os.PathLike[str], *, sha256: str | None = None, arena_bytes: int | None = None,
+                call_timeout_ms: int | None = None) -> int:
+    """Loads a plugin file and returns its index in the plugin list.
+
+    The file is a native plugin (a .so exporting quant_plugin_get) or an
+    executable format plugin built with pluginsdk (run as a child process; Go
+    plugins such as examples/goplugin/mxfp6). Without options this is
+    quant_plugin_load; any option makes it quant_plugin_load_ex:
+
+    - ``sha256``: the file's expected SHA-256, 64 hex digits, checked for a
+      native .so too. An executable runs only when its digest is known: from
+      here or from the LIBQUANT_PLUGIN_MANIFEST file (sha256sum lines). A
+      mismatch raises PluginError with the library's message.
+    - ``arena_bytes``: executable plugins, the size of the memory shared with
+      the child (None or 0: 16 GiB, virtual, used as touched).
+    - ``call_timeout_ms``: executable plugins, the deadline of each call (None
+      or 0: 60000); a call past it stops the plugin (PluginError).
+
+    Loading a file already loaded is a no-op that returns the same index."""
+    p = os.fspath(path)
+    if not isinstance(p, str):
+        raise InvalidArgumentError("path: want a str or os.PathLike[str], got %s" % type(p).__name__)
     idx = C.c_size_t()
-    L.check(L.lib().quant_plugin_load(str(path).encode(), C.byref(idx)))
+    lib = L.lib()
+    if sha256 is None and arena_bytes is None and call_timeout_ms is None:
+        L.check(lib.quant_plugin_load(p.encode(), C.byref(idx)))
+        return int(idx.value)
+    o = L.quant_plugin_load_options()
+    o.struct_size = C.sizeof(o)
+    if sha256 is not None:
+        if not isinstance(sha256, str):
+            raise InvalidArgumentError("sha256: want a str of 64 hex digits, got %s" % type(sha256).__name__)
+        o.sha256 = sha256.encode()
+    if arena_bytes is not None:
+        o.arena_bytes = _uint_arg("arena_bytes", arena_bytes, 64)
+    if call_timeout_ms is not None:
+        o.call_timeout_ms = _uint_arg("call_timeout_ms", call_timeout_ms, 32)
+    L.check(lib.quant_plugin_load_ex(p.encode(), C.byref(o), C.byref(idx)))
     return int(idx.value)
+
+
+def shutdown() -> None:
+    """Stops every executable (out-of-process) plugin cleanly (quant_shutdown);
+    native plugins stay loaded. Later calls on their formats raise PluginError
+    naming quant_shutdown until the file is loaded again with load_plugin."""
+    L.check(L.lib().quant_shutdown())
 
 
 def _s(b: bytes | None) -> str:

@@ -65,6 +65,16 @@ DTYPE_NAMES: dict[tuple[int, int], str] = {
     (L.kDLFloat8_e5m2, 8): "float8_e5m2",
     (L.kDLFloat8_e8m0fnu, 8): "float8_e8m0fnu",
     (L.kDLFloat4_e2m1fn, 4): "float4_e2m1fn",
+    (L.kDLFloat6_e2m3fn, 6): "float6_e2m3fn",
+    (L.kDLFloat6_e3m2fn, 6): "float6_e3m2fn",
+}
+
+#: (DLPack code, bits) of the FP6 element types -> their ml_dtypes type. libquant's
+#: FP6 buffers (the mxfp6 plugin, QUANT_ELEMENT_E2M3 / E3M2) pack 4 codes in 3
+#: bytes: code i of a row in bits 6i..6i+5, little bit-endian (unpack_fp6).
+FP6_DTYPES: dict[tuple[int, int], Any] = {
+    (L.kDLFloat6_e2m3fn, 6): ml_dtypes.float6_e2m3fn,
+    (L.kDLFloat6_e3m2fn, 6): ml_dtypes.float6_e3m2fn,
 }
 _DL_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
 
@@ -321,13 +331,16 @@ class Buffer:
     consumers build from them)."""
 
     __slots__ = ("_data", "_device_type", "_device_id", "_code", "_bits", "shape", "strides", "_owner",
-                 "packed_fp4", "fp4_width", "nbytes", "_direction", "__weakref__")
+                 "packed_fp4", "fp4_width", "fp6_width", "nbytes", "_direction", "__weakref__")
 
     def __init__(self, view: L.DLTensor, owner: Any, packed_fp4: bool = False, fp4_width: int | None = None,
-                 direction: int = 0) -> None:
+                 direction: int = 0, fp6_width: int | None = None) -> None:
         nd = view.ndim
         if not 0 <= nd <= 16:
             raise InvalidArgumentError("buffer view has rank %d" % nd)
+        if view.dtype.bits < 8 and view.strides:
+            raise UnsupportedError("buffer of %d-bit elements with strides: libquant's packed buffers are "
+                                   "contiguous" % view.dtype.bits)
         self._data = (view.data or 0) + view.byte_offset
         self._device_type = view.device.device_type
         self._device_id = view.device.device_id
@@ -346,8 +359,16 @@ class Buffer:
         self.packed_fp4 = packed_fp4
         #: The logical row length of packed FP4 data (odd widths leave a zero high nibble, spec §14).
         self.fp4_width = fp4_width
+        #: The logical row length of FP6 data (K rowwise, M columnwise; the shape's last dim rounds it up to 4).
+        self.fp6_width = fp6_width
         itemsize = max(self._bits // 8, 1)
-        if self.strides is None:
+        if self._bits < 8:
+            # Sub-byte elements (FP6) are packed, rows included: ceil(count * bits / 8) bytes.
+            n = 1
+            for s in self.shape:
+                n *= s
+            self.nbytes = (n * self._bits + 7) // 8
+        elif self.strides is None:
             n = 1
             for s in self.shape:
                 n *= s
@@ -381,10 +402,25 @@ class Buffer:
         return self.shape[0] if self.shape else 1
 
     # -- views ----------------------------------------------------------------
+    @property
+    def packed_fp6(self) -> bool:
+        """True for FP6 data (float6_e2m3fn / float6_e3m2fn), 4 codes packed in 3 bytes."""
+        return (self._code, self._bits) in FP6_DTYPES
+
+    def packed_shape(self) -> tuple[int, ...]:
+        """The shape of the bytes of packed FP6 data: the last dim times 3/4."""
+        if not self.shape or (self.shape[-1] * self._bits) % 8:
+            raise UnsupportedError("buffer of shape %s and %d-bit elements: rows are not whole bytes"
+                                   % (self.shape, self._bits))
+        return self.shape[:-1] + (self.shape[-1] * self._bits // 8,)
+
     def numpy(self) -> np.ndarray[Any, Any]:
-        """A typed NumPy view (CPU buffers only): ml_dtypes float8 types, float32, uint8."""
+        """A typed NumPy view (CPU buffers only): ml_dtypes float8 types, float32, uint8.
+        Packed FP6 data comes as its uint8 bytes [..., 3n/4] (see ``unpack_fp6``)."""
         if self._device_type != L.kDLCPU:
             raise UnsupportedError("buffer on %s: NumPy views need CPU memory (use .torch())" % self.device)
+        if self.packed_fp6:
+            return np.asarray(_RawCPU(self._data, self.nbytes, self)).reshape(self.packed_shape())
         dt = numpy_dtype(self._code, self._bits)
         raw = np.asarray(_RawCPU(self._data, self.nbytes, self))
         if self.nbytes == 0:
@@ -406,7 +442,7 @@ class Buffer:
     def torch(self) -> "torch.Tensor":
         """A typed torch view (CPU or CUDA): torch.float8_e4m3fn / float8_e5m2 /
         float8_e8m0fnu / float4_e2m1fn_x2 (packed FP4) where this torch has them,
-        uint8 otherwise."""
+        uint8 otherwise; packed FP6 data as its uint8 bytes [..., 3n/4] (torch has no FP6)."""
         from . import _torch
 
         return _torch.buffer_view(self)
@@ -417,6 +453,14 @@ class Buffer:
         if not self.packed_fp4:
             raise UnsupportedError("buffer holds %s, not packed FP4" % self.dtype)
         return unpack_fp4(self.numpy(), self.fp4_width)
+
+    def unpack_fp6(self) -> np.ndarray[Any, Any]:
+        """Packed FP6 data [..., 3n/4 bytes] as ml_dtypes.float6_e2m3fn / float6_e3m2fn
+        values [..., width] (a copy; width is the logical row length: K rowwise, M for
+        the transposed columnwise data; the up to 3 padding codes are dropped)."""
+        if not self.packed_fp6:
+            raise UnsupportedError("buffer holds %s, not packed FP6" % self.dtype)
+        return unpack_fp6(self.numpy(), self.fp6_width, FP6_DTYPES[(self._code, self._bits)])
 
     # -- DLPack ---------------------------------------------------------------
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -551,6 +595,7 @@ class _BytesExport:
         raw._data, raw._device_type, raw._device_id = b._data, b._device_type, b._device_id
         raw._code, raw._bits, raw.shape, raw.strides = L.kDLUInt, 8, (b.nbytes,), None
         raw._owner, raw.packed_fp4, raw.nbytes, raw._direction = b, False, b.nbytes, b._direction
+        raw.fp4_width = raw.fp6_width = None
         return raw.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
 
@@ -601,3 +646,67 @@ def pack_fp4(values: Any) -> np.ndarray[Any, Any]:
     if codes.shape[-1] % 2:
         codes = np.concatenate([codes, np.zeros(codes.shape[:-1] + (1,), np.uint8)], axis=-1)
     return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+
+
+# ---------------------------------------------------------------------------
+# FP6
+# ---------------------------------------------------------------------------
+
+_FP6_NAMES = {"float6_e2m3fn": ml_dtypes.float6_e2m3fn, "float6_e3m2fn": ml_dtypes.float6_e3m2fn,
+              "e2m3": ml_dtypes.float6_e2m3fn, "e3m2": ml_dtypes.float6_e3m2fn}
+
+
+def _fp6_dtype(dtype: Any) -> np.dtype[Any]:
+    d = _FP6_NAMES.get(dtype, dtype) if isinstance(dtype, str) else dtype
+    for t in (ml_dtypes.float6_e2m3fn, ml_dtypes.float6_e3m2fn):
+        nd: np.dtype[Any] = np.dtype(t)
+        if d is t or (isinstance(d, np.dtype) and d == nd):
+            return nd
+    raise InvalidArgumentError("dtype %r: want float6_e2m3fn or float6_e3m2fn" % (dtype,))
+
+
+def unpack_fp6(packed: Any, width: int | None = None, dtype: Any = "float6_e2m3fn") -> np.ndarray[Any, Any]:
+    """Packed FP6 bytes [..., 3g] (code i of a row in bits 6i..6i+5, little
+    bit-endian: 4 codes per 3 bytes) as ``ml_dtypes.float6_e2m3fn`` (or
+    ``float6_e3m2fn``) values [..., width]; width is 4g by default and may drop up
+    to 3 trailing (padding) codes."""
+    p = np.asarray(packed)
+    if p.dtype != np.uint8:
+        raise UnsupportedError("unpack_fp6 takes uint8 bytes, got %s" % p.dtype)
+    dt = _fp6_dtype(dtype)
+    if p.ndim == 0:
+        p = p.reshape(1)
+    n = p.shape[-1]
+    if n % 3:
+        raise InvalidArgumentError("unpack_fp6: rows of %d bytes are not whole groups of 3 (4 codes)" % n)
+    g = n // 3
+    if width is None:
+        width = 4 * g
+    if not 4 * g - 3 <= width <= 4 * g:
+        raise InvalidArgumentError("unpack_fp6: width %d does not fit %d bytes per row" % (width, n))
+    w = p.reshape(p.shape[:-1] + (g, 3)).astype(np.uint32)
+    word = w[..., 0] | (w[..., 1] << 8) | (w[..., 2] << 16)
+    codes = np.stack([(word >> (6 * j)) & 0x3F for j in range(4)], axis=-1).astype(np.uint8)
+    return codes.reshape(p.shape[:-1] + (4 * g,))[..., :width].view(dt)
+
+
+def pack_fp6(values: Any, dtype: Any = None) -> np.ndarray[Any, Any]:
+    """The inverse of unpack_fp6: FP6 values [..., n] (ml_dtypes float6, or floats
+    converted to ``dtype``, float6_e2m3fn by default) to bytes [..., 3·ceil(n/4)],
+    the row zero-padded to whole groups of 4 codes."""
+    v = np.asarray(values)
+    if v.dtype in (np.dtype(ml_dtypes.float6_e2m3fn), np.dtype(ml_dtypes.float6_e3m2fn)) and dtype is None:
+        dt = v.dtype
+    else:
+        dt = _fp6_dtype("float6_e2m3fn" if dtype is None else dtype)
+        v = v.astype(dt)
+    codes = v.view(np.uint8) & 0x3F
+    if codes.ndim == 0:
+        codes = codes.reshape(1)
+    pad = (-codes.shape[-1]) % 4
+    if pad:
+        codes = np.concatenate([codes, np.zeros(codes.shape[:-1] + (pad,), np.uint8)], axis=-1)
+    c = codes.reshape(codes.shape[:-1] + (-1, 4)).astype(np.uint32)
+    word = c[..., 0] | (c[..., 1] << 6) | (c[..., 2] << 12) | (c[..., 3] << 18)
+    out = np.stack([(word >> (8 * j)) & 0xFF for j in range(3)], axis=-1).astype(np.uint8)
+    return out.reshape(codes.shape[:-1] + (-1,))

@@ -4,7 +4,8 @@ Torch tensors go to C as DLTensors built from ``data_ptr()``, ``shape`` and
 ``stride()``; CUDA work is enqueued on torch's current stream of the tensor's
 device. Buffers come back as typed torch views: ``torch.float8_e4m3fn``,
 ``float8_e5m2``, ``float8_e8m0fnu`` and ``float4_e2m1fn_x2`` (packed FP4) where
-the installed torch has them, ``uint8`` otherwise. libquant.torch (the modules)
+the installed torch has them, ``uint8`` otherwise (and for packed FP6, which torch
+has no dtype for). libquant.torch (the modules)
 builds on these.
 """
 
@@ -148,6 +149,8 @@ def from_torch(x: torch.Tensor) -> "Tensor":
 def buffer_view(buf: "Buffer") -> torch.Tensor:
     """A typed torch tensor over a libquant buffer (zero-copy through DLPack)."""
     raw = from_dlpack(buf.bytes_view())  # uint8 [nbytes]; keeps buf alive
+    if buf.packed_fp6:  # torch has no FP6 dtype: the packed bytes (libquant.unpack_fp6)
+        return raw.view(buf.packed_shape())
     if buf.packed_fp4 and FLOAT4_X2 is not None:
         dt = FLOAT4_X2
     else:

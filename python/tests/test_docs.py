@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env, run
+from conftest import BUILD, ROOT, clean_env, run
 
 EXAMPLES = sorted((ROOT / "examples" / "python").glob("*.py"))
 
@@ -25,9 +26,14 @@ def test_readme_python_snippets_run(tmp_path: Path) -> None:
     assert len(blocks) >= 4
     script = tmp_path / "readme.py"
     script.write_text("\n".join(blocks))
+    if shutil.which("go"):  # the Go plugin snippet runs where Go can build it (not on the GPU machine)
+        run(["make", "-s", "-C", str(ROOT), "goplugins"])
     env = clean_env(PYTHONPATH=str(ROOT / "python"))
     p = run([sys.executable, str(script)], cwd=str(tmp_path), env=env)
     assert "QUANT_ERROR_INVALID_ARGUMENT: quant_quantizer_create: config.element" in p.stdout
+    if (BUILD / "goplugin" / "mxfp6").exists():
+        assert "float6_e2m3fn (128, 192)" in p.stdout
+        assert "QUANT_ERROR_PLUGIN: quant_quantize:" in p.stdout and "quant_shutdown" in p.stdout
 
 
 def test_readme_names_what_exists() -> None:
