@@ -11,7 +11,13 @@ CFLAGS  ?= -O2
 CFLAGS_ALL := -std=c99 $(CWARN) $(CFLAGS) -Iinclude -Iexamples/c
 LDLIB   := -L$(BUILD) -lquant -Wl,-rpath,'$$ORIGIN' -lm
 
-GO_SRC  := go.mod go.sum $(shell find capi host linear native plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
+GO_SRC  := go.mod go.sum include/quant.h include/quant_plugin.h $(shell find capi host linear native rpc pluginsdk plugins internal -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.map' 2>/dev/null)
+# Go's build cache hashes a cgo package's own files, not the headers it includes
+# from include/: a changed quant.h would leave a stale cached object (an old
+# QUANT_VERSION, an old struct layout). The headers' hash in CGO_CFLAGS is part
+# of every cgo package's cache key, so any change to them rebuilds those packages.
+HEADERS_HASH := $(shell cat include/quant.h include/quant_plugin.h | sha256sum | cut -c1-16)
+export CGO_CFLAGS ?= -g -O2 -DLIBQUANT_HEADERS_$(HEADERS_HASH)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
 .PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check plugins test-cuda-host
