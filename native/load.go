@@ -9,8 +9,11 @@ package native
 import "C"
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,6 +97,7 @@ type Info struct {
 type plugin struct {
 	info   Info
 	real   string // resolved path, to load each file once
+	digest string // SHA-256 (lower-case hex) of the file when it was loaded
 	handle uintptr
 	table  *C.quant_plugin_table
 }
@@ -123,14 +127,28 @@ func Plugins() []Info {
 // kind ErrPlugin) says why; failures of automatic and LIBQUANT_PLUGIN_PATH
 // loads are also kept in Plugins().
 func Load(path string, origin Origin) (Info, error) {
-	plugins.Lock()
-	defer plugins.Unlock()
-	return loadLocked(path, origin)
+	return LoadDigest(path, origin, "")
 }
 
-func loadLocked(path string, origin Origin) (Info, error) {
+// LoadDigest is Load with the file's expected SHA-256 (64 hex digits; ""
+// checks nothing). A file not loaded yet is refused unless its digest
+// matches; a file already loaded is compared by the digest it had when it was
+// loaded (the code that runs), not by what the file holds now, and refused
+// when that differs.
+func LoadDigest(path string, origin Origin, sha string) (Info, error) {
+	plugins.Lock()
+	defer plugins.Unlock()
+	return loadLocked(path, origin, strings.ToLower(strings.TrimSpace(sha)))
+}
+
+func loadLocked(path string, origin Origin, want string) (Info, error) {
 	if path == "" {
 		return Info{}, host.Errorf(host.ErrInvalidArgument, "path: is empty")
+	}
+	if want != "" {
+		if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
+			return Info{}, loadErr(path, "expected SHA-256 %q is not 64 hex digits", want)
+		}
 	}
 	real := path
 	if abs, err := filepath.Abs(path); err == nil {
@@ -141,11 +159,14 @@ func loadLocked(path string, origin Origin) (Info, error) {
 	}
 	for _, p := range plugins.list {
 		if p.real == real && p.info.Err == nil {
+			if want != "" && want != p.digest {
+				return p.info, loadErr(path, "refused: it is already loaded from a file whose SHA-256 was %s, but %s was expected (a loaded native plugin cannot be replaced; restart the process)", p.digest, want)
+			}
 			return p.info, nil
 		}
 	}
 	p := &plugin{info: Info{Path: path, Origin: origin}, real: real}
-	err := p.load()
+	err := p.load(want)
 	if err != nil {
 		p.info.Err = err
 		if origin != Explicit {
@@ -162,13 +183,21 @@ func loadErr(path, format string, args ...any) error {
 	return host.Errorf(host.ErrPlugin, "plugin %q: %s", path, fmt.Sprintf(format, args...))
 }
 
-func (p *plugin) load() error {
+func (p *plugin) load(want string) error {
 	path := p.info.Path
 	if st, err := os.Stat(path); err != nil {
 		return loadErr(path, "cannot open: %v", unwrapPathError(err))
 	} else if st.IsDir() {
 		return loadErr(path, "is a folder, not a shared library")
 	}
+	sum, err := fileDigest(path)
+	if err != nil {
+		return loadErr(path, "reading it: %v", unwrapPathError(err))
+	}
+	if want != "" && sum != want {
+		return loadErr(path, "refused: its SHA-256 is %s, but %s was expected", sum, want)
+	}
+	p.digest = sum
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return loadErr(path, "dlopen failed: %v", err)
@@ -434,12 +463,12 @@ func LoadDefault(libDir string, other func(entry string) bool) {
 		if err == nil && st.IsDir() {
 			files, _ := filepath.Glob(filepath.Join(entry, "libquant_*.so"))
 			for _, f := range files {
-				_, _ = loadLocked(f, Env)
+				_, _ = loadLocked(f, Env, "")
 			}
 			plugins.searched = append(plugins.searched, fmt.Sprintf("%s folder %s (%d libquant_*.so files)", PathEnv, entry, len(files)))
 			continue
 		}
-		_, _ = loadLocked(entry, Env)
+		_, _ = loadLocked(entry, Env, "")
 	}
 	if libDir == "" {
 		return
@@ -453,7 +482,7 @@ func LoadDefault(libDir string, other func(entry string) bool) {
 		plugins.searched = append(plugins.searched, cuda+" does not exist")
 		return
 	}
-	_, _ = loadLocked(cuda, Auto)
+	_, _ = loadLocked(cuda, Auto, "")
 }
 
 func init() { host.RegisterPluginReport(report) }
@@ -477,3 +506,17 @@ func report() string {
 
 // pluginEntry is QUANT_PLUGIN_ENTRY, the symbol every plugin exports.
 const pluginEntry = "quant_plugin_get"
+
+// fileDigest is the hex SHA-256 of a file.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
