@@ -32,8 +32,14 @@ const ABIVersion = uint32(C.QUANT_PLUGIN_ABI_VERSION)
 const MinABIVersion = uint32(C.QUANT_PLUGIN_ABI_MIN_VERSION)
 
 // PathEnv lists plugins to load at start, separated like PATH: each entry
-// is a plugin file, or a folder whose libquant_*.so files are loaded.
+// is a plugin file, or a folder whose libquant_*.so files are loaded, and
+// whose ExecPattern files go to LoadDefault's other (executable plugins).
 const PathEnv = "LIBQUANT_PLUGIN_PATH"
+
+// ExecPattern names the files of a LIBQUANT_PLUGIN_PATH folder that are
+// offered as executable plugins (quant.h: only those an ELF check recognises
+// and LIBQUANT_PLUGIN_MANIFEST lists are run).
+const ExecPattern = "libquant-plugin-*"
 
 // Origin says how a plugin came to be loaded.
 type Origin int32
@@ -450,7 +456,8 @@ func (p *plugin) register() error {
 // libquant_cuda.so from libDir (the folder of libquant.so; "" skips it) unless
 // LIBQUANT_PLUGIN_AUTOLOAD=0. Entries for which other (may be nil) returns
 // true were handled by another loader (executable plugins, rpc) and are
-// skipped. Failures are kept in Plugins(), never returned: the host keeps
+// skipped; the ExecPattern files of a folder entry are offered to other only,
+// and those it does not take are skipped (noted in report). Failures are kept in Plugins(), never returned: the host keeps
 // working without the plugin.
 func LoadDefault(libDir string, other func(entry string) bool) {
 	plugins.Lock()
@@ -465,7 +472,22 @@ func LoadDefault(libDir string, other func(entry string) bool) {
 			for _, f := range files {
 				_, _ = loadLocked(f, Env, "")
 			}
-			plugins.searched = append(plugins.searched, fmt.Sprintf("%s folder %s (%d libquant_*.so files)", PathEnv, entry, len(files)))
+			// Executable plugins are found by their own pattern and go only
+			// to other (which runs one only with a digest from the
+			// manifest); a matching file other does not take is skipped,
+			// never dlopened.
+			execs, _ := filepath.Glob(filepath.Join(entry, ExecPattern))
+			var skipped []string
+			for _, f := range execs {
+				if other == nil || !other(f) {
+					skipped = append(skipped, filepath.Base(f))
+				}
+			}
+			note := fmt.Sprintf("%s folder %s (%d libquant_*.so files, %d %s files)", PathEnv, entry, len(files), len(execs), ExecPattern)
+			if len(skipped) > 0 {
+				note += fmt.Sprintf("; skipped %s: not executable plugins", strings.Join(skipped, ", "))
+			}
+			plugins.searched = append(plugins.searched, note)
 			continue
 		}
 		_, _ = loadLocked(entry, Env, "")

@@ -257,3 +257,24 @@ func TestReloadChecksDigest(t *testing.T) {
 	require.ErrorContains(t, err, "its SHA-256 is")
 	require.ErrorContains(t, err, "but "+sum+" was expected")
 }
+
+// A LIBQUANT_PLUGIN_PATH folder's libquant-plugin-* files are offered to the
+// executable loader only: one it does not take is skipped, never dlopened,
+// and the report names it.
+func TestLoadDefaultFolderOffersExecutables(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"libquant-plugin-a", "libquant-plugin-b", "libquant_x.txt", "plugin-c"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("not ELF"), 0o755))
+	}
+	t.Setenv(PathEnv, dir)
+	t.Setenv("LIBQUANT_PLUGIN_AUTOLOAD", "0")
+	before := len(Plugins())
+	var offered []string
+	LoadDefault("", func(entry string) bool {
+		offered = append(offered, entry)
+		return filepath.Base(entry) == "libquant-plugin-a"
+	})
+	require.Equal(t, []string{dir, filepath.Join(dir, "libquant-plugin-a"), filepath.Join(dir, "libquant-plugin-b")}, offered)
+	require.Len(t, Plugins(), before, "nothing was dlopened")
+	require.Contains(t, report(), PathEnv+" folder "+dir+" (0 libquant_*.so files, 2 libquant-plugin-* files); skipped libquant-plugin-b: not executable plugins")
+}
