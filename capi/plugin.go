@@ -114,7 +114,7 @@ type cPluginStrings struct {
 
 func pluginEntry(index C.size_t) (native.Info, *cPluginStrings, error) {
 	list := allPlugins()
-	if int(index) >= len(list) {
+	if uint64(index) >= uint64(len(list)) { // unsigned: (size_t)-1 must not wrap to -1
 		return native.Info{}, nil, invalid("index: %d is past the %d entries of the plugin list", index, len(list))
 	}
 	i := int(index)
@@ -286,7 +286,7 @@ func quant_plugin_get_kernel(index C.size_t, kernel C.size_t, info *C.quant_plug
 		if err != nil {
 			return err
 		}
-		if int(kernel) >= len(p.Kernels) {
+		if uint64(kernel) >= uint64(len(p.Kernels)) {
 			return invalid("kernel: %d is past the %d kernel sets of plugin %d", kernel, len(p.Kernels), index)
 		}
 		k := p.Kernels[kernel]
@@ -314,7 +314,7 @@ func quant_plugin_get_format(index C.size_t, format C.size_t, name **C.capi_cons
 		if err != nil {
 			return err
 		}
-		if int(format) >= len(p.Formats) {
+		if uint64(format) >= uint64(len(p.Formats)) {
 			return invalid("format: %d is past the %d formats plugin %d defines", format, len(p.Formats), index)
 		}
 		*name = (*C.capi_const_char)(unsafe.Pointer(s.defined[format]))
