@@ -96,6 +96,15 @@ $(GOPLUGIN_MANIFEST): $(GOPLUGIN)
 
 $(BUILD)/test_goplugin: $(GOPLUGIN_MANIFEST)
 
+# A LIBQUANT_PLUGIN_PATH folder for test_goplugin: the plugin as
+# libquant-plugin-mxfp6, listed in the folder's manifest, and an unlisted copy.
+GOPLUGIN_FOLDER := $(BUILD)/goplugin/folder
+$(GOPLUGIN_FOLDER)/plugins.sha256: $(GOPLUGIN)
+	rm -rf $(GOPLUGIN_FOLDER) && mkdir -p $(GOPLUGIN_FOLDER)
+	cp $(GOPLUGIN) $(GOPLUGIN_FOLDER)/libquant-plugin-mxfp6
+	cp $(GOPLUGIN) $(GOPLUGIN_FOLDER)/libquant-plugin-unlisted
+	cd $(GOPLUGIN_FOLDER) && sha256sum libquant-plugin-mxfp6 > plugins.sha256
+
 # The CUDA plugin (cuda/ -> build/libquant_cuda.so), built where nvcc is: Hopper
 # machine code (sm_90a) plus compute_90 PTX so that newer GPUs can run it too.
 # libquant.so itself never links CUDA; it loads this file at run time.
@@ -175,12 +184,14 @@ test-header: $(LIB)
 test-symbols: $(LIB)
 	examples/c/check_symbols.sh $(LIB)
 
-test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD)/demo $(BUILD)/mlp_train
+test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD)/demo $(BUILD)/mlp_train $(GOPLUGIN_FOLDER)/plugins.sha256
 	@set -e; for t in $(C_TESTS); do echo "== $$t"; $$t; done
 	@echo "== $(BUILD)/test_plugin with LIBQUANT_PLUGIN_PATH"
 	LIBQUANT_PLUGIN_PATH=$(BUILD)/libquant_toy_abi99.so:$(BUILD)/libquant_toy.so $(BUILD)/test_plugin
 	@echo "== $(BUILD)/test_goplugin with LIBQUANT_PLUGIN_PATH"
 	LIBQUANT_PLUGIN_PATH=$(GOPLUGIN) LIBQUANT_PLUGIN_MANIFEST=$(GOPLUGIN_MANIFEST) $(BUILD)/test_goplugin
+	@echo "== $(BUILD)/test_goplugin with a LIBQUANT_PLUGIN_PATH folder"
+	LIBQUANT_PLUGIN_PATH=$(GOPLUGIN_FOLDER) LIBQUANT_PLUGIN_MANIFEST=$(GOPLUGIN_FOLDER)/plugins.sha256 $(BUILD)/test_goplugin
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
 	$(BUILD)/mlp_train quick batch=45

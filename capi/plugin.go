@@ -8,12 +8,7 @@ package main
 import "C"
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -119,7 +114,7 @@ type cPluginStrings struct {
 
 func pluginEntry(index C.size_t) (native.Info, *cPluginStrings, error) {
 	list := allPlugins()
-	if int(index) >= len(list) {
+	if uint64(index) >= uint64(len(list)) { // unsigned: (size_t)-1 must not wrap to -1
 		return native.Info{}, nil, invalid("index: %d is past the %d entries of the plugin list", index, len(list))
 	}
 	i := int(index)
@@ -212,12 +207,7 @@ func loadPlugin(path *C.capi_const_char, opts *C.capi_const_plugin_load_options,
 		}
 		name = info.Name
 	} else {
-		if ro.SHA256 != "" {
-			if err := checkDigest(p, ro.SHA256); err != nil {
-				return err
-			}
-		}
-		info, err := native.Load(p, native.Explicit)
+		info, err := native.LoadDigest(p, native.Explicit, ro.SHA256)
 		if err != nil {
 			return err
 		}
@@ -229,24 +219,6 @@ func loadPlugin(path *C.capi_const_char, opts *C.capi_const_plugin_load_options,
 				*index = C.size_t(i)
 			}
 		}
-	}
-	return nil
-}
-
-// checkDigest compares a native plugin file's SHA-256 with the expected one
-// before anything of it is loaded.
-func checkDigest(path, want string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return host.Errorf(host.ErrPlugin, "plugin %q: cannot open: %v", path, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return host.Errorf(host.ErrPlugin, "plugin %q: reading it: %v", path, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != strings.ToLower(want) {
-		return host.Errorf(host.ErrPlugin, "plugin %q: refused: its SHA-256 is %s, but %s was expected", path, got, want)
 	}
 	return nil
 }
@@ -314,7 +286,7 @@ func quant_plugin_get_kernel(index C.size_t, kernel C.size_t, info *C.quant_plug
 		if err != nil {
 			return err
 		}
-		if int(kernel) >= len(p.Kernels) {
+		if uint64(kernel) >= uint64(len(p.Kernels)) {
 			return invalid("kernel: %d is past the %d kernel sets of plugin %d", kernel, len(p.Kernels), index)
 		}
 		k := p.Kernels[kernel]
@@ -342,7 +314,7 @@ func quant_plugin_get_format(index C.size_t, format C.size_t, name **C.capi_cons
 		if err != nil {
 			return err
 		}
-		if int(format) >= len(p.Formats) {
+		if uint64(format) >= uint64(len(p.Formats)) {
 			return invalid("format: %d is past the %d formats plugin %d defines", format, len(p.Formats), index)
 		}
 		*name = (*C.capi_const_char)(unsafe.Pointer(s.defined[format]))

@@ -634,7 +634,8 @@ quant_status quant_recipe_quantizer(quant_recipe *recipe, const quant_role *role
 /* Native plugins add formats and kernels for other devices (include/
  * quant_plugin.h is their ABI). libquant loads, on its first call:
  *  1. every entry of LIBQUANT_PLUGIN_PATH (':'-separated, like PATH): a plugin
- *     file, or a folder whose libquant_*.so files are loaded;
+ *     file, or a folder whose libquant_*.so files are loaded (and whose
+ *     libquant-plugin-* files are offered as executable plugins, below);
  *  2. libquant_cuda.so from the folder libquant.so itself was loaded from,
  *     unless LIBQUANT_PLUGIN_AUTOLOAD=0.
  * A plugin that fails to load leaves libquant working without it; the failure
@@ -679,7 +680,8 @@ typedef struct {
 
 /* Loads a plugin file and registers what it provides. *index (may be NULL)
  * receives its position in the plugin list. Loading a file already loaded is a
- * no-op that reports the same index. Fails with QUANT_ERROR_PLUGIN (and loads
+ * no-op that reports the same index (with quant_plugin_load_ex's sha256, only
+ * when it equals the digest the file had when it was loaded; see there). Fails with QUANT_ERROR_PLUGIN (and loads
  * nothing) for a missing file, a library without quant_plugin_get, a plugin
  * built for another plugin ABI version, or an invalid table. */
 quant_status quant_plugin_load(const char *path, size_t *index);
@@ -717,6 +719,15 @@ quant_status quant_plugin_get_format(size_t index, size_t format, const char **n
  * QUANT_ERROR_PLUGIN. In the plugin list, abi_version is the plugin's
  * handshake version.
  *
+ * In a LIBQUANT_PLUGIN_PATH folder, executable plugins must be named
+ * libquant-plugin-* (libquant_*.so files are always loaded as native
+ * plugins). Such a file runs only if it is an executable plugin by the ELF
+ * rule above AND a LIBQUANT_PLUGIN_MANIFEST line gives its digest (there are
+ * no load options): an unlisted one is refused, never run, and its failure is
+ * in the plugin list; a libquant-plugin-* file that is not an ELF executable
+ * is skipped (neither run nor dlopened). Other files of the folder are
+ * ignored: name any other executable plugin as a file entry.
+ *
  * A plugin that crashes, exits, or does not answer a call within its deadline
  * is stopped: that call and later ones on its formats fail with
  * QUANT_ERROR_PLUGIN and the reason (also in the plugin list's message);
@@ -730,7 +741,13 @@ typedef struct {
   uint32_t call_timeout_ms; /* executable: the deadline of each call; 0: 60000 */
 } quant_plugin_load_options;
 
-/* quant_plugin_load with options; sha256 is checked for a native .so too. */
+/* quant_plugin_load with options; sha256 is checked for a native .so too.
+ * For a file already loaded (or running), sha256 is compared with the digest
+ * recorded when it was loaded, i.e. of the code that runs, not with the file
+ * as it is now: a mismatch fails with QUANT_ERROR_PLUGIN naming both digests
+ * and leaves the loaded plugin as it was (for an executable plugin,
+ * quant_shutdown then a new load runs the file as it is now; a native plugin
+ * is never unloaded). */
 quant_status quant_plugin_load_ex(const char *path, const quant_plugin_load_options *opts, size_t *index);
 
 /* Stops every executable plugin cleanly (native plugins stay loaded). Calls

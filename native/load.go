@@ -9,8 +9,11 @@ package native
 import "C"
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,8 +32,14 @@ const ABIVersion = uint32(C.QUANT_PLUGIN_ABI_VERSION)
 const MinABIVersion = uint32(C.QUANT_PLUGIN_ABI_MIN_VERSION)
 
 // PathEnv lists plugins to load at start, separated like PATH: each entry
-// is a plugin file, or a folder whose libquant_*.so files are loaded.
+// is a plugin file, or a folder whose libquant_*.so files are loaded, and
+// whose ExecPattern files go to LoadDefault's other (executable plugins).
 const PathEnv = "LIBQUANT_PLUGIN_PATH"
+
+// ExecPattern names the files of a LIBQUANT_PLUGIN_PATH folder that are
+// offered as executable plugins (quant.h: only those an ELF check recognises
+// and LIBQUANT_PLUGIN_MANIFEST lists are run).
+const ExecPattern = "libquant-plugin-*"
 
 // Origin says how a plugin came to be loaded.
 type Origin int32
@@ -94,6 +103,7 @@ type Info struct {
 type plugin struct {
 	info   Info
 	real   string // resolved path, to load each file once
+	digest string // SHA-256 (lower-case hex) of the file when it was loaded
 	handle uintptr
 	table  *C.quant_plugin_table
 }
@@ -123,14 +133,28 @@ func Plugins() []Info {
 // kind ErrPlugin) says why; failures of automatic and LIBQUANT_PLUGIN_PATH
 // loads are also kept in Plugins().
 func Load(path string, origin Origin) (Info, error) {
-	plugins.Lock()
-	defer plugins.Unlock()
-	return loadLocked(path, origin)
+	return LoadDigest(path, origin, "")
 }
 
-func loadLocked(path string, origin Origin) (Info, error) {
+// LoadDigest is Load with the file's expected SHA-256 (64 hex digits; ""
+// checks nothing). A file not loaded yet is refused unless its digest
+// matches; a file already loaded is compared by the digest it had when it was
+// loaded (the code that runs), not by what the file holds now, and refused
+// when that differs.
+func LoadDigest(path string, origin Origin, sha string) (Info, error) {
+	plugins.Lock()
+	defer plugins.Unlock()
+	return loadLocked(path, origin, strings.ToLower(strings.TrimSpace(sha)))
+}
+
+func loadLocked(path string, origin Origin, want string) (Info, error) {
 	if path == "" {
 		return Info{}, host.Errorf(host.ErrInvalidArgument, "path: is empty")
+	}
+	if want != "" {
+		if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
+			return Info{}, loadErr(path, "expected SHA-256 %q is not 64 hex digits", want)
+		}
 	}
 	real := path
 	if abs, err := filepath.Abs(path); err == nil {
@@ -141,11 +165,14 @@ func loadLocked(path string, origin Origin) (Info, error) {
 	}
 	for _, p := range plugins.list {
 		if p.real == real && p.info.Err == nil {
+			if want != "" && want != p.digest {
+				return p.info, loadErr(path, "refused: it is already loaded from a file whose SHA-256 was %s, but %s was expected (a loaded native plugin cannot be replaced; restart the process)", p.digest, want)
+			}
 			return p.info, nil
 		}
 	}
 	p := &plugin{info: Info{Path: path, Origin: origin}, real: real}
-	err := p.load()
+	err := p.load(want)
 	if err != nil {
 		p.info.Err = err
 		if origin != Explicit {
@@ -162,13 +189,21 @@ func loadErr(path, format string, args ...any) error {
 	return host.Errorf(host.ErrPlugin, "plugin %q: %s", path, fmt.Sprintf(format, args...))
 }
 
-func (p *plugin) load() error {
+func (p *plugin) load(want string) error {
 	path := p.info.Path
 	if st, err := os.Stat(path); err != nil {
 		return loadErr(path, "cannot open: %v", unwrapPathError(err))
 	} else if st.IsDir() {
 		return loadErr(path, "is a folder, not a shared library")
 	}
+	sum, err := fileDigest(path)
+	if err != nil {
+		return loadErr(path, "reading it: %v", unwrapPathError(err))
+	}
+	if want != "" && sum != want {
+		return loadErr(path, "refused: its SHA-256 is %s, but %s was expected", sum, want)
+	}
+	p.digest = sum
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return loadErr(path, "dlopen failed: %v", err)
@@ -421,7 +456,8 @@ func (p *plugin) register() error {
 // libquant_cuda.so from libDir (the folder of libquant.so; "" skips it) unless
 // LIBQUANT_PLUGIN_AUTOLOAD=0. Entries for which other (may be nil) returns
 // true were handled by another loader (executable plugins, rpc) and are
-// skipped. Failures are kept in Plugins(), never returned: the host keeps
+// skipped; the ExecPattern files of a folder entry are offered to other only,
+// and those it does not take are skipped (noted in report). Failures are kept in Plugins(), never returned: the host keeps
 // working without the plugin.
 func LoadDefault(libDir string, other func(entry string) bool) {
 	plugins.Lock()
@@ -434,12 +470,27 @@ func LoadDefault(libDir string, other func(entry string) bool) {
 		if err == nil && st.IsDir() {
 			files, _ := filepath.Glob(filepath.Join(entry, "libquant_*.so"))
 			for _, f := range files {
-				_, _ = loadLocked(f, Env)
+				_, _ = loadLocked(f, Env, "")
 			}
-			plugins.searched = append(plugins.searched, fmt.Sprintf("%s folder %s (%d libquant_*.so files)", PathEnv, entry, len(files)))
+			// Executable plugins are found by their own pattern and go only
+			// to other (which runs one only with a digest from the
+			// manifest); a matching file other does not take is skipped,
+			// never dlopened.
+			execs, _ := filepath.Glob(filepath.Join(entry, ExecPattern))
+			var skipped []string
+			for _, f := range execs {
+				if other == nil || !other(f) {
+					skipped = append(skipped, filepath.Base(f))
+				}
+			}
+			note := fmt.Sprintf("%s folder %s (%d libquant_*.so files, %d %s files)", PathEnv, entry, len(files), len(execs), ExecPattern)
+			if len(skipped) > 0 {
+				note += fmt.Sprintf("; skipped %s: not executable plugins", strings.Join(skipped, ", "))
+			}
+			plugins.searched = append(plugins.searched, note)
 			continue
 		}
-		_, _ = loadLocked(entry, Env)
+		_, _ = loadLocked(entry, Env, "")
 	}
 	if libDir == "" {
 		return
@@ -453,7 +504,7 @@ func LoadDefault(libDir string, other func(entry string) bool) {
 		plugins.searched = append(plugins.searched, cuda+" does not exist")
 		return
 	}
-	_, _ = loadLocked(cuda, Auto)
+	_, _ = loadLocked(cuda, Auto, "")
 }
 
 func init() { host.RegisterPluginReport(report) }
@@ -477,3 +528,17 @@ func report() string {
 
 // pluginEntry is QUANT_PLUGIN_ENTRY, the symbol every plugin exports.
 const pluginEntry = "quant_plugin_get"
+
+// fileDigest is the hex SHA-256 of a file.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

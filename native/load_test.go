@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -208,4 +209,72 @@ func roundTripParams(t *testing.T, p host.Params) host.Params {
 	got, err := paramsRoundTrip(p)
 	require.NoError(t, err)
 	return got
+}
+
+// A caller who names a digest gets it checked even when the file is already
+// loaded: against the digest the file had when it was loaded (the code that
+// runs), not against what the file holds now.
+func TestReloadChecksDigest(t *testing.T) {
+	path := toyPlugin(t, "toy")
+	sum, err := fileDigest(path)
+	require.NoError(t, err)
+	info, err := LoadDigest(path, Explicit, strings.ToUpper(sum))
+	require.NoError(t, err)
+	// The no-op stays for no digest and for the right one.
+	_, err = Load(path, Explicit)
+	require.NoError(t, err)
+	_, err = LoadDigest(path, Explicit, sum)
+	require.NoError(t, err)
+
+	// The file is replaced while its old code stays loaded.
+	other, err := os.ReadFile(toyPlugin(t, "abi99"))
+	require.NoError(t, err)
+	orig, err := os.ReadFile(path)
+	require.NoError(t, err)
+	replace := func(data []byte) {
+		tmp := path + ".new"
+		require.NoError(t, os.WriteFile(tmp, data, 0o755))
+		require.NoError(t, os.Rename(tmp, path))
+	}
+	replace(other)
+	t.Cleanup(func() { replace(orig) })
+	now, err := fileDigest(path)
+	require.NoError(t, err)
+	require.NotEqual(t, sum, now)
+	_, err = LoadDigest(path, Explicit, now)
+	require.ErrorIs(t, err, host.ErrPlugin)
+	require.ErrorContains(t, err, "already loaded from a file whose SHA-256 was "+sum+", but "+now+" was expected")
+	again, err := LoadDigest(path, Explicit, sum)
+	require.NoError(t, err)
+	require.Equal(t, info.Name, again.Name)
+	_, err = LoadDigest(path, Explicit, "abc")
+	require.ErrorIs(t, err, host.ErrPlugin)
+	require.ErrorContains(t, err, "not 64 hex digits")
+
+	// A first load checks the file itself.
+	_, err = LoadDigest(toyPlugin(t, "fail"), Explicit, sum)
+	require.ErrorIs(t, err, host.ErrPlugin)
+	require.ErrorContains(t, err, "its SHA-256 is")
+	require.ErrorContains(t, err, "but "+sum+" was expected")
+}
+
+// A LIBQUANT_PLUGIN_PATH folder's libquant-plugin-* files are offered to the
+// executable loader only: one it does not take is skipped, never dlopened,
+// and the report names it.
+func TestLoadDefaultFolderOffersExecutables(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"libquant-plugin-a", "libquant-plugin-b", "libquant_x.txt", "plugin-c"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("not ELF"), 0o755))
+	}
+	t.Setenv(PathEnv, dir)
+	t.Setenv("LIBQUANT_PLUGIN_AUTOLOAD", "0")
+	before := len(Plugins())
+	var offered []string
+	LoadDefault("", func(entry string) bool {
+		offered = append(offered, entry)
+		return filepath.Base(entry) == "libquant-plugin-a"
+	})
+	require.Equal(t, []string{dir, filepath.Join(dir, "libquant-plugin-a"), filepath.Join(dir, "libquant-plugin-b")}, offered)
+	require.Len(t, Plugins(), before, "nothing was dlopened")
+	require.Contains(t, report(), PathEnv+" folder "+dir+" (0 libquant_*.so files, 2 libquant-plugin-* files); skipped libquant-plugin-b: not executable plugins")
 }

@@ -71,15 +71,18 @@ type Info struct {
 
 // plugin is one started plugin process.
 type plugin struct {
-	info  Info
-	real  string
-	opts  Options
-	cmd   *exec.Cmd
-	gp    *goplugin.Client
-	conn  *grpc.ClientConn
-	arena []byte
-	file  *os.File // the memfd
-	alloc *allocator
+	info Info
+	real string
+	opts Options
+	// digest is the SHA-256 (lower-case hex) the binary was checked against
+	// when it started: the digest of the file that runs.
+	digest string
+	cmd    *exec.Cmd
+	gp     *goplugin.Client
+	conn   *grpc.ClientConn
+	arena  []byte
+	file   *os.File // the memfd
+	alloc  *allocator
 	// watchdog is the write end of the pipe the child watches; the kernel
 	// closes it when this process ends, however it ends.
 	watchdog *os.File
@@ -139,8 +142,10 @@ func pluginErr(path, format string, args ...any) error {
 }
 
 // Load starts the executable plugin at path and registers its formats (CPU
-// kernels). A plugin already running from the same file is returned as is; a
-// stopped one is started again and takes its formats back.
+// kernels). A plugin already running from the same file is returned as is,
+// unless opts.SHA256 names a digest other than the one its binary was checked
+// against when it started (refused, ErrPlugin); a stopped one is started
+// again and takes its formats back.
 func Load(path string, opts Options) (Info, error) {
 	if path == "" {
 		return Info{}, host.Errorf(host.ErrInvalidArgument, "path: is empty")
@@ -159,6 +164,9 @@ func Load(path string, opts Options) (Info, error) {
 	real := realPath(path)
 	for _, q := range loaded.list {
 		if q.real == real && q.snapshot().Err == nil && q.gp != nil {
+			if err := q.sameDigest(opts.SHA256); err != nil {
+				return q.snapshot(), err
+			}
 			return q.snapshot(), nil
 		}
 	}
@@ -176,6 +184,17 @@ func Load(path string, opts Options) (Info, error) {
 	}
 	loaded.list = append(loaded.list, p)
 	return p.snapshot(), nil
+}
+
+// sameDigest checks a caller's expected digest against the running binary's,
+// as a first load would: a caller who names a digest never gets a plugin
+// that was started from other bytes. An empty want is no check.
+func (p *plugin) sameDigest(want string) error {
+	want = strings.ToLower(strings.TrimSpace(want))
+	if want == "" || want == p.digest {
+		return nil
+	}
+	return pluginErr(p.info.Path, "refused: it is already running from a binary whose SHA-256 is %s, but %s was expected (quant_shutdown, then load it again, to run the file as it is now)", p.digest, want)
 }
 
 func (p *plugin) start() error {
@@ -200,6 +219,7 @@ func (p *plugin) start() error {
 	if err != nil || len(sum) != sha256.Size {
 		return pluginErr(path, "expected SHA-256 %q is not 64 hex digits", want)
 	}
+	p.digest = want
 	file, mem, err := wire.NewArena(p.opts.ArenaBytes)
 	if err != nil {
 		return host.Errorf(host.ErrOutOfMemory, "plugin %q: shared arena: %v", path, err)

@@ -379,3 +379,38 @@ func TestGemm(t *testing.T) {
 		}
 	}
 }
+
+// A caller who names a digest gets it checked even when the plugin already
+// runs: against the digest its binary was checked against when it started,
+// not against what the file holds now.
+func TestReloadChecksDigest(t *testing.T) {
+	rpc.Shutdown() // no other copy of faulty serves its formats
+	t.Cleanup(rpc.Shutdown)
+	path := filepath.Join(t.TempDir(), "faulty")
+	data, err := os.ReadFile(bin.faulty)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o755))
+	sum := digest(t, path)
+	info, err := rpc.Load(path, rpc.Options{SHA256: sum})
+	require.NoError(t, err)
+	// The no-op stays for no digest and for the right one, in any case.
+	for _, d := range []string{"", sum, strings.ToUpper(sum)} {
+		again, err := rpc.Load(path, rpc.Options{SHA256: d})
+		require.NoError(t, err)
+		require.Equal(t, info.Pid, again.Pid)
+	}
+
+	// The file is replaced (renamed over) while the old binary runs.
+	other, err := os.ReadFile(bin.v99)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path+".new", other, 0o755))
+	require.NoError(t, os.Rename(path+".new", path))
+	now := digest(t, path)
+	require.NotEqual(t, sum, now)
+	_, err = rpc.Load(path, rpc.Options{SHA256: now})
+	require.ErrorIs(t, err, host.ErrPlugin)
+	require.ErrorContains(t, err, "already running from a binary whose SHA-256 is "+sum+", but "+now+" was expected")
+	again, err := rpc.Load(path, rpc.Options{SHA256: sum})
+	require.NoError(t, err)
+	require.Equal(t, info.Pid, again.Pid, "a refused reload leaves the running plugin alone")
+}

@@ -534,6 +534,8 @@ static void test_plugin_load_options(void) {
   o.struct_size = sizeof o;
   EXPECT_ERR(quant_plugin_load_ex("/nonexistent/plugin", &o, &idx), QUANT_ERROR_PLUGIN, "/nonexistent/plugin");
   o.sha256 = "not hex";
+  EXPECT_ERR(quant_plugin_load_ex("examples/c/test_abi.c", &o, &idx), QUANT_ERROR_PLUGIN, "is not 64 hex digits");
+  o.sha256 = "0000000000000000000000000000000000000000000000000000000000000000";
   EXPECT_ERR(quant_plugin_load_ex("examples/c/test_abi.c", &o, &idx), QUANT_ERROR_PLUGIN, "refused: its SHA-256 is");
   /* Nothing to stop: a no-op, callable any number of times. */
   EXPECT_OK(quant_shutdown());

@@ -7,8 +7,11 @@
  * quant_shutdown its calls fail with QUANT_ERROR_PLUGIN; loading it again
  * (through the manifest) brings it back. Run from the repository root.
  *
- * With LIBQUANT_PLUGIN_PATH set (make test-c runs it a second time so), it
- * checks that the plugin was loaded at start. */
+ * With LIBQUANT_PLUGIN_PATH set (make test-c runs it twice so), it checks
+ * that the plugin was loaded at start: LIBQUANT_PLUGIN_PATH names the plugin
+ * file, or a folder holding it as libquant-plugin-mxfp6 (listed in the
+ * manifest) next to an unlisted copy, libquant-plugin-unlisted, which must be
+ * refused with its reason in the plugin list (quant.h: folders). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -69,7 +72,7 @@ static void *thread_body(void *arg) {
   return NULL;
 }
 
-static size_t plugin_index(const char *name) {
+static size_t plugin_index_at(const char *name, const char *path) {
   size_t n = 0, i, found = (size_t)-1;
   EXPECT_OK(quant_plugin_count(&n));
   for (i = 0; i < n; i++) {
@@ -77,7 +80,22 @@ static size_t plugin_index(const char *name) {
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     EXPECT_OK(quant_plugin_get_info(i, &info));
-    if (strcmp(info.name, name) == 0 && strcmp(info.path, PLUGIN) == 0) found = i;
+    if (strcmp(info.name, name) == 0 && strcmp(info.path, path) == 0) found = i;
+  }
+  return found;
+}
+
+/* The plugin list entry of path that failed with QUANT_ERROR_PLUGIN and a
+ * message containing why, or (size_t)-1. */
+static size_t failed_index(const char *path, const char *why) {
+  size_t n = 0, i, found = (size_t)-1;
+  EXPECT_OK(quant_plugin_count(&n));
+  for (i = 0; i < n; i++) {
+    quant_plugin_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    EXPECT_OK(quant_plugin_get_info(i, &info));
+    if (strcmp(info.path, path) == 0 && info.status == QUANT_ERROR_PLUGIN && strstr(info.message, why) != NULL) found = i;
   }
   return found;
 }
@@ -104,8 +122,13 @@ int main(void) {
 
   if (env != NULL) {
     /* Loaded at start from LIBQUANT_PLUGIN_PATH (with the manifest). */
-    index = plugin_index("mxfp6");
+    char path[4096], unlisted[4096];
+    int folder = strcmp(env, PLUGIN) != 0;
+    snprintf(path, sizeof path, folder ? "%s/libquant-plugin-mxfp6" : "%s", env);
+    snprintf(unlisted, sizeof unlisted, "%s/libquant-plugin-unlisted", env);
+    index = plugin_index_at("mxfp6", path);
     CHECK(index != (size_t)-1);
+    if (folder) CHECK(failed_index(unlisted, "is not listed") != (size_t)-1);
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     EXPECT_OK(quant_plugin_get_info(index, &info));

@@ -84,6 +84,7 @@ static void check_toy(size_t index) {
   EXPECT_OK(quant_plugin_get_format(index, 0, &fname));
   CHECK(fname != NULL && strcmp(fname, "toy_u8") == 0);
   EXPECT_ERR(quant_plugin_get_format(index, 1, &fname), QUANT_ERROR_INVALID_ARGUMENT, "format");
+  EXPECT_ERR(quant_plugin_get_format(index, (size_t)-1, &fname), QUANT_ERROR_INVALID_ARGUMENT, "format");
   memset(&ki, 0, sizeof ki);
   ki.struct_size = sizeof ki;
   EXPECT_OK(quant_plugin_get_kernel(index, 0, &ki));
@@ -92,7 +93,10 @@ static void check_toy(size_t index) {
   CHECK(ki.ops == (QUANT_OP_AMAX | QUANT_OP_QUANTIZE | QUANT_OP_DEQUANTIZE | QUANT_OP_DERIVE));
   CHECK(ki.defines_format != 0);
   EXPECT_ERR(quant_plugin_get_kernel(index, 1, &ki), QUANT_ERROR_INVALID_ARGUMENT, "kernel");
+  EXPECT_ERR(quant_plugin_get_kernel(index, (size_t)-1, &ki), QUANT_ERROR_INVALID_ARGUMENT, "kernel");
   EXPECT_ERR(quant_plugin_get_info(100000, &info), QUANT_ERROR_INVALID_ARGUMENT, "index");
+  /* (size_t)-1 (a "not found" index) is past the end too, not index -1. */
+  EXPECT_ERR(quant_plugin_get_info((size_t)-1, &info), QUANT_ERROR_INVALID_ARGUMENT, "index");
 
   /* Loading it again is a no-op with the same index. */
   EXPECT_OK(quant_plugin_load(TOY, &again));

@@ -1218,7 +1218,9 @@ def load_plugin(path: str | os.PathLike[str], *, sha256: str | None = None, aren
     - ``call_timeout_ms``: executable plugins, the deadline of each call (None
       or 0: 60000); a call past it stops the plugin (PluginError).
 
-    Loading a file already loaded is a no-op that returns the same index."""
+    Loading a file already loaded is a no-op that returns the same index;
+    with ``sha256`` it is first compared with the digest the file had when it
+    was loaded (the code that runs), and a mismatch raises PluginError."""
     p = os.fspath(path)
     if not isinstance(p, str):
         raise InvalidArgumentError("path: want a str or os.PathLike[str], got %s" % type(p).__name__)

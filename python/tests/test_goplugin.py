@@ -67,6 +67,12 @@ def _stop_plugins_after_module() -> Any:
 def test_load_plugin_with_digest(plugin: tuple[str, str], mxfp6: int) -> None:
     path, digest = plugin
     assert lq.load_plugin(path, sha256=digest) == mxfp6  # loaded: a no-op, same index
+    # Loaded, but a caller naming another digest is refused as a first load would be,
+    # against the digest of the binary that runs (quant.h, quant_plugin_load).
+    with pytest.raises(lq.PluginError, match="already running") as e:
+        lq.load_plugin(path, sha256="0" * 64)
+    assert digest in e.value.message and "0" * 64 in e.value.message
+    assert lq.load_plugin(path) == mxfp6  # no digest: still the no-op
     info = lq.plugin_info(mxfp6)
     assert info.loaded and info.name == "mxfp6" and info.origin == "explicit", info
     assert info.formats == ("mxfp6",) and info.abi_version == 1  # the handshake version (quant.h)
