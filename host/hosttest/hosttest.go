@@ -184,3 +184,49 @@ func BenchQuantize(b *testing.B, in host.Tensor, p host.Params, usage host.Usage
 	}
 	b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
+
+// GuardLen bytes past each buffer of a Guarded storage must never be written.
+const GuardLen = 64
+
+// Garbage is the byte a Guarded storage's buffers hold before a kernel runs.
+const Garbage = 0xA5
+
+// Guarded is direction Dir of an [m, k] tensor in caller-style buffers
+// pre-filled with Garbage, each followed by GuardLen guard bytes, so a test
+// sees padding a kernel failed to zero and writes past the end.
+type Guarded struct {
+	St   *host.Storage
+	raws [][]byte
+}
+
+// NewGuarded allocates the buffers of spec's layout for [m, k] in direction dir,
+// freed when the test ends.
+func NewGuarded(t testing.TB, spec host.Spec, dir host.Direction, m, k int) *Guarded {
+	t.Helper()
+	layout, err := spec.Layout(int64(m), int64(k), dir)
+	require.NoError(t, err)
+	g := &Guarded{St: &host.Storage{Spec: spec, Dir: dir, Device: CPU}}
+	for _, b := range layout {
+		raw, err := host.AllocTensor(CPU, host.Uint8, []int64{b.Bytes() + GuardLen}, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { host.FreeTensor(raw, 0) })
+		bytes := raw.Bytes8()
+		for i := range bytes {
+			bytes[i] = Garbage
+		}
+		g.raws = append(g.raws, bytes)
+		g.St.Buffers = append(g.St.Buffers, host.Buffer{BufferSpec: b,
+			Tensor: host.Tensor{Ptr: raw.Ptr, DType: b.DType, Shape: b.Shape, Device: CPU}})
+	}
+	return g
+}
+
+// CheckGuards fails the test if a guard byte after any buffer was written.
+func (g *Guarded) CheckGuards(t testing.TB, what string) {
+	t.Helper()
+	for i, raw := range g.raws {
+		for j, b := range raw[len(raw)-GuardLen:] {
+			require.Equal(t, byte(Garbage), b, "%s: buffer %d (%s): byte %d past the end was written", what, i, g.St.Buffers[i].Kind, j)
+		}
+	}
+}

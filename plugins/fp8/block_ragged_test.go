@@ -55,22 +55,22 @@ func TestBlockRaggedShapesFollowThePaddedTensor(t *testing.T) {
 					want[d] = newGuardedStorage(t, spec, host.Direction(d), m0, k0)
 				}
 				require.NoError(t, blockKernels{}.Quantize(&host.QuantizeRequest{Spec: spec, Input: in, M: int64(m), K: int64(k),
-					Out: [2]*host.Storage{got[0].st, got[1].st}}))
+					Out: [2]*host.Storage{got[0].St, got[1].St}}))
 				require.NoError(t, blockKernels{}.Quantize(&host.QuantizeRequest{Spec: spec, Input: in0, M: int64(m0), K: int64(k0),
-					Out: [2]*host.Storage{want[0].st, want[1].st}}))
+					Out: [2]*host.Storage{want[0].St, want[1].St}}))
 				for d := range got {
 					rows, cols, cols0 := m, k, k0
 					if d == int(host.DirColumnwise) {
 						rows, cols, cols0 = k, m, m0
 					}
-					data, data0 := got[d].st.MustBuffer(host.BufData).Bytes8(), want[d].st.MustBuffer(host.BufData).Bytes8()
+					data, data0 := got[d].St.MustBuffer(host.BufData).Bytes8(), want[d].St.MustBuffer(host.BufData).Bytes8()
 					require.Len(t, data, rows*cols)
 					for r := 0; r < rows; r++ {
 						require.Equal(t, data0[r*cols0:r*cols0+cols], data[r*cols:(r+1)*cols], "%s dir %d: data row %d", name, d, r)
 					}
 					l := blockScaleLayoutOf(spec, host.Direction(d), int64(m), int64(k))
 					l0 := blockScaleLayoutOf(spec, host.Direction(d), int64(m0), int64(k0))
-					s, s0 := got[d].st.MustBuffer(host.BufScaleInv).Float32s(), want[d].st.MustBuffer(host.BufScaleInv).Float32s()
+					s, s0 := got[d].St.MustBuffer(host.BufScaleInv).Float32s(), want[d].St.MustBuffer(host.BufScaleInv).Float32s()
 					for i := int64(0); i < l.ni; i++ {
 						for j := int64(0); j < l.nj; j++ {
 							require.Equal(t, math.Float32bits(s0[l0.index(i, j)]), math.Float32bits(s[l.index(i, j)]), "%s dir %d: scale (%d,%d)", name, d, i, j)
@@ -87,7 +87,7 @@ func TestBlockRaggedShapesFollowThePaddedTensor(t *testing.T) {
 							require.Zero(t, math.Float32bits(v), "%s dir %d: padding scale %d", name, d, idx)
 						}
 					}
-					got[d].checkGuards(t)
+					got[d].CheckGuards(t, "")
 				}
 			}
 		}

@@ -22,41 +22,13 @@ func newInput(t testing.TB, dt host.DType, m, k int, vals []float32) (host.Tenso
 	return hosttest.Input(t, dt, vals, int64(m), int64(k))
 }
 
-const guardLen, garbage = 64, 0xA5
-
 // guardedStorage is a storage over buffers pre-filled with garbage and followed
 // by guard bytes, to catch unzeroed padding and writes past the end.
-type guardedStorage struct {
-	st   *host.Storage
-	raws [][]byte
-}
+type guardedStorage = hosttest.Guarded
 
 func newGuardedStorage(t testing.TB, spec host.Spec, dir host.Direction, m, k int) *guardedStorage {
 	t.Helper()
-	layout, err := spec.Layout(int64(m), int64(k), dir)
-	require.NoError(t, err)
-	g := &guardedStorage{st: &host.Storage{Spec: spec, Dir: dir, Device: cpu}}
-	for _, b := range layout {
-		raw, err := host.AllocTensor(cpu, host.Uint8, []int64{b.Bytes() + guardLen}, 0)
-		require.NoError(t, err)
-		t.Cleanup(func() { host.FreeTensor(raw, 0) })
-		for i := range raw.Bytes8() {
-			raw.Bytes8()[i] = garbage
-		}
-		g.raws = append(g.raws, raw.Bytes8())
-		g.st.Buffers = append(g.st.Buffers, host.Buffer{BufferSpec: b,
-			Tensor: host.Tensor{Ptr: raw.Ptr, DType: b.DType, Shape: b.Shape, Device: cpu}})
-	}
-	return g
-}
-
-func (g *guardedStorage) checkGuards(t testing.TB) {
-	t.Helper()
-	for i, raw := range g.raws {
-		for j, b := range raw[len(raw)-guardLen:] {
-			require.Equal(t, byte(garbage), b, "buffer %d: byte %d past the end was written", i, j)
-		}
-	}
+	return hosttest.NewGuarded(t, spec, dir, m, k)
 }
 
 func pad4i(n int) int { return (n + 3) / 4 * 4 }
@@ -73,7 +45,7 @@ func specBlockScaleIndex(dims, rows, cols, bi, bj int) int {
 
 func checkBlockAgainstRef(t *testing.T, g *guardedStorage, want refBlockOut, dims, rows, cols int, x []float32) {
 	t.Helper()
-	scales := g.st.MustBuffer(host.BufScaleInv).Float32s()
+	scales := g.St.MustBuffer(host.BufScaleInv).Float32s()
 	valid := make([]bool, len(scales))
 	var bad []string
 	for bi, r := range want.scaleInv {
@@ -90,14 +62,14 @@ func checkBlockAgainstRef(t *testing.T, g *guardedStorage, want refBlockOut, dim
 			bad = append(bad, fmt.Sprintf("padded scale_inv %d is %#08x, want 0", i, math.Float32bits(scales[i])))
 		}
 	}
-	data := g.st.MustBuffer(host.BufData).Bytes8()
+	data := g.St.MustBuffer(host.BufData).Bytes8()
 	for i, c := range want.codes {
 		if data[i] != c && len(bad) < 10 {
 			bad = append(bad, fmt.Sprintf("code %d (data row %d, col %d): got %#02x want %#02x", i, i/cols, i%cols, data[i], c))
 		}
 	}
 	require.Empty(t, bad)
-	g.checkGuards(t)
+	g.CheckGuards(t, "")
 }
 
 type blockCase struct {
@@ -125,7 +97,7 @@ func checkBlockQuantize(t *testing.T, c blockCase, dt host.DType, m, k int, x []
 	row := newGuardedStorage(t, spec, host.DirRowwise, m, k)
 	col := newGuardedStorage(t, spec, host.DirColumnwise, m, k)
 	require.NoError(t, blockKernels{}.Quantize(&host.QuantizeRequest{Spec: spec, Input: in, M: int64(m), K: int64(k),
-		Out: [2]*host.Storage{row.st, col.st}}))
+		Out: [2]*host.Storage{row.St, col.St}}))
 	vfi := map[host.DType]float32{host.BFloat16: math.Float32frombits(0x7F7F0000), host.Float16: 65504, host.Float32: math.MaxFloat32}[dt]
 	t.Run("rowwise", func(t *testing.T) {
 		want := refBlockQuantize(held, m, k, false, c.dims, !c.fp32Scales, c.eps, vfi)

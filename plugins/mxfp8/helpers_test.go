@@ -21,50 +21,17 @@ func newInput(t testing.TB, dt host.DType, m, k int, vals []float32) (host.Tenso
 	return hosttest.Input(t, dt, vals, int64(m), int64(k))
 }
 
-// guardLen bytes past each buffer must never be written.
-const guardLen = 64
-
-const garbage = 0xA5
-
-// guarded is a storage over caller-style buffers pre-filled with garbage, each
-// followed by a guard region, so tests see padding the kernel failed to zero
-// and writes past the end.
-type guarded struct {
-	st   *host.Storage
-	raws [][]byte
-}
+// guarded is direction dir of a tensor in guarded caller-style buffers
+// (hosttest.Guarded), with accessors for the MX buffers.
+type guarded struct{ *hosttest.Guarded }
 
 func newGuarded(t testing.TB, spec host.Spec, dir host.Direction, m, k int) *guarded {
 	t.Helper()
-	layout, err := spec.Layout(int64(m), int64(k), dir)
-	require.NoError(t, err)
-	g := &guarded{st: &host.Storage{Spec: spec, Dir: dir, Device: cpu}}
-	for _, b := range layout {
-		raw, err := host.AllocTensor(cpu, host.Uint8, []int64{b.Bytes() + guardLen}, 0)
-		require.NoError(t, err)
-		t.Cleanup(func() { host.FreeTensor(raw, 0) })
-		bytes := raw.Bytes8()
-		for i := range bytes {
-			bytes[i] = garbage
-		}
-		g.raws = append(g.raws, bytes)
-		g.st.Buffers = append(g.st.Buffers, host.Buffer{BufferSpec: b,
-			Tensor: host.Tensor{Ptr: raw.Ptr, DType: b.DType, Shape: b.Shape, Device: cpu}})
-	}
-	return g
+	return &guarded{hosttest.NewGuarded(t, spec, dir, m, k)}
 }
 
-func (g *guarded) checkGuards(t testing.TB) {
-	t.Helper()
-	for i, raw := range g.raws {
-		for j, b := range raw[len(raw)-guardLen:] {
-			require.Equal(t, byte(garbage), b, "buffer %d (%s): byte %d past the end was written", i, g.st.Buffers[i].Kind, j)
-		}
-	}
-}
-
-func (g *guarded) data() []byte   { return g.st.MustBuffer(host.BufData).Bytes8() }
-func (g *guarded) scales() []byte { return g.st.MustBuffer(host.BufScaleInv).Bytes8() }
+func (g *guarded) data() []byte   { return g.St.MustBuffer(host.BufData).Bytes8() }
+func (g *guarded) scales() []byte { return g.St.MustBuffer(host.BufScaleInv).Bytes8() }
 
 func pad(n, to int) int { return (n + to - 1) / to * to }
 
@@ -139,7 +106,7 @@ func checkAgainstRef(t *testing.T, g *guarded, want refMX, format string, dir ho
 		}
 	}
 	require.Empty(t, bad)
-	g.checkGuards(t)
+	g.CheckGuards(t, "")
 }
 
 // randomBlocks fills an [m, k] matrix with values whose magnitudes vary by

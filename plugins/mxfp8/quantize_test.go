@@ -38,7 +38,7 @@ func quantizeBoth(t *testing.T, spec *Spec, in host.Tensor, m, k int) (row, col 
 	row = newGuarded(t, spec, host.DirRowwise, m, k)
 	col = newGuarded(t, spec, host.DirColumnwise, m, k)
 	err := kernels{}.Quantize(&host.QuantizeRequest{Spec: spec, Input: in, M: int64(m), K: int64(k),
-		Out: [2]*host.Storage{row.st, col.st}})
+		Out: [2]*host.Storage{row.St, col.St}})
 	require.NoError(t, err)
 	return row, col
 }

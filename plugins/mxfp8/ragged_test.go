@@ -102,7 +102,7 @@ func TestRaggedShapesFollowThePaddedTensor(t *testing.T) {
 						var got [2]*guarded
 						for _, d := range dirs {
 							got[d] = newGuarded(t, spec, d, m, k)
-							out[d] = got[d].st
+							out[d] = got[d].St
 						}
 						require.NoError(t, kernels{}.Quantize(&host.QuantizeRequest{Spec: spec, Input: in, M: int64(m), K: int64(k), Out: out}), name)
 						for _, d := range dirs {
@@ -166,7 +166,7 @@ func checkRaggedDir(t *testing.T, name, format string, dir host.Direction, m, k 
 	} else {
 		require.Len(t, data, m*k, "%s %s: data is [M, K]", name, dir)
 	}
-	got.checkGuards(t)
+	got.CheckGuards(t, name)
 }
 
 // TestRaggedDequantizeFollowsThePaddedTensor: dequantize of a ragged tensor is

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
 )
 
 // raggedDims are the dims spec §14's tests run at (issue #18).
@@ -58,52 +59,20 @@ func padValues(x [][]float32, m0, k0 int) [][]float32 {
 	})
 }
 
-// guardLen bytes after each buffer must stay garbage.
-const guardLen = 32
-
-const garbage = 0xA5
-
-// guardedStorage is direction dir of an [m, k] tensor in caller-style
-// buffers full of garbage, each followed by a guard region.
-type guardedStorage struct {
-	st   *host.Storage
-	raws [][]byte
-}
+// guardedStorage is direction dir of a tensor in guarded caller-style buffers
+// (hosttest.Guarded).
+type guardedStorage struct{ *hosttest.Guarded }
 
 func newGuardedStorage(t testing.TB, spec host.Spec, dir host.Direction, m, k int) *guardedStorage {
 	t.Helper()
-	layout, err := spec.Layout(int64(m), int64(k), dir)
-	require.NoError(t, err)
-	g := &guardedStorage{st: &host.Storage{Spec: spec, Dir: dir, Device: cpu}}
-	for _, b := range layout {
-		raw, err := host.AllocTensor(cpu, host.Uint8, []int64{b.Bytes() + guardLen}, 0)
-		require.NoError(t, err)
-		t.Cleanup(func() { host.FreeTensor(raw, 0) })
-		bytes := raw.Bytes8()
-		for i := range bytes {
-			bytes[i] = garbage
-		}
-		g.raws = append(g.raws, bytes)
-		g.st.Buffers = append(g.st.Buffers, host.Buffer{BufferSpec: b,
-			Tensor: host.Tensor{Ptr: raw.Ptr, DType: b.DType, Shape: b.Shape, Device: cpu}})
-	}
-	return g
-}
-
-func (g *guardedStorage) checkGuards(t testing.TB, what string) {
-	t.Helper()
-	for i, raw := range g.raws {
-		for j, b := range raw[len(raw)-guardLen:] {
-			require.Equal(t, byte(garbage), b, "%s: buffer %d: byte %d past the end was written", what, i, j)
-		}
-	}
+	return &guardedStorage{hosttest.NewGuarded(t, spec, dir, m, k)}
 }
 
 func (g *guardedStorage) dir() refDirection {
 	return refDirection{
-		data:  g.st.MustBuffer(host.BufData).Bytes8(),
-		scale: g.st.MustBuffer(host.BufScaleInv).Bytes8(),
-		amax:  g.st.MustBuffer(host.BufAmax).Float32s()[0],
+		data:  g.St.MustBuffer(host.BufData).Bytes8(),
+		scale: g.St.MustBuffer(host.BufScaleInv).Bytes8(),
+		amax:  g.St.MustBuffer(host.BufAmax).Float32s()[0],
 	}
 }
 
@@ -193,7 +162,7 @@ func TestRaggedShapesFollowThePaddedTensor(t *testing.T) {
 				if !opt.o.sr {
 					g0 := [2]*guardedStorage{newGuardedStorage(t, sp, host.DirRowwise, m0, k0), newGuardedStorage(t, sp, host.DirColumnwise, m0, k0)}
 					require.NoError(t, kernels{}.Quantize(&host.QuantizeRequest{Spec: sp, Input: in0.t, M: int64(m0), K: int64(k0),
-						Out: [2]*host.Storage{g0[0].st, g0[1].st}}), name)
+						Out: [2]*host.Storage{g0[0].St, g0[1].St}}), name)
 					padded = [2]refDirection{
 						cropRef(g0[0].dir(), m, k, k0, swizzled),
 						cropRef(g0[1].dir(), k, m, m0, swizzled),
@@ -204,7 +173,7 @@ func TestRaggedShapesFollowThePaddedTensor(t *testing.T) {
 					var got [2]*guardedStorage
 					for _, d := range dirs {
 						got[d] = newGuardedStorage(t, sp, d, m, k)
-						out[d] = got[d].st
+						out[d] = got[d].St
 					}
 					require.NoError(t, kernels{}.Quantize(&host.QuantizeRequest{Spec: sp, Input: in.t, M: int64(m), K: int64(k), Out: out}), name)
 					for _, d := range dirs {
@@ -213,7 +182,7 @@ func TestRaggedShapesFollowThePaddedTensor(t *testing.T) {
 							requireSameDirection(t, padded[d], got[d].dir(), what+" vs X₀")
 						}
 						requireSameDirection(t, want[d], got[d].dir(), what+" vs reference")
-						got[d].checkGuards(t, what)
+						got[d].CheckGuards(t, what)
 					}
 				}
 			}
