@@ -40,6 +40,7 @@ from ._core import (
     plugins,
     quantize,
     quantize_into,
+    quantize_grouped,
     shutdown,
     status_string,
     update_usage,
@@ -71,6 +72,6 @@ __all__ = [
     "PluginError", "PluginInfo", "PluginKernel", "PoisonedError", "QTensor", "QTensorInfo", "Quantizer",
     "Recipe", "Role", "StateError", "UnsupportedError", "abi_version", "compute_amax", "dequantize", "gemm",
     "gemm_support", "gemm_support_table", "library_path", "load_plugin", "pack_fp4", "pack_fp6", "plugin_info",
-    "plugins", "quantize", "quantize_into", "shutdown", "status_string", "unpack_fp4", "unpack_fp6", "update_usage",
-    "version",
+    "plugins", "quantize", "quantize_grouped", "quantize_into", "shutdown", "status_string", "unpack_fp4",
+    "unpack_fp6", "update_usage", "version",
 ]

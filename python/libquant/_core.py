@@ -617,6 +617,64 @@ class Quantizer:
             dst._stream = s
         return dst
 
+    def quantize_grouped(self, xs: Sequence[ArrayLike], dsts: Sequence["QTensor"], *,
+                         stream: int | None = None) -> list["QTensor"]:
+        """Re-quantizes each xs[i] into dsts[i] in one call (quant_quantize_grouped):
+        the bytes of quantize_into, tensor by tensor; on the GPU, formats whose
+        kernels take a group (fp8, fp8_block) run it in one launch (MoE experts).
+        xs share one dtype and device; dsts are distinct. The same view rules as
+        quantize_into hold for every dst. Returns dsts."""
+        h = self.handle
+        if len(xs) != len(dsts):
+            raise InvalidArgumentError("quantize_grouped: xs has %d tensors but dsts has %d" % (len(xs), len(dsts)))
+        ts = [as_dltensor(x) for x in xs]
+        n = len(ts)
+        a = L.quant_quantize_grouped_args()
+        a.struct_size = C.sizeof(a)
+        a.count = n
+        inputs = (L.DLTensor * max(n, 1))(*[t.dl for t in ts])
+        outs = (C.c_void_p * max(n, 1))()
+        a.inputs = C.cast(inputs, C.POINTER(L.DLTensor))
+        s = _stream(stream, *ts)
+        if s is not None:
+            a.stream = s
+        lib = L.lib()
+        lk = self._usage_lock
+        # Every dst's lock, in one global order, so two grouped calls never deadlock.
+        order = sorted(set(range(len(dsts))), key=lambda i: id(dsts[i]))
+        locked: list[Any] = []
+        try:
+            for i in order:
+                if dsts[i]._lock not in locked:
+                    dsts[i]._lock.acquire()
+                    locked.append(dsts[i]._lock)
+            for i, d in enumerate(dsts):
+                outs[i] = d.handle
+            a.outputs = C.cast(outs, C.POINTER(C.c_void_p))
+            viewed = [i for i, d in enumerate(dsts) if d._views]
+            if viewed:
+                lk.acquire_exclusive()
+                try:
+                    for i in viewed:
+                        dsts[i]._check_views("quantize_grouped", self._into_plan(h, ts[i], dsts[i], False))
+                    st = lib.quant_quantize_grouped(h, C.byref(a))
+                finally:
+                    lk.release_exclusive()
+            else:
+                lk.acquire_shared()
+                try:
+                    st = lib.quant_quantize_grouped(h, C.byref(a))
+                finally:
+                    lk.release_shared()
+            if st:
+                raise lib.error(st)
+            for d in dsts:
+                d._stream = s
+        finally:
+            for lock in reversed(locked):
+                lock.release()
+        return list(dsts)
+
     def empty(self, shape: Sequence[int], *, device: Any = "cpu", torch: bool | None = None) -> "QTensor":
         """A QTensor over newly allocated caller-side buffers for this shape (NumPy
         arrays on the CPU, torch tensors on CUDA or when torch=True), to fill with
@@ -1013,6 +1071,12 @@ def quantize(x: ArrayLike, quantizer: Quantizer | str, *, usage: int | str | Non
 def quantize_into(x: ArrayLike, quantizer: Quantizer, dst: QTensor, **kw: Any) -> QTensor:
     """quant_quantize_into: re-quantizes x into dst's buffers."""
     return quantizer.quantize_into(x, dst, **kw)
+
+
+def quantize_grouped(xs: Sequence[ArrayLike], quantizer: Quantizer, dsts: Sequence[QTensor],
+                     **kw: Any) -> list[QTensor]:
+    """quant_quantize_grouped: re-quantizes each xs[i] into dsts[i] in one call."""
+    return quantizer.quantize_grouped(xs, dsts, **kw)
 
 
 def dequantize(qt: QTensor, **kw: Any) -> Any:
