@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 import numpy as np
 
 from . import _lib as L
+from ._handle import Owned
 from ._dlpack import FP6_DTYPES, Buffer, Tensor, as_dltensor, as_output, dl_dtype
 from ._errors import InvalidArgumentError, InvalidHandleError, LibquantError, StateError
 
@@ -289,7 +290,7 @@ def _get_usage(h: int) -> int:
     return int(u.value)
 
 
-class Quantizer:
+class Quantizer(Owned):
     """A quantizer (quant_quantizer): one format and its parameters.
 
     ``Quantizer(format, **options)`` takes the fields of quant_quantizer_config
@@ -308,6 +309,8 @@ class Quantizer:
     quantizer outside this package (quant_quantizer_set_usage from C, a recipe
     cloning it) does not take that lock.
     """
+
+    _free_fn = "quant_quantizer_free"
 
     _h: int | None
     _deferred: int | None = None
@@ -408,32 +411,9 @@ class Quantizer:
             raise InvalidHandleError("quantizer: this Quantizer is closed")
         return h
 
-    def close(self) -> None:
-        """Frees the quantizer now (tensors and recipes that use it keep their own
-        references). While views of its delayed-scaling state are alive, the free
-        waits for them; the Quantizer is unusable at once."""
-        h, self._h = self._h, None
-        if h is None:
-            return
-        if getattr(self, "_views", None):
-            self._deferred = h
-            return
-        L.check(L.lib().quant_quantizer_free(h))
-
-    def __del__(self) -> None:
-        h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
-        if h is not None:
-            self._h = self._deferred = None
-            try:
-                L.lib().quant_quantizer_free(h)
-            except Exception:  # interpreter shutdown
-                pass
-
-    def __enter__(self) -> "Quantizer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _views_alive(self) -> bool:
+        # views of its delayed-scaling state keep the handle until the last goes
+        return bool(getattr(self, "_views", None))
 
     def __repr__(self) -> str:
         return "Quantizer(%r%s)" % (self.format, "".join(", %s=%r" % kv for kv in self.options.items()
@@ -794,7 +774,7 @@ class DirectionView:
             self.direction, self.format, self.data, self.scale_inv, self.amax)
 
 
-class QTensor:
+class QTensor(Owned):
     """A quantized tensor (quant_qtensor): up to two directions, each with its own
     format and buffers. ``rowwise`` / ``columnwise`` give zero-copy views of the
     buffers (``None`` for a direction the tensor does not hold).
@@ -809,6 +789,8 @@ class QTensor:
     arrays reference the memory): delete the views, or copy what you need
     (``np.array(view)``, ``tensor.clone()``), first. Views of directions that stay,
     and re-quantizing in place (same layout), are always allowed."""
+
+    _free_fn = "quant_qtensor_free"
 
     _h: int | None
 
@@ -839,32 +821,9 @@ class QTensor:
             raise InvalidHandleError("tensor: this QTensor is closed")
         return h
 
-    def close(self) -> None:
-        """Frees the tensor now. While views of its buffers are alive (NumPy arrays,
-        torch tensors, DLPack capsules), the free waits for the last of them; the
-        QTensor itself is unusable at once."""
-        h, self._h = self._h, None
-        if h is None:
-            return
-        if self._views:
-            self._deferred = h
-            return
-        L.check(L.lib().quant_qtensor_free(h))
-
-    def __del__(self) -> None:
-        h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
-        if h is not None:
-            self._h = self._deferred = None
-            try:
-                L.lib().quant_qtensor_free(h)
-            except Exception:
-                pass
-
-    def __enter__(self) -> "QTensor":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _views_alive(self) -> bool:
+        # NumPy arrays, torch tensors and DLPack capsules of its buffers
+        return bool(self._views)
 
     # -- description ----------------------------------------------------------
     @property

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import _lib as L
+from ._handle import Owned
 from ._core import (_BACKWARD_OVERRIDES, ArrayLike, Device, QTensor, QTensorInfo, Quantizer, _alloc, _device_of,
                     _info, _stream)
 from ._dlpack import DTYPE_NAMES, Tensor, as_dltensor, as_output
@@ -60,8 +61,10 @@ class LinearContextInfo:
     owned_bytes: int
 
 
-class LinearContext:
+class LinearContext(Owned):
     """What a forward pass kept for its backward (quant_linear_ctx). Backward runs once."""
+
+    _free_fn = "quant_linear_ctx_free"
 
     _h: int | None
 
@@ -167,25 +170,6 @@ class LinearContext:
         L.check(L.lib().quant_grouped_linear_backward(self.handle, C.byref(a)))
         return gi, outs[0], outs[1]
 
-    def close(self) -> None:
-        h, self._h = self._h, None
-        if h is not None:
-            L.check(L.lib().quant_linear_ctx_free(h))
-
-    def __del__(self) -> None:
-        h = getattr(self, "_h", None)
-        if h is not None:
-            self._h = None
-            try:
-                L.lib().quant_linear_ctx_free(h)
-            except Exception:
-                pass
-
-    def __enter__(self) -> "LinearContext":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _quantizer_array(qs: Sequence[Quantizer] | None) -> Any:
@@ -195,13 +179,15 @@ def _quantizer_array(qs: Sequence[Quantizer] | None) -> Any:
     return arr
 
 
-class Linear:
+class Linear(Owned):
     """The quantization state of a linear layer (quant_linear): one quantizer per
     role and GEMM, and the cached quantized weight. The high-precision weight, bias
     and activations stay the caller's and are passed to every call.
 
     ``Linear(recipe=Recipe.preset("mxfp8"), name="fc1")``, or explicit quantizers
     (one per GEMM each). ``num_gemms`` >= 1 makes a grouped layer."""
+
+    _free_fn = "quant_linear_free"
 
     _h: int | None
 
@@ -235,25 +221,6 @@ class Linear:
             raise InvalidHandleError("layer: this Linear is closed")
         return h
 
-    def close(self) -> None:
-        h, self._h = self._h, None
-        if h is not None:
-            L.check(L.lib().quant_linear_free(h))
-
-    def __del__(self) -> None:
-        h = getattr(self, "_h", None)
-        if h is not None:
-            self._h = None
-            try:
-                L.lib().quant_linear_free(h)
-            except Exception:
-                pass
-
-    def __enter__(self) -> "Linear":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def quantizer(self, tensor_type: str, gemm: int = 0) -> Quantizer:
         """A new handle to the layer's quantizer for "input", "weight" or "grad_output"."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from . import _lib as L
+from ._handle import Owned
 from ._core import Quantizer
 from ._errors import InvalidArgumentError, InvalidHandleError, LibquantError
 
@@ -44,7 +45,7 @@ def _role_from_c(r: Any) -> Role:
 _callback_error = threading.local()
 
 
-class Recipe:
+class Recipe(Owned):
     """A recipe hands out a quantizer per role (quant_recipe).
 
     - ``Recipe.preset("mxfp8")`` (or "fp8_delayed", "fp8_current", "fp8_block",
@@ -55,6 +56,8 @@ class Recipe:
     - ``Recipe.from_rules([(Role(...), quantizer), ...])``: first match wins; each
       role gets a clone of the rule's quantizer.
     """
+
+    _free_fn = "quant_recipe_free"
 
     _h: int | None
 
@@ -167,22 +170,3 @@ class Recipe:
         assert h.value is not None
         return Quantizer._adopt(h.value, "recipe:%s/%s/%s" % (role.module_type, role.tensor_type, role.name))
 
-    def close(self) -> None:
-        h, self._h = self._h, None
-        if h is not None:
-            L.check(L.lib().quant_recipe_free(h))
-
-    def __del__(self) -> None:
-        h = getattr(self, "_h", None)
-        if h is not None:
-            self._h = None
-            try:
-                L.lib().quant_recipe_free(h)
-            except Exception:
-                pass
-
-    def __enter__(self) -> "Recipe":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
