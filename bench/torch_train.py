@@ -6,16 +6,20 @@ BF16 torch.nn.Linear and torchao's float8 training, eager and compiled.
 
 One step = forward + backward + AdamW over Linear(hidden, ffn) -> GELU ->
 Linear(ffn, hidden) on BF16 activations and parameters. Prints one Markdown row
-per (recipe, mode): steps/s and peak memory (torch.cuda.max_memory_allocated;
-"-" on the CPU; it counts torch's allocations, not the library's own buffers: the
-quantized weights and the forward contexts). A configuration the library or torchao refuses prints its
-message in the row instead of numbers (the library's linear ops refuse CUDA
-tensors until its GPU GEMM lands).
+per (recipe, mode): steps/s, torch's peak memory (torch.cuda.max_memory_allocated)
+and the library's (the high-water mark of the device's default CUDA memory pool,
+from which the CUDA plugin's stream-ordered allocations come: the cached
+quantized weights, the quantized activations forward keeps for backward,
+scratch; torch's caching allocator does not use that pool); "-" on the CPU. A
+configuration that fails (the library, torchao or torch.compile raising) prints
+its error in the row instead of numbers, and the run goes on; rows past
+--budget seconds say so instead of running.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import sys
 import time
@@ -48,15 +52,56 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+class DefaultPool:
+    """The high-water mark of the current device's default CUDA memory pool
+    (cudaMemPoolAttrUsedMemHigh), through the CUDA runtime torch loaded; None
+    where there is none to ask."""
+
+    USED_MEM_HIGH = 8  # cudaMemPoolAttrUsedMemHigh
+
+    def __init__(self) -> None:
+        self.rt: Any = None
+        self.pool = ctypes.c_void_p()
+        try:
+            with open("/proc/self/maps") as f:
+                path = next((ln.split()[-1] for ln in f if "libcudart.so" in ln), None)
+            if path is not None:
+                rt = ctypes.CDLL(path)
+                if rt.cudaDeviceGetDefaultMemPool(ctypes.byref(self.pool), torch.cuda.current_device()) == 0:
+                    self.rt = rt
+        except (OSError, StopIteration):
+            self.rt = None
+
+    def reset(self) -> None:
+        if self.rt is not None:
+            zero = ctypes.c_uint64(0)
+            self.rt.cudaMemPoolSetAttribute(self.pool, self.USED_MEM_HIGH, ctypes.byref(zero))
+
+    def peak_gib(self) -> str:
+        v = ctypes.c_uint64(0)
+        if self.rt is None or self.rt.cudaMemPoolGetAttribute(self.pool, self.USED_MEM_HIGH, ctypes.byref(v)) != 0:
+            return "-"
+        return "%.2f" % (v.value / 2**30)
+
+
 REFUSED: dict[str, str] = {}  # config -> the eager run's refusal (compiling it again would only wait for it)
+START = time.perf_counter()
+POOL: DefaultPool | None = None
 
 
 def run(name: str, mode: str, make: Callable[[], tuple[torch.nn.Module, Any]], args: argparse.Namespace) -> str:
+    global POOL
     dev = args.device
     if name in REFUSED:
-        row = "| %s | %s | - | - | refused (eager run): %s |" % (name, mode, REFUSED[name])
+        row = "| %s | %s | - | - | - | failed (eager run): %s |" % (name, mode, REFUSED[name])
         print(row, flush=True)
         return row
+    if time.perf_counter() - START > args.budget:
+        row = "| %s | %s | - | - | - | not run: past the --budget of %d s |" % (name, mode, args.budget)
+        print(row, flush=True)
+        return row
+    if dev.startswith("cuda") and POOL is None:
+        POOL = DefaultPool()
     try:
         model, recipe = make()
         if mode == "compiled":
@@ -72,22 +117,33 @@ def run(name: str, mode: str, make: Callable[[], tuple[torch.nn.Module, Any]], a
             y.float().square().mean().backward()
             opt.step()
 
+        t_first = time.perf_counter()
         for _ in range(args.warmup):
             step()
         sync(dev)
+        t_warm = time.perf_counter() - t_first
         if dev.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
+            assert POOL is not None
+            POOL.reset()
         t0 = time.perf_counter()
         for _ in range(args.steps):
             step()
         sync(dev)
         dt = time.perf_counter() - t0
         mem = "%.2f" % (torch.cuda.max_memory_allocated() / 2**30) if dev.startswith("cuda") else "-"
-        row = "| %s | %s | %.2f | %s | |" % (name, mode, args.steps / dt, mem)
-    except (lq.LibquantError, RuntimeError, ImportError, AssertionError, NotImplementedError) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        REFUSED[name] = msg[:160].replace("|", "/")
-        row = "| %s | %s | - | - | refused: %s |" % (name, mode, REFUSED[name])
+        lib = POOL.peak_gib() if POOL is not None and recipe is not None else "-"
+        row = "| %s | %s | %.2f | %s | %s | warm-up %.1f s |" % (name, mode, args.steps / dt, mem, lib, t_warm)
+        del model, opt, x
+    except Exception as e:  # every failure is a row: the library's, torchao's or torch.compile's
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        REFUSED[name] = ("%s: %s" % (type(e).__name__, msg))[:200].replace("|", "/")
+        row = "| %s | %s | - | - | - | failed: %s |" % (name, mode, REFUSED[name])
+        if mode == "compiled":
+            REFUSED.pop(name)  # the eager row stands; a compile failure stops only this row
+    finally:
+        if dev.startswith("cuda"):
+            torch.cuda.empty_cache()
     print(row, flush=True)
     return row
 
@@ -102,12 +158,13 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--recipes", default=",".join(RECIPES), help="comma-separated: %s" % ",".join(RECIPES))
     p.add_argument("--modes", default="eager,compiled")
+    p.add_argument("--budget", type=int, default=10**6, help="seconds; rows that would start later are not run")
     args = p.parse_args()
     dev = args.device
     name = torch.cuda.get_device_name() if dev.startswith("cuda") else "cpu"
     print("# torch_train: %s, torch %s, libquant %s, hidden %d, FFN %d, %d tokens, BF16, %d steps" % (
         name, torch.__version__, lq.version(), args.hidden, args.ffn, args.tokens, args.steps))
-    print("| config | mode | steps/s | peak GiB | note |\n| --- | --- | --- | --- | --- |")
+    print("| config | mode | steps/s | torch peak GiB | libquant peak GiB | note |\n| --- | --- | --- | --- | --- | --- |")
     modes = args.modes.split(",")
     for mode in modes:
         run("bf16 nn.Linear", mode, lambda: (block(args.hidden, args.ffn, dev), None), args)

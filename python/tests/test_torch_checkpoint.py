@@ -20,7 +20,7 @@ import torch
 
 import libquant as lq
 import libquant.torch as lqt
-from test_torch_modules import SPLITS, Net, data, grads
+from test_torch_modules import SPLITS, Net, call_or_skip, data, grads
 
 
 def delayed_states(m: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -57,14 +57,14 @@ def hybrid_delayed() -> lqt.CustomRecipe:
 
 @pytest.mark.parametrize("how", ["state_dict", "torch_save_state_dict", "torch_save_module"])
 @pytest.mark.parametrize("which", ["preset", "hybrid"])
-def test_delayed_scaling_state_round_trips_bit_for_bit(which: str, how: str) -> None:
+def test_delayed_scaling_state_round_trips_bit_for_bit(which: str, how: str, device: str) -> None:
     make = (lambda: lqt.DelayedScaling(amax_history_len=8)) if which == "preset" else hybrid_delayed
     recipe = make()
     torch.manual_seed(0)
-    a = Net()
-    x, t = data("cpu")
+    a = Net(device=device)
+    x, t = data(device)
     for i in range(3):
-        step(a, recipe, x * (1 + 0.5 * i), t)
+        call_or_skip(lambda: step(a, recipe, x * (1 + 0.5 * i), t), device)
     before = delayed_states(a)
     assert before and any(float(v.abs().sum()) > 0 for k, v in before.items() if k.endswith("amax_history"))
     if which == "hybrid":  # both sides of every hybrid quantizer carry a state
@@ -84,7 +84,7 @@ def test_delayed_scaling_state_round_trips_bit_for_bit(which: str, how: str) -> 
             torch.save(sd, buf)
             buf.seek(0)
             sd = torch.load(buf, weights_only=False)
-        b = Net()
+        b = Net(device=device)
         b.load_state_dict(sd)  # no recipe yet: applied when b first runs under one
     # a new recipe object with the same description (as after a restart) takes the state
     recipe_b = make()
@@ -114,32 +114,32 @@ def test_state_dict_without_round_trip_differs() -> None:
     assert not torch.equal(ya, yb)
 
 
-def test_loading_into_another_recipe_requantizes_and_warns() -> None:
+def test_loading_into_another_recipe_requantizes_and_warns(device: str) -> None:
     torch.manual_seed(0)
-    a = Net(recipe=lqt.DelayedScaling(amax_history_len=8))
-    x, t = data("cpu")
-    a(x).sum().backward()
+    a = Net(recipe=lqt.DelayedScaling(amax_history_len=8), device=device)
+    x, t = data(device)
+    call_or_skip(lambda: a(x).sum().backward(), device)
     sd = a.state_dict()
     mx = lqt.MXFP8BlockScaling()
-    b = Net(recipe=mx)
+    b = Net(recipe=mx, device=device)
     with pytest.warns(UserWarning, match="re-quantized"):
         b.load_state_dict(sd)
-    ref = Net(recipe=mx)
+    ref = Net(recipe=mx, device=device)
     ref.load_state_dict({k: v for k, v in sd.items() if not k.endswith("_extra_state")})
     assert torch.equal(b(x), ref(x))  # exactly MXFP8 of the loaded weights
-    c = Net()  # no recipe yet: the warning comes when it first runs under another one
+    c = Net(device=device)  # no recipe yet: the warning comes when it first runs under another one
     c.load_state_dict(sd)
     with pytest.warns(UserWarning, match="fp8_delayed"):
         with lqt.autocast(recipe=mx):
             c(x)
 
 
-def test_weights_loaded_in_place_are_requantized() -> None:
+def test_weights_loaded_in_place_are_requantized(device: str) -> None:
     torch.manual_seed(0)
     r = lqt.MXFP8BlockScaling()
-    a, b = Net(recipe=r), Net(recipe=r)
-    x, _ = data("cpu")
-    ya = a(x)
+    a, b = Net(recipe=r, device=device), Net(recipe=r, device=device)
+    x, _ = data(device)
+    ya = call_or_skip(lambda: a(x), device)
     b(x)  # b quantized its own weights once
     b.load_state_dict(a.state_dict())  # copy_ into the same Parameters: same addresses
     assert torch.equal(b(x), ya)

@@ -24,7 +24,7 @@ import torch
 
 import libquant as lq
 import libquant.torch as lqt
-from test_torch_modules import RECIPES, Net, data
+from test_torch_modules import RECIPES, Net, call_or_skip, data
 
 
 def hybrid_qfactory(role: lqt.Role) -> Any:
@@ -74,7 +74,7 @@ def snapshot(model: torch.nn.Module) -> dict[str, Any]:
             out[key + "/meta"] = m._lq_qweight_meta(g)
             for d, k, b in qt.buffers():
                 out["%s/%s/%s" % (key, d, k)] = bytes(np.asarray(b.torch().contiguous().view(torch.uint8)
-                                                                 .reshape(-1)))
+                                                                 .reshape(-1).cpu()))
         st = m._lq_extra_state(m._lq_last)
         out[m.lq_name + "/recipe"] = st["recipe"]
         out[m.lq_name + "/pending_forward"] = st["pending_forward"]
@@ -82,7 +82,7 @@ def snapshot(model: torch.nn.Module) -> dict[str, Any]:
             out["%s/delayed/%s" % (m.lq_name, k)] = bytes(np.asarray(v.contiguous().view(torch.uint8).reshape(-1)))
     for n, p in model.named_parameters():
         if p.untyped_storage().nbytes() > p.element_size():  # not a placeholder
-            out["param/" + n] = bytes(np.asarray(p.detach().contiguous().view(torch.uint8).reshape(-1)))
+            out["param/" + n] = bytes(np.asarray(p.detach().contiguous().view(torch.uint8).reshape(-1).cpu()))
     return out
 
 
@@ -92,10 +92,10 @@ def assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert not bad, "differ: %s" % bad[:8]
 
 
-def build(recipe: lqt.Recipe, seed: int) -> Net:
+def build(recipe: lqt.Recipe, seed: int, device: str = "cpu") -> Net:
     torch.manual_seed(seed)
     with lqt.quantized_model_init(recipe=recipe):
-        return Net()
+        return Net(device=device)
 
 
 def train(model: Net, recipe: lqt.Recipe, steps: int, x: torch.Tensor, t: torch.Tensor) -> list[Any]:
@@ -117,7 +117,7 @@ def train(model: Net, recipe: lqt.Recipe, steps: int, x: torch.Tensor, t: torch.
     return out
 
 
-def round_trip(a: Net, how: str, make: Callable[[], lqt.Recipe]) -> Net:
+def round_trip(a: Net, how: str, make: Callable[[], lqt.Recipe], device: str = "cpu") -> Net:
     if how == "deepcopy":
         return copy.deepcopy(a)
     if how == "torch_save_module":
@@ -132,7 +132,7 @@ def round_trip(a: Net, how: str, make: Callable[[], lqt.Recipe]) -> Net:
         torch.save(sd, buf)
         buf.seek(0)
         sd = torch.load(buf, weights_only=True)  # plain tensors, dicts, strings and numbers
-    b = build(make(), seed=7)  # another initialization: the load must replace every byte
+    b = build(make(), seed=7, device=device)  # another initialization: the load must replace every byte
     assert_differs = snapshot(b) != snapshot(a)
     assert assert_differs
     with warnings.catch_warnings():
@@ -143,14 +143,14 @@ def round_trip(a: Net, how: str, make: Callable[[], lqt.Recipe]) -> Net:
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("kind", sorted(MAKERS))
-def test_quantized_weights_round_trip_bit_for_bit(kind: str, how: str) -> None:
+def test_quantized_weights_round_trip_bit_for_bit(kind: str, how: str, device: str) -> None:
     make = MAKERS[kind]
     recipe = make()
-    a = build(recipe, seed=0)
-    x, t = data("cpu")
-    train(a, recipe, 3, x, t)
+    a = call_or_skip(lambda: build(recipe, seed=0, device=device), device)
+    x, t = data(device)
+    call_or_skip(lambda: train(a, recipe, 3, x, t), device)
     before = snapshot(a)
-    b = round_trip(a, how, make)
+    b = round_trip(a, how, make, device)
     assert_same(snapshot(b), before)
     assert [n for n, _ in b.named_parameters()] == [n for n, _ in a.named_parameters()]
     assert list(b.state_dict()) == list(a.state_dict())
@@ -340,17 +340,17 @@ class Run:
 
 
 @pytest.mark.parametrize("kind", ["fp8_delayed", "nvfp4_no_rht", "hybrid_mxfp8_nvfp4", "hybrid_fp8_delayed"])
-def test_resume_from_checkpoint_continues_bit_for_bit(kind: str) -> None:
+def test_resume_from_checkpoint_continues_bit_for_bit(kind: str, device: str) -> None:
     """Model, master weights and optimizer state saved mid-training and loaded
     into a fresh run: every later step (outputs, gradients, quantized bytes,
     delayed-scaling state, master weights) equals the uninterrupted run's."""
     make = MAKERS[kind]
-    a = Run(build(make(), seed=0))
-    x, t = data("cpu")
+    a = Run(call_or_skip(lambda: build(make(), seed=0, device=device), device))
+    x, t = data(device)
     for i in range(3):
-        a.step(x * (1 + 0.25 * i), t)
+        call_or_skip(lambda: a.step(x * (1 + 0.25 * i), t), device)
     ck = a.checkpoint()
-    b_model = build(make(), seed=11)
+    b_model = build(make(), seed=11, device=device)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         b_model.load_state_dict(ck["model"])
@@ -367,7 +367,7 @@ def test_resume_from_checkpoint_continues_bit_for_bit(kind: str) -> None:
         ma, mb = a.master.state_dict(), b.master.state_dict()
         assert ma.keys() == mb.keys() and all(torch.equal(ma[k], mb[k]) for k in ma)
     # without the master weights' and optimizer's state the run diverges: the check can fail
-    c = Run(build(make(), seed=11))
+    c = Run(build(make(), seed=11, device=device))
     c.model.load_state_dict(ck["model"])
     a.step(x, t)
     c.step(x, t)

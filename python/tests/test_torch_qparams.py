@@ -17,11 +17,11 @@ import torch
 
 import libquant as lq
 import libquant.torch as lqt
-from test_torch_modules import RECIPES, SPLITS, Net, data, fp32_loss
+from test_torch_modules import RECIPES, SPLITS, Net, call_or_skip, data, fp32_loss
 
 
 def _buffers(qt: lq.QTensor) -> dict[tuple[str, str], bytes]:
-    return {(d, k): bytes(np.asarray(b.torch().contiguous().view(torch.uint8).reshape(-1)))
+    return {(d, k): bytes(np.asarray(b.torch().contiguous().view(torch.uint8).reshape(-1).cpu()))
             for d, k, b in qt.buffers()}
 
 
@@ -35,11 +35,11 @@ def _quantized_modules(model: torch.nn.Module) -> list[Any]:
 
 
 @pytest.mark.parametrize("kind", sorted(RECIPES))
-def test_adamw_master_weights_requantize_bit_exact(kind: str) -> None:
+def test_adamw_master_weights_requantize_bit_exact(kind: str, device: str) -> None:
     recipe = RECIPES[kind]()
     torch.manual_seed(0)
     with lqt.quantized_model_init(recipe=recipe):
-        model = Net()
+        model = call_or_skip(lambda: Net(device=device), device)
     mods = _quantized_modules(model)
     assert len(mods) == 3 and all(m.quantized_weight for m in mods)
     # The modules hold no high-precision weight: each weight parameter is a
@@ -51,12 +51,14 @@ def test_adamw_master_weights_requantize_bit_exact(kind: str) -> None:
     master = lqt.MasterWeights(model)
     opt = torch.optim.AdamW(master.parameters(), lr=3e-3)
     master.attach(opt)
-    x, t = data("cpu")
+    assert all(w.device == torch.device(device, 0) if device != "cpu" else w.device.type == "cpu"
+               for _, _, w in master.masters())
+    x, t = data(device)
     losses = []
     for step in range(40):
         opt.zero_grad(set_to_none=True)
         with lqt.autocast(recipe=recipe):
-            loss = torch.nn.functional.mse_loss(model(x), t)
+            loss = torch.nn.functional.mse_loss(call_or_skip(lambda: model(x), device), t)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
@@ -72,23 +74,23 @@ def test_adamw_master_weights_requantize_bit_exact(kind: str) -> None:
         with pytest.raises(lq.StateError, match="no quantized weight yet"):
             m.quantization_layer().weight_info(0)
     assert losses[-1] < 0.5 * losses[0], losses
-    assert losses[-1] <= 2 * fp32_loss("cpu"), (losses[-1], fp32_loss("cpu"))
+    assert losses[-1] <= 2 * fp32_loss(device), (losses[-1], fp32_loss(device))
 
 
-def test_quantized_weight_forward_equals_module_with_that_weight() -> None:
+def test_quantized_weight_forward_equals_module_with_that_weight(device: str) -> None:
     """A module holding its weight quantized computes, bit for bit, what the
     default module with the same initial weight computes (its layer quantizes
     that weight itself, into the same bits), and its weight gradient lands on the
     placeholder parameter unchanged."""
     for recipe in (lqt.MXFP8BlockScaling(), lqt.Float8CurrentScaling()):
         torch.manual_seed(1)
-        qm = lqt.Linear(64, 32, recipe=recipe, quantized_weight=True)
+        qm = call_or_skip(lambda: lqt.Linear(64, 32, recipe=recipe, quantized_weight=True, device=device), device)
         torch.manual_seed(1)
-        ref = lqt.Linear(64, 32, recipe=recipe)  # the same initial weight and bias
+        ref = lqt.Linear(64, 32, recipe=recipe, device=device)  # the same initial weight and bias
         assert _buffers(qm.quantized_weights()[0]) == _buffers(
             qm.weight_quantizer().quantize(ref.weight.detach(), usage="both"))
-        x = torch.randn(48, 64)
-        y1, y2 = qm(x), ref(x)
+        x = torch.randn(48, 64, device=device)
+        y1, y2 = call_or_skip(lambda: qm(x), device), ref(x)
         assert torch.equal(y1, y2)
         y1.square().sum().backward()
         y2.square().sum().backward()
@@ -162,16 +164,17 @@ def test_quantized_weight_bad_input() -> None:
 # ---------------------------------------------------------------------------
 
 
-def test_linear_weight_qtensor_and_amax_overrides() -> None:
+def test_linear_weight_qtensor_and_amax_overrides(device: str) -> None:
     rec = lq.Recipe.preset("fp8_current")
     g = torch.Generator().manual_seed(3)
-    x, w, dy = torch.randn(32, 64, generator=g), torch.randn(16, 64, generator=g), torch.randn(32, 16, generator=g)
+    x, w, dy = (torch.randn(32, 64, generator=g).to(device), torch.randn(16, 64, generator=g).to(device),
+                torch.randn(32, 16, generator=g).to(device))
     own, given = lq.Linear(rec, name="a"), lq.Linear(rec, name="a")
     q = given.quantizer("weight")
     q.usage = "both"
-    qw = q.empty((16, 64), torch=True)
+    qw = q.empty((16, 64), device=device, torch=True)
     q.quantize_into(w, qw, persistent=True)
-    y1, c1 = own.forward(x, w, input_requires_grad=True, weight_requires_grad=True)
+    y1, c1 = call_or_skip(lambda: own.forward(x, w, input_requires_grad=True, weight_requires_grad=True), device)
     y2, c2 = given.forward(x, None, weight_qtensor=qw, input_requires_grad=True, weight_requires_grad=True)
     assert torch.equal(y1, y2)
     assert c1 is not None and c2 is not None
@@ -187,7 +190,7 @@ def test_linear_weight_qtensor_and_amax_overrides() -> None:
         dx, _, _ = c.backward(dy, grad_input=True, grad_output_amax=ga * scale)
         assert torch.equal(y, y1) == same and torch.equal(dx, g1[0]) == same
     with pytest.raises(lq.InvalidArgumentError, match="input_amax: float32 \\[3\\]"):
-        own.forward(x, w, input_amax=torch.zeros(3))
+        own.forward(x, w, input_amax=torch.zeros(3, device=device))
     with pytest.raises(lq.InvalidArgumentError, match="weight: set together with weight_qtensor"):
         given.forward(x, w, weight_qtensor=qw)
     # grouped: [num_gemms, 2] amaxes and weight_qtensors

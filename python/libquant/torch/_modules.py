@@ -193,7 +193,8 @@ class _QuantizedModule:
     def dequantized_weight(self, gemm: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Quantized weight gemm, dequantized (rowwise) to a new tensor."""
         qt = self.quantized_weights()[gemm]
-        out = torch.empty(tuple(qt.shape), dtype=dtype)
+        assert self._lq_qbufs is not None
+        out = torch.empty(tuple(qt.shape), dtype=dtype, device=self._lq_qbufs[gemm][0][1].device)
         qt.dequantize(direction="rowwise", out=out)
         return out
 
@@ -203,6 +204,51 @@ class _QuantizedModule:
         qt = self.quantized_weights()[gemm]
         assert self._lq_qweights is not None
         self._lq_qweights[gemm][0].quantize_into(value.detach().contiguous(), qt, persistent=True)
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
+        """Module.to / .cuda / .cpu / .half ... of a module holding its weights only
+        quantized: every buffer of a quantized weight goes through fn (uint8, so
+        only a device change applies: the bytes are copied as they are), and the
+        QTensor is assembled again over the moved buffers (quant_qtensor_from_
+        buffers: same layout, usage and persistence). A weight's placeholder keeps
+        its Parameter object (an optimizer made before still holds it) and stays
+        one element, expanded: fn sees that element, so a dtype change applies to
+        it (the weight gradient's dtype) and it is never made dense."""
+        if self._lq_qweights is None:
+            return super()._apply(fn, recurse)  # type: ignore[misc]
+        assert self._lq_qbufs is not None
+        names = self._lq_weight_names()
+        table: dict[str, Any] = self.__dict__["_parameters"]
+        params = {n: table[n] for n in names}
+        for n in names:
+            table[n] = None  # torch's _apply would copy the expanded placeholder densely
+        try:
+            super()._apply(fn, recurse)  # type: ignore[misc]
+        finally:
+            table.update(params)
+        with torch.no_grad():
+            for g, n in enumerate(names):
+                ph = params[n]
+                assert ph is not None
+                one = fn(ph.detach()[(0,) * ph.dim()].clone() if ph.dim() else ph.detach().clone())
+                ph.data = one.expand(tuple(ph.shape))
+                if ph.grad is not None:
+                    ph.grad.data = fn(ph.grad)
+                q, qt = self._lq_qweights[g]
+                moved = [(d, fn(raw)) for d, raw in self._lq_qbufs[g]]
+                if all(new is raw for (_, new), (_, raw) in zip(moved, self._lq_qbufs[g])):
+                    continue  # nothing moved (a dtype-only change, or the same device)
+                for (d, new), (_, raw) in zip(moved, self._lq_qbufs[g]):
+                    if new.dtype != torch.uint8 or new.numel() != d.nbytes:
+                        raise InvalidArgumentError("%s: %s: moving a quantized weight's %s.%s buffer gave %s [%d]; "
+                                                   "want uint8 [%d]" % (self.lq_name or type(self).__name__, n,
+                                                                        d.direction, d.kind, new.dtype,
+                                                                        new.numel(), d.nbytes))
+                nqt = q.from_buffers(tuple(qt.shape), [(d, new.contiguous()) for d, new in moved])
+                nqt.persistent = qt.persistent
+                self._lq_qweights[g] = (q, nqt)
+                self._lq_qbufs[g] = [(d, new.contiguous()) for d, new in moved]
+        return self
 
     # copy.deepcopy and pickling (torch.save of a whole model): the library layers
     # are not copied; a copy re-quantizes on its first forward and takes the

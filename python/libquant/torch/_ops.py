@@ -41,10 +41,19 @@ def _in_backward() -> bool:
     return bool(torch._C._current_graph_task_id() != -1)
 
 
+def _distributed(group: Any) -> bool:
+    """Whether group names processes to reduce amaxes across."""
+    if group is None:
+        return False
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_initialized())
+
+
 def _allreduce_max(values: list[float], group: Any) -> list[float]:
     import torch.distributed as dist
 
-    if group is None or not values or not dist.is_available() or not dist.is_initialized():
+    if not values or not _distributed(group):
         return values
     t = torch.tensor(values, dtype=torch.float32)
     if dist.get_backend(group) == "nccl":
@@ -132,7 +141,15 @@ class Slot:
             self.pending_forward = True
 
     def update(self, pass_: str) -> None:
+        """The delayed-scaling update of a pass. Without a process group the
+        library updates from the staged amaxes where the state lives (on the GPU:
+        a kernel on the stream, no host synchronisation, so that a CUDA graph can
+        capture it); with one, the staged amaxes come to the host to be
+        MAX-reduced first (quant_linear_scaling_amaxes waits for the stream)."""
         if not self.delayed:
+            return
+        if not _distributed(self.group):
+            self.layer.update_scaling(pass_, None)
             return
         am = self.layer.scaling_amaxes(pass_)
         if am:
