@@ -804,6 +804,9 @@ int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_plugin_erro
 int32_t lq_nvfp4_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_nvfp4_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
 int32_t lq_nvfp4_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err);
+int32_t lq_identity_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
+int32_t lq_identity_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
+int32_t lq_identity_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
 int32_t lq_gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err);
 int32_t lq_gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err);
 }

@@ -83,6 +83,9 @@ AMAX(nvfp4_amax, lq_nvfp4_amax)
 QUANTIZE(nvfp4_quantize, lq_nvfp4_quantize)
 DEQUANTIZE(nvfp4_dequantize, lq_nvfp4_dequantize)
 
+QUANTIZE(identity_quantize, lq_identity_quantize)
+DEQUANTIZE(identity_dequantize, lq_identity_dequantize)
+
 QUANTIZE(block_quantize, lq_block_quantize)
 DEQUANTIZE(block_dequantize, lq_block_dequantize)
 
@@ -95,6 +98,10 @@ int32_t block_derive(const quant_plugin_derive_args *a, quant_plugin_error *err)
 int32_t fp8_derive(const quant_plugin_derive_args *a, quant_plugin_error *err) {
   LQ_ARGS(a);
   return guarded(err, [&] { return lq_fp8_derive(a, err); });
+}
+int32_t identity_derive(const quant_plugin_derive_args *a, quant_plugin_error *err) {
+  LQ_ARGS(a);
+  return guarded(err, [&] { return lq_identity_derive(a, err); });
 }
 int32_t nvfp4_derive(const quant_plugin_derive_args *a, quant_plugin_error *err) {
   LQ_ARGS(a);
@@ -225,6 +232,7 @@ const quant_plugin_kernels kKernels[] = {
     KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr, nullptr, block_quantize_grouped),
     KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, nullptr),
     KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, nullptr),
+    KERNELS("identity", mx_amax, identity_quantize, identity_dequantize, identity_derive, nullptr, nullptr, nullptr),
     KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle, nullptr, nullptr),
 };
 

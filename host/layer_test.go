@@ -23,6 +23,7 @@ var layerRules = []struct {
 	{"libquant/host", []string{"libquant/host", "libquant/internal/"}, false, false},
 	{"libquant/linear", []string{"libquant/linear", "libquant/host", "libquant/internal/"}, false, false},
 	{"libquant/host/hosttest", []string{"libquant/host", "libquant/internal/"}, true, true},
+	{"libquant/linear/lineartest", []string{"libquant/linear", "libquant/host", "libquant/internal/"}, true, true},
 	{"libquant/host/cpumem", []string{"libquant/host", "libquant/internal/"}, true, false},
 	{"libquant/internal/...", []string{"libquant/internal/"}, true, false},
 }

@@ -79,10 +79,15 @@ func (t *QTensor) Storage(d Direction) (*Storage, bool) {
 }
 
 // Free releases every buffer libquant allocated for the tensor.
-func (t *QTensor) Free() {
+func (t *QTensor) Free() { t.FreeOn(0) }
+
+// FreeOn is Free ordered on stream: a device's stream-ordered allocator
+// reuses the buffers only after the work queued on stream before it, so pass
+// the stream that last used t.
+func (t *QTensor) FreeOn(stream uintptr) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	freeDirs(t.dirs, 0)
+	freeDirs(t.dirs, stream)
 	t.dirs = [2]*Storage{}
 }
 

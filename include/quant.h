@@ -909,7 +909,7 @@ typedef struct {
                                    HIGH_PRECISION, off for DEQUANTIZED) */
   int32_t input_requires_grad;  /* backward will compute grad_input */
   int32_t weight_requires_grad; /* backward will compute grad_weight; 0 for a frozen weight */
-  void *stream;                 /* cudaStream_t for device tensors (linear ops run on the CPU for now) */
+  void *stream;                 /* cudaStream_t for CUDA tensors: the whole forward runs on it */
   /* Version 2 of the struct (appended; older callers' smaller struct_size reads them as NULL): */
   const DLTensor *input_amax;   /* FP32 [2] (rowwise, columnwise) amax the input quantizer uses instead
                                    of computing it (quant_quantize_options.amax), e.g. all-reduced (MAX)

@@ -44,6 +44,10 @@ type Context struct {
 	k, n     int64   // in and out features
 	splits   []int64 // rows per GEMM
 	hasBias  bool
+	dev      host.Device // the forward's device: backward runs there too
+	// stream: the forward's stream, then backward's; what the context frees
+	// is freed ordered on it (after the work that read it)
+	stream uintptr
 
 	xOrig   host.Tensor       // SaveOriginalInput: a copy of the input (all groups)
 	xAmax   []host.Tensor     // SaveOriginalInput with ForwardArgs.InputAmax: copies, per GEMM (zero: none)
@@ -60,20 +64,20 @@ type Context struct {
 
 // free releases everything the context holds (idempotent).
 func (c *Context) free() {
-	host.FreeTensor(c.xOrig, 0)
+	host.FreeTensor(c.xOrig, c.stream)
 	c.xOrig = host.Tensor{}
 	for _, t := range c.xAmax {
-		host.FreeTensor(t, 0)
+		host.FreeTensor(t, c.stream)
 	}
 	c.xAmax = nil
 	for _, t := range c.xq {
 		if t != nil {
-			t.Free()
+			t.FreeOn(c.stream)
 		}
 	}
 	c.xq = nil
 	for _, t := range c.wOrig {
-		host.FreeTensor(t, 0)
+		host.FreeTensor(t, c.stream)
 	}
 	c.wOrig = nil
 	for _, s := range c.wq {
@@ -182,6 +186,12 @@ func (c *Context) Backward(a *BackwardArgs) error {
 		return err
 	}
 	c.used = true
+	c.stream = a.Stream
+	for _, s := range c.wq {
+		if s != nil {
+			s.use(a.Stream)
+		}
+	}
 	defer c.free()
 	f := c.flags
 	var row int64
@@ -194,11 +204,15 @@ func (c *Context) Backward(a *BackwardArgs) error {
 		row0 := row
 		row += rows
 		if a.GradBiases != nil {
-			columnSums(dy, a.GradBiases[g])
+			if err := columnSums(dy, a.GradBiases[g], a.Stream); err != nil {
+				return fmt.Errorf("%s: %w", indexed("grad_bias", c.grouped, g), err)
+			}
 		}
 		if rows == 0 {
 			if a.GradWeights != nil {
-				zero(a.GradWeights[g])
+				if err := host.MemsetTensor(a.GradWeights[g], 0, a.Stream); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -225,10 +239,11 @@ func (c *Context) checkBackward(a *BackwardArgs) error {
 	if a.GradInput == nil && a.GradWeights == nil && a.GradBiases == nil {
 		return host.Errorf(host.ErrInvalidArgument, "grad_input, grad_weight and grad_bias: all NULL; request at least one gradient")
 	}
-	if err := checkHP("grad_output", a.GradOutput); err != nil {
+	const first = "the forward's input"
+	if err := checkHP("grad_output", a.GradOutput, c.dev, first); err != nil {
 		return err
 	}
-	if err := checkAmaxes("grad_output_amax", a.GradOutputAmax, c.grouped, G); err != nil {
+	if err := checkAmaxes("grad_output_amax", a.GradOutputAmax, c.grouped, G, c.dev, first); err != nil {
 		return err
 	}
 	if !slices.Equal(a.GradOutput.Shape, c.outShape) {
@@ -242,7 +257,7 @@ func (c *Context) checkBackward(a *BackwardArgs) error {
 		if !c.flags.InputRequiresGrad {
 			return host.Errorf(host.ErrState, "grad_input: requested, but the forward pass ran with input_requires_grad 0 and kept nothing for dgrad")
 		}
-		if err := checkHP("grad_input", *a.GradInput); err != nil {
+		if err := checkHP("grad_input", *a.GradInput, c.dev, first); err != nil {
 			return err
 		}
 		if !slices.Equal(a.GradInput.Shape, c.inShape) {
@@ -266,7 +281,7 @@ func (c *Context) checkBackward(a *BackwardArgs) error {
 		}
 		for g, t := range a.GradWeights {
 			name := indexed(wname, c.grouped, g)
-			if err := checkHP(name, t); err != nil {
+			if err := checkHP(name, t, c.dev, first); err != nil {
 				return err
 			}
 			if len(t.Shape) != 2 || t.Shape[0] != c.n || t.Shape[1] != c.k {
@@ -287,7 +302,7 @@ func (c *Context) checkBackward(a *BackwardArgs) error {
 		}
 		for g, t := range a.GradBiases {
 			name := indexed(bname, c.grouped, g)
-			if err := checkHP(name, t); err != nil {
+			if err := checkHP(name, t, c.dev, first); err != nil {
 				return err
 			}
 			if len(t.Shape) != 1 || t.Shape[0] != c.n {
@@ -330,7 +345,7 @@ func (c *Context) backwardQuantized(a *BackwardArgs, g int, row0 int64, dy, dx h
 	if err != nil {
 		return fmt.Errorf("%s: %w", quantizerName(GradOutput, c.grouped, g), err)
 	}
-	defer dyq.Free()
+	defer dyq.FreeOn(a.Stream)
 	if a.GradInput != nil {
 		if err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyq}, B: host.GemmOperand{Q: c.wq[g].t}, Alpha: 1, D: dx, Stream: a.Stream}); err != nil {
 			return fmt.Errorf("dgrad%s: %w", gemmSuffix(c.grouped, g), err)
@@ -349,7 +364,7 @@ func (c *Context) backwardQuantized(a *BackwardArgs, g int, row0 int64, dy, dx h
 			if xq, err = c.inQ[g].QuantizeUsage(x, opts, host.Columnwise); err != nil {
 				return fmt.Errorf("%s: %w", quantizerName(Input, c.grouped, g), err)
 			}
-			defer xq.Free()
+			defer xq.FreeOn(a.Stream)
 		}
 		if err := host.Gemm(&host.GemmArgs{A: host.GemmOperand{Q: dyq, Trans: true}, B: host.GemmOperand{Q: xq}, Alpha: 1, D: a.GradWeights[g], Stream: a.Stream}); err != nil {
 			return fmt.Errorf("wgrad%s: %w", gemmSuffix(c.grouped, g), err)
@@ -416,10 +431,23 @@ func dequantizeRowwiseCopy(t *host.QTensor, dt host.DType, stream uintptr) (host
 	return out, nil
 }
 
-// columnSums writes the column sums of the 2-D CPU tensor dy into out,
-// summing in float64 and rounding once to FP32 and then to out's dtype.
-func columnSums(dy, out host.Tensor) {
+// columnSums writes the column sums of the 2-D tensor dy into out (the bias
+// gradient). On the CPU it sums in float64 and rounds once to FP32 and then
+// to out's dtype. On a device it is the GEMM out[1, N] = 1[1, M]·dy[M, N]
+// (exact products, FP32 accumulation, then out's dtype), ordered on stream.
+func columnSums(dy, out host.Tensor, stream uintptr) error {
 	rows, cols := host.Flatten2D(dy.Shape)
+	if dy.Device.Type != host.CPU {
+		if rows == 0 {
+			return host.MemsetTensor(out, 0, stream)
+		}
+		ones, err := onesOn(dy.Device, dy.DType, rows, stream)
+		if err != nil {
+			return err
+		}
+		return host.Gemm(&host.GemmArgs{A: host.GemmOperand{Dense: &ones}, B: host.GemmOperand{Dense: &dy}, Alpha: 1,
+			D: host.Tensor{Ptr: out.Ptr, DType: out.DType, Shape: []int64{1, cols}, Device: out.Device}, Stream: stream})
+	}
 	sums := make([]float64, cols)
 	buf := make([]float32, cols)
 	for r := int64(0); r < rows; r++ {
@@ -432,11 +460,66 @@ func columnSums(dy, out host.Tensor) {
 		buf[j] = float32(s)
 	}
 	host.StoreFloat32(out, 0, buf)
+	return nil
 }
 
-func zero(t host.Tensor) {
-	b := t.Bytes8()
-	for i := range b {
-		b[i] = 0
+// ones holds, per device and dtype, a vector of ones on the device for the
+// bias-gradient GEMM. It only grows (doubling); a replaced vector is kept,
+// since work queued on some stream may still read it.
+var ones struct {
+	sync.Mutex
+	m    map[onesKey]host.Tensor
+	kept []host.Tensor
+}
+
+type onesKey struct {
+	dev host.Device
+	dt  host.DType
+}
+
+// onesOn returns a [1, n] tensor of ones of dtype dt on dev. Growing it
+// fills it from the CPU and waits for stream once, so that every stream may
+// read it (a stream-ordered allocation is another stream's only after a
+// synchronisation); steady state does neither.
+func onesOn(dev host.Device, dt host.DType, n int64, stream uintptr) (host.Tensor, error) {
+	ones.Lock()
+	defer ones.Unlock()
+	k := onesKey{dev, dt}
+	t, ok := ones.m[k]
+	if !ok || t.Shape[1] < n {
+		size := max(n, 4096)
+		if ok {
+			size = max(size, 2*t.Shape[1])
+		}
+		cpu, err := host.AllocTensor(host.Device{Type: host.CPU}, dt, []int64{1, size}, 0)
+		if err != nil {
+			return host.Tensor{}, err
+		}
+		defer host.FreeTensor(cpu, 0)
+		one := make([]float32, size)
+		for i := range one {
+			one[i] = 1
+		}
+		host.StoreFloat32(cpu, 0, one)
+		d, err := host.AllocTensor(dev, dt, []int64{1, size}, stream)
+		if err != nil {
+			return host.Tensor{}, err
+		}
+		if err := host.CopyTensor(d, cpu, stream); err == nil {
+			err = host.Synchronize(dev, stream)
+		}
+		if err != nil {
+			host.FreeTensor(d, stream)
+			return host.Tensor{}, err
+		}
+		if ok {
+			ones.kept = append(ones.kept, t)
+		}
+		if ones.m == nil {
+			ones.m = map[onesKey]host.Tensor{}
+		}
+		ones.m[k], t = d, d
 	}
+	t.Shape = []int64{1, n}
+	return t, nil
 }

@@ -91,6 +91,8 @@ type sharedQTensor struct {
 	refs atomic.Int32
 	// borrowed: the caller's tensor (ForwardArgs.WeightQ), never freed here
 	borrowed bool
+	// stream: the last stream that read or wrote t; the free is ordered on it
+	stream atomic.Uintptr
 }
 
 func newShared(t *host.QTensor) *sharedQTensor {
@@ -101,9 +103,12 @@ func newShared(t *host.QTensor) *sharedQTensor {
 
 func (s *sharedQTensor) retain() *sharedQTensor { s.refs.Add(1); return s }
 
+// use records that work on stream reads or writes the tensor.
+func (s *sharedQTensor) use(stream uintptr) { s.stream.Store(stream) }
+
 func (s *sharedQTensor) release() {
 	if s.refs.Add(-1) == 0 && !s.borrowed {
-		s.t.Free()
+		s.t.FreeOn(s.stream.Load())
 	}
 }
 
@@ -292,11 +297,13 @@ func (l *Layer) Weight(g int) (*host.QTensor, bool, error) {
 func (l *Layer) quantizedWeight(g int, w host.Tensor, usage host.Usage, amax *host.Tensor, stream uintptr) (*sharedQTensor, error) {
 	c := &l.weights[g]
 	if c.t != nil && !c.stale && sameTensor(c.src, w) && c.t.t.Usage().Has(usage) {
+		c.t.use(stream)
 		return c.t, nil
 	}
 	q := l.quantizers[Weight][g]
 	opts := host.QuantizeOptions{Stream: stream, Persistent: true, AmaxIn: amax}
 	if c.t != nil && c.t.refs.Load() == 1 && slices.Equal(c.src.Shape, w.Shape) {
+		c.t.use(stream)
 		if err := q.QuantizeIntoUsage(w, opts, c.t.t, usage); err != nil {
 			return nil, err
 		}
@@ -312,6 +319,7 @@ func (l *Layer) quantizedWeight(g int, w host.Tensor, usage host.Usage, amax *ho
 			c.t.release()
 		}
 		c.t = newShared(t)
+		c.t.use(stream)
 	}
 	c.src = host.Tensor{Ptr: w.Ptr, DType: w.DType, Shape: append([]int64(nil), w.Shape...), Device: w.Device}
 	c.stale = false
@@ -395,14 +403,19 @@ func (l *Layer) effectiveFlags(f Flags) (Flags, error) {
 	return f, nil
 }
 
-func checkCPU(name string, t host.Tensor) error {
-	if t.Device.Type != host.CPU {
-		return host.Errorf(host.ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version (quant_gemm runs on the GPU; the linear layers do not use it yet)", name, t.Device)
+// sameDevice checks that a tensor of the call is on the device of the
+// call's first tensor (the input, or grad_output in backward): a layer's
+// quantize, GEMMs and copies all run on that device, on the call's stream.
+func sameDevice(name string, t, dev host.Device, first string) error {
+	if t != dev {
+		return host.Errorf(host.ErrInvalidArgument, "%s: on %s but %s is on %s (a linear op runs on one device)", name, t, first, dev)
 	}
 	return nil
 }
 
-func checkHP(name string, t host.Tensor) error {
+// checkHP validates a high-precision tensor of a call whose tensors must be
+// on dev, where the tensor named first is.
+func checkHP(name string, t host.Tensor, dev host.Device, first string) error {
 	if !t.DType.IsHighPrecision() {
 		return host.Errorf(host.ErrInvalidArgument, "%s: dtype %s not supported (want float32, bfloat16 or float16)", name, t.DType)
 	}
@@ -412,7 +425,7 @@ func checkHP(name string, t host.Tensor) error {
 	if t.Ptr == nil && t.NumElements() > 0 {
 		return host.Errorf(host.ErrInvalidArgument, "%s: data is NULL", name)
 	}
-	return checkCPU(name, t)
+	return sameDevice(name, t.Device, dev, first)
 }
 
 // quantizerName names a role's quantizer in messages: "input quantizer", or
@@ -467,7 +480,7 @@ func (l *Layer) Forward(a *ForwardArgs, keep bool) (ctx *Context, err error) {
 	}
 	c := &Context{grouped: l.grouped, flags: f, inShape: append([]int64(nil), a.Input.Shape...),
 		outShape: append([]int64(nil), a.Output.Shape...), inDType: a.Input.DType, k: k, n: n,
-		splits: splits, hasBias: a.Biases != nil}
+		splits: splits, hasBias: a.Biases != nil, dev: a.Input.Device, stream: a.Stream}
 	defer func() {
 		if err != nil {
 			c.free()
@@ -549,7 +562,7 @@ func (l *Layer) Forward(a *ForwardArgs, keep bool) (ctx *Context, err error) {
 			wq = &sharedQTensor{t: a.WeightQ[g], borrowed: true}
 			wq.refs.Store(1)
 		} else if wq, err = l.quantizedWeight(g, a.Weights[g], wUsage, amaxAt(a.WeightAmax, g), a.Stream); err != nil {
-			xq.Free()
+			xq.FreeOn(a.Stream)
 			return nil, fmt.Errorf("%s: %w", quantizerName(Weight, l.grouped, g), err)
 		}
 		ga := &host.GemmArgs{A: host.GemmOperand{Q: xq}, B: host.GemmOperand{Q: wq.t, Trans: true}, Alpha: 1, D: y, Stream: a.Stream}
@@ -557,7 +570,7 @@ func (l *Layer) Forward(a *ForwardArgs, keep bool) (ctx *Context, err error) {
 			ga.Bias = &a.Biases[g]
 		}
 		if err := host.Gemm(ga); err != nil {
-			xq.Free()
+			xq.FreeOn(a.Stream)
 			return nil, fmt.Errorf("fprop%s: %w", gemmSuffix(l.grouped, g), err)
 		}
 		if c.inSaved == SavedQuantized {
@@ -568,12 +581,12 @@ func (l *Layer) Forward(a *ForwardArgs, keep bool) (ctx *Context, err error) {
 				keepDir = host.Rowwise
 			}
 			if err := xq.UpdateUsage(keepDir, a.Stream); err != nil {
-				xq.Free()
+				xq.FreeOn(a.Stream)
 				return nil, fmt.Errorf("%s: %w", quantizerName(Input, l.grouped, g), err)
 			}
 			c.xq[g] = xq
 		} else {
-			xq.Free()
+			xq.FreeOn(a.Stream)
 		}
 		switch c.wSaved {
 		case SavedLayerWeight:
@@ -601,7 +614,8 @@ func gemmSuffix(grouped bool, g int) string {
 // the rows of each GEMM.
 func (l *Layer) checkForward(a *ForwardArgs) (m, k, n int64, splits []int64, err error) {
 	G := len(l.weights)
-	if err := checkHP("input", a.Input); err != nil {
+	dev := a.Input.Device
+	if err := checkHP("input", a.Input, dev, "input"); err != nil {
 		return 0, 0, 0, nil, err
 	}
 	m, k = host.Flatten2D(a.Input.Shape)
@@ -609,7 +623,7 @@ func (l *Layer) checkForward(a *ForwardArgs) (m, k, n int64, splits []int64, err
 		name string
 		ts   []*host.Tensor
 	}{{"input_amax", a.InputAmax}, {"weight_amax", a.WeightAmax}} {
-		if err := checkAmaxes(am.name, am.ts, l.grouped, G); err != nil {
+		if err := checkAmaxes(am.name, am.ts, l.grouped, G, dev, "input"); err != nil {
 			return 0, 0, 0, nil, err
 		}
 	}
@@ -622,7 +636,7 @@ func (l *Layer) checkForward(a *ForwardArgs) (m, k, n int64, splits []int64, err
 	}
 	for g, w := range a.Weights {
 		name := indexed("weight", l.grouped, g)
-		if err := checkHP(name, w); err != nil {
+		if err := checkHP(name, w, dev, "input"); err != nil {
 			return 0, 0, 0, nil, err
 		}
 		if len(w.Shape) != 2 {
@@ -647,7 +661,7 @@ func (l *Layer) checkForward(a *ForwardArgs) (m, k, n int64, splits []int64, err
 		}
 		for g, b := range a.Biases {
 			name := indexed("bias", l.grouped, g)
-			if err := checkHP(name, b); err != nil {
+			if err := checkHP(name, b, dev, "input"); err != nil {
 				return 0, 0, 0, nil, err
 			}
 			if len(b.Shape) != 1 || b.Shape[0] != n {
@@ -655,7 +669,7 @@ func (l *Layer) checkForward(a *ForwardArgs) (m, k, n int64, splits []int64, err
 			}
 		}
 	}
-	if err := checkHP("output", a.Output); err != nil {
+	if err := checkHP("output", a.Output, dev, "input"); err != nil {
 		return 0, 0, 0, nil, err
 	}
 	if want := outShapeOf(a.Input.Shape, n); !slices.Equal(a.Output.Shape, want) {
@@ -704,7 +718,7 @@ func weightQName(grouped bool) string {
 }
 
 // checkWeightQ validates caller-quantized weights (one per GEMM, [N, K],
-// on the CPU, with the directions the call reads: rowwise for fprop,
+// on the input's device, with the directions the call reads: rowwise for fprop,
 // columnwise too for the quantized backward's dgrad) and returns N.
 func (l *Layer) checkWeightQ(a *ForwardArgs, k int64) (n int64, err error) {
 	G := len(l.weights)
@@ -737,8 +751,8 @@ func (l *Layer) checkWeightQ(a *ForwardArgs, k int64) (n int64, err error) {
 		if shape[1] != k || shape[0] != n || n == 0 {
 			return 0, host.Errorf(host.ErrInvalidArgument, "%s: shape %v, want [N=%d, K=%d] (K is the input's last dim, N weight 0's)", iname, shape, n, k)
 		}
-		if t.Device().Type != host.CPU {
-			return 0, host.Errorf(host.ErrUnsupported, "%s: on %s; linear ops run on the CPU in this version (quant_gemm runs on the GPU; the linear layers do not use it yet)", iname, t.Device())
+		if err := sameDevice(iname, t.Device(), a.Input.Device, "input"); err != nil {
+			return 0, err
 		}
 		if u := t.Usage(); !u.Has(need) {
 			return 0, host.Errorf(host.ErrInvalidArgument, "%s: holds usage %s, this call reads %s (rowwise for the forward GEMM, columnwise for grad_input; quantize persistent weights with both)", iname, u, need)
@@ -748,8 +762,8 @@ func (l *Layer) checkWeightQ(a *ForwardArgs, k int64) (n int64, err error) {
 }
 
 // checkAmaxes validates per-GEMM amax overrides: nil, or G entries, each nil
-// or an FP32 tensor of 2 elements on the CPU (quant_quantize_options.amax).
-func checkAmaxes(name string, ts []*host.Tensor, grouped bool, G int) error {
+// or an FP32 tensor of 2 elements on dev (quant_quantize_options.amax).
+func checkAmaxes(name string, ts []*host.Tensor, grouped bool, G int, dev host.Device, first string) error {
 	if ts == nil {
 		return nil
 	}
@@ -767,7 +781,7 @@ func checkAmaxes(name string, ts []*host.Tensor, grouped bool, G int) error {
 		if t.Ptr == nil {
 			return host.Errorf(host.ErrInvalidArgument, "%s: data is NULL", iname)
 		}
-		if err := checkCPU(iname, *t); err != nil {
+		if err := sameDevice(iname, t.Device, dev, first); err != nil {
 			return err
 		}
 	}
@@ -791,12 +805,16 @@ func rowSlice(t host.Tensor, r0, rows, cols int64) host.Tensor {
 	return s
 }
 
-// copyTensor returns a new CPU tensor holding t's bytes.
+// copyTensor returns a new tensor on t's device holding t's bytes (a copy
+// ordered on stream).
 func copyTensor(t host.Tensor, stream uintptr) (host.Tensor, error) {
 	c, err := host.AllocTensor(t.Device, t.DType, t.Shape, stream)
 	if err != nil {
 		return host.Tensor{}, err
 	}
-	copy(c.Bytes8(), t.Bytes8())
+	if err := host.CopyTensor(c, t, stream); err != nil {
+		host.FreeTensor(c, stream)
+		return host.Tensor{}, err
+	}
 	return c, nil
 }

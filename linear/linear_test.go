@@ -2,7 +2,6 @@ package linear_test
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -11,8 +10,8 @@ import (
 
 	"libquant/host"
 	"libquant/host/hosttest"
-	tu "libquant/internal/testutil"
 	"libquant/linear"
+	"libquant/linear/lineartest"
 )
 
 // The linear tests' layer: X [2, 32, 128] (M = 64 tokens, K = 128), W [N = 64,
@@ -23,62 +22,28 @@ const linM, linK, linN = 64, 128, 64
 var linInShape = []int64{2, 32, linK}
 var linOutShape = []int64{2, 32, linN}
 
-// linearRecipe is one recipe the linear tests run.
-type linearRecipe struct {
-	name    string
-	make    func(t *testing.T) host.Recipe
-	delayed bool
-}
+// The recipes and modes every device's linear tests run, and the float64
+// reference they check against, are lineartest's.
+type (
+	linearRecipe = lineartest.Recipe
+	linearMode   = lineartest.Mode
+)
 
-func presetRecipe(cfg host.RecipeConfig) func(t *testing.T) host.Recipe {
-	return func(t *testing.T) host.Recipe {
-		t.Helper()
-		r, err := host.NewPresetRecipe(cfg)
-		require.NoError(t, err)
-		t.Cleanup(r.Release)
-		return r
-	}
-}
+var (
+	presetRecipe  = lineartest.Preset
+	ruleRecipe    = lineartest.Rules
+	byTensorType  = lineartest.ByTensorType
+	linearRecipes = lineartest.Recipes
+	withFlags     = lineartest.WithFlags
+	bothGrads     = lineartest.BothGrads
+	modes         = lineartest.Modes()
+	opRows        = lineartest.OpRows
+	dequantizeAs  = lineartest.DequantizeAs
+)
 
-func ruleRecipe(rules func(t *testing.T) []host.Rule) func(t *testing.T) host.Recipe {
-	return func(t *testing.T) host.Recipe {
-		t.Helper()
-		r, err := host.NewRuleRecipe(rules(t))
-		require.NoError(t, err)
-		t.Cleanup(r.Release)
-		return r
-	}
-}
-
-func byTensorType(input, weight, grad *host.Quantizer) []host.Rule {
-	return []host.Rule{
-		{Pattern: host.Role{TensorType: "input"}, Quantizer: input},
-		{Pattern: host.Role{TensorType: "weight"}, Quantizer: weight},
-		{Pattern: host.Role{TensorType: "grad_output"}, Quantizer: grad},
-	}
-}
-
-// linearRecipes: the built-in recipes, a hybrid custom recipe (TE's
-// mxfp8_fwd_nvfp4_bwd_factory as a rule table, with NVFP4's per-role
-// settings), identity everywhere, and FP8 delayed scaling.
-func linearRecipes() []linearRecipe {
-	return []linearRecipe{
-		{name: "fp8_current", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Current})},
-		{name: "fp8_block", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Block})},
-		{name: "mxfp8", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeMXFP8})},
-		{name: "nvfp4", make: presetRecipe(host.RecipeConfig{Kind: host.RecipeNVFP4, Seed: 5})},
-		{name: "mxfp8_fwd_nvfp4_bwd", make: ruleRecipe(func(t *testing.T) []host.Rule {
-			return byTensorType(
-				hosttest.NewHybrid(t, host.Params{Format: "mxfp8"}, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.SourceOriginal),
-				hosttest.NewHybrid(t, host.Params{Format: "mxfp8"}, host.Params{Format: "nvfp4"}, host.SourceRowwiseDequantized),
-				hosttest.NewQuantizer(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 9}, 0))
-		})},
-		{name: "identity", make: ruleRecipe(func(t *testing.T) []host.Rule {
-			id := hosttest.NewQuantizer(t, host.Params{Format: "identity"}, 0)
-			return byTensorType(id, id, id)
-		})},
-		{name: "fp8_delayed", delayed: true, make: presetRecipe(host.RecipeConfig{Kind: host.RecipeFP8Delayed, AmaxHistoryLen: 4})},
-	}
+func recipeQuantizer(t *testing.T, r host.Recipe, tensorType string) *host.Quantizer {
+	t.Helper()
+	return lineartest.RecipeQuantizer(t, r, tensorType)
 }
 
 func newLinear(t *testing.T, r host.Recipe, grouped bool, n int) *linear.Layer {
@@ -87,26 +52,6 @@ func newLinear(t *testing.T, r host.Recipe, grouped bool, n int) *linear.Layer {
 	require.NoError(t, err)
 	t.Cleanup(l.Release)
 	return l
-}
-
-type linearMode struct {
-	name  string
-	flags linear.Flags
-}
-
-var (
-	bothGrads = linear.Flags{InputRequiresGrad: true, WeightRequiresGrad: true}
-	modes     = []linearMode{
-		{"none", bothGrads},
-		{"none_save_original_input", withFlags(bothGrads, linear.BackwardQuantized, true)},
-		{"high_precision", withFlags(bothGrads, linear.BackwardHighPrecision, false)},
-		{"dequantized", withFlags(bothGrads, linear.BackwardDequantized, false)},
-	}
-)
-
-func withFlags(f linear.Flags, o linear.BackwardOverride, saveOriginal bool) linear.Flags {
-	f.BackwardOverride, f.SaveOriginalInput = o, saveOriginal
-	return f
 }
 
 // linearIO is one step's tensors: inputs and the outputs a step wrote
@@ -177,144 +122,29 @@ func (io *linearIO) step(t *testing.T, l *linear.Layer, flags linear.Flags, trai
 	io.infoAfter = ctx.Info()
 }
 
-// opRows returns op(X) of a rows×cols matrix as row-major float64 (Xᵀ when
-// trans).
-func opRows(v []float32, rows, cols int, trans bool) []float64 {
-	out := make([]float64, rows*cols)
-	for i := 0; i < rows; i++ {
-		for j := 0; j < cols; j++ {
-			if trans {
-				out[j*rows+i] = float64(v[i*cols+j])
-			} else {
-				out[i*cols+j] = float64(v[i*cols+j])
-			}
-		}
-	}
-	return out
-}
-
-// checkProduct checks got ([m, n], read as float32) against
-// R = Σ_p a[i,p]·bt[j,p] + bias[j] in float64, where a is op(A) [m, k] and
-// bt is op(B)ᵀ [n, k] holding exactly the values the GEMM reads. The bound is
-// runGemmCase's (host/gemm_test.go): FP32 accumulation of K products and at
-// most 8 more roundings, γ_{K+8}·(Σ|a b| + |bias|) + (K+8)·2⁻¹⁴⁹, plus the
-// rounding to got's dtype, u_out·(|R| + that).
+// checkProduct is lineartest.CheckProduct with the CPU's bound.
 func checkProduct(t *testing.T, what string, got host.Tensor, a, bt []float64, bias []float32, m, n, k int) {
 	t.Helper()
-	g := hosttest.Values(got)
-	require.Len(t, g, m*n, what)
-	uOut, gamma := hosttest.UnitRoundoff(got.DType), tu.GammaN(k+8)
-	for i := 0; i < m; i++ {
-		ra := a[i*k : i*k+k]
-		for j := 0; j < n; j++ {
-			rb := bt[j*k : j*k+k]
-			var s, sa float64
-			for p, x := range ra {
-				x *= rb[p]
-				s += x
-				if x < 0 {
-					sa -= x
-				} else {
-					sa += x
-				}
-			}
-			if bias != nil {
-				s += float64(bias[j])
-				sa += math.Abs(float64(bias[j]))
-			}
-			e := gamma*sa + float64(k+8)*math.Ldexp(1, -149)
-			bound := e + uOut*(math.Abs(s)+e)
-			if err := math.Abs(float64(g[i*n+j]) - s); !(err <= bound) {
-				require.Failf(t, what+" out of bound", "[%d,%d] = %g, float64 reference %g: |err| %g > bound %g (K=%d)", i, j, g[i*n+j], s, err, bound, k)
-			}
-		}
-	}
+	lineartest.CheckProduct(t, what, got, a, bt, bias, m, n, k, false, nil)
 }
 
-// checkColumnSums checks db against the float64 column sums of dy: one
-// float64 sum of m float32 values (error ≤ m·2⁻⁵³·Σ|dy|), rounded once to
-// FP32 and once to db's dtype (≤ (u32 + u_out + u32·u_out)·|R|).
-func checkColumnSums(t *testing.T, db host.Tensor, dy []float32, m, n int) {
-	t.Helper()
-	g := hosttest.Values(db)
-	u32, uOut := math.Ldexp(1, -24), hosttest.UnitRoundoff(db.DType)
-	for j := 0; j < n; j++ {
-		var s, sa float64
-		for i := 0; i < m; i++ {
-			s += float64(dy[i*n+j])
-			sa += math.Abs(float64(dy[i*n+j]))
-		}
-		bound := (u32+uOut+u32*uOut)*math.Abs(s) + float64(m)*math.Ldexp(1, -52)*sa
-		if err := math.Abs(float64(g[j]) - s); !(err <= bound) {
-			require.Failf(t, "grad_bias out of bound", "[%d] = %g, float64 column sum %g: |err| %g > bound %g", j, g[j], s, err, bound)
-		}
-	}
-}
-
-// dequantizeAs dequantizes one direction of q into dtype dt and reads it back.
-func dequantizeAs(t *testing.T, q *host.QTensor, dir host.Direction, dt host.DType) []float32 {
-	t.Helper()
-	out := hosttest.Tensor(t, dt, q.Shape()...)
-	require.NoError(t, q.Dequantize(dir, out, 0))
-	return hosttest.Values(out)
-}
-
-func recipeQuantizer(t *testing.T, r host.Recipe, tensorType string) *host.Quantizer {
-	t.Helper()
-	q, err := r.Quantizer(host.Role{ModuleType: "linear", TensorType: tensorType, Name: "fc1"})
-	require.NoError(t, err)
-	t.Cleanup(q.Release)
-	return q
-}
-
-// checkAgainstReference checks every output of io against the float64
-// reference that applies the same quantize/dequantize steps with fresh
-// quantizers of recipe r for the same roles (spec §7.2, §9):
-//
-//	Y  = deq(Xq.row)·deq(Wq.row)ᵀ + b                       every mode
-//	dX = deq(dYq.row)·deq(Wq.col),  dW = deq(dYq.col)ᵀ·deq(Xq.col)   none
-//	dX = dY·W,                      dW = dYᵀ·X                 high_precision
-//	dX = dY·deqₐ(Wq.row),           dW = dYᵀ·deqₐ(Xq.row)      dequantized
-//	db = Σ_rows dY
-//
-// where deqₐ dequantizes to the input's dtype (the activation dtype).
+// checkAgainstReference checks every output of io against lineartest's
+// float64 reference, with the CPU's bounds.
 func checkAgainstReference(t *testing.T, r host.Recipe, io *linearIO) {
 	t.Helper()
-	xq := hosttest.Quantize(t, recipeQuantizer(t, r, "input"), io.x)
-	wq := hosttest.Quantize(t, recipeQuantizer(t, r, "weight"), io.w)
-	var bias []float32
+	lineartest.Check(t, r, io.testCase(), io.outputs(), lineartest.Bounds{})
+}
+
+func (io *linearIO) testCase() lineartest.Case {
+	c := lineartest.Case{X: io.x, W: io.w, DY: io.dy, M: io.m, K: linK, N: linN, Flags: io.flags, Train: io.train}
 	if io.bias {
-		bias = hosttest.Values(io.b)
+		c.B = io.b
 	}
-	m := io.m
-	checkProduct(t, "output", io.y, opRows(hosttest.Dequantize(t, xq, host.DirRowwise), m, linK, false),
-		opRows(hosttest.Dequantize(t, wq, host.DirRowwise), linN, linK, false), bias, m, linN, linK)
-	if !io.train {
-		return
-	}
-	dyv := hosttest.Values(io.dy)
-	if io.bias {
-		checkColumnSums(t, io.db, dyv, m, linN)
-	}
-	var dyRow, dyCol, wDgrad, xWgrad []float32
-	switch io.flags.BackwardOverride {
-	case linear.BackwardQuantized:
-		dyq := hosttest.Quantize(t, recipeQuantizer(t, r, "grad_output"), io.dy)
-		dyRow, dyCol = hosttest.Dequantize(t, dyq, host.DirRowwise), hosttest.Dequantize(t, dyq, host.DirColumnwise)
-		wDgrad, xWgrad = hosttest.Dequantize(t, wq, host.DirColumnwise), hosttest.Dequantize(t, xq, host.DirColumnwise)
-	case linear.BackwardHighPrecision:
-		dyRow, dyCol, wDgrad, xWgrad = dyv, dyv, hosttest.Values(io.w), hosttest.Values(io.x)
-	case linear.BackwardDequantized:
-		dyRow, dyCol = dyv, dyv
-		wDgrad = dequantizeAs(t, wq, host.DirRowwise, io.x.DType)
-		xWgrad = dequantizeAs(t, xq, host.DirRowwise, io.x.DType)
-	}
-	if io.flags.InputRequiresGrad {
-		checkProduct(t, "grad_input", io.dx, opRows(dyRow, m, linN, false), opRows(wDgrad, linN, linK, true), nil, m, linK, linN)
-	}
-	if io.flags.WeightRequiresGrad {
-		checkProduct(t, "grad_weight", io.dw, opRows(dyCol, m, linN, true), opRows(xWgrad, m, linK, true), nil, linN, linK, m)
-	}
+	return c
+}
+
+func (io *linearIO) outputs() lineartest.Outputs {
+	return lineartest.Outputs{Y: io.y, DX: io.dx, DW: io.dw, DB: io.db}
 }
 
 // TestLinearMatchesReference runs every recipe in every backward mode (FP8
@@ -327,21 +157,18 @@ func TestLinearMatchesReference(t *testing.T) {
 		// A copy: the appends below must not write into modes' array, which
 		// later tests (TestGroupedLinear) read.
 		cases := slices.Clone(modes)
-		if lr.delayed {
+		if lr.Delayed {
 			cases = cases[:1]
 		}
-		cases = append(cases,
-			linearMode{"none_frozen_weight", linear.Flags{InputRequiresGrad: true}},
-			linearMode{"none_input_needs_no_grad", linear.Flags{WeightRequiresGrad: true}},
-			linearMode{"dequantized_frozen_weight", withFlags(linear.Flags{InputRequiresGrad: true}, linear.BackwardDequantized, false)})
-		if lr.delayed {
+		cases = append(cases, lineartest.PartialModes()...)
+		if lr.Delayed {
 			cases = cases[:3]
 		}
 		for _, mode := range cases {
-			t.Run(lr.name+"/"+mode.name, func(t *testing.T) {
-				r := lr.make(t)
+			t.Run(lr.Name+"/"+mode.Name, func(t *testing.T) {
+				r := lr.Make(t)
 				io := newLinearIO(t, rng, true)
-				io.step(t, newLinear(t, r, false, 1), mode.flags, true)
+				io.step(t, newLinear(t, r, false, 1), mode.Flags, true)
 				checkAgainstReference(t, r, io)
 			})
 		}
@@ -377,14 +204,14 @@ func TestLinearAnyBatch(t *testing.T) {
 		outShape := append(append([]int64(nil), sh[:len(sh)-1]...), linN)
 		for _, lr := range linearRecipes() {
 			cases := modes
-			if lr.delayed {
+			if lr.Delayed {
 				cases = modes[:1]
 			}
 			for _, mode := range cases {
-				t.Run(fmt.Sprintf("m=%d/%s/%s", m, lr.name, mode.name), func(t *testing.T) {
-					r := lr.make(t)
+				t.Run(fmt.Sprintf("m=%d/%s/%s", m, lr.Name, mode.Name), func(t *testing.T) {
+					r := lr.Make(t)
 					io := newLinearIOShaped(t, rng, true, m, sh, outShape)
-					io.step(t, newLinear(t, r, false, 1), mode.flags, true)
+					io.step(t, newLinear(t, r, false, 1), mode.Flags, true)
 					checkAgainstReference(t, r, io)
 				})
 			}
@@ -411,12 +238,12 @@ func (io *linearIO) bytes() map[string][]byte {
 func TestLinearOverrideIgnoresSaveOriginalInput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(63, 64))
 	for _, lr := range linearRecipes() {
-		if lr.delayed {
+		if lr.Delayed {
 			continue
 		}
 		for _, o := range []linear.BackwardOverride{linear.BackwardDequantized, linear.BackwardHighPrecision} {
-			t.Run(lr.name+"/"+o.String(), func(t *testing.T) {
-				r := lr.make(t)
+			t.Run(lr.Name+"/"+o.String(), func(t *testing.T) {
+				r := lr.Make(t)
 				base := newLinearIO(t, rng, true)
 				var got [2]map[string][]byte
 				for i, save := range []bool{false, true} {
@@ -467,10 +294,10 @@ func TestLinearSavedMemory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(65, 66))
 	col, row := host.Columnwise, host.Rowwise
 	for _, lr := range linearRecipes() {
-		if lr.name == "fp8_delayed" {
+		if lr.Name == "fp8_delayed" {
 			continue
 		}
-		r := lr.make(t)
+		r := lr.Make(t)
 		io := newLinearIO(t, rng, false)
 		xBytes, wBytes := io.x.Bytes(), io.w.Bytes()
 		qx := func(u host.Usage) int64 { return quantizedBytes(t, r, "input", io.x, u) }
@@ -494,13 +321,13 @@ func TestLinearSavedMemory(t *testing.T) {
 			{"dequantized", withFlags(bothGrads, linear.BackwardDequantized, true), want{linear.SavedQuantized, linear.SavedLayerWeight, row, row, qx(row), qw(row)}},
 		}
 		for _, c := range cases {
-			t.Run(lr.name+"/"+c.name, func(t *testing.T) {
+			t.Run(lr.Name+"/"+c.name, func(t *testing.T) {
 				step := *io
 				step.step(t, newLinear(t, r, false, 1), c.flags, true)
 				got := step.info
 				// Identity keeps one buffer for both directions.
 				w := c.want
-				if lr.name == "identity" && w.inUsage != 0 {
+				if lr.Name == "identity" && w.inUsage != 0 {
 					w.inUsage = host.BothUsages
 				}
 				require.Equal(t, w, want{got.InputSaved, got.WeightSaved, got.InputUsage, got.WeightUsage, got.InputBytes, got.WeightBytes})

@@ -52,21 +52,21 @@ func (io *linearIO) stepWith(t *testing.T, l *linear.Layer, flags linear.Flags, 
 // nothing, and the caller's tensor is left unchanged.
 func TestLinearWeightQTensor(t *testing.T) {
 	for _, rc := range linearRecipes() {
-		if rc.delayed {
+		if rc.Delayed {
 			continue // the caller's quantize would stage an amax in the layer's state: compared in Python
 		}
 		for _, mode := range modes {
-			if mode.flags.BackwardOverride == linear.BackwardHighPrecision {
+			if mode.Flags.BackwardOverride == linear.BackwardHighPrecision {
 				continue // refused: see TestLinearWeightQTensorErrors
 			}
-			t.Run(rc.name+"/"+mode.name, func(t *testing.T) {
+			t.Run(rc.Name+"/"+mode.Name, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(91, 92))
 				io := newLinearIO(t, rng, true)
-				own := newLinear(t, rc.make(t), false, 1)
-				io.stepWith(t, own, mode.flags, nil, nil)
+				own := newLinear(t, rc.Make(t), false, 1)
+				io.stepWith(t, own, mode.Flags, nil, nil)
 				want := io.bytes()
 
-				l := newLinear(t, rc.make(t), false, 1)
+				l := newLinear(t, rc.Make(t), false, 1)
 				wq, err := l.Quantizer(linear.Weight, 0)
 				require.NoError(t, err)
 				defer wq.Release()
@@ -74,7 +74,7 @@ func TestLinearWeightQTensor(t *testing.T) {
 				require.NoError(t, err)
 				defer qw.Free()
 				before := qtensorBytes(qw)
-				io.stepWith(t, l, mode.flags, func(fa *linear.ForwardArgs) {
+				io.stepWith(t, l, mode.Flags, func(fa *linear.ForwardArgs) {
 					fa.Weights, fa.WeightQ = nil, []*host.QTensor{qw}
 				}, nil)
 				require.Equal(t, want, io.bytes())

@@ -24,12 +24,12 @@ import (
 func TestLinearTrainInferAlternation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(71, 72))
 	for _, lr := range linearRecipes() {
-		if lr.delayed {
+		if lr.Delayed {
 			continue // a fresh delayed-scaling quantizer has another history; TestLinearDelayedScaling covers it
 		}
 		for _, stages := range [][]string{{"train", "infer", "train", "infer"}, {"infer", "train", "infer", "train"}} {
-			t.Run(fmt.Sprintf("%s/%s_first", lr.name, stages[0]), func(t *testing.T) {
-				r := lr.make(t)
+			t.Run(fmt.Sprintf("%s/%s_first", lr.Name, stages[0]), func(t *testing.T) {
+				r := lr.Make(t)
 				l := newLinear(t, r, false, 1)
 				w := hosttest.RandTensor(t, rng, host.Float32, 0.05, linN, linK) // the parameter, updated in place
 				b := hosttest.RandTensor(t, rng, host.Float32, 0.5, linN)
@@ -202,18 +202,18 @@ func TestGroupedLinear(t *testing.T) {
 	splitsCases := [][]int64{{32, 0, 64, 32}, {7, 0, 45, 1}, {0, 0, 96, 0}, {0, 0, 0, 0}}
 	for _, lr := range linearRecipes() {
 		ms := modes
-		if lr.delayed {
+		if lr.Delayed {
 			ms = modes[:1]
 		}
 		for _, mode := range ms {
 			for i, splits := range splitsCases {
-				if i > 1 && mode.name != "none" {
+				if i > 1 && mode.Name != "none" {
 					continue // the degenerate splits once per recipe
 				}
-				t.Run(fmt.Sprintf("%s/%s/%v", lr.name, mode.name, splits), func(t *testing.T) {
-					r := lr.make(t)
+				t.Run(fmt.Sprintf("%s/%s/%v", lr.Name, mode.Name, splits), func(t *testing.T) {
+					r := lr.Make(t)
 					io := newGroupedIO(t, rng, splits)
-					io.step(t, newLinear(t, r, true, len(splits)), mode.flags)
+					io.step(t, newLinear(t, r, true, len(splits)), mode.Flags)
 					var row int64
 					for g, rows := range splits {
 						sl := func(x host.Tensor, cols int64) []byte {
@@ -232,7 +232,7 @@ func TestGroupedLinear(t *testing.T) {
 						p.dy = hosttest.Tensor(t, host.BFloat16, rows, linN)
 						copy(p.dy.Bytes8(), sl(io.dy, linN))
 						plain := newLinear(t, r, false, 1)
-						stepPlain(t, plain, p, rows, mode.flags)
+						stepPlain(t, plain, p, rows, mode.Flags)
 						require.Equal(t, p.y.Bytes8(), sl(io.y, linN), "gemm %d: output rows", g)
 						require.Equal(t, p.dx.Bytes8(), sl(io.dx, linK), "gemm %d: grad_input rows", g)
 						require.Equal(t, p.dw.Bytes8(), io.dw[g].Bytes8(), "gemm %d: grad_weight", g)
@@ -410,8 +410,7 @@ func TestLinearErrors(t *testing.T) {
 		}
 		return a
 	}
-	gpu := io.x
-	gpu.Device = host.Device{Type: host.CUDA}
+	cuda := host.Device{Type: host.CUDA}
 	forward := []struct {
 		name   string
 		recipe host.Recipe
@@ -429,7 +428,13 @@ func TestLinearErrors(t *testing.T) {
 		{"bad override", current, true, args(func(a *linear.ForwardArgs) { a.Flags.BackwardOverride = 3 }), host.ErrInvalidArgument, "backward_override: 3"},
 		{"grads without a context", current, false, args(nil), host.ErrInvalidArgument, "ctx: is NULL"},
 		{"input dtype", current, true, args(func(a *linear.ForwardArgs) { a.Input.DType = host.Int32 }), host.ErrInvalidArgument, "input: dtype int32"},
-		{"input device", current, true, args(func(a *linear.ForwardArgs) { a.Input = gpu }), host.ErrUnsupported, "input: on cuda:0"},
+		{"weight device", current, true, args(func(a *linear.ForwardArgs) { a.Weights[0].Device = cuda }), host.ErrInvalidArgument, "weight: on cuda:0 but input is on cpu"},
+		{"output device", current, true, args(func(a *linear.ForwardArgs) { a.Output.Device = cuda }), host.ErrInvalidArgument, "output: on cuda:0 but input is on cpu"},
+		{"on a device no plugin serves", current, true, args(func(a *linear.ForwardArgs) {
+			for _, t := range []*host.Tensor{&a.Input, &a.Weights[0], &a.Biases[0], &a.Output} {
+				t.Device = cuda
+			}
+		}), host.ErrDeviceUnavailable, "cuda:0"},
 		{"weight rank", current, true, args(func(a *linear.ForwardArgs) { a.Weights[0].Shape = []int64{linN, 2, linK / 2} }), host.ErrInvalidArgument, "weight: shape [64 2 64] is not 2-D"},
 		{"weight K", current, true, args(func(a *linear.ForwardArgs) { a.Weights[0].Shape = []int64{2 * linN, linK / 2} }), host.ErrInvalidArgument, "weight: shape [128 64], want [N, K=128]"},
 		{"two weights", current, true, args(func(a *linear.ForwardArgs) { a.Weights = append(a.Weights, io.w) }), host.ErrInvalidArgument, "weights: 2 given"},

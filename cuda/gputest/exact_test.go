@@ -336,6 +336,7 @@ var shapes = map[string][][2]int64{
 	"mxfp4":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
 	"nvfp4":     append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
 	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}},
+	"identity":  {{1, 1}, {3, 5}, {17, 130}, {257, 1000}},
 }
 
 // raggedShapes: every M and every K of issue #18's set {1, 2, 15, 16, 17, 31,
@@ -377,6 +378,12 @@ func configs() map[string][]config {
 			{"1d rht sr", host.Params{RHT: host.RHTDefault, StochasticRounding: true, Seed: 5, Offset: 1 << 40}},
 			{"2d", host.Params{BlockDims: 2}},
 			{"2d sr", host.Params{BlockDims: 2, StochasticRounding: true, Seed: 9}},
+		},
+		"identity": {
+			{"input dtype", host.Params{}},
+			{"held bf16", host.Params{HoldDType: host.BFloat16}},
+			{"held fp16", host.Params{HoldDType: host.Float16}},
+			{"held fp32", host.Params{HoldDType: host.Float32}},
 		},
 		"fp8_block": {
 			{"1x128", host.Params{}},
