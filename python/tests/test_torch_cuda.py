@@ -240,7 +240,7 @@ def capture_step(kind: str, warmup: int = 2) -> tuple[Any, ...]:
 
 @cuda_only
 @pytest.mark.parametrize("kind", sorted(GRAPH_RECIPES))
-def test_cuda_graph_training_step_replays_bit_identical(kind: str) -> None:
+def test_cuda_graph_training_step_replays_bit_identical(kind: str, capsys: pytest.CaptureFixture[str]) -> None:
     """A training step (forward, backward, SGD update) of two Linears and a
     GroupedLinear captured with torch.cuda.graph and replayed on new inputs
     equals the same eager steps bit for bit: outputs, every gradient, the updated
@@ -283,6 +283,9 @@ def test_cuda_graph_training_step_replays_bit_identical(kind: str) -> None:
         assert all(torch.equal(de[k], dg[k]) for k in de if k.endswith("/scale"))
     types = graph_node_types(g)
     if types is not None:
+        with capsys.disabled():
+            print("\ncuda graph %s: %d nodes: %d kernels, %d memory allocations, %d frees" % (
+                kind, sum(types.values()), types[_NODE_KERNEL], types[_NODE_MEM_ALLOC], types[_NODE_MEM_FREE]))
         assert types[_NODE_KERNEL] > 0
         assert types[_NODE_MEM_ALLOC] == types[_NODE_MEM_FREE], dict(types)
 
@@ -362,11 +365,15 @@ def test_quantized_weights_move_between_devices_bit_for_bit(kind: str) -> None:
             for name in m._lq_weight_names():
                 p = getattr(m, name)
                 assert p.is_cuda and p.untyped_storage().nbytes() == p.element_size()
-    # the same weights quantized on CUDA from the start give the same bytes (the
-    # quantize is bit-exact across devices) and the same step
+    # the same weights quantized on CUDA give the same bytes (the quantize is
+    # bit-exact across devices) and the same outputs: a model built on CUDA that
+    # loads the initial weights in high precision (quantized there on loading)
     torch.manual_seed(0)
+    ref = Net()  # a's initial weights and biases (the same seed, on the CPU)
     with lqt.quantized_model_init(recipe=recipe):
         b = call_or_skip(lambda: Net(device="cuda"), "cuda")
+    with pytest.warns(UserWarning, match="quantized on loading"):
+        b.load_state_dict(ref.state_dict())
     for ma, mb in zip(a.modules(), b.modules()):
         if isinstance(ma, (lqt.Linear, lqt.GroupedLinear)):
             assert qbytes(ma) == qbytes(mb), ma.lq_name

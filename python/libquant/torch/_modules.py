@@ -47,6 +47,21 @@ def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
+def _delayed_state_to_host(q: Any, usage: str) -> None:
+    """Brings q's delayed-scaling states back into C memory before they are
+    written through their views. After a quantize on the GPU a state lives in
+    device memory, and writes into the (CPU) views of quant_delayed_scaling_state
+    are not seen by later quantizes (host/delayed.go); a CPU quantize with the
+    quantizer moves the state back (plugins/fp8: toCPULocked), and the next GPU
+    quantize copies the views there again. Zeros stage an amax of 0, which the
+    history's max leaves as it was (and the caller overwrites it anyway). usage
+    is the direction whose state is written (a hybrid's other side, stochastic
+    rounding say, is left alone). The C ABI has no call that writes a state in
+    place (quant_delayed_scaling_state's views are read-only for a state on a
+    device)."""
+    q.quantize(torch.zeros(1, 16), usage=usage)
+
+
 def _alloc_qtensor(q: Any, shape: tuple[int, ...], device: Any) -> tuple[Any, list[tuple[Any, torch.Tensor]]]:
     """An empty QTensor over uint8 buffers torch allocates (quantizer q's layout
     for shape; quant_qtensor_from_buffers), and those (BufferDesc, buffer) pairs."""
@@ -352,9 +367,10 @@ class _QuantizedModule:
                           stacklevel=3)
             return
         states: dict[str, torch.Tensor] = st.get("delayed_scaling", {})
-        for key in {k.rsplit("/", 1)[0] for k in states}:
+        for key in sorted({k.rsplit("/", 1)[0] for k in states}):
             role, g, d = key.split("/")
             q = s.layer.quantizer(role, int(g))
+            _delayed_state_to_host(q, "both" if d == "any" else d)
             scale, hist = q.delayed_scaling_state(None if d == "any" else d)
             sv, hv = scale.numpy(), hist.numpy()
             src_s, src_h = states[key + "/scale"].numpy(), states[key + "/amax_history"].numpy()
