@@ -322,6 +322,28 @@ __global__ void epilogue_kernel(const float *s, const void *c, int cdt, Alpha ab
   }
 }
 
+// The plain epilogue, D = round(alpha_eff·s) (epilogue_kernel without C,
+// bias or accumulate: the same product and rounding), four elements per
+// thread: one 16-byte load of sums and one 16- or 8-byte store. s is 16-byte
+// aligned (scratch), d as wide as its store (the caller checks).
+__global__ void scale_kernel(const float *s, Alpha ab, void *d, int ddt, int64_t total) {
+  const int64_t n4 = total / 4, stride = (int64_t)gridDim.x * blockDim.x;
+  const float al = alpha_eff(ab);
+  for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n4; q += stride) {
+    const float4 v = reinterpret_cast<const float4 *>(s)[q];
+    const float x[4] = {al * v.x, al * v.y, al * v.z, al * v.w};
+    if (ddt == 0) {
+      reinterpret_cast<float4 *>(d)[q] = make_float4(x[0], x[1], x[2], x[3]);
+    } else {
+      uint16_t h[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) h[e] = ddt == 1 ? f32_to_bf16_bits(x[e]) : f32_to_f16_bits(x[e]);
+      reinterpret_cast<uint2 *>(d)[q] = make_uint2(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16);
+    }
+  }
+  for (int64_t idx = n4 * 4 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) store_any(d, ddt, idx, al * s[idx]);
+}
+
 // ---------------------------------------------------------------------------
 // Argument decoding
 // ---------------------------------------------------------------------------
@@ -817,6 +839,11 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   const Alpha ab{fp8_native ? nullptr : va.factor, fp8_native ? nullptr : vb.factor, va.kind == Kind::Nvfp4, vb.kind == Kind::Nvfp4,
                  a->alpha, has_c ? a->beta : 0.0f};
   auto epilogue = [&](const float *sums) -> int32_t {
+    if (sums != nullptr && !has_c && !has_bias && !a->accumulate && (reinterpret_cast<uintptr_t>(a->d.data) & (ddt == 0 ? 15 : 7)) == 0) {
+      scale_kernel<<<grid_for(ceil_div(M * N, 4)), 256, 0, s>>>(sums, ab, a->d.data, ddt, M * N);
+      LQ_LAUNCHED("epilogue kernel launch");
+      return QUANT_OK;
+    }
     epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
                                                     a->d.data, ddt, a->accumulate, M, N);
     LQ_LAUNCHED("epilogue kernel launch");
