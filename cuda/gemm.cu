@@ -215,29 +215,38 @@ __device__ __forceinline__ void expand16_contig(const OpView &v, int64_t i, int6
 // or two aligned vector stores; the columns k .. ld-1 get zeros): for A,
 // op(A) [M, K]; for B, op(B)ᵀ [N, K] (so that cuBLASLt always gets "TN").
 // contig: the operand's physical rows are op rows (expand16_contig), else
-// element by element (op_value).
+// element by element (op_value). pfast: consecutive threads take consecutive
+// groups of one output row (the contraction index p is contiguous in
+// memory), else the same group of consecutive rows (op row i is, physical
+// (p, i)), so that a warp's reads are coalesced either way.
 template <typename OT>
 struct Expansion {
   OpView v;
   int64_t rows, ld;
-  int is_b, contig;
+  int is_b, contig, pfast;
   OT *out;
 };
 
-// Group g (16 consecutive elements of one output row) of one operand. A
-// contiguous operand walks p fastest (consecutive threads read consecutive
-// codes of one row); a strided one walks the output row i fastest, so that
-// consecutive threads read consecutive bytes of one physical row (op row i,
-// contraction index p lies at physical (p, i)).
+int contiguous(const OpView &v, bool is_b);
+
+template <typename OT>
+Expansion<OT> expansion(const OpView &v, int64_t rows, int64_t ld, bool is_b, OT *out) {
+  const int contig = contiguous(v, is_b);
+  const bool t = is_b ? !v.trans : v.trans;  // logical (r, c) = t ? (p, i) : (i, p)
+  const int pfast = contig || (v.kind == Kind::Dense && !t);
+  return Expansion<OT>{v, rows, ld, is_b ? 1 : 0, contig, pfast, out};
+}
+
+// Group g (16 consecutive elements of one output row) of one operand.
 template <typename OT>
 __device__ __forceinline__ void expand_group(const Expansion<OT> &x, int64_t k, int64_t groups, int64_t g) {
   int64_t i, p0;
+  if (x.pfast) i = g / groups, p0 = (g % groups) * 16;
+  else i = g % x.rows, p0 = (g / x.rows) * 16;
   float xs[16];
   if (x.contig) {
-    i = g / groups, p0 = (g % groups) * 16;
     expand16_contig(x.v, i, p0, (int)(k - p0 < 16 ? k - p0 : 16), xs);
   } else {
-    i = g % x.rows, p0 = (g / x.rows) * 16;
     // op(A)[i, p] = A[i, p] or A[p, i]; op(B)ᵀ[i, p] = op(B)[p, i] = B[p, i] or B[i, p].
     const bool t = x.is_b ? !x.v.trans : x.v.trans;
 #pragma unroll
@@ -942,12 +951,12 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
     if (exp_a || exp_b) {
       const int64_t groups = (exp_a ? M : 0) * ceil_div(K, 16) + (exp_b ? N : 0) * ceil_div(K, 16);
       if (ct == 0) {
-        Expansion<float> ea{va, exp_a ? M : 0, lde, 0, contiguous(va, false), (float *)(buf + off_a)};
-        Expansion<float> eb{vb, exp_b ? N : 0, lde, 1, contiguous(vb, true), (float *)(buf + off_b)};
+        const auto ea = expansion(va, exp_a ? M : 0, lde, false, (float *)(buf + off_a));
+        const auto eb = expansion(vb, exp_b ? N : 0, lde, true, (float *)(buf + off_b));
         expand_kernel<float><<<expand_grid<float>(groups), 256, 0, s>>>(ea, eb, K);
       } else {
-        Expansion<__nv_bfloat16> ea{va, exp_a ? M : 0, lde, 0, contiguous(va, false), (__nv_bfloat16 *)(buf + off_a)};
-        Expansion<__nv_bfloat16> eb{vb, exp_b ? N : 0, lde, 1, contiguous(vb, true), (__nv_bfloat16 *)(buf + off_b)};
+        const auto ea = expansion(va, exp_a ? M : 0, lde, false, (__nv_bfloat16 *)(buf + off_a));
+        const auto eb = expansion(vb, exp_b ? N : 0, lde, true, (__nv_bfloat16 *)(buf + off_b));
         expand_kernel<__nv_bfloat16><<<expand_grid<__nv_bfloat16>(groups), 256, 0, s>>>(ea, eb, K);
       }
       LQ_LAUNCHED("expand kernel launch");
