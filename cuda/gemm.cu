@@ -148,12 +148,14 @@ __device__ __forceinline__ float op_value(const OpView &v, int64_t r, int64_t c)
 // physical one (the copy TE's rule picks for a quantized operand): the codes
 // in one 16-byte (FP8) or 8-byte (E2M1) load where aligned, and one scale
 // (blocks of 16, 32 or 128 along p, p0 % 16 == 0).
-__device__ __forceinline__ void expand16_contig(const OpView &v, int64_t i, int64_t p0, int n, float (&x)[16]) {
+// The codes of elements p0 .. p0+15 (n of them inside; the rest 0) of
+// physical row i, little-endian in w: 16 bytes (FP8) or 8 (E2M1).
+__device__ __forceinline__ void load_codes16(const OpView &v, int64_t i, int64_t p0, int n, uint32_t (&w)[4]) {
   const bool fp4 = v.kind == Kind::Mxfp4 || v.kind == Kind::Nvfp4;
   const uint8_t *q = v.data + i * v.pitch + (fp4 ? p0 / 2 : p0);
   const int nb = fp4 ? (n + 1) / 2 : n;  // bytes to read
   const uintptr_t ad = reinterpret_cast<uintptr_t>(q);
-  uint32_t w[4] = {0u, 0u, 0u, 0u};      // the codes, little-endian
+  w[0] = w[1] = w[2] = w[3] = 0u;
   if (nb == (fp4 ? 8 : 16) && (ad & 3) == 0) {
     if (!fp4 && (ad & 15) == 0) {
       const uint4 t = *reinterpret_cast<const uint4 *>(q);
@@ -175,6 +177,17 @@ __device__ __forceinline__ void expand16_contig(const OpView &v, int64_t i, int6
     for (int b = 0; b < 16; b++)
       if (b < nb) w[b >> 2] |= (uint32_t)q[b] << (8 * (b & 3));
   }
+}
+
+// Elements p0 .. p0+15 (n of them inside) of row i of an operand whose
+// physical row i holds them contiguously, the contraction dim being the
+// physical one (the copy TE's rule picks for a quantized operand): the codes
+// in one 16-byte (FP8) or 8-byte (E2M1) load where aligned, and one scale
+// (blocks of 16, 32 or 128 along p, p0 % 16 == 0).
+__device__ __forceinline__ void expand16_contig(const OpView &v, int64_t i, int64_t p0, int n, float (&x)[16]) {
+  const bool fp4 = v.kind == Kind::Mxfp4 || v.kind == Kind::Nvfp4;
+  uint32_t w[4];
+  load_codes16(v, i, p0, n, w);
   float s = 1.0f;
   switch (v.kind) {
     case Kind::Fp8Block: {
@@ -207,6 +220,80 @@ __device__ __forceinline__ void expand16_contig(const OpView &v, int64_t i, int6
       c = e4 ? fp8_decode<Fp8::E4M3>(b) : fp8_decode<Fp8::E5M2>(b);
     }
     x[e] = e < n ? (v.kind == Kind::Fp8 ? c : __fmul_rn(s, c)) : 0.0f;
+  }
+}
+
+// Four E2M1 codes (code e at bits 4e of c4's low 16 bits) as BF16, exactly:
+// the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 are BF16 0x0000, 0x3F00, 0x3F80,
+// 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, looked up by byte permutes (high
+// and low bytes), interleaved into two BF16 pairs, and the sign (bit 3 of a
+// code) moved to bit 15 of its half. e2m1_decode's values, bit for bit.
+__device__ __forceinline__ void e2m1x4_to_bf16x2(uint32_t c4, uint32_t &w01, uint32_t &w23) {
+  const uint32_t sel = c4 & 0x7777u;
+  const uint32_t hi = __byte_perm(0x3F3F3F00u, 0x40404040u, sel);
+  const uint32_t lo = __byte_perm(0xC0800000u, 0xC0804000u, sel);
+  w01 = __byte_perm(lo, hi, 0x5140u) | ((c4 << 12) & 0x8000u) | ((c4 << 24) & 0x80000000u);
+  w23 = __byte_perm(lo, hi, 0x7362u) | ((c4 << 4) & 0x8000u) | ((c4 << 16) & 0x80000000u);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// expand16_contig for MXFP4 and NVFP4, straight to BF16 pairs: code × block
+// scale in BF16 (exact: the code has at most 2 significant bits, the scale is
+// a power of two (E8M0; 0xFF NaN) or an E4M3 value of at most 4 significant
+// bits, so the product fits BF16's 8; no product is subnormal but for E8M0
+// scales 2^-127 and 2^-126, which take FP32; overflow as in FP32), the
+// elements beyond n zero.
+__device__ __forceinline__ void expand16_fp4(const OpView &v, int64_t i, int64_t p0, int n, uint32_t (&o)[8]) {
+  uint32_t w[4];
+  load_codes16(v, i, p0, n, w);
+  if (n < 16) {  // codes past the row's end (the last byte's other nibble, a whole load's tail): zero
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int keep = n - 8 * h;
+      if (keep < 8) w[h] = keep <= 0 ? 0u : w[h] & ((1u << (4 * keep)) - 1u);
+    }
+  }
+  uint32_t sb;
+  if (v.kind == Kind::Mxfp4) {
+    const int64_t j = p0 / 32;
+    const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
+    const uint32_t b = reinterpret_cast<const uint8_t *>(v.scale)[si];
+    if (b <= 1u) {
+      // Scales 2^-127 and 2^-126 make subnormal products: formed in FP32
+      // (IEEE, subnormals kept) rather than trusting BF16 arithmetic with them.
+      const float s = e8m0_decode(b);
+#pragma unroll
+      for (int h = 0; h < 4; h++) {
+        uint32_t a, c;
+        e2m1x4_to_bf16x2(w[h >> 1] >> (16 * (h & 1)), a, c);
+        const uint32_t in[2] = {a, c};
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+          const uint32_t lo = __float_as_uint(__fmul_rn(__uint_as_float(in[q] << 16), s)) >> 16;
+          const uint32_t hi = __float_as_uint(__fmul_rn(__uint_as_float(in[q] & 0xFFFF0000u), s)) >> 16;
+          o[2 * h + q] = lo | hi << 16;  // exact: at most 2 significant bits
+        }
+      }
+      return;
+    }
+    sb = b == 0xFFu ? 0x7FC0u : b << 7;
+  } else {
+    const int64_t j = p0 / 16;
+    const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
+    sb = __float_as_uint(fp8_decode<Fp8::E4M3>(reinterpret_cast<const uint8_t *>(v.scale)[si])) >> 16;  // exact in BF16
+  }
+  const uint32_t s2 = sb | sb << 16;
+#pragma unroll
+  for (int h = 0; h < 4; h++) {
+    uint32_t a, b;
+    e2m1x4_to_bf16x2(w[h >> 1] >> (16 * (h & 1)), a, b);
+    o[2 * h] = bf16x2_mul(a, s2);
+    o[2 * h + 1] = bf16x2_mul(b, s2);
   }
 }
 
@@ -243,6 +330,21 @@ __device__ __forceinline__ void expand_group(const Expansion<OT> &x, int64_t k, 
   int64_t i, p0;
   if (x.pfast) i = g / groups, p0 = (g % groups) * 16;
   else i = g % x.rows, p0 = (g / x.rows) * 16;
+  OT *dst = x.out + i * x.ld + p0;  // 16-element aligned: ld % 16 == 0, p0 % 16 == 0
+  if (x.contig && (x.v.kind == Kind::Mxfp4 || x.v.kind == Kind::Nvfp4)) {
+    uint32_t o[8];
+    expand16_fp4(x.v, i, p0, (int)(k - p0 < 16 ? k - p0 : 16), o);
+    if constexpr (sizeof(OT) == 2) {
+      reinterpret_cast<uint4 *>(dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
+      reinterpret_cast<uint4 *>(dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    } else {
+#pragma unroll
+      for (int h = 0; h < 4; h++)
+        reinterpret_cast<float4 *>(dst)[h] = make_float4(__uint_as_float(o[2 * h] << 16), __uint_as_float(o[2 * h] & 0xFFFF0000u),
+                                                         __uint_as_float(o[2 * h + 1] << 16), __uint_as_float(o[2 * h + 1] & 0xFFFF0000u));
+    }
+    return;
+  }
   float xs[16];
   if (x.contig) {
     expand16_contig(x.v, i, p0, (int)(k - p0 < 16 ? k - p0 : 16), xs);
@@ -255,7 +357,6 @@ __device__ __forceinline__ void expand_group(const Expansion<OT> &x, int64_t k, 
       xs[e] = p < k ? (t ? op_value(x.v, p, i) : op_value(x.v, i, p)) : 0.0f;
     }
   }
-  OT *dst = x.out + i * x.ld + p0;  // 16-element aligned: ld % 16 == 0, p0 % 16 == 0
   if constexpr (sizeof(OT) == 2) {
     __align__(16) __nv_bfloat16 o[16];
 #pragma unroll

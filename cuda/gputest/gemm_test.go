@@ -60,7 +60,14 @@ func makeGemmSide(t *testing.T, op gemmOperand, rows, cols int64, seed uint64) g
 	if op.dense != host.DTypeInvalid {
 		dt = op.dense
 	}
-	x := input(t, dt, "normal", rows, cols, seed)
+	return makeGemmSideFrom(t, op, input(t, dt, "normal", rows, cols, seed))
+}
+
+// makeGemmSideFrom is makeGemmSide of a given 2-D input x (of the dense
+// dtype for a dense operand).
+func makeGemmSideFrom(t *testing.T, op gemmOperand, x host.Tensor) gemmSide {
+	t.Helper()
+	rows, cols := x.Shape[0], x.Shape[1]
 	s := gemmSide{rows: rows, cols: cols, vals: map[host.Direction][]float32{}}
 	if op.params == nil && op.hybrid == nil {
 		g := toGPU(t, x)
@@ -525,5 +532,58 @@ func TestGemmPlanEviction(t *testing.T) {
 	}
 	for m := int64(1); m <= 16; m++ {
 		run(m)
+	}
+}
+
+// TestGemmExtremeScalesMatchCPU: operands whose 32-blocks along K span the
+// whole E8M0 range, so that the exact path's expansion (cuda/gemm.cu
+// expand16_fp4, expand16_contig, op_value) meets block scales of 2^-127 and
+// 2^-126 (BF16 subnormal values, formed in FP32), of 2^120, and ordinary
+// ones. Block kb of A has magnitudes about 2^ea[kb] and of B 2^eb[kb], with
+// ea + eb = -7 for every block, so every product is a normal FP32 number of
+// one magnitude, the bound of gemmRef holds as for ordinary data, and a block
+// expanded wrongly moves D by far more than the bound. Both transposes of A (its contiguous
+// and its strided reading) and every D dtype, against the exact product and
+// the CPU.
+func TestGemmExtremeScalesMatchCPU(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	ea := []int{-127, -126, -125, 0, 60, 120, -100, 10}
+	eb := make([]int, len(ea))
+	for i, e := range ea {
+		eb[i] = -7 - e // every block's products about 2^-7: a wrong block shows above the bound
+	}
+	const m, n, k = 64, 48, 256
+	// x [rows, cols] whose contraction index (cols, or rows when kAlongRows)
+	// p lies in block p/32 of exponent e[p/32].
+	make := func(rows, cols int64, kAlongRows bool, e []int, seed uint64) host.Tensor {
+		v := testutil.Normal(int(rows*cols), 1.5, seed)
+		for i := range v {
+			p := int64(i) % cols
+			if kAlongRows {
+				p = int64(i) / cols
+			}
+			v[i] = float32(float64(v[i]) * math.Ldexp(1, e[p/32]))
+		}
+		x, _ := hosttest.Input(t, host.BFloat16, v, rows, cols)
+		return x
+	}
+	for _, pr := range [][2]string{{"mxfp4", "mxfp4"}, {"nvfp4", "nvfp4"}, {"mxfp8", "mxfp8"}, {"mxfp4", "nvfp4"}, {"mxfp8 e5m2 swizzled", "mxfp4"}} {
+		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
+			for _, ta := range []bool{false, true} {
+				ar, ac := int64(m), int64(k)
+				if ta {
+					ar, ac = k, m
+				}
+				a := makeGemmSideFrom(t, byName[pr[0]], make(ar, ac, ta, ea, 11))
+				b := makeGemmSideFrom(t, byName[pr[1]], make(n, k, false, eb, 12))
+				for _, out := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
+					runGPUGemm(t, fmt.Sprintf("transA=%v d=%s", ta, out), a, b, ta, true, out, gemmEpilogue{alpha: 1}, 5)
+				}
+			}
+		})
 	}
 }
