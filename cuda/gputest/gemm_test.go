@@ -571,7 +571,11 @@ func TestGemmExtremeScalesMatchCPU(t *testing.T) {
 		x, _ := hosttest.Input(t, host.BFloat16, v, rows, cols)
 		return x
 	}
-	for _, pr := range [][2]string{{"mxfp4", "mxfp4"}, {"nvfp4", "nvfp4"}, {"mxfp8", "mxfp8"}, {"mxfp4", "nvfp4"}, {"mxfp8 e5m2 swizzled", "mxfp4"}} {
+	// MX formats only: NVFP4's per-tensor FP32 scale cannot span this range
+	// (the blocks far below the tensor's amax underflow its E4M3 block
+	// scales; H100 run: NaN on the CPU and the GPU alike), and its E4M3 block
+	// scales never make subnormal products (TestGemmMatchesCPU covers them).
+	for _, pr := range [][2]string{{"mxfp4", "mxfp4"}, {"mxfp8", "mxfp8"}, {"mxfp8 e5m2 swizzled", "mxfp4"}} {
 		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
 			for _, ta := range []bool{false, true} {
 				ar, ac := int64(m), int64(k)
