@@ -571,9 +571,9 @@ func TestGemmExtremeScalesMatchCPU(t *testing.T) {
 		x, _ := hosttest.Input(t, host.BFloat16, v, rows, cols)
 		return x
 	}
-	// MX formats only: NVFP4's per-tensor FP32 scale cannot span this range
-	// (the blocks far below the tensor's amax underflow its E4M3 block
-	// scales; H100 run: NaN on the CPU and the GPU alike), and its E4M3 block
+	// MX formats only: NVFP4 (one FP32 scale per tensor, E4M3 per block)
+	// cannot represent this input (H100 run 2: the dequantized operands, and
+	// so the CPU's and the GPU's D alike, hold NaN), and its E4M3 block
 	// scales never make subnormal products (TestGemmMatchesCPU covers them).
 	for _, pr := range [][2]string{{"mxfp4", "mxfp4"}, {"mxfp8", "mxfp8"}, {"mxfp8 e5m2 swizzled", "mxfp4"}} {
 		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
