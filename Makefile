@@ -38,11 +38,17 @@ $(BUILD)/demo: examples/c/demo.c examples/c/demo_data.h $(LIB)
 
 # Trains a two-layer MLP with every recipe and backward mode next to FP32
 # (examples/c/mlp_train.c says what it checks); make test runs a quick one.
+# make mlp DEVICE=cuda runs the layers on CUDA tensors: it needs a GPU,
+# build/libquant_cuda.so (make cuda) and the CUDA runtime, which mlp_train loads
+# at run time: where nvcc is, its toolkit's lib64 (CUDA_LIBDIR) goes first on
+# LD_LIBRARY_PATH for that.
+DEVICE := cpu
+CUDART_ENV = $(if $(shell command -v $(NVCC) 2>/dev/null),LD_LIBRARY_PATH=$(CUDA_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH})
 mlp: $(BUILD)/mlp_train
-	$(BUILD)/mlp_train
+	$(if $(filter cuda,$(DEVICE)),$(CUDART_ENV)) $(BUILD)/mlp_train device=$(DEVICE)
 
 $(BUILD)/mlp_train: examples/c/mlp_train.c examples/c/demo_data.h $(LIB)
-	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -o $@
+	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -ldl -o $@
 
 $(BUILD)/test_%: examples/c/test_%.c examples/c/check.h examples/c/demo_data.h $(LIB)
 	$(CC) $(CFLAGS_ALL) $< $(LDLIB) -lpthread -o $@
@@ -79,6 +85,7 @@ $(BUILD)/libquant_toy_fail.so: examples/c/plugin_toy.c include/quant_plugin.h in
 	$(CC) $(PLUGIN_CFLAGS) -DTOY_FAIL $< -lm -o $@
 
 $(BUILD)/test_plugin: $(TOY_PLUGINS)
+$(BUILD)/test_allocator: $(BUILD)/libquant_fake_cuda.so
 
 # The Go format plugin of examples/goplugin (an executable libquant runs out of
 # process) and its sha256sum line, the manifest libquant checks it against.
@@ -195,6 +202,13 @@ test-c: test-header test-symbols test-fault test-threads-race $(C_TESTS) $(BUILD
 	$(BUILD)/demo > /dev/null
 	$(BUILD)/mlp_train quick
 	$(BUILD)/mlp_train quick batch=45
+	@# On CUDA tensors where a GPU, the runtime and build/libquant_cuda.so are; elsewhere
+	@# it must exit 2 saying which is missing ("device=cuda unavailable: ..."): a skip.
+	@echo "== $(BUILD)/mlp_train quick device=cuda"; \
+	  $(CUDART_ENV) $(BUILD)/mlp_train quick device=cuda > $(BUILD)/mlp_cuda.log 2>&1; rc=$$?; \
+	  if [ $$rc -eq 2 ] && grep -q '^mlp_train: device=cuda unavailable: ' $(BUILD)/mlp_cuda.log; then \
+	    echo "SKIP: $$(grep '^mlp_train: device=cuda unavailable: ' $(BUILD)/mlp_cuda.log)"; \
+	  else cat $(BUILD)/mlp_cuda.log; exit $$rc; fi
 
 # CPU benchmarks against NumPy (landscape.md's peers). Installs Debian's NumPy
 # and OpenBLAS (the optimized BLAS NumPy's matmul peer should have) if missing,

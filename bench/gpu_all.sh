@@ -1,11 +1,12 @@
 #!/bin/bash
 # Everything GPU-side in one device call, in the repository root of the GPU
 # machine, with these built beforehand where Go is:
-#   make lib build/demo && go test -c -o build/gputest.test ./cuda/gputest
-# (carry build/libquant.so, build/gputest.test and build/demo). It builds the
-# CUDA plugin, runs the GPU = CPU exactness and GEMM suites (cuda/gputest), the
-# Python suite on CUDA tensors (python/tests; torch's CUDA cases run there),
-# the demo's cuda capability table, and the benchmarks: quantize aligned vs
+#   make lib build/demo build/mlp_train && go test -c -o build/gputest.test ./cuda/gputest
+# (carry build/libquant.so, build/gputest.test, build/demo and build/mlp_train).
+# It builds the CUDA plugin, runs the GPU = CPU exactness and GEMM suites
+# (cuda/gputest), the Python suite on CUDA tensors (python/tests; torch's CUDA
+# cases run there), the demo's cuda capability table, the MLP training on CUDA
+# tensors with every recipe (make mlp DEVICE=cuda's run), and the benchmarks: quantize aligned vs
 # ragged (8192² vs 8191²), GEMM against torch, the Python overhead, and the
 # torch training step. Logs under $OUT (default build/out); a summary last.
 set -u
@@ -29,6 +30,12 @@ grep -E '^\s*--- FAIL' "$OUT/gputest.log" | head -20
 log demo
 (cd build && ./demo) > "$OUT/demo.log" 2>&1; echo "demo rc=$?"
 grep -i -A30 "cuda" "$OUT/demo.log" | grep -iE "native|emulated" | head -12
+
+log mlp_train device=cuda
+# mlp_train loads the CUDA runtime itself (dlopen): nvcc's toolkit lib64 first.
+timeout 150 env LD_LIBRARY_PATH="$(dirname "$(dirname "$(command -v nvcc)")")/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  build/mlp_train device=cuda > "$OUT/mlp.log" 2>&1; echo "mlp_train rc=$?"
+grep -v -E '^$' "$OUT/mlp.log" | head -32
 
 log pytest
 timeout $(( $(left) - 200 )) env LIBQUANT_LIBRARY=$PWD/build/libquant.so python3 -m pytest -q -rs -p no:cacheprovider python/tests \

@@ -8,13 +8,22 @@ torch offers it; and libquant's quant_gemm for each format and a hybrid
 pair, through the C ABI (ctypes, DLTensors over torch tensors, torch's
 stream), the operands quantized once beforehand (so libquant's time includes
 its BF16 expansion, not the quantize). Prints median ms (CUDA events),
-TFLOP/s and the ratio to the BF16 and FP8 torch baselines, and the host time
-per quant_gemm call (enqueue, no sync) at the decode shape.
+TFLOP/s and the ratio to the BF16 and FP8 torch baselines, the host time
+per quant_gemm call (enqueue, no sync) at the decode shape, and where the
+exact MX/NVFP4 rows spend their time beyond the BF16 GEMM (the expansion: ms
+over the "libquant bf16" row and the bandwidth that makes).
 
-    python3 bench/gpu_gemm.py [--lib build/libquant.so] [--out DIR] [--shapes 8192x8192x8192,...] [--quick]
+Then a whole linear layer, forward + backward (Y = X·Wᵀ, dX, dW; no bias), per
+recipe preset through libquant.torch.Linear on CUDA tensors, against BF16
+torch.nn.functional.linear, at M 8192 (tokens), K 4096 (in), N 4096 (out)
+(--linear MxKxN; --linear "" skips it). A recipe the library refuses prints
+"unsupported: <its message>" in its row; everything else still prints.
+
+    python3 bench/gpu_gemm.py [--lib build/libquant.so] [--out DIR] [--shapes 8192x8192x8192,...] [--linear 8192x4096x4096] [--quick]
 """
 import argparse
 import ctypes as C
+import statistics
 import datetime
 import os
 import sys
@@ -111,6 +120,7 @@ def main():
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libquant.so"))
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--shapes", default="", help="MxNxK list (default: 8192³, 4096³, M16384 N28672 K8192, M16 N8192 K8192)")
+    ap.add_argument("--linear", default="8192x4096x4096", help="MxKxN of the linear-layer rows ('' skips them)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     lib = Lib(args.lib)
@@ -121,6 +131,8 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
     host_us = {}
+    expansion = []
+    breakdown = []
     print("device:", dev, "| torch", torch.__version__, flush=True)
     for (m, n, k) in shapes:
         flop = 2.0 * m * n * k
@@ -151,20 +163,32 @@ def main():
                 b = quantized(lib, sb, w, keep) if sb else dl_from_torch(w)
                 f, _ = gemm_call(lib, a, b, d_dl, stream, exact=int(name.endswith(" exact")))
                 res["libquant " + name] = time_gpu(f, iters=iters)
+                if name.endswith(" exact") or name.startswith("mxfp8 x"):
+                    breakdown.append(("M%d N%d K%d" % (m, n, k), name, kernel_times(f)))
                 if m == 16:
                     for i in range(20):
                         f(i)
                     torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    for i in range(200):
-                        f(i)
-                    host_us[name] = (time.perf_counter() - t0) / 200 * 1e6
-                    torch.cuda.synchronize()
+                    batches = []
+                    for _ in range(10):
+                        t0 = time.perf_counter()
+                        for i in range(100):
+                            f(i)
+                        batches.append((time.perf_counter() - t0) / 100 * 1e6)
+                        torch.cuda.synchronize()
+                    host_us[name] = (min(batches), statistics.median(batches))
             except Exception as e:  # noqa: BLE001 - one failing row must not stop the table
                 res["libquant " + name] = "error: %s" % str(e)[:160]
             for p in keep:
                 p.free()
             torch.cuda.synchronize()
+        lq_bf16 = res.get("libquant bf16 (quant_gemm)")
+        for name, code_bytes, scale_bytes in (("mxfp8 exact", 1.0, 1 / 32), ("mxfp4 exact", 0.5, 1 / 32), ("nvfp4 exact", 0.5, 1 / 16)):
+            ms = res.get("libquant " + name)
+            if isinstance(ms, float) and isinstance(lq_bf16, float):
+                gb = (m + n) * (k * (code_bytes + scale_bytes) + ((k + 15) // 16 * 16) * 2) / 1e9
+                extra = ms - lq_bf16
+                expansion.append(("M%d N%d K%d" % (m, n, k), name, extra, gb, gb / (extra * 1e-3) if extra > 0 else float("nan")))
         bf16 = res["torch.matmul bf16"]
         fp8 = res.get("torch._scaled_mm fp8")
         for name, ms in res.items():
@@ -184,6 +208,7 @@ def main():
             print(fmt_row(row), flush=True)
         del x, w, y
         torch.cuda.empty_cache()
+    linear = linear_rows(args) if args.linear else []
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["Device: %s; torch %s; %s. Y = X·Wᵀ, BF16 out; libquant operands quantized beforehand (expansion included)." % (dev, torch.__version__, date), "",
              "| shape | GEMM | ms | TFLOP/s | vs BF16 torch.matmul | vs torch FP8 of the same scaling |", "| --- | --- | --- | --- | --- | --- |"]
@@ -191,12 +216,120 @@ def main():
         lines.append("| %s | %s | %s | %s | %s | %s |" % (
             r["shape"], r["name"], "%.3f" % r["ms"] if "ms" in r else r.get("error", ""), "%.0f" % r["tflops"] if "tflops" in r else "",
             "%.2f" % r["vs_bf16"] if "vs_bf16" in r else "", "%.2f" % r["vs_fp8"] if "vs_fp8" in r else ""))
-    lines += ["", "Host time per quant_gemm call (M16 N8192 K8192, enqueue only): " +
-              ", ".join("%s %.1f us" % (k, v) for k, v in host_us.items())]
+    lines += ["", "Host time per quant_gemm call from Python (ctypes), M16 N8192 K8192, enqueue only: 10 batches of 100 calls, "
+              "the GPU idle before each; fastest batch / median batch, us per call:", "",
+              "| GEMM | min us | median us |", "| --- | --- | --- |"]
+    lines += ["| %s | %.1f | %.1f |" % (k, v[0], v[1]) for k, v in host_us.items()]
+    if expansion:
+        lines += ["", "Exact MX/NVFP4 rows beyond the BF16 GEMM on BF16 operands (\"libquant bf16\" row): the expansion of both "
+                  "operands (codes + scales read, BF16 written), and for nvfp4 the FP32 sums and epilogue pass too.", "",
+                  "| shape | GEMM | extra ms | expansion GB | GB/s if all expansion |", "| --- | --- | --- | --- | --- |"]
+        lines += ["| %s | %s | %.3f | %.3f | %.0f |" % e for e in expansion]
+    if breakdown:
+        lines += ["", "Kernels per quant_gemm call (torch.profiler, mean of 5 calls, us):", "",
+                  "| shape | GEMM | kernels |", "| --- | --- | --- |"]
+        lines += ["| %s | %s | %s |" % b for b in breakdown]
+    if linear:
+        lines += ["", "Linear layer forward + backward (Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X; BF16 X, W, dY; no bias), libquant.torch.Linear "
+                  "with each recipe preset against torch.nn.functional.linear in BF16:", "",
+                  "| shape | linear | ms | TFLOP/s | vs BF16 F.linear |", "| --- | --- | --- | --- | --- |"]
+        for r in linear:
+            if "ms" in r:
+                lines.append("| %s | %s | %.3f | %.0f | %.2f |" % (r["shape"], r["name"], r["ms"], r["tflops"], r["vs_bf16"]))
+            else:
+                lines.append("| %s | %s | %s |  |  |" % (r["shape"], r["name"], r["error"]))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_gemm.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def kernel_times(f, calls=5):
+    """The GPU kernels one f() call runs, with their mean duration: 'name us, ...' (torch.profiler)."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for i in range(calls):
+                f(i)
+            torch.cuda.synchronize()
+        out = []
+        for e in prof.key_averages():
+            us = getattr(e, "device_time_total", None)
+            if us is None:
+                us = getattr(e, "cuda_time_total", 0)
+            if us <= 0 or e.key.startswith("cuda") or "Memcpy" in e.key or "Memset" in e.key:
+                continue
+            key = e.key
+            for short in ("expand_kernel", "epilogue_kernel", "scale_kernel", "alpha_kernel", "fused"):
+                if short in key:
+                    key = short
+            out.append((us / calls, "%s %.1f us" % (key[:48], us / calls)))
+        out.sort(reverse=True)
+        return ", ".join(t for _, t in out) or "no kernels seen"
+    except Exception as e:  # noqa: BLE001 - the profile is extra information
+        return "profiler: %s" % str(e).split("\n")[0][:100]
+
+
+# The recipe presets of libquant.torch, by name.
+LINEAR_RECIPES = ["fp8_delayed", "fp8_current", "fp8_block", "mxfp8", "nvfp4"]
+
+
+def linear_rows(args):
+    """Forward + backward of one linear layer per recipe against BF16 F.linear: [row]."""
+    m, k, n = (int(d) for d in args.linear.split("x"))
+    shape = "M%d K%d N%d" % (m, k, n)
+    flop = 3 * 2.0 * m * n * k  # Y, dX, dW
+    iters = 5 if args.quick else 20
+    rows = []
+
+    def row(name, ms, bf16=None):
+        r = {"shape": shape, "name": name}
+        if isinstance(ms, float):
+            r.update(ms=ms, tflops=flop / (ms * 1e-3) / 1e12, vs_bf16=(bf16 or ms) / ms)
+        else:
+            r["error"] = ms
+        rows.append(r)
+        print(fmt_row(r) if "ms" in r else "%-22s %-36s %s" % (shape, name, r["error"]), flush=True)
+
+    torch.manual_seed(0)
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5).requires_grad_(True)
+    dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+
+    def step(fwd, params):
+        def f(i):
+            for p in params:
+                p.grad = None
+            fwd(x).backward(dy)
+        return f
+
+    bf16 = time_gpu(step(lambda t: torch.nn.functional.linear(t, w), [x, w]), iters=iters)
+    row("torch F.linear bf16", bf16, bf16)
+    try:
+        os.environ.setdefault("LIBQUANT_LIBRARY", args.lib)
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        import libquant.torch as lqt
+        presets = {"fp8_delayed": lqt.DelayedScaling, "fp8_current": lqt.Float8CurrentScaling, "fp8_block": lqt.Float8BlockScaling,
+                   "mxfp8": lqt.MXFP8BlockScaling, "nvfp4": lqt.NVFP4BlockScaling}
+    except Exception as e:  # noqa: BLE001 - the GEMM table above still stands
+        for name in LINEAR_RECIPES:
+            row("libquant.torch.Linear " + name, "unsupported: libquant.torch: %s" % str(e).split("\n")[0][:200])
+        return rows
+    for name in LINEAR_RECIPES:
+        try:
+            mod = lqt.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16, recipe=presets[name]())
+            with torch.no_grad():
+                mod.weight.copy_(w)
+            mod.weight_updated()
+            f = step(mod, [x, mod.weight])
+            f(0)
+            torch.cuda.synchronize()
+            row("libquant.torch.Linear " + name, time_gpu(f, iters=iters), bf16)
+        except Exception as e:  # noqa: BLE001 - a refused recipe is a row, not the end of the run
+            row("libquant.torch.Linear " + name, "unsupported: %s" % str(e).split("\n")[0][:200])
+        torch.cuda.synchronize()
+    return rows
 
 
 def fmt_row(r):

@@ -41,4 +41,9 @@ quant_linear_ctx *capi_linear_ctx_handle(uintptr_t h);
 quant_status capi_call_recipe_callback(quant_recipe_callback cb, void *user_data, const quant_role *role,
                                        quant_quantizer **out);
 
+typedef const quant_device_allocator capi_const_device_allocator;
+int32_t capi_call_device_alloc(quant_device_alloc_fn f, void *user_data, int32_t device_id, size_t nbytes, uintptr_t stream,
+                               void **out);
+void capi_call_device_free(quant_device_free_fn f, void *user_data, int32_t device_id, void *ptr, uintptr_t stream);
+
 #endif

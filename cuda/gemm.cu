@@ -39,11 +39,21 @@
 //
 // Handles: one cuBLASLt handle per device and one 32 MiB cuBLASLt workspace
 // per (device, stream) (two streams never share one), created on first use
-// under a mutex; expansion buffers and scratch come stream-ordered
-// (cudaMallocAsync) from the device's pool. No host synchronisation.
+// under a mutex; the host's workspace (quant_plugin_gemm_args.workspace) is
+// used instead where the algorithm fits in it. Plans: the matmul descriptor,
+// the four matrix layouts and the heuristic's algorithm are made once per key
+// (device, shapes, leading dims, types, transposes, scale modes, whether C is
+// read, the pointers' alignment; LtKey) and kept (at most kMaxPlans, least
+// recently used dropped), so a repeated GEMM sets only its FP8 scale pointers
+// and calls cublasLtMatmul. The expansion of both operands is one launch, its
+// scratch and the FP32 sums one stream-ordered allocation (cudaMallocAsync,
+// the device's pool); alpha·fa·fb is formed by the kernel that uses it. No
+// host synchronisation.
 #include <cublasLt.h>
 
+#include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -133,20 +143,51 @@ __device__ __forceinline__ float op_value(const OpView &v, int64_t r, int64_t c)
   return 0.0f;
 }
 
-// Elements p0 .. p0+7 (n of them inside) of row i of an operand whose
+// Elements p0 .. p0+15 (n of them inside) of row i of an operand whose
 // physical row i holds them contiguously, the contraction dim being the
-// physical one (the copy TE's rule picks for a quantized operand): one load
-// of the codes and one scale (blocks of 16, 32 or 128 along p, p0 % 8 == 0).
-__device__ __forceinline__ void expand8_contig(const OpView &v, int64_t i, int64_t p0, int n, float (&x)[8]) {
+// physical one (the copy TE's rule picks for a quantized operand): the codes
+// in one 16-byte (FP8) or 8-byte (E2M1) load where aligned, and one scale
+// (blocks of 16, 32 or 128 along p, p0 % 16 == 0).
+// The codes of elements p0 .. p0+15 (n of them inside; the rest 0) of
+// physical row i, little-endian in w: 16 bytes (FP8) or 8 (E2M1).
+__device__ __forceinline__ void load_codes16(const OpView &v, int64_t i, int64_t p0, int n, uint32_t (&w)[4]) {
   const bool fp4 = v.kind == Kind::Mxfp4 || v.kind == Kind::Nvfp4;
   const uint8_t *q = v.data + i * v.pitch + (fp4 ? p0 / 2 : p0);
   const int nb = fp4 ? (n + 1) / 2 : n;  // bytes to read
-  uint64_t codes = 0;
-  if (nb == (fp4 ? 4 : 8) && (reinterpret_cast<uintptr_t>(q) & (fp4 ? 3 : 7)) == 0) {
-    codes = fp4 ? *reinterpret_cast<const uint32_t *>(q) : *reinterpret_cast<const uint64_t *>(q);
+  const uintptr_t ad = reinterpret_cast<uintptr_t>(q);
+  w[0] = w[1] = w[2] = w[3] = 0u;
+  if (nb == (fp4 ? 8 : 16) && (ad & 3) == 0) {
+    if (!fp4 && (ad & 15) == 0) {
+      const uint4 t = *reinterpret_cast<const uint4 *>(q);
+      w[0] = t.x, w[1] = t.y, w[2] = t.z, w[3] = t.w;
+    } else if ((ad & 7) == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        if (2 * h < nb / 4) {
+          const uint2 t = reinterpret_cast<const uint2 *>(q)[h];
+          w[2 * h] = t.x, w[2 * h + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 4; h++)
+        if (h < nb / 4) w[h] = reinterpret_cast<const uint32_t *>(q)[h];
+    }
   } else {
-    for (int b = 0; b < nb; b++) codes |= (uint64_t)q[b] << (8 * b);
+#pragma unroll
+    for (int b = 0; b < 16; b++)
+      if (b < nb) w[b >> 2] |= (uint32_t)q[b] << (8 * (b & 3));
   }
+}
+
+// Elements p0 .. p0+15 (n of them inside) of row i of an operand whose
+// physical row i holds them contiguously, the contraction dim being the
+// physical one (the copy TE's rule picks for a quantized operand): the codes
+// in one 16-byte (FP8) or 8-byte (E2M1) load where aligned, and one scale
+// (blocks of 16, 32 or 128 along p, p0 % 16 == 0).
+__device__ __forceinline__ void expand16_contig(const OpView &v, int64_t i, int64_t p0, int n, float (&x)[16]) {
+  const bool fp4 = v.kind == Kind::Mxfp4 || v.kind == Kind::Nvfp4;
+  uint32_t w[4];
+  load_codes16(v, i, p0, n, w);
   float s = 1.0f;
   switch (v.kind) {
     case Kind::Fp8Block: {
@@ -169,76 +210,199 @@ __device__ __forceinline__ void expand8_contig(const OpView &v, int64_t i, int64
     }
     default: break;
   }
+  const bool e4 = v.kind == Kind::Fp8Block || v.el == 0;
 #pragma unroll
-  for (int e = 0; e < 8; e++) {
+  for (int e = 0; e < 16; e++) {
     float c;
-    if (fp4) c = e2m1_decode((uint32_t)(codes >> (4 * e)) & 0xF);
+    if (fp4) c = e2m1_decode((w[e >> 3] >> (4 * (e & 7))) & 0xF);
     else {
-      const uint8_t b = (uint8_t)(codes >> (8 * e));
-      c = (v.kind == Kind::Fp8Block || v.el == 0) ? fp8_decode<Fp8::E4M3>(b) : fp8_decode<Fp8::E5M2>(b);
+      const uint8_t b = (uint8_t)(w[e >> 2] >> (8 * (e & 3)));
+      c = e4 ? fp8_decode<Fp8::E4M3>(b) : fp8_decode<Fp8::E5M2>(b);
     }
     x[e] = e < n ? (v.kind == Kind::Fp8 ? c : __fmul_rn(s, c)) : 0.0f;
   }
 }
 
-// op(X) expanded into a row-major [rows_out, k] buffer of OT: for A, op(A)
-// [M, K]; for B, op(B)ᵀ [N, K] (so that cuBLASLt always gets "TN"). Each
-// thread writes 8 consecutive elements of a row (16 bytes of BF16). contig:
-// the operand's physical rows are op rows (expand8_contig), else element by
-// element (op_value).
-template <typename OT>
-__global__ void __launch_bounds__(256) expand_kernel(OpView v, int64_t rows_out, int64_t k, int is_b, int contig, OT *out) {
-  const int64_t groups = (k + 7) / 8, n = rows_out * groups, stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
-    const int64_t i = g / groups, p0 = (g % groups) * 8;
-    OT o[8];
-    float xs[8];
-    if (contig) {
-      expand8_contig(v, i, p0, (int)(k - p0 < 8 ? k - p0 : 8), xs);
-    } else {
+// Four E2M1 codes (code e at bits 4e of c4's low 16 bits) as BF16, exactly:
+// the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 are BF16 0x0000, 0x3F00, 0x3F80,
+// 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, looked up by byte permutes (high
+// and low bytes), interleaved into two BF16 pairs, and the sign (bit 3 of a
+// code) moved to bit 15 of its half. e2m1_decode's values, bit for bit.
+__device__ __forceinline__ void e2m1x4_to_bf16x2(uint32_t c4, uint32_t &w01, uint32_t &w23) {
+  const uint32_t sel = c4 & 0x7777u;
+  const uint32_t hi = __byte_perm(0x3F3F3F00u, 0x40404040u, sel);
+  const uint32_t lo = __byte_perm(0xC0800000u, 0xC0804000u, sel);
+  w01 = __byte_perm(lo, hi, 0x5140u) | ((c4 << 12) & 0x8000u) | ((c4 << 24) & 0x80000000u);
+  w23 = __byte_perm(lo, hi, 0x7362u) | ((c4 << 4) & 0x8000u) | ((c4 << 16) & 0x80000000u);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// expand16_contig for MXFP4 and NVFP4, straight to BF16 pairs: code × block
+// scale in BF16 (exact: the code has at most 2 significant bits, the scale is
+// a power of two (E8M0; 0xFF NaN) or an E4M3 value of at most 4 significant
+// bits, so the product fits BF16's 8; no product is subnormal but for E8M0
+// scales 2^-127 and 2^-126, which take FP32; overflow as in FP32), the
+// elements beyond n zero.
+__device__ __forceinline__ void expand16_fp4(const OpView &v, int64_t i, int64_t p0, int n, uint32_t (&o)[8]) {
+  uint32_t w[4];
+  load_codes16(v, i, p0, n, w);
+  if (n < 16) {  // codes past the row's end (the last byte's other nibble, a whole load's tail): zero
 #pragma unroll
-      for (int e = 0; e < 8; e++) {
-        const int64_t p = p0 + e;
-        xs[e] = 0.0f;
-        if (p < k) {
-          // op(A)[i, p] = A[i, p] or A[p, i]; op(B)ᵀ[i, p] = op(B)[p, i] = B[p, i] or B[i, p].
-          const bool t = is_b ? !v.trans : v.trans;
-          xs[e] = t ? op_value(v, p, i) : op_value(v, i, p);
+    for (int h = 0; h < 2; h++) {
+      const int keep = n - 8 * h;
+      if (keep < 8) w[h] = keep <= 0 ? 0u : w[h] & ((1u << (4 * keep)) - 1u);
+    }
+  }
+  uint32_t sb;
+  if (v.kind == Kind::Mxfp4) {
+    const int64_t j = p0 / 32;
+    const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
+    const uint32_t b = reinterpret_cast<const uint8_t *>(v.scale)[si];
+    if (b <= 1u) {
+      // Scales 2^-127 and 2^-126 make subnormal products: formed in FP32
+      // (IEEE, subnormals kept) rather than trusting BF16 arithmetic with them.
+      const float s = e8m0_decode(b);
+#pragma unroll
+      for (int h = 0; h < 4; h++) {
+        uint32_t a, c;
+        e2m1x4_to_bf16x2(w[h >> 1] >> (16 * (h & 1)), a, c);
+        const uint32_t in[2] = {a, c};
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+          const uint32_t lo = __float_as_uint(__fmul_rn(__uint_as_float(in[q] << 16), s)) >> 16;
+          const uint32_t hi = __float_as_uint(__fmul_rn(__uint_as_float(in[q] & 0xFFFF0000u), s)) >> 16;
+          o[2 * h + q] = lo | hi << 16;  // exact: at most 2 significant bits
         }
       }
+      return;
     }
+    sb = b == 0xFFu ? 0x7FC0u : b << 7;
+  } else {
+    const int64_t j = p0 / 16;
+    const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
+    sb = __float_as_uint(fp8_decode<Fp8::E4M3>(reinterpret_cast<const uint8_t *>(v.scale)[si])) >> 16;  // exact in BF16
+  }
+  const uint32_t s2 = sb | sb << 16;
 #pragma unroll
-    for (int e = 0; e < 8; e++) {
-      if constexpr (sizeof(OT) == 2) o[e] = __float2bfloat16_rn(xs[e]);  // exact: a BF16 value
-      else o[e] = xs[e];
-    }
-    OT *dst = out + i * k + p0;
-    if (p0 + 8 <= k && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-      if constexpr (sizeof(OT) == 2) {
-        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(o);
-      } else {
-        reinterpret_cast<float4 *>(dst)[0] = make_float4(o[0], o[1], o[2], o[3]);
-        reinterpret_cast<float4 *>(dst)[1] = make_float4(o[4], o[5], o[6], o[7]);
-      }
-    } else {
-      for (int e = 0; e < 8 && p0 + e < k; e++) dst[e] = o[e];
-    }
+  for (int h = 0; h < 4; h++) {
+    uint32_t a, b;
+    e2m1x4_to_bf16x2(w[h >> 1] >> (16 * (h & 1)), a, b);
+    o[2 * h] = bf16x2_mul(a, s2);
+    o[2 * h + 1] = bf16x2_mul(b, s2);
   }
 }
 
-// NVFP4's per-tensor factor (plugins/nvfp4 TensorScale): fl32(amax · fl32(1/2688)).
-__device__ __forceinline__ float op_factor(const OpView &v) {
-  if (v.factor == nullptr) return 1.0f;
-  if (v.kind == Kind::Nvfp4) return __fmul_rn(*v.factor, __uint_as_float(0x39C30C31u));  // fl32(1/2688)
-  return *v.factor;  // FP8 scale_inv
+// One operand to expand: op(X) into a row-major [rows, k] buffer of OT with
+// row pitch ld (a multiple of 16 elements, so that every group of 16 is one
+// or two aligned vector stores; the columns k .. ld-1 get zeros): for A,
+// op(A) [M, K]; for B, op(B)ᵀ [N, K] (so that cuBLASLt always gets "TN").
+// contig: the operand's physical rows are op rows (expand16_contig), else
+// element by element (op_value). pfast: consecutive threads take consecutive
+// groups of one output row (the contraction index p is contiguous in
+// memory), else the same group of consecutive rows (op row i is, physical
+// (p, i)), so that a warp's reads are coalesced either way.
+template <typename OT>
+struct Expansion {
+  OpView v;
+  int64_t rows, ld;
+  int is_b, contig, pfast;
+  OT *out;
+};
+
+int contiguous(const OpView &v, bool is_b);
+
+template <typename OT>
+Expansion<OT> expansion(const OpView &v, int64_t rows, int64_t ld, bool is_b, OT *out) {
+  const int contig = contiguous(v, is_b);
+  const bool t = is_b ? !v.trans : v.trans;  // logical (r, c) = t ? (p, i) : (i, p)
+  const int pfast = contig || (v.kind == Kind::Dense && !t);
+  return Expansion<OT>{v, rows, ld, is_b ? 1 : 0, contig, pfast, out};
 }
 
-// alpha·fa·fb in float64, rounded once (host/gemm_cpu.go), and beta, into
-// out[0], out[1] for epilogue_kernel.
-__global__ void alpha_kernel(OpView a, OpView b, float alpha, float beta, float *out) {
-  out[0] = (float)((double)alpha * (double)op_factor(a) * (double)op_factor(b));
-  out[1] = beta;
+// Group g (16 consecutive elements of one output row) of one operand.
+template <typename OT>
+__device__ __forceinline__ void expand_group(const Expansion<OT> &x, int64_t k, int64_t groups, int64_t g) {
+  int64_t i, p0;
+  if (x.pfast) i = g / groups, p0 = (g % groups) * 16;
+  else i = g % x.rows, p0 = (g / x.rows) * 16;
+  OT *dst = x.out + i * x.ld + p0;  // 16-element aligned: ld % 16 == 0, p0 % 16 == 0
+  if (x.contig && (x.v.kind == Kind::Mxfp4 || x.v.kind == Kind::Nvfp4)) {
+    uint32_t o[8];
+    expand16_fp4(x.v, i, p0, (int)(k - p0 < 16 ? k - p0 : 16), o);
+    if constexpr (sizeof(OT) == 2) {
+      reinterpret_cast<uint4 *>(dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
+      reinterpret_cast<uint4 *>(dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    } else {
+#pragma unroll
+      for (int h = 0; h < 4; h++)
+        reinterpret_cast<float4 *>(dst)[h] = make_float4(__uint_as_float(o[2 * h] << 16), __uint_as_float(o[2 * h] & 0xFFFF0000u),
+                                                         __uint_as_float(o[2 * h + 1] << 16), __uint_as_float(o[2 * h + 1] & 0xFFFF0000u));
+    }
+    return;
+  }
+  float xs[16];
+  if (x.contig) {
+    expand16_contig(x.v, i, p0, (int)(k - p0 < 16 ? k - p0 : 16), xs);
+  } else {
+    // op(A)[i, p] = A[i, p] or A[p, i]; op(B)ᵀ[i, p] = op(B)[p, i] = B[p, i] or B[i, p].
+    const bool t = x.is_b ? !x.v.trans : x.v.trans;
+#pragma unroll
+    for (int e = 0; e < 16; e++) {
+      const int64_t p = p0 + e;
+      xs[e] = p < k ? (t ? op_value(x.v, p, i) : op_value(x.v, i, p)) : 0.0f;
+    }
+  }
+  if constexpr (sizeof(OT) == 2) {
+    __align__(16) __nv_bfloat16 o[16];
+#pragma unroll
+    for (int e = 0; e < 16; e++) o[e] = __float2bfloat16_rn(xs[e]);  // exact: a BF16 value
+    reinterpret_cast<uint4 *>(dst)[0] = reinterpret_cast<const uint4 *>(o)[0];
+    reinterpret_cast<uint4 *>(dst)[1] = reinterpret_cast<const uint4 *>(o)[1];
+  } else {
+#pragma unroll
+    for (int h = 0; h < 4; h++) reinterpret_cast<float4 *>(dst)[h] = make_float4(xs[4 * h], xs[4 * h + 1], xs[4 * h + 2], xs[4 * h + 3]);
+  }
 }
+
+// Both operands' expansions in one launch (one of them may have no rows):
+// groups [0, na) are A's, the rest B's.
+template <typename OT>
+__global__ void __launch_bounds__(256) expand_kernel(Expansion<OT> a, Expansion<OT> b, int64_t k) {
+  const int64_t groups = (k + 15) / 16, na = a.rows * groups, n = na + b.rows * groups;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
+    if (g < na) expand_group(a, k, groups, g);
+    else expand_group(b, k, groups, g - na);
+  }
+}
+
+// alpha, beta and the per-tensor factors still to apply (FP8 scale_inv,
+// NVFP4 amax; NULL: none), read on the device: alpha_eff = alpha·fa·fb in
+// float64, rounded once (host/gemm_cpu.go, spec §11).
+struct Alpha {
+  const float *fa, *fb;
+  int nva, nvb;  // the factor is an NVFP4 amax
+  float alpha, beta;
+};
+
+// NVFP4's per-tensor factor (plugins/nvfp4 TensorScale): fl32(amax · fl32(1/2688)).
+__device__ __forceinline__ float op_factor(const float *f, int nv) {
+  if (f == nullptr) return 1.0f;
+  if (nv) return __fmul_rn(*f, __uint_as_float(0x39C30C31u));  // fl32(1/2688)
+  return *f;  // FP8 scale_inv
+}
+
+__device__ __forceinline__ float alpha_eff(const Alpha &a) {
+  return (float)((double)a.alpha * (double)op_factor(a.fa, a.nva) * (double)op_factor(a.fb, a.nvb));
+}
+
+// alpha_eff into out[0] (the fused kernel's device alpha).
+__global__ void alpha_kernel(Alpha a, float *out) { out[0] = alpha_eff(a); }
 
 __device__ __forceinline__ float load_any(const void *p, int dt, int64_t i) {
   if (dt == 0) return reinterpret_cast<const float *>(p)[i];
@@ -253,11 +417,12 @@ __device__ __forceinline__ void store_any(void *p, int dt, int64_t i, float x) {
 }
 
 // x = alpha_eff·s (0 without s); x += beta·c; x += bias[j]; x += d_old;
-// D = round(x) (host/gemm_cpu.go cpuEpilogue). ab: {alpha_eff, beta}.
-__global__ void epilogue_kernel(const float *s, const void *c, int cdt, const float *ab, const void *bias, int bdt, void *d,
-                                int ddt, int accumulate, int64_t m, int64_t n) {
+// D = round(x) (host/gemm_cpu.go cpuEpilogue). alpha_eff is formed here from
+// the device factors (no kernel of its own).
+__global__ void epilogue_kernel(const float *s, const void *c, int cdt, Alpha ab, const void *bias, int bdt, void *d, int ddt,
+                                int accumulate, int64_t m, int64_t n) {
   const int64_t total = m * n, stride = (int64_t)gridDim.x * blockDim.x;
-  const float al = ab[0], bt = c ? ab[1] : 0.0f;
+  const float al = s ? alpha_eff(ab) : 0.0f, bt = c ? ab.beta : 0.0f;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
     float x = s ? al * s[idx] : 0.0f;
     if (c) x += bt * load_any(c, cdt, idx);
@@ -265,6 +430,28 @@ __global__ void epilogue_kernel(const float *s, const void *c, int cdt, const fl
     if (accumulate) x += load_any(d, ddt, idx);
     store_any(d, ddt, idx, x);
   }
+}
+
+// The plain epilogue, D = round(alpha_eff·s) (epilogue_kernel without C,
+// bias or accumulate: the same product and rounding), four elements per
+// thread: one 16-byte load of sums and one 16- or 8-byte store. s is 16-byte
+// aligned (scratch), d as wide as its store (the caller checks).
+__global__ void scale_kernel(const float *s, Alpha ab, void *d, int ddt, int64_t total) {
+  const int64_t n4 = total / 4, stride = (int64_t)gridDim.x * blockDim.x;
+  const float al = alpha_eff(ab);
+  for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n4; q += stride) {
+    const float4 v = reinterpret_cast<const float4 *>(s)[q];
+    const float x[4] = {al * v.x, al * v.y, al * v.z, al * v.w};
+    if (ddt == 0) {
+      reinterpret_cast<float4 *>(d)[q] = make_float4(x[0], x[1], x[2], x[3]);
+    } else {
+      uint16_t h[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) h[e] = ddt == 1 ? f32_to_bf16_bits(x[e]) : f32_to_f16_bits(x[e]);
+      reinterpret_cast<uint2 *>(d)[q] = make_uint2(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16);
+    }
+  }
+  for (int64_t idx = n4 * 4 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) store_any(d, ddt, idx, al * s[idx]);
 }
 
 // ---------------------------------------------------------------------------
@@ -386,30 +573,6 @@ const char *lt_status(cublasStatus_t s) {
 
 constexpr size_t kWorkspace = 32u << 20;
 
-struct DeviceState {
-  cublasLtHandle_t handle = nullptr;
-  std::map<cudaStream_t, void *> workspaces;
-};
-
-std::mutex g_mu;
-std::map<int, DeviceState> g_devices;
-
-// The device's handle and this stream's workspace, made on first use.
-int32_t lt_state(int dev, cudaStream_t s, cublasLtHandle_t *h, void **ws, quant_plugin_error *err) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  DeviceState &d = g_devices[dev];
-  if (d.handle == nullptr) LQ_LT(cublasLtCreate(&d.handle), "handle creation");
-  auto it = d.workspaces.find(s);
-  if (it == d.workspaces.end()) {
-    void *p = nullptr;
-    LQ_CUDA(cudaMalloc(&p, kWorkspace), "allocating the cuBLASLt workspace (%zu bytes) on cuda:%d", kWorkspace, dev);
-    it = d.workspaces.emplace(s, p).first;
-  }
-  *h = d.handle;
-  *ws = it->second;
-  return QUANT_OK;
-}
-
 // One cuBLASLt matmul in column-major terms: D'[m', n'] = alpha·op(A')·op(B')
 // + beta·C', where A' is op(B) of the row-major problem and B' op(A).
 struct LtCall {
@@ -428,30 +591,121 @@ struct LtCall {
   cublasComputeType_t compute;
 };
 
-int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err) {
-  cublasLtHandle_t h;
-  void *ws;
-  LQ_TRY(lt_state(dev, s, &h, &ws, err));
+// The largest power of two (at most 256) dividing the address: what the
+// heuristic is told of each matrix's alignment (its default assumes 256).
+uint32_t align_of(const void *p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && (a & (al - 1)) != 0) al >>= 1;
+  return al;
+}
+
+// Everything the descriptor, the layouts and the heuristic's answer depend
+// on (not the pointers, alpha or beta): the plan cache's key. Plain integers
+// only, zeroed first, so that memcmp orders it.
+struct LtKey {
+  int64_t m, n, k, lda, ldb, ldd;
+  int32_t dev, ta, tb, tc, td, opa, opb, compute;
+  int32_t a_scale_mode, b_scale_mode, a_scaled, b_scaled, use_c;
+  uint32_t align_a, align_b, align_c, align_d;
+  bool operator<(const LtKey &o) const { return memcmp(this, &o, sizeof *this) < 0; }
+};
+
+LtKey key_of(const LtCall &c, int dev) {
+  LtKey k;
+  memset(&k, 0, sizeof k);
+  k.m = c.m, k.n = c.n, k.k = c.k, k.lda = c.lda, k.ldb = c.ldb, k.ldd = c.ldd;
+  k.dev = dev, k.ta = c.ta, k.tb = c.tb, k.tc = c.tc, k.td = c.td, k.opa = c.opa, k.opb = c.opb, k.compute = c.compute;
+  k.a_scale_mode = c.a_scale_mode, k.b_scale_mode = c.b_scale_mode;
+  k.a_scaled = c.a_scale != nullptr, k.b_scaled = c.b_scale != nullptr, k.use_c = c.use_c;
+  k.align_a = align_of(c.a), k.align_b = align_of(c.b), k.align_c = align_of(c.use_c ? c.c : c.d), k.align_d = align_of(c.d);
+  return k;
+}
+
+// A matmul made once per key: the descriptor, the four layouts and the
+// heuristic's algorithm (or that there is none). The layouts and the
+// algorithm are read-only once made and shared by every thread; the
+// descriptor carries the FP8 scale pointers, which change per call, so a call
+// that sets them holds mu until its cublasLtMatmul has been enqueued.
+struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;  // bytes the algorithm needs
+  bool found = false;    // false: cuBLASLt has no algorithm for the key
+  uint64_t used = 0;     // LRU tick (under g_mu)
+  std::mutex mu;
+  ~LtPlan() {
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// Plans kept at most (least recently used dropped first; a plan in use by
+// another thread lives on through its shared_ptr until that call returns).
+constexpr size_t kMaxPlans = 1024;
+
+struct DeviceState {
+  cublasLtHandle_t handle = nullptr;
+  std::map<cudaStream_t, void *> workspaces;
+};
+
+std::mutex g_mu;  // guards g_devices, g_plans and g_tick
+std::map<int, DeviceState> g_devices;
+std::map<LtKey, std::shared_ptr<LtPlan>> g_plans;
+uint64_t g_tick = 0;
+
+// The device's handle and this stream's workspace, made on first use, and
+// the key's plan if there is one yet.
+int32_t lt_state(int dev, cudaStream_t s, const LtKey &key, cublasLtHandle_t *h, void **ws, std::shared_ptr<LtPlan> *plan,
+                 quant_plugin_error *err) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  DeviceState &d = g_devices[dev];
+  if (d.handle == nullptr) LQ_LT(cublasLtCreate(&d.handle), "handle creation");
+  auto it = d.workspaces.find(s);
+  if (it == d.workspaces.end()) {
+    void *p = nullptr;
+    LQ_CUDA(cudaMalloc(&p, kWorkspace), "allocating the cuBLASLt workspace (%zu bytes) on cuda:%d", kWorkspace, dev);
+    it = d.workspaces.emplace(s, p).first;
+  }
+  *h = d.handle;
+  *ws = it->second;
+  auto pi = g_plans.find(key);
+  if (pi != g_plans.end()) {
+    pi->second->used = ++g_tick;
+    *plan = pi->second;
+  }
+  return QUANT_OK;
+}
+
+// Sets the per-call descriptor attributes: the FP8 scale pointers.
+int32_t lt_set_scales(cublasLtMatmulDesc_t op, const LtCall &c, quant_plugin_error *err) {
+  if (c.a_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c.a_scale, sizeof c.a_scale), "A scale");
+  if (c.b_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c.b_scale, sizeof c.b_scale), "B scale");
+  return QUANT_OK;
+}
+
+// Makes the plan of c (a cache miss): descriptor, layouts, heuristic.
+int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p, quant_plugin_error *err) {
+  LQ_LT(cublasLtMatmulDescCreate(&p->op, c.compute, CUDA_R_32F), "matmul descriptor");
+  LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &c.opa, sizeof c.opa), "transa");
+  LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &c.opb, sizeof c.opb), "transb");
+  if (c.a_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &c.a_scale_mode, sizeof c.a_scale_mode), "A scale mode");
+  if (c.b_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &c.b_scale_mode, sizeof c.b_scale_mode), "B scale mode");
+  LQ_TRY(lt_set_scales(p->op, c, err));
+  // Stored (column-major) shapes: A' is [m', k'] after opa.
+  const uint64_t ar = c.opa == CUBLAS_OP_N ? c.m : c.k, ac = c.opa == CUBLAS_OP_N ? c.k : c.m;
+  const uint64_t br = c.opb == CUBLAS_OP_N ? c.k : c.n, bc = c.opb == CUBLAS_OP_N ? c.n : c.k;
+  LQ_LT(cublasLtMatrixLayoutCreate(&p->la, c.ta, ar, ac, c.lda), "A layout");
+  LQ_LT(cublasLtMatrixLayoutCreate(&p->lb, c.tb, br, bc, c.ldb), "B layout");
+  LQ_LT(cublasLtMatrixLayoutCreate(&p->lc, c.tc, c.m, c.n, c.ldd), "C layout");
+  LQ_LT(cublasLtMatrixLayoutCreate(&p->ld, c.td, c.m, c.n, c.ldd), "D layout");
   cublasLtMatmulPreference_t pref = nullptr;
-  int32_t st = QUANT_OK;
+  LQ_LT(cublasLtMatmulPreferenceCreate(&pref), "preference");
   auto body = [&]() -> int32_t {
-    LQ_LT(cublasLtMatmulDescCreate(&op, c.compute, CUDA_R_32F), "matmul descriptor");
-    LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &c.opa, sizeof c.opa), "transa");
-    LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &c.opb, sizeof c.opb), "transb");
-    if (c.a_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &c.a_scale_mode, sizeof c.a_scale_mode), "A scale mode");
-    if (c.b_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &c.b_scale_mode, sizeof c.b_scale_mode), "B scale mode");
-    if (c.a_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c.a_scale, sizeof c.a_scale), "A scale");
-    if (c.b_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c.b_scale, sizeof c.b_scale), "B scale");
-    // Stored (column-major) shapes: A' is [m', k'] after opa.
-    const uint64_t ar = c.opa == CUBLAS_OP_N ? c.m : c.k, ac = c.opa == CUBLAS_OP_N ? c.k : c.m;
-    const uint64_t br = c.opb == CUBLAS_OP_N ? c.k : c.n, bc = c.opb == CUBLAS_OP_N ? c.n : c.k;
-    LQ_LT(cublasLtMatrixLayoutCreate(&la, c.ta, ar, ac, c.lda), "A layout");
-    LQ_LT(cublasLtMatrixLayoutCreate(&lb, c.tb, br, bc, c.ldb), "B layout");
-    LQ_LT(cublasLtMatrixLayoutCreate(&lc, c.tc, c.m, c.n, c.ldd), "C layout");
-    LQ_LT(cublasLtMatrixLayoutCreate(&ld, c.td, c.m, c.n, c.ldd), "D layout");
-    LQ_LT(cublasLtMatmulPreferenceCreate(&pref), "preference");
     size_t wsz = kWorkspace;
     LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz), "workspace size");
     // Split-K partial sums only in the compute type (FP32): a reduction in
@@ -459,26 +713,72 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, quant_plugin_error *err
     // BF16 accumulate into D was off by more than one rounding).
     uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red), "reduction schemes");
+    // The pointers' alignment (part of the key): an algorithm that needs
+    // more than a later call's pointers have is never picked.
+    const uint32_t al[4] = {key.align_a, key.align_b, key.align_c, key.align_d};
+    const cublasLtMatmulPreferenceAttributes_t at[4] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++) LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, at[i], &al[i], sizeof al[i]), "alignment");
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
-    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, ld, pref, 1, &res, &found);
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, p->op, p->la, p->lb, p->lc, p->ld, pref, 1, &res, &found);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
     else LQ_LT(hs, "algorithm search");
-    if (found == 0)
-      return fail(err, QUANT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM (m'=%lld n'=%lld k'=%lld)", (long long)c.m,
-                  (long long)c.n, (long long)c.k);
-    const void *cptr = c.use_c ? c.c : c.d;
-    LQ_LT(cublasLtMatmul(h, op, &c.alpha, c.a, la, c.b, lb, &c.beta, cptr, lc, c.d, ld, &res.algo, ws, kWorkspace, s), "matmul");
+    p->found = found > 0;
+    if (p->found) {
+      p->algo = res.algo;
+      p->workspace = res.workspaceSize;
+    }
     return QUANT_OK;
   };
-  st = body();
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  if (ld) cublasLtMatrixLayoutDestroy(ld);
-  if (lc) cublasLtMatrixLayoutDestroy(lc);
-  if (lb) cublasLtMatrixLayoutDestroy(lb);
-  if (la) cublasLtMatrixLayoutDestroy(la);
-  if (op) cublasLtMatmulDescDestroy(op);
+  const int32_t st = body();
+  cublasLtMatmulPreferenceDestroy(pref);
   return st;
+}
+
+// Runs c on stream s: the cached plan of its key (made on a miss), then only
+// the per-call scale pointers and cublasLtMatmul. The cuBLASLt workspace is
+// the host's (host_ws, host_ws_bytes) where it is large enough for the
+// algorithm, else the device's own for this stream.
+int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t host_ws_bytes, quant_plugin_error *err) {
+  const LtKey key = key_of(c, dev);
+  cublasLtHandle_t h;
+  void *ws;
+  std::shared_ptr<LtPlan> plan;
+  LQ_TRY(lt_state(dev, s, key, &h, &ws, &plan, err));
+  if (!plan) {
+    auto fresh = std::make_shared<LtPlan>();
+    LQ_TRY(lt_plan(c, key, h, fresh.get(), err));
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto ins = g_plans.emplace(key, fresh);  // another thread may have made it meanwhile: use the first
+    plan = ins.first->second;
+    plan->used = ++g_tick;
+    if (g_plans.size() > kMaxPlans) {
+      auto old = g_plans.begin();
+      for (auto it = g_plans.begin(); it != g_plans.end(); ++it)
+        if (it->second->used < old->second->used) old = it;
+      g_plans.erase(old);
+    }
+  }
+  if (!plan->found)
+    return fail(err, QUANT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM (m'=%lld n'=%lld k'=%lld)", (long long)c.m,
+                (long long)c.n, (long long)c.k);
+  size_t wsz = kWorkspace;
+  if (host_ws != nullptr && host_ws_bytes >= plan->workspace && (reinterpret_cast<uintptr_t>(host_ws) & 255) == 0) {
+    ws = host_ws;
+    wsz = host_ws_bytes;
+  }
+  const void *cptr = c.use_c ? c.c : c.d;
+  if (c.a_scale || c.b_scale) {
+    std::lock_guard<std::mutex> lock(plan->mu);
+    LQ_TRY(lt_set_scales(plan->op, c, err));
+    LQ_LT(cublasLtMatmul(h, plan->op, &c.alpha, c.a, plan->la, c.b, plan->lb, &c.beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s),
+          "matmul");
+    return QUANT_OK;
+  }
+  LQ_LT(cublasLtMatmul(h, plan->op, &c.alpha, c.a, plan->la, c.b, plan->lb, &c.beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s),
+        "matmul");
+  return QUANT_OK;
 }
 
 cudaDataType_t cuda_type(int code) { return code == 0 ? CUDA_R_32F : code == 1 ? CUDA_R_16BF : CUDA_R_16F; }
@@ -562,6 +862,24 @@ unsigned grid_for(int64_t n) {
   return (unsigned)b;
 }
 
+// The expansion's grid: one block of 256 threads per 256 groups, at most as
+// many as are resident at once (a grid-stride loop does the rest, so no
+// block waits for a second wave).
+template <typename OT>
+unsigned expand_grid(int64_t groups) {
+  static const int resident = [] {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, expand_kernel<OT>, 256, 0) != cudaSuccess || per_sm <= 0) {
+      cudaGetLastError();
+      per_sm = 4;
+    }
+    return per_sm * (grid_cap() / 8);  // grid_cap(): 8 blocks per SM
+  }();
+  int64_t b = ceil_div(groups > 0 ? groups : 1, 256);
+  if (b > resident) b = resident;
+  return (unsigned)b;
+}
+
 // allow_block: try FP8 block scaling in cuBLASLt (a retry without it follows
 // where cuBLASLt has no algorithm for it).
 int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allow_block = true) {
@@ -577,6 +895,15 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   if (has_bias && (bdt < 0 || numel(a->bias) != N)) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "bias: want [n] float32, bfloat16 or float16");
   if (has_c) LQ_TRY(check_device(a->c, "c", err));
   if (has_bias) LQ_TRY(check_device(a->bias, "bias", err));
+  // The host's workspace (quant_plugin_gemm_args.workspace, uint8 bytes on
+  // D's device), lent to cuBLASLt where the algorithm fits in it.
+  void *host_ws = nullptr;
+  size_t host_ws_bytes = 0;
+  if (a->workspace.data != nullptr) {
+    LQ_TRY(check_device(a->workspace, "workspace", err));
+    host_ws = a->workspace.data;
+    host_ws_bytes = (size_t)numel(a->workspace) * ((a->workspace.dtype.bits * a->workspace.dtype.lanes + 7) / 8);
+  }
   OpView va, vb;
   LQ_TRY(decode_operand(a->a, "a", &va, err));
   LQ_TRY(decode_operand(a->b, "b", &vb, err));
@@ -589,9 +916,6 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   cudaStream_t s = stream_of(a->stream);
   Scratch scratch(s);
 
-  // alpha (with the per-tensor factors) and beta on the device.
-  float *ab = nullptr;
-  LQ_TRY(scratch.get(2 * sizeof(float), (void **)&ab, "alpha and beta", err));
   const bool fp8_tensor = va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && M % 16 == 0 && N % 16 == 0 &&
                           K % 16 == 0 && aligned16(va.data) && aligned16(vb.data);
   // FP8 block scaling (CUDA >= 12.9 cuBLASLt, Hopper): A 1x128 (VEC128_32F),
@@ -620,50 +944,68 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   // one rounding after the addition, whatever cuBLASLt's epilogue does.
   const bool d_ok = (fp8_native || ddt == 0 || ddt == ct) && (ddt == 0 || !(has_c || a->accumulate));
   const bool direct_epi = K > 0 && d_ok && !factors && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt);
-  if (!direct_epi) {
-    OpView fa = va, fb = vb;
-    if (fp8_native) fa.factor = fb.factor = nullptr;  // cuBLASLt's scale pointers apply them
-    alpha_kernel<<<1, 1, 0, s>>>(fa, fb, a->alpha, has_c ? a->beta : 0.0f, ab);
-    LQ_LAUNCHED("alpha kernel launch");
-  }
-  if (K > 0 && !(a->flags & QUANT_PLUGIN_GEMM_EXACT)) {
-    qfused::Params fp{};
-    if (fused_pick(va, vb, M, N, K, dev, &fp)) {
-      // alpha·fa·fb from the device (ab[0]); D directly where the epilogue is
-      // alpha·Σ into FP32 or BF16, else plain FP32 sums and epilogue_kernel.
-      if (direct_epi) {
-        alpha_kernel<<<1, 1, 0, s>>>(va, vb, a->alpha, has_c ? a->beta : 0.0f, ab);
-        LQ_LAUNCHED("alpha kernel launch");
-      }
-      const bool direct = !has_c && !has_bias && !a->accumulate && (ddt == 0 || ddt == 1);
-      fp.alpha = 1.0f;
-      fp.alpha_dev = direct ? ab : nullptr;
-      fp.ldd = N;
-      float *sums = nullptr;
-      if (!direct) LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
-      fp.d = direct ? a->d.data : sums;
-      fp.d_bf16 = direct && ddt == 1;
-      LQ_CUDA(qfused::gemm(fp, s), "the fused Hopper GEMM (m=%lld n=%lld k=%lld)", (long long)M, (long long)N, (long long)K);
-      if (!direct) {
-        epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
-                                                        a->d.data, ddt, a->accumulate, M, N);
-        LQ_LAUNCHED("epilogue kernel launch");
-      }
+  // alpha, beta and the factors still to apply (cuBLASLt's scale pointers
+  // apply the native FP8 paths' own), for epilogue_kernel and alpha_kernel.
+  const Alpha ab{fp8_native ? nullptr : va.factor, fp8_native ? nullptr : vb.factor, va.kind == Kind::Nvfp4, vb.kind == Kind::Nvfp4,
+                 a->alpha, has_c ? a->beta : 0.0f};
+  auto epilogue = [&](const float *sums) -> int32_t {
+    if (sums != nullptr && !has_c && !has_bias && !a->accumulate && (reinterpret_cast<uintptr_t>(a->d.data) & (ddt == 0 ? 15 : 7)) == 0) {
+      scale_kernel<<<grid_for(ceil_div(M * N, 4)), 256, 0, s>>>(sums, ab, a->d.data, ddt, M * N);
+      LQ_LAUNCHED("epilogue kernel launch");
       return QUANT_OK;
     }
-  }
-  if (K == 0) {  // no products: the epilogue of zeros
-    epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(nullptr, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
+    epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
                                                     a->d.data, ddt, a->accumulate, M, N);
     LQ_LAUNCHED("epilogue kernel launch");
     return QUANT_OK;
+  };
+  if (K > 0 && !(a->flags & QUANT_PLUGIN_GEMM_EXACT)) {
+    qfused::Params fp{};
+    if (fused_pick(va, vb, M, N, K, dev, &fp)) {
+      // alpha·fa·fb from the device; D directly where the epilogue is
+      // alpha·Σ into FP32 or BF16, else plain FP32 sums and epilogue_kernel.
+      const bool direct = !has_c && !has_bias && !a->accumulate && (ddt == 0 || ddt == 1);
+      float *sums = nullptr, *alpha_dev = nullptr;
+      if (direct) {
+        LQ_TRY(scratch.get(sizeof(float), (void **)&alpha_dev, "alpha", err));
+        alpha_kernel<<<1, 1, 0, s>>>(ab, alpha_dev);
+        LQ_LAUNCHED("alpha kernel launch");
+      } else {
+        LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
+      }
+      fp.alpha = 1.0f;
+      fp.alpha_dev = alpha_dev;
+      fp.ldd = N;
+      fp.d = direct ? a->d.data : sums;
+      fp.d_bf16 = direct && ddt == 1;
+      LQ_CUDA(qfused::gemm(fp, s), "the fused Hopper GEMM (m=%lld n=%lld k=%lld)", (long long)M, (long long)N, (long long)K);
+      return direct ? QUANT_OK : epilogue(sums);
+    }
   }
+  if (K == 0) return epilogue(nullptr);  // no products: the epilogue of zeros
 
   LtCall c{};
   c.m = N;
   c.n = M;
   c.k = K;
   c.compute = CUBLAS_COMPUTE_32F;
+  // Scratch of this call, one stream-ordered allocation: the expanded
+  // operands and the FP32 sums, each 256-byte aligned.
+  size_t off_a = 0, off_b = 0, off_s = 0, total = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = total;
+    total += (bytes + 255) / 256 * 256;
+    return at;
+  };
+  const size_t esz = ct == 0 ? 4 : 2;
+  const int64_t lde = pad_to(K, 16);  // the expanded rows' pitch (expand_group's stores)
+  auto direct_op = [&](const OpView &v) { return v.kind == Kind::Dense && v.el == ct; };
+  const bool exp_a = !fp8_native && !direct_op(va), exp_b = !fp8_native && !direct_op(vb);
+  if (exp_a) off_a = take((size_t)M * lde * esz);
+  if (exp_b) off_b = take((size_t)N * lde * esz);
+  if (!direct_epi) off_s = take((size_t)M * N * sizeof(float));
+  uint8_t *buf = nullptr;
+  if (total > 0) LQ_TRY(scratch.get(total, (void **)&buf, "the expanded operands and FP32 sums", err));
   if (fp8_native) {
     // Both physical copies are [rows, K] row-major (the host picked them so).
     c.ta = vb.el ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
@@ -685,41 +1027,40 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
     }
   } else {
     c.ta = c.tb = cuda_type(ct);
-    const size_t esz = ct == 0 ? 4 : 2;
     // An operand goes to cuBLASLt as it is where it is a dense tensor of the
-    // compute type; else it is expanded.
-    auto direct = [&](const OpView &v) { return v.kind == Kind::Dense && v.el == ct; };
+    // compute type; else it is expanded, both in one launch.
     // B' = op(A): dense A [R, C] row-major is column-major [C, R], ld C.
-    if (direct(va)) {
+    if (!exp_a) {
       c.b = va.data;
       c.ldb = va.C;
       c.opb = va.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     } else {
-      void *buf;
-      LQ_TRY(scratch.get((size_t)M * K * esz, &buf, "the expanded a", err));
-      const int contig = contiguous(va, false);
-      if (ct == 0) expand_kernel<float><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, contig, (float *)buf);
-      else expand_kernel<__nv_bfloat16><<<grid_for(M * ceil_div(K, 8)), 256, 0, s>>>(va, M, K, 0, contig, (__nv_bfloat16 *)buf);
-      LQ_LAUNCHED("expand a kernel launch");
-      c.b = buf;
-      c.ldb = K;
+      c.b = buf + off_a;
+      c.ldb = lde;
       c.opb = CUBLAS_OP_N;
     }
     // A' = op(B)ᵀ [N, K].
-    if (direct(vb)) {
+    if (!exp_b) {
       c.a = vb.data;
       c.lda = vb.C;
       c.opa = vb.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     } else {
-      void *buf;
-      LQ_TRY(scratch.get((size_t)N * K * esz, &buf, "the expanded b", err));
-      const int contig = contiguous(vb, true);
-      if (ct == 0) expand_kernel<float><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, contig, (float *)buf);
-      else expand_kernel<__nv_bfloat16><<<grid_for(N * ceil_div(K, 8)), 256, 0, s>>>(vb, N, K, 1, contig, (__nv_bfloat16 *)buf);
-      LQ_LAUNCHED("expand b kernel launch");
-      c.a = buf;
-      c.lda = K;
+      c.a = buf + off_b;
+      c.lda = lde;
       c.opa = CUBLAS_OP_T;
+    }
+    if (exp_a || exp_b) {
+      const int64_t groups = (exp_a ? M : 0) * ceil_div(K, 16) + (exp_b ? N : 0) * ceil_div(K, 16);
+      if (ct == 0) {
+        const auto ea = expansion(va, exp_a ? M : 0, lde, false, (float *)(buf + off_a));
+        const auto eb = expansion(vb, exp_b ? N : 0, lde, true, (float *)(buf + off_b));
+        expand_kernel<float><<<expand_grid<float>(groups), 256, 0, s>>>(ea, eb, K);
+      } else {
+        const auto ea = expansion(va, exp_a ? M : 0, lde, false, (__nv_bfloat16 *)(buf + off_a));
+        const auto eb = expansion(vb, exp_b ? N : 0, lde, true, (__nv_bfloat16 *)(buf + off_b));
+        expand_kernel<__nv_bfloat16><<<expand_grid<__nv_bfloat16>(groups), 256, 0, s>>>(ea, eb, K);
+      }
+      LQ_LAUNCHED("expand kernel launch");
     }
   }
   c.ldd = N;
@@ -736,26 +1077,22 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       c.c = a->d.data;
       c.beta = 1.0f;
     }
-    const int32_t st = lt_run(c, dev, s, err);
+    const int32_t st = lt_run(c, dev, s, host_ws, host_ws_bytes, err);
     if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
     return st;
   }
-  float *sums;
-  LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
+  float *sums = (float *)(buf + off_s);
   c.td = c.tc = CUDA_R_32F;
   c.d = sums;
   c.use_c = false;
   c.alpha = 1.0f;  // Σ; epilogue_kernel applies alpha_eff
   c.beta = 0.0f;
   {
-    const int32_t st = lt_run(c, dev, s, err);
+    const int32_t st = lt_run(c, dev, s, host_ws, host_ws_bytes, err);
     if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
     LQ_TRY(st);
   }
-  epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
-                                                  a->d.data, ddt, a->accumulate, M, N);
-  LQ_LAUNCHED("epilogue kernel launch");
-  return QUANT_OK;
+  return epilogue(sums);
 }
 
 // ---------------------------------------------------------------------------
@@ -767,6 +1104,11 @@ bool known(const char *f) {
          is_format(f, "nvfp4");
 }
 
+// What gemm() runs for format_a × format_b. With parameters (params_a,
+// params_b) the answer is the path those operands take; without (the host's
+// table, one entry per pair of format names) it is the path of the formats'
+// defaults (fp8 E4M3, fp8_block 1x128), and the reason names the parameters
+// and shapes that take another path.
 int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err) {
   if (a->format_a == nullptr || a->format_b == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "format_a, format_b: NULL");
   const char *fa = a->format_a, *fb = a->format_b;
@@ -783,13 +1125,18 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
     if (!known(f)) return say(QUANT_GEMM_UNSUPPORTED, "the CUDA GEMM does not know format %.32s", f);
   const bool e5a = a->params_a && a->params_a->element == QUANT_ELEMENT_E5M2, e5b = a->params_b && a->params_b->element == QUANT_ELEMENT_E5M2;
   if (is_format(fa, "fp8") && is_format(fb, "fp8")) {
-    if (e5a && e5b) return say(QUANT_GEMM_EMULATED, "E5M2 x E5M2 has no FP8 tensor-core GEMM: codes expanded to BF16, FP32 accumulation");
-    return say(QUANT_GEMM_NATIVE, "FP8 tensor cores (cuBLASLt; Hopper accumulates with ~14 bits between FP32 promotions); M, N, K not multiples of 16: BF16");
+    // gemm(): fp8_tensor (E5M2 x E5M2 has no cuBLASLt FP8 algorithm).
+    if (e5a && e5b) return say(QUANT_GEMM_EMULATED, "E5M2 x E5M2: no FP8 tensor-core GEMM; codes to BF16, BF16 tensor cores, FP32 accumulation");
+    return say(QUANT_GEMM_NATIVE, "FP8 tensor cores (cuBLASLt) if M, N, K %% 16; E5M2 x E5M2 or other shapes: codes to BF16, FP32 accumulation");
   }
   if (is_format(fa, "identity") && is_format(fb, "identity"))
     return say(QUANT_GEMM_NATIVE, "cuBLASLt in the tensors' dtype (BF16, FP16; FP32 without TF32); mixed dtypes in FP32");
-  if (is_format(fa, "fp8_block") && is_format(fb, "fp8_block") && !(a->params_a && a->params_a->block_dims == 2))
-    return say(QUANT_GEMM_NATIVE, "FP8 block scaling (cuBLASLt) for 1x128 x 1x128 or 128x128, M, N %% 16, K %% 128 (512 for 128x128); else FP32");
+  if (is_format(fa, "fp8_block") && is_format(fb, "fp8_block")) {
+    // gemm(): fp8_block (cuBLASLt's block scaling takes A 1x128 only).
+    if (a->params_a && a->params_a->block_dims == 2)
+      return say(QUANT_GEMM_EMULATED, "A 128x128: no block-scaled FP8 GEMM; codes x FP32 block scales expanded to FP32, FP32 GEMM (cuBLASLt)");
+    return say(QUANT_GEMM_NATIVE, "FP8 block scaling (cuBLASLt) for A 1x128 if M, N %% 16, K %% 128 (B 128x128: 512); A 128x128 or other shapes: FP32");
+  }
   if (is_format(fa, "fp8_block") || is_format(fb, "fp8_block"))
     return say(QUANT_GEMM_EMULATED, "FP8 codes times FP32 block scales expanded to FP32, FP32 GEMM (cuBLASLt)");
   const bool mx_a = is_format(fa, "mxfp8") || is_format(fa, "mxfp4"), mx_b = is_format(fb, "mxfp8") || is_format(fb, "mxfp4");
@@ -799,7 +1146,7 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
       return say(QUANT_GEMM_NATIVE, "sm_90: codes on FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE "; else or exact: BF16");
     cudaGetLastError();
   }
-  return say(QUANT_GEMM_EMULATED, "expanded exactly to BF16 (per-tensor factors into alpha), BF16 tensor cores, FP32 accumulation");
+  return say(QUANT_GEMM_EMULATED, "expanded exactly to BF16 (FP32 with FP32/FP16 tensors), per-tensor factors into alpha, FP32 accumulation");
 }
 
 }  // namespace

@@ -9,10 +9,21 @@
 namespace lq {
 namespace {
 
+// The input as FP32, bit for bit as host.LoadFloat32 reads it: an FP16 NaN
+// keeps its sign and payload and becomes quiet (numeric.FP16ToFloat32), where
+// __half2float gives the canonical NaN.
+__device__ __forceinline__ float load_f32(float x) { return x; }
+__device__ __forceinline__ float load_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float load_f32(__half x) {
+  uint32_t b = __half_as_ushort(x);
+  if ((b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0) return __uint_as_float(((b & 0x8000u) << 16) | 0x7FC00000u | ((b & 0x3FFu) << 13));
+  return __half2float(x);
+}
+
 template <typename In, typename Out>
 __global__ void cast_kernel(const In *__restrict__ in, Out *__restrict__ out, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    store_out(out + i, to_f32(in[i]));
+    store_out(out + i, load_f32(in[i]));
 }
 
 template <typename In, typename Out>

@@ -37,7 +37,7 @@ extern "C" {
  * the library's; a caller compiled against another major version must not use it. */
 #define QUANT_ABI_VERSION 1
 #define QUANT_VERSION_MAJOR 0
-#define QUANT_VERSION_MINOR 2
+#define QUANT_VERSION_MINOR 3
 #define QUANT_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------------- */
@@ -754,6 +754,37 @@ quant_status quant_plugin_load_ex(const char *path, const quant_plugin_load_opti
  * on their formats then fail with QUANT_ERROR_PLUGIN until they are loaded
  * again. Call it before exiting, or let the plugins end with the process. */
 quant_status quant_shutdown(void);
+
+/* ------------------------------------------------------------------------- */
+/* The caller's device allocator                                              */
+/* ------------------------------------------------------------------------- */
+
+/* Device memory for quantized tensors, linear contexts and scratch comes from
+ * the plugin that serves the device (the CUDA plugin: cudaMallocAsync on the
+ * call's stream). A framework with its own allocator can supply it instead,
+ * for example PyTorch's caching allocator, so that libquant's buffers live in
+ * its pools and a CUDA graph capture owns them (libquant.torch does this).
+ *
+ * alloc returns 0 and stores the buffer in *out (NULL only for 0 bytes), or
+ * nonzero when it cannot: the libquant call then fails with
+ * QUANT_ERROR_OUT_OF_MEMORY. stream is the call's (cudaStream_t). free gets a
+ * pointer alloc returned and the stream that last used the buffer. Buffers
+ * allocated before a change keep their allocator; a NULL allocator (or NULL
+ * alloc) restores the plugin's. Copies, memsets and synchronisation stay the
+ * plugin's. Both callbacks run on the threads that call libquant, possibly
+ * concurrently, and must not call libquant. QUANT_ERROR_DEVICE_UNAVAILABLE
+ * when no loaded plugin manages the device type's memory. */
+typedef int32_t (*quant_device_alloc_fn)(void *user_data, int32_t device_id, size_t nbytes, void *stream, void **out);
+typedef void (*quant_device_free_fn)(void *user_data, int32_t device_id, void *ptr, void *stream);
+
+typedef struct {
+  size_t struct_size;          /* sizeof(quant_device_allocator) */
+  quant_device_alloc_fn alloc;
+  quant_device_free_fn free;   /* required with alloc */
+  void *user_data;             /* passed to both */
+} quant_device_allocator;
+
+quant_status quant_set_device_allocator(int32_t device_type, const quant_device_allocator *allocator);
 
 /* ------------------------------------------------------------------------- */
 /* Linear layers (TransformerEngine's Linear and GroupedLinear)               */

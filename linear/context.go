@@ -501,7 +501,7 @@ func onesOn(dev host.Device, dt host.DType, n int64, stream uintptr) (host.Tenso
 			one[i] = 1
 		}
 		host.StoreFloat32(cpu, 0, one)
-		d, err := host.AllocTensor(dev, dt, []int64{1, size}, stream)
+		d, err := host.AllocOwnTensor(dev, dt, []int64{1, size}, stream) // kept for good: never a caller's pool
 		if err != nil {
 			return host.Tensor{}, err
 		}

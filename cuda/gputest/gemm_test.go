@@ -3,6 +3,8 @@ package gputest
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -58,7 +60,14 @@ func makeGemmSide(t *testing.T, op gemmOperand, rows, cols int64, seed uint64) g
 	if op.dense != host.DTypeInvalid {
 		dt = op.dense
 	}
-	x := input(t, dt, "normal", rows, cols, seed)
+	return makeGemmSideFrom(t, op, input(t, dt, "normal", rows, cols, seed))
+}
+
+// makeGemmSideFrom is makeGemmSide of a given 2-D input x (of the dense
+// dtype for a dense operand).
+func makeGemmSideFrom(t *testing.T, op gemmOperand, x host.Tensor) gemmSide {
+	t.Helper()
+	rows, cols := x.Shape[0], x.Shape[1]
 	s := gemmSide{rows: rows, cols: cols, vals: map[host.Direction][]float32{}}
 	if op.params == nil && op.hybrid == nil {
 		g := toGPU(t, x)
@@ -390,23 +399,31 @@ func TestGemmEpilogueMatchesCPU(t *testing.T) {
 }
 
 // TestGemmSupportTable: the loaded plugin's cuda entries say native or
-// emulated, with reasons, for the built-in formats.
+// emulated, with reasons, for the built-in formats. The table has one entry
+// per pair of format names (the host asks without parameters): the level is
+// the path of the formats' defaults (fp8 E4M3, fp8_block 1x128), and the
+// reason must name the parameters that take another path in cuda/gemm.cu
+// (E5M2 x E5M2 has no FP8 tensor-core GEMM; cuBLASLt's block scaling takes A
+// 1x128 only, so A 128x128 is expanded to FP32).
 func TestGemmSupportTable(t *testing.T) {
 	needGPU(t)
 	for _, c := range []struct {
 		a, b  string
 		level host.GemmSupportLevel
-		says  string
+		says  []string
 	}{
-		{"fp8", "fp8", host.GemmNative, "FP8 tensor cores"},
-		{"mxfp8", "nvfp4", host.GemmEmulated, "BF16"},
+		{"fp8", "fp8", host.GemmNative, []string{"FP8 tensor cores", "E5M2 x E5M2", "BF16"}},
+		{"mxfp8", "nvfp4", host.GemmEmulated, []string{"BF16"}},
 		// The fused kernel (cuda/gemm_fused.cu) makes same-family MX and NVFP4
 		// pairs native on sm_90, the GPUs this suite runs on; its reason says
 		// where it falls back to the exact BF16 path.
-		{"mxfp8", "mxfp8", host.GemmNative, "FP8 tensor cores"},
-		{"nvfp4", "nvfp4", host.GemmNative, "FP8 tensor cores"},
-		{"fp8_block", "fp8_block", host.GemmNative, "block scaling"},
-		{"identity", "identity", host.GemmNative, "cuBLASLt"},
+		{"mxfp8", "mxfp8", host.GemmNative, []string{"FP8 tensor cores", "BF16"}},
+		{"nvfp4", "nvfp4", host.GemmNative, []string{"FP8 tensor cores", "BF16"}},
+		{"fp8_block", "fp8_block", host.GemmNative, []string{"block scaling", "A 1x128", "A 128x128", "FP32"}},
+		{"fp8_block", "mxfp8", host.GemmEmulated, []string{"FP32"}},
+		{"fp8", "mxfp8", host.GemmEmulated, []string{"BF16"}},
+		{"identity", "nvfp4", host.GemmEmulated, []string{"BF16"}},
+		{"identity", "identity", host.GemmNative, []string{"cuBLASLt"}},
 	} {
 		if _, err := host.LookupFormat(c.a); err != nil {
 			continue
@@ -414,6 +431,163 @@ func TestGemmSupportTable(t *testing.T) {
 		s, err := host.QueryGemmSupport(gpu, c.a, c.b)
 		require.NoError(t, err)
 		require.Equal(t, c.level, s.Level, "%s x %s: %s", c.a, c.b, s.Reason)
-		require.Contains(t, s.Reason, c.says)
+		for _, w := range c.says {
+			require.Contains(t, s.Reason, w, "%s x %s", c.a, c.b)
+		}
+	}
+}
+
+// gpuGemmBytes runs D = A·Bᵀ (BF16 D) on the GPU on the default stream and
+// returns D's bytes.
+func gpuGemmBytes(t *testing.T, a, b gemmSide) []byte {
+	t.Helper()
+	d := gpuTensor(t, host.BFloat16, []int64{a.rows, b.rows})
+	args := &host.GemmArgs{A: a.gpu, B: b.gpu, Alpha: 1, D: d, Exact: true}
+	args.B.Trans = true
+	require.NoError(t, host.Gemm(args))
+	return toCPU(t, d).Bytes8()
+}
+
+// TestGemmConcurrentSameShape: goroutines run GEMMs of one shape and format
+// pair at once, on different operands: they share one cached cuBLASLt plan
+// (cuda/gemm.cu lt_run), whose descriptor carries the FP8 scale pointers of
+// the call in flight. Each result must be bit for bit the one the same GEMM
+// gives alone (the same plan: the same algorithm, workspace and summation
+// order on the same device), which it is not if a call ran with another's
+// scale pointers (the operands' scales differ: seeds and magnitudes differ).
+// The fp8_block pair runs the block-scaled plan, the mxfp8 x nvfp4 pair the
+// expansion and the FP32 epilogue with device factors.
+func TestGemmConcurrentSameShape(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	const m, n, k = 64, 48, 512
+	const goroutines, iters = 8, 25
+	for _, pr := range [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"fp8_block 1x128", "fp8_block 128x128"}, {"mxfp8", "nvfp4"}} {
+		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
+			type job struct {
+				a, b  gemmSide
+				alone []byte
+				d     host.Tensor
+			}
+			var jobs []job
+			for i := 0; i < 4; i++ {
+				a := makeGemmSide(t, byName[pr[0]], m, k, uint64(40+i))
+				b := makeGemmSide(t, byName[pr[1]], n, k, uint64(60+i))
+				runGPUGemm(t, fmt.Sprintf("operands %d alone", i), a, b, false, true, host.BFloat16, gemmEpilogue{alpha: 1}, uint64(i))
+				jobs = append(jobs, job{a: a, b: b, alone: gpuGemmBytes(t, a, b)})
+			}
+			ds := make([]host.Tensor, goroutines)
+			for g := range ds {
+				ds[g] = gpuTensor(t, host.BFloat16, []int64{m, n})
+			}
+			errs := make(chan error, goroutines)
+			var wg sync.WaitGroup
+			for g := 0; g < goroutines; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					runtime.LockOSThread() // a fresh thread: device 0 is current, as for the tensors
+					defer runtime.UnlockOSThread()
+					j := jobs[g%len(jobs)]
+					args := &host.GemmArgs{A: j.a.gpu, B: j.b.gpu, Alpha: 1, D: ds[g], Exact: true}
+					args.B.Trans = true
+					for it := 0; it < iters; it++ {
+						if err := host.Gemm(args); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			for g := range ds {
+				requireSameBytes(t, fmt.Sprintf("goroutine %d (operands %d)", g, g%len(jobs)), jobs[g%len(jobs)].alone, toCPU(t, ds[g]).Bytes8())
+			}
+		})
+	}
+}
+
+// TestGemmPlanEviction: more distinct shapes than the plan cache keeps
+// (cuda/gemm.cu kMaxPlans = 1024), then the first shapes again, whose plans
+// were dropped and are made anew: every result within the bound of the exact
+// product and next to the CPU's.
+func TestGemmPlanEviction(t *testing.T) {
+	needGPU(t)
+	bf16 := gemmOperand{name: "bf16", dense: host.BFloat16}
+	const n, k = 16, 32
+	b := makeGemmSide(t, bf16, n, k, 7)
+	run := func(m int64) {
+		a := makeGemmSide(t, bf16, m, k, uint64(m))
+		runGPUGemm(t, fmt.Sprintf("m=%d", m), a, b, false, true, host.Float32, gemmEpilogue{alpha: 1}, uint64(m))
+	}
+	for m := int64(1); m <= 1040; m++ {
+		run(m)
+	}
+	for m := int64(1); m <= 16; m++ {
+		run(m)
+	}
+}
+
+// TestGemmExtremeScalesMatchCPU: operands whose 32-blocks along K span the
+// whole E8M0 range, so that the exact path's expansion (cuda/gemm.cu
+// expand16_fp4, expand16_contig, op_value) meets block scales of 2^-127 and
+// 2^-126 (BF16 subnormal values, formed in FP32), of 2^120, and ordinary
+// ones. Block kb of A has magnitudes about 2^ea[kb] and of B 2^eb[kb], with
+// ea + eb = -7 for every block, so every product is a normal FP32 number of
+// one magnitude, the bound of gemmRef holds as for ordinary data, and a block
+// expanded wrongly moves D by far more than the bound. Both transposes of A (its contiguous
+// and its strided reading) and every D dtype, against the exact product and
+// the CPU.
+func TestGemmExtremeScalesMatchCPU(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	ea := []int{-127, -126, -125, 0, 60, 120, -100, 10}
+	eb := make([]int, len(ea))
+	for i, e := range ea {
+		eb[i] = -7 - e // every block's products about 2^-7: a wrong block shows above the bound
+	}
+	const m, n, k = 64, 48, 256
+	// x [rows, cols] whose contraction index (cols, or rows when kAlongRows)
+	// p lies in block p/32 of exponent e[p/32].
+	make := func(rows, cols int64, kAlongRows bool, e []int, seed uint64) host.Tensor {
+		v := testutil.Normal(int(rows*cols), 1.5, seed)
+		for i := range v {
+			p := int64(i) % cols
+			if kAlongRows {
+				p = int64(i) / cols
+			}
+			v[i] = float32(float64(v[i]) * math.Ldexp(1, e[p/32]))
+		}
+		x, _ := hosttest.Input(t, host.BFloat16, v, rows, cols)
+		return x
+	}
+	// MX formats only: NVFP4 (one FP32 scale per tensor, E4M3 per block)
+	// cannot represent this input (H100 run 2: the dequantized operands, and
+	// so the CPU's and the GPU's D alike, hold NaN), and its E4M3 block
+	// scales never make subnormal products (TestGemmMatchesCPU covers them).
+	for _, pr := range [][2]string{{"mxfp4", "mxfp4"}, {"mxfp8", "mxfp8"}, {"mxfp8 e5m2 swizzled", "mxfp4"}} {
+		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
+			for _, ta := range []bool{false, true} {
+				ar, ac := int64(m), int64(k)
+				if ta {
+					ar, ac = k, m
+				}
+				a := makeGemmSideFrom(t, byName[pr[0]], make(ar, ac, ta, ea, 11))
+				b := makeGemmSideFrom(t, byName[pr[1]], make(n, k, false, eb, 12))
+				for _, out := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
+					runGPUGemm(t, fmt.Sprintf("transA=%v d=%s", ta, out), a, b, ta, true, out, gemmEpilogue{alpha: 1}, 5)
+				}
+			}
+		})
 	}
 }

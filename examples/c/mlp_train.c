@@ -26,10 +26,27 @@
  * (1.2-1.4x). Finer numeric errors are what the Go tests check against a
  * float64 reference.
  *
- * Usage: mlp_train [quick] [batch=N]   (quick: 150 steps, HIDDEN 64, for make
- * test; otherwise 500 steps, HIDDEN 128, for make mlp; batch=N draws N rows a
- * step instead of 64: make test also runs batch=45, a batch no block size
- * divides, which every format takes as it is (spec §14)) */
+ * Usage: mlp_train [quick] [batch=N] [device=cpu|cuda]   (quick: 150 steps,
+ * HIDDEN 64, for make test; otherwise 500 steps, HIDDEN 128, for make mlp;
+ * batch=N draws N rows a step instead of 64: make test also runs batch=45, a
+ * batch no block size divides, which every format takes as it is (spec §14))
+ *
+ * device=cuda (make mlp DEVICE=cuda) runs the layers on CUDA tensors of device
+ * 0, on the default stream, through the CUDA plugin (build/libquant_cuda.so,
+ * made by make cuda, which libquant loads from its own folder, or a plugin
+ * named in LIBQUANT_PLUGIN_PATH). The C ABI has no memory API, so this program
+ * loads the CUDA runtime itself at run time (dlopen of libcudart.so, .so.13 or
+ * .so.12 from the loader's path, else /usr/local/cuda/lib64; no CUDA header or
+ * library is needed to build it) for cudaMalloc and cudaMemcpy. Everything
+ * else stays as on the CPU: the MLP glue (ReLU, loss, Adam) and the FP32
+ * reference run on the host, and each step copies what the layers read to the
+ * device (inputs, the weights Adam updated, the output gradients) and what they
+ * write back to the host, synchronizing around every call. That is slow and fine for a correctness example: it checks that the
+ * GPU layers train as the CPU ones do, with the same criterion; it measures
+ * nothing. Without the runtime, a GPU or the plugin it says so on stderr
+ * ("device=cuda unavailable: ...") and exits 2. */
+#define _POSIX_C_SOURCE 200112L /* dlopen */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +64,7 @@ static int batch = MAX_BATCH; /* rows a step; batch=N picks fewer (any N, spec �
 static int steps = 500;
 
 static void die(const char *what, quant_status s) {
+  fflush(stdout); /* the table so far, before the error */
   fprintf(stderr, "mlp_train: %s failed: %s: %s\n", what, quant_status_string(s), quant_last_error());
   exit(2);
 }
@@ -212,13 +230,147 @@ static void fp32_run(int train_fc1, double *initial, double *final) {
   *final = fp32_eval(&p);
 }
 
+/* ---- Where the layers' tensors live: host memory, or CUDA device 0. ---- */
+
+static int on_cuda; /* device=cuda */
+
+/* The few CUDA runtime functions used, declared here (cudaError_t and
+ * cudaMemcpyKind are C enums, passed as int) and found with dlsym. */
+typedef int (*cuda_get_device_count_fn)(int *count);
+typedef int (*cuda_malloc_fn)(void **ptr, size_t size);
+typedef int (*cuda_free_fn)(void *ptr);
+typedef int (*cuda_memcpy_fn)(void *dst, const void *src, size_t count, int kind);
+typedef int (*cuda_device_synchronize_fn)(void);
+typedef const char *(*cuda_get_error_string_fn)(int error);
+enum { CUDA_MEMCPY_HOST_TO_DEVICE = 1, CUDA_MEMCPY_DEVICE_TO_HOST = 2 };
+
+static struct {
+  cuda_get_device_count_fn get_device_count;
+  cuda_malloc_fn malloc_;
+  cuda_free_fn free_;
+  cuda_memcpy_fn memcpy_;
+  cuda_device_synchronize_fn synchronize;
+  cuda_get_error_string_fn error_string;
+} cuda;
+
+static void unavailable(const char *why, const char *detail) {
+  fflush(stdout);
+  fprintf(stderr, "mlp_train: device=cuda unavailable: %s%s%s\n", why, detail ? ": " : "", detail ? detail : "");
+  exit(2);
+}
+
+static void cuda_check(const char *what, int err) {
+  if (err != 0) {
+    fflush(stdout);
+    fprintf(stderr, "mlp_train: %s failed: CUDA error %d: %s\n", what, err, cuda.error_string(err));
+    exit(2);
+  }
+}
+
+/* One device buffer per host buffer the layers read or write, allocated once
+ * (the layers' weight caches key on the weight's address), sized for the
+ * largest call (the evaluation pass, EVAL rows). */
+enum { X16, W1, B1, H, A16, W2, B2, YHAT, DY16, DH, DH16, G_W1, G_B1, G_W2, G_B2, NUM_BUFS };
+static const size_t buf_bytes[NUM_BUFS] = {
+    [X16] = EVAL * D_IN * 2,          [W1] = MAX_HIDDEN * D_IN * 4,      [B1] = MAX_HIDDEN * 4,
+    [H] = EVAL * MAX_HIDDEN * 4,      [A16] = EVAL * MAX_HIDDEN * 2,     [W2] = D_OUT * MAX_HIDDEN * 4,
+    [B2] = D_OUT * 4,                 [YHAT] = EVAL * D_OUT * 4,         [DY16] = MAX_BATCH * D_OUT * 2,
+    [DH] = MAX_BATCH * MAX_HIDDEN * 4, [DH16] = MAX_BATCH * MAX_HIDDEN * 2, [G_W1] = MAX_HIDDEN * D_IN * 4,
+    [G_B1] = MAX_HIDDEN * 4,          [G_W2] = D_OUT * MAX_HIDDEN * 4,   [G_B2] = D_OUT * 4};
+static void *dev_buf[NUM_BUFS];
+
+static void *cuda_symbol(void *rt, const char *name) {
+  void *f = dlsym(rt, name);
+  if (f == NULL) unavailable("the CUDA runtime lacks a function", name);
+  return f;
+}
+
+/* Loads the CUDA runtime, checks for a GPU and a loaded CUDA plugin, and
+ * allocates the device buffers; exits 2 saying what is missing. */
+static void cuda_open(void) {
+  /* Names the dynamic loader looks up (LD_LIBRARY_PATH, ld.so.cache), then the toolkit's usual place. */
+  static const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                                "/usr/local/cuda/lib64/libcudart.so"};
+  char err[512] = "";
+  void *rt = NULL;
+  size_t i, n = 0, k;
+  int count = 0, found = 0, e;
+  for (i = 0; i < sizeof names / sizeof names[0] && rt == NULL; i++) {
+    rt = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (rt == NULL) snprintf(err, sizeof err, "%s", dlerror());
+  }
+  if (rt == NULL)
+    unavailable("cannot load the CUDA runtime (tried libcudart.so, libcudart.so.13, libcudart.so.12 and "
+                "/usr/local/cuda/lib64/libcudart.so; put the folder of libcudart.so in LD_LIBRARY_PATH)",
+                err);
+  /* ISO C has no cast between object and function pointers; POSIX's dlsym
+   * relies on this form. */
+  *(void **)&cuda.get_device_count = cuda_symbol(rt, "cudaGetDeviceCount");
+  *(void **)&cuda.malloc_ = cuda_symbol(rt, "cudaMalloc");
+  *(void **)&cuda.free_ = cuda_symbol(rt, "cudaFree");
+  *(void **)&cuda.memcpy_ = cuda_symbol(rt, "cudaMemcpy");
+  *(void **)&cuda.synchronize = cuda_symbol(rt, "cudaDeviceSynchronize");
+  *(void **)&cuda.error_string = cuda_symbol(rt, "cudaGetErrorString");
+  e = cuda.get_device_count(&count);
+  if (e != 0) unavailable("cudaGetDeviceCount failed", cuda.error_string(e));
+  if (count < 1) unavailable("no CUDA device", NULL);
+  /* The first libquant call loads the plugins; one must run kernels on kDLCUDA. */
+  Q(quant_plugin_count(&n));
+  for (i = 0; i < n && !found; i++) {
+    quant_plugin_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    Q(quant_plugin_get_info(i, &info));
+    if (info.status != QUANT_OK) {
+      fprintf(stderr, "mlp_train: plugin %s did not load: %s\n", info.path, info.message);
+      continue;
+    }
+    for (k = 0; k < info.num_kernels && !found; k++) {
+      quant_plugin_kernel_info kernel;
+      memset(&kernel, 0, sizeof kernel);
+      kernel.struct_size = sizeof kernel;
+      Q(quant_plugin_get_kernel(i, k, &kernel));
+      found = kernel.device_type == kDLCUDA;
+    }
+  }
+  if (!found)
+    unavailable("no CUDA plugin is loaded (make cuda builds build/libquant_cuda.so, which libquant loads from the "
+                "folder of libquant.so; or name one in LIBQUANT_PLUGIN_PATH)",
+                NULL);
+  for (i = 0; i < NUM_BUFS; i++) cuda_check("cudaMalloc", cuda.malloc_(&dev_buf[i], buf_bytes[i]));
+}
+
+static void cuda_close(void) {
+  int i;
+  for (i = 0; i < NUM_BUFS; i++) cuda_check("cudaFree", cuda.free_(dev_buf[i]));
+}
+
+/* The data pointer of a tensor the layers read: host itself on the CPU, else
+ * device buffer b holding a copy of its first bytes. */
+static void *put(int b, void *host, size_t bytes) {
+  if (!on_cuda) return host;
+  cuda_check("cudaDeviceSynchronize", cuda.synchronize()); /* no earlier call still reads the buffer */
+  cuda_check("cudaMemcpy to the device", cuda.memcpy_(dev_buf[b], host, bytes, CUDA_MEMCPY_HOST_TO_DEVICE));
+  return dev_buf[b];
+}
+
+/* The data pointer of a tensor the layers write: host itself, or buffer b. */
+static void *out(int b, void *host) { return on_cuda ? dev_buf[b] : host; }
+
+/* Copies what the layers wrote to buffer b back to host (nothing to do on the CPU). */
+static void get(void *host, int b, size_t bytes) {
+  if (!on_cuda) return;
+  cuda_check("cudaDeviceSynchronize", cuda.synchronize());
+  cuda_check("cudaMemcpy to the host", cuda.memcpy_(host, dev_buf[b], bytes, CUDA_MEMCPY_DEVICE_TO_HOST));
+}
+
 /* ---- libquant runs. ---- */
 
 static DLTensor tensor(void *data, DLDataTypeCode code, int bits, int64_t *shape) {
   DLTensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
-  t.device.device_type = kDLCPU;
+  t.device.device_type = on_cuda ? kDLCUDA : kDLCPU; /* device_id 0 */
   t.ndim = 2;
   t.dtype.code = (uint8_t)code;
   t.dtype.bits = (uint8_t)bits;
@@ -249,11 +401,11 @@ static void q_forward(mlp *net, params *p, const float *x, int m, float *h, uint
   quant_linear_forward_args a;
   int i;
   to_bf16(x16, x, m * D_IN);
-  tx = tensor(x16, kDLBfloat, 16, xs);
-  tw1 = tensor(p->w1, kDLFloat, 32, w1s);
-  tb1 = tensor(p->b1, kDLFloat, 32, b1s);
+  tx = tensor(put(X16, x16, (size_t)m * D_IN * 2), kDLBfloat, 16, xs);
+  tw1 = tensor(put(W1, p->w1, (size_t)hidden * D_IN * 4), kDLFloat, 32, w1s);
+  tb1 = tensor(put(B1, p->b1, (size_t)hidden * 4), kDLFloat, 32, b1s);
   tb1.ndim = 1;
-  th = tensor(h, kDLFloat, 32, hs);
+  th = tensor(out(H, h), kDLFloat, 32, hs);
   memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
   a.input = &tx;
@@ -264,12 +416,13 @@ static void q_forward(mlp *net, params *p, const float *x, int m, float *h, uint
   a.input_requires_grad = 0; /* x is data */
   a.weight_requires_grad = ctx1 != NULL && train_fc1;
   Q(quant_linear_forward(net->fc1, &a, ctx1));
+  get(h, H, (size_t)m * hidden * 4);
   for (i = 0; i < m * hidden; i++) a16[i] = demo_to_bf16(h[i] > 0 ? h[i] : 0);
-  ta = tensor(a16, kDLBfloat, 16, hs);
-  tw2 = tensor(p->w2, kDLFloat, 32, w2s);
-  tb2 = tensor(p->b2, kDLFloat, 32, b2s);
+  ta = tensor(put(A16, a16, (size_t)m * hidden * 2), kDLBfloat, 16, hs);
+  tw2 = tensor(put(W2, p->w2, (size_t)D_OUT * hidden * 4), kDLFloat, 32, w2s);
+  tb2 = tensor(put(B2, p->b2, D_OUT * 4), kDLFloat, 32, b2s);
   tb2.ndim = 1;
-  ty = tensor(yhat, kDLFloat, 32, ys);
+  ty = tensor(out(YHAT, yhat), kDLFloat, 32, ys);
   a.input = &ta;
   a.weight = &tw2;
   a.bias = &tb2;
@@ -277,6 +430,7 @@ static void q_forward(mlp *net, params *p, const float *x, int m, float *h, uint
   a.input_requires_grad = ctx2 != NULL && train_fc1;
   a.weight_requires_grad = ctx2 != NULL;
   Q(quant_linear_forward(net->fc2, &a, ctx2));
+  get(yhat, YHAT, (size_t)m * D_OUT * 4);
 }
 
 static double q_eval(mlp *net, params *p) {
@@ -323,10 +477,10 @@ static void q_run(quant_recipe *recipe, int mode, int train_fc1, double *initial
     update_scaling(&net, QUANT_LINEAR_PASS_FORWARD); /* delayed scaling: after the forward pass */
     mse(yhat, y, dy, batch);
     to_bf16(dy16, dy, batch * D_OUT);
-    tdy = tensor(dy16, kDLBfloat, 16, ys);
-    tdh32 = tensor(dh, kDLFloat, 32, hs);
-    tdw2 = tensor(p.g_w2, kDLFloat, 32, w2s);
-    tdb2 = tensor(p.g_b2, kDLFloat, 32, b2s);
+    tdy = tensor(put(DY16, dy16, (size_t)batch * D_OUT * 2), kDLBfloat, 16, ys);
+    tdh32 = tensor(out(DH, dh), kDLFloat, 32, hs);
+    tdw2 = tensor(out(G_W2, p.g_w2), kDLFloat, 32, w2s);
+    tdb2 = tensor(out(G_B2, p.g_b2), kDLFloat, 32, b2s);
     tdb2.ndim = 1;
     memset(&b, 0, sizeof b);
     b.struct_size = sizeof b;
@@ -335,17 +489,22 @@ static void q_run(quant_recipe *recipe, int mode, int train_fc1, double *initial
     b.grad_weight = &tdw2;
     b.grad_bias = &tdb2;
     Q(quant_linear_backward(c2, &b));
+    get(p.g_w2, G_W2, (size_t)D_OUT * hidden * 4);
+    get(p.g_b2, G_B2, D_OUT * 4);
     if (train_fc1) {
+      get(dh, DH, (size_t)batch * hidden * 4);
       for (i = 0; i < batch * hidden; i++) dh16[i] = demo_to_bf16(h[i] > 0 ? dh[i] : 0);
-      tdh = tensor(dh16, kDLBfloat, 16, hs);
-      tdw1 = tensor(p.g_w1, kDLFloat, 32, w1s);
-      tdb1 = tensor(p.g_b1, kDLFloat, 32, b1s);
+      tdh = tensor(put(DH16, dh16, (size_t)batch * hidden * 2), kDLBfloat, 16, hs);
+      tdw1 = tensor(out(G_W1, p.g_w1), kDLFloat, 32, w1s);
+      tdb1 = tensor(out(G_B1, p.g_b1), kDLFloat, 32, b1s);
       tdb1.ndim = 1;
       b.grad_output = &tdh;
       b.grad_input = NULL;
       b.grad_weight = &tdw1;
       b.grad_bias = &tdb1;
       Q(quant_linear_backward(c1, &b));
+      get(p.g_w1, G_W1, (size_t)hidden * D_IN * 4);
+      get(p.g_b1, G_B1, (size_t)hidden * 4);
     }
     Q(quant_linear_ctx_free(c1));
     Q(quant_linear_ctx_free(c2));
@@ -425,11 +584,15 @@ int main(int argc, char **argv) {
       hidden = 64;
     } else if (strncmp(argv[i], "batch=", 6) == 0 && atoi(argv[i] + 6) >= 1 && atoi(argv[i] + 6) <= MAX_BATCH) {
       batch = atoi(argv[i] + 6);
+    } else if (strcmp(argv[i], "device=cpu") == 0 || strcmp(argv[i], "device=cuda") == 0) {
+      on_cuda = strcmp(argv[i], "device=cuda") == 0;
     } else {
-      fprintf(stderr, "usage: mlp_train [quick] [batch=N]  (N in 1..%d, default %d)\n", MAX_BATCH, MAX_BATCH);
+      fprintf(stderr, "usage: mlp_train [quick] [batch=N] [device=cpu|cuda]  (N in 1..%d, default %d)\n", MAX_BATCH,
+              MAX_BATCH);
       return 2;
     }
   }
+  if (on_cuda) cuda_open();
   demo_rng_state = 0x7EAC4E5ull;
   fill_normal(teacher1, D_TEACHER * D_IN, sqrt(2.0 / D_IN));
   fill_normal(teacher2, D_OUT * D_TEACHER, sqrt(1.0 / D_TEACHER));
@@ -453,6 +616,8 @@ int main(int argc, char **argv) {
   fp32_run(0, &frozen_initial, &frozen_final);
   printf("mlp_train: 64 -> %d -> 32 MLP, batch %d, %d Adam steps; eval MSE on %d held-out inputs\n", hidden, batch,
          steps, EVAL);
+  printf("device: libquant's layers on %s; FP32 reference, ReLU, loss and Adam on the host\n",
+         on_cuda ? "cuda:0 (CUDA tensors, default stream)" : "cpu");
   printf("criterion: final <= %.2f x FP32 final and final <= initial / 10\n\n", FACTOR);
   printf("%-24s %-15s %10s %10s %8s  %s\n", "recipe", "backward", "initial", "final", "/FP32", "");
   printf("%-24s %-15s %10.5f %10.5f %8.3f\n", "fp32 (plain C)", "-", fp32_initial, fp32_final, 1.0);
@@ -476,6 +641,7 @@ int main(int argc, char **argv) {
     }
   }
   for (i = 0; i < n; i++) quant_recipe_free(recipes[i].r);
+  if (on_cuda) cuda_close();
   printf("\nmlp_train: %d run(s) failed the criterion\n", failures);
   return failures != 0;
 }

@@ -355,7 +355,7 @@ static void test_forward_errors(void) {
   bad = s.tx;
   bad.device.device_type = kDLCUDA;
   fa = fwd_args(&bad, &s.tw, &s.tb, &s.ty);
-  EXPECT_ERR(quant_linear_forward(l, &fa, &ctx), QUANT_ERROR_UNSUPPORTED, "input: on cuda:0");
+  EXPECT_ERR(quant_linear_forward(l, &fa, &ctx), QUANT_ERROR_INVALID_ARGUMENT, "weight: on cpu but input is on cuda:0");
   fa = fwd_args(&s.tx, &s.tw, &s.tb, &s.ty);
   fa.save_original_input = 2;
   EXPECT_ERR(quant_linear_forward(l, &fa, &ctx), QUANT_ERROR_INVALID_ARGUMENT, "save_original_input: 2 is not 0 or 1");

@@ -314,6 +314,19 @@ class quant_plugin_info(C.Structure):
     ]
 
 
+DEVICE_ALLOC_FN = C.CFUNCTYPE(C.c_int32, C.c_void_p, C.c_int32, C.c_size_t, C.c_void_p, C.POINTER(C.c_void_p))
+DEVICE_FREE_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_int32, C.c_void_p, C.c_void_p)
+
+
+class quant_device_allocator(C.Structure):
+    _fields_ = [
+        ("struct_size", C.c_size_t),
+        ("alloc", DEVICE_ALLOC_FN),
+        ("free", DEVICE_FREE_FN),
+        ("user_data", C.c_void_p),
+    ]
+
+
 class quant_plugin_load_options(C.Structure):
     _fields_ = [
         ("struct_size", C.c_size_t),
@@ -445,6 +458,7 @@ STRUCTS: dict[str, type[C.Structure]] = {
     "DLDataType": DLDataType,
     "DLTensor": DLTensor,
     "quant_quantizer_config": quant_quantizer_config,
+    "quant_device_allocator": quant_device_allocator,
     "quant_buffer_desc": quant_buffer_desc,
     "quant_quantize_options": quant_quantize_options,
     "quant_dequantize_options": quant_dequantize_options,
@@ -522,6 +536,7 @@ FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "quant_plugin_get_format": (_S, [_SZ, _SZ, C.POINTER(C.c_char_p)]),
     "quant_plugin_load_ex": (_S, [C.c_char_p, C.POINTER(quant_plugin_load_options), C.POINTER(_SZ)]),
     "quant_shutdown": (_S, []),
+    "quant_set_device_allocator": (_S, [C.c_int32, C.POINTER(quant_device_allocator)]),
     "quant_linear_create": (_S, [C.POINTER(quant_linear_config), C.POINTER(_P)]),
     "quant_linear_free": (_S, [_P]),
     "quant_linear_quantizer": (_S, [_P, C.c_char_p, C.c_int32, C.POINTER(_P)]),

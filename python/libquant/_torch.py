@@ -176,3 +176,50 @@ def dl_from_any(dtype: Any) -> tuple[int, int]:
     from ._dlpack import dl_dtype as _d
 
     return _d(dtype)
+
+
+# --- PyTorch's caching allocator for libquant's device buffers --------------
+#
+# Inside a CUDA graph capture, every allocation must come from the graph's
+# memory pool and nothing may synchronise. libquant's own device buffers (the
+# quantized input and grad_output, saved contexts, GEMM scratch) come from the
+# CUDA plugin's cudaMallocAsync otherwise; while a capture is under way on the
+# current stream, torch_allocator_if_capturing() hands them to torch's caching
+# allocator instead (quant_set_device_allocator), which puts them in the
+# capture's private pool. Outside captures the plugin's allocator stays (a
+# Python callback per allocation would cost microseconds per call).
+
+
+def _torch_alloc(_user: Any, device: int, nbytes: int, stream: Any, out: Any) -> int:
+    try:
+        out[0] = torch.cuda.caching_allocator_alloc(nbytes, device, int(stream or 0))
+        return 0
+    except Exception:  # reported to the caller as QUANT_ERROR_OUT_OF_MEMORY
+        return 1
+
+
+def _torch_free(_user: Any, _device: int, ptr: Any, _stream: Any) -> None:
+    torch.cuda.caching_allocator_delete(int(ptr))
+
+
+_ALLOCATOR = L.quant_device_allocator(C.sizeof(L.quant_device_allocator), L.DEVICE_ALLOC_FN(_torch_alloc),
+                                      L.DEVICE_FREE_FN(_torch_free), None)
+
+
+class torch_allocator_if_capturing:
+    """While the current CUDA stream is capturing a graph, libquant's CUDA buffers
+    come from torch's caching allocator (the graph's pool); otherwise nothing
+    changes. Buffers keep the allocator they came from when they are freed."""
+
+    __slots__ = ("on",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.on = bool(t.is_cuda and torch.cuda.is_current_stream_capturing())
+
+    def __enter__(self) -> None:
+        if self.on:
+            L.check(L.lib().quant_set_device_allocator(L.kDLCUDA, C.byref(_ALLOCATOR)))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.on:
+            L.check(L.lib().quant_set_device_allocator(L.kDLCUDA, None))

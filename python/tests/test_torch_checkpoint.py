@@ -4,9 +4,7 @@ load_state_dict and torch.save / torch.load round-trip the delayed-scaling state
 so the next step after loading equals the next step without the round trip;
 loading into another recipe re-quantizes and warns.
 
-safetensors is not in the pinned requirements (python/requirements-test.txt), so
-its files are not tested here; the extra state is a dict of CPU tensors plus a
-string and a bool, which safetensors' metadata would carry."""
+safetensors files: test_torch_safetensors.py."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ Forward and backward run through the library's linear ops (quant_linear_forward
 from ._master import MasterWeights
 from ._modules import GroupedLinear, Linear, convert
 from ._ops import live_contexts
+from ._safetensors import load_safetensors, save_safetensors
 from ._recipes import (PRESETS, CustomRecipe, DelayedScaling, Float8BlockScaling, Float8CurrentScaling,
                        HybridQuantizer, IdentityQuantizer, MXFP8BlockScaling, NVFP4BlockScaling, Preset, Recipe,
                        Role, preset)
@@ -24,4 +25,4 @@ from ._state import autocast, quantized_model_init
 __all__ = ["Linear", "GroupedLinear", "convert", "autocast", "Recipe", "Preset", "preset", "PRESETS",
            "DelayedScaling", "Float8CurrentScaling", "Float8BlockScaling", "MXFP8BlockScaling", "NVFP4BlockScaling",
            "CustomRecipe", "HybridQuantizer", "IdentityQuantizer", "Role", "live_contexts", "quantized_model_init",
-           "MasterWeights"]
+           "MasterWeights", "save_safetensors", "load_safetensors"]

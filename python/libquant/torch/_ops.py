@@ -28,6 +28,7 @@ import torch
 
 from .. import LibquantError
 from .. import Linear as _LQLinear
+from .._torch import torch_allocator_if_capturing
 from . import _state
 
 # ---------------------------------------------------------------------------
@@ -245,7 +246,7 @@ def linear_fwd(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid:
     s = slot(mid, rid, 0, override)
     recompute = _in_backward()
     qws = _quantized_weights(mid)
-    with s.lock:
+    with s.lock, torch_allocator_if_capturing(x):
         s.before_forward([w], recompute)
         group = s.amax_group_for(recompute)
         xa = s.reduced_amaxes("input", [x], group)
@@ -282,10 +283,12 @@ def linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, x_shape: l
         db = _empty(w_shape[:1], b_dtype, dy.device) if need_db else _none()
         if need_dx or need_dw or need_db:
             ga = s.reduced_amaxes("grad_output", [dy], s.amax_group) if s is not None else None
-            ctx.backward(dy, grad_input=dx if need_dx else None, grad_weight=dw if need_dw else None,
-                         grad_bias=db if need_db else None, grad_output_amax=ga[0] if ga is not None else None)
+            with torch_allocator_if_capturing(dy):
+                ctx.backward(dy, grad_input=dx if need_dx else None, grad_weight=dw if need_dw else None,
+                             grad_bias=db if need_db else None, grad_output_amax=ga[0] if ga is not None else None)
     finally:
-        ctx.close()
+        with torch_allocator_if_capturing(dy):
+            ctx.close()
     if s is not None:
         s.update("backward")  # the grad_output scales, once this layer's backward is done
     return dx, dw, db
@@ -330,7 +333,7 @@ def grouped_linear_fwd(x: torch.Tensor, ws: list[torch.Tensor], bs: list[torch.T
     s = slot(mid, rid, len(ws), override)
     recompute = _in_backward()
     qws = _quantized_weights(mid)
-    with s.lock:
+    with s.lock, torch_allocator_if_capturing(x):
         s.before_forward(ws, recompute)
         group = s.amax_group_for(recompute)
         xa = s.reduced_amaxes("input", _row_groups(x, m_splits), group)
@@ -371,10 +374,13 @@ def grouped_linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, nu
             splits = ctx._meta.get("m_splits")
             ga = (s.reduced_amaxes("grad_output", _row_groups(dy, splits), s.amax_group)
                   if s is not None and splits is not None else None)
-            ctx.grouped_backward(dy, grad_input=dx if need_dx else None, grad_weights=dws if need_dw else None,
-                                 grad_biases=dbs if need_db else None, grad_output_amaxes=ga)
+            with torch_allocator_if_capturing(dy):
+                ctx.grouped_backward(dy, grad_input=dx if need_dx else None,
+                                     grad_weights=dws if need_dw else None, grad_biases=dbs if need_db else None,
+                                     grad_output_amaxes=ga)
     finally:
-        ctx.close()
+        with torch_allocator_if_capturing(dy):
+            ctx.close()
     if s is not None:
         s.update("backward")
     return dx, dws, dbs
