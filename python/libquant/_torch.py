@@ -199,7 +199,7 @@ def _torch_alloc(_user: Any, device: int, nbytes: int, stream: Any, out: Any) ->
 
 
 def _torch_free(_user: Any, _device: int, ptr: Any, _stream: Any) -> None:
-    torch.cuda.caching_allocator_delete(int(ptr))
+    torch.cuda.caching_allocator_delete(int(ptr))  # type: ignore[no-untyped-call]
 
 
 _ALLOCATOR = L.quant_device_allocator(C.sizeof(L.quant_device_allocator), L.DEVICE_ALLOC_FN(_torch_alloc),
