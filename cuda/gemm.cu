@@ -658,21 +658,25 @@ std::map<int, DeviceState> g_devices;
 std::map<LtKey, std::shared_ptr<LtPlan>> g_plans;
 uint64_t g_tick = 0;
 
-// The device's handle and this stream's workspace, made on first use, and
-// the key's plan if there is one yet.
-int32_t lt_state(int dev, cudaStream_t s, const LtKey &key, cublasLtHandle_t *h, void **ws, std::shared_ptr<LtPlan> *plan,
+// The device's handle and this stream's workspace, made on first use (not
+// when the host lends one: own_ws false; *ws is then NULL), and the key's plan
+// if there is one yet.
+int32_t lt_state(int dev, cudaStream_t s, const LtKey &key, bool own_ws, cublasLtHandle_t *h, void **ws, std::shared_ptr<LtPlan> *plan,
                  quant_plugin_error *err) {
   std::lock_guard<std::mutex> lock(g_mu);
   DeviceState &d = g_devices[dev];
   if (d.handle == nullptr) LQ_LT(cublasLtCreate(&d.handle), "handle creation");
-  auto it = d.workspaces.find(s);
-  if (it == d.workspaces.end()) {
-    void *p = nullptr;
-    LQ_CUDA(cudaMalloc(&p, kWorkspace), "allocating the cuBLASLt workspace (%zu bytes) on cuda:%d", kWorkspace, dev);
-    it = d.workspaces.emplace(s, p).first;
-  }
   *h = d.handle;
-  *ws = it->second;
+  *ws = nullptr;
+  if (own_ws) {
+    auto it = d.workspaces.find(s);
+    if (it == d.workspaces.end()) {
+      void *p = nullptr;
+      LQ_CUDA(cudaMalloc(&p, kWorkspace), "allocating the cuBLASLt workspace (%zu bytes) on cuda:%d", kWorkspace, dev);
+      it = d.workspaces.emplace(s, p).first;
+    }
+    *ws = it->second;
+  }
   auto pi = g_plans.find(key);
   if (pi != g_plans.end()) {
     pi->second->used = ++g_tick;
@@ -745,7 +749,10 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
   cublasLtHandle_t h;
   void *ws;
   std::shared_ptr<LtPlan> plan;
-  LQ_TRY(lt_state(dev, s, key, &h, &ws, &plan, err));
+  // A host workspace of kWorkspace bytes or more serves every algorithm the
+  // heuristic may pick (its preference caps them at kWorkspace).
+  const bool lent = host_ws != nullptr && host_ws_bytes >= kWorkspace && (reinterpret_cast<uintptr_t>(host_ws) & 255) == 0;
+  LQ_TRY(lt_state(dev, s, key, !lent, &h, &ws, &plan, err));
   if (!plan) {
     auto fresh = std::make_shared<LtPlan>();
     LQ_TRY(lt_plan(c, key, h, fresh.get(), err));
@@ -764,7 +771,7 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
     return fail(err, QUANT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM (m'=%lld n'=%lld k'=%lld)", (long long)c.m,
                 (long long)c.n, (long long)c.k);
   size_t wsz = kWorkspace;
-  if (host_ws != nullptr && host_ws_bytes >= plan->workspace && (reinterpret_cast<uintptr_t>(host_ws) & 255) == 0) {
+  if (lent) {
     ws = host_ws;
     wsz = host_ws_bytes;
   }
@@ -785,19 +792,32 @@ cudaDataType_t cuda_type(int code) { return code == 0 ? CUDA_R_32F : code == 1 ?
 
 // Stream-ordered scratch freed when the call returns (the frees are ordered
 // after the work on the stream).
+// Slices of the host's workspace come first (a lent workspace: the host's
+// allocator holds every buffer, e.g. a CUDA graph capture's pool); what is
+// left of it after them goes to cuBLASLt (rest).
 struct Scratch {
   cudaStream_t s;
   void *p[4] = {nullptr, nullptr, nullptr, nullptr};
   int n = 0;
-  explicit Scratch(cudaStream_t st) : s(st) {}
+  char *lent;
+  size_t lent_bytes, used = 0;
+  Scratch(cudaStream_t st, void *ws, size_t ws_bytes) : s(st), lent(static_cast<char *>(ws)), lent_bytes(ws_bytes) {}
   ~Scratch() {
     for (int i = 0; i < n; i++) cudaFreeAsync(p[i], s);
   }
   int32_t get(size_t bytes, void **out, const char *what, quant_plugin_error *err) {
+    const size_t need = (bytes + 255) / 256 * 256;
+    if (lent != nullptr && (reinterpret_cast<uintptr_t>(lent) & 255) == 0 && lent_bytes - used >= need + kWorkspace) {
+      *out = lent + used;
+      used += need;
+      return QUANT_OK;
+    }
     LQ_CUDA(cudaMallocAsync(out, bytes > 0 ? bytes : 16, s), "allocating %zu bytes for %s", bytes, what);
     p[n++] = *out;
     return QUANT_OK;
   }
+  void *rest() const { return lent != nullptr ? lent + used : nullptr; }
+  size_t rest_bytes() const { return lent != nullptr ? lent_bytes - used : 0; }
 };
 
 // The fused Hopper kernel's operand (cuda/gemm_fused.cu), if v can be one: MX
@@ -914,7 +934,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   int dev = 0;
   LQ_TRY(current_device(a->d.device_id, &dev, err));
   cudaStream_t s = stream_of(a->stream);
-  Scratch scratch(s);
+  Scratch scratch(s, host_ws, host_ws_bytes);
 
   const bool fp8_tensor = va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && M % 16 == 0 && N % 16 == 0 &&
                           K % 16 == 0 && aligned16(va.data) && aligned16(vb.data);
@@ -1077,7 +1097,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       c.c = a->d.data;
       c.beta = 1.0f;
     }
-    const int32_t st = lt_run(c, dev, s, host_ws, host_ws_bytes, err);
+    const int32_t st = lt_run(c, dev, s, scratch.rest(), scratch.rest_bytes(), err);
     if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
     return st;
   }
@@ -1088,7 +1108,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   c.alpha = 1.0f;  // Σ; epilogue_kernel applies alpha_eff
   c.beta = 0.0f;
   {
-    const int32_t st = lt_run(c, dev, s, host_ws, host_ws_bytes, err);
+    const int32_t st = lt_run(c, dev, s, scratch.rest(), scratch.rest_bytes(), err);
     if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
     LQ_TRY(st);
   }

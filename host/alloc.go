@@ -73,6 +73,14 @@ func SetCallerAllocator(dev DeviceType, a Allocator) error {
 	return nil
 }
 
+// HasCallerAllocator reports whether buffers of device type dev come from a
+// caller's allocator now (SetCallerAllocator).
+func HasCallerAllocator(dev DeviceType) bool {
+	callerAlloc.RLock()
+	defer callerAlloc.RUnlock()
+	return callerAlloc.m[dev] != nil
+}
+
 // AllocTensor allocates a zeroed (CPU) or uninitialised (device) tensor.
 func AllocTensor(dev Device, dt DType, shape []int64, stream uintptr) (Tensor, error) {
 	t := Tensor{DType: dt, Shape: append([]int64(nil), shape...), Device: dev}

@@ -65,7 +65,30 @@ func (k *gemmKernel) Gemm(r *host.GemmRequest) error {
 		a.flags |= C.QUANT_PLUGIN_GEMM_EXACT
 	}
 	setStream(&a.stream, r.Stream)
+	if host.HasCallerAllocator(r.Device.Type) {
+		// The caller's allocator holds every device buffer of the call (a CUDA
+		// graph capture's pool): lend the plugin its scratch, so that it
+		// allocates nothing itself.
+		ws, err := host.AllocTensor(r.Device, host.Uint8, []int64{gemmWorkspaceBytes(r.M, r.N, r.K)}, r.Stream)
+		if err != nil {
+			return err
+		}
+		defer host.FreeTensor(ws, r.Stream)
+		if err := tensorToC(ws, &a.workspace); err != nil {
+			return err
+		}
+	}
 	return ca.invoke(k.plugin.info.Name, unsafe.Pointer(k.g.gemm), k.what(r))
+}
+
+// gemmWorkspaceBytes bounds the scratch a plugin GEMM of [M, K] × [K, N] may
+// need: the library's largest (cuda/gemm.cu: a 32 MiB cuBLASLt workspace,
+// both operands expanded to 4-byte values with rows and columns padded to
+// 128, and FP32 sums of D), with room for the slices' alignment.
+func gemmWorkspaceBytes(m, n, k int64) int64 {
+	pad := func(x int64) int64 { return (x + 127) / 128 * 128 }
+	mp, np, kp := pad(m), pad(n), pad(k)
+	return 32<<20 + 4*(mp*kp+kp*np) + 4*mp*np + 64<<10
 }
 
 func gemmOperandToC(in *host.GemmInput, o *C.quant_plugin_gemm_operand, cp *C.quant_plugin_params) error {

@@ -1,0 +1,95 @@
+package gputest
+
+import (
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"libquant/host"
+)
+
+// countingAllocator is a caller allocator (host.SetCallerAllocator, the C
+// ABI's quant_set_device_allocator) over the plugin's own memory, counting
+// what goes through it.
+type countingAllocator struct {
+	mu            sync.Mutex
+	live          map[unsafe.Pointer]host.Tensor
+	allocs, frees int
+	largest       int64
+}
+
+func (c *countingAllocator) Alloc(dev host.Device, n int64, stream uintptr) (unsafe.Pointer, error) {
+	t, err := host.AllocOwnTensor(dev, host.Uint8, []int64{n}, stream)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live[t.Ptr] = t
+	c.allocs++
+	c.largest = max(c.largest, n)
+	return t.Ptr, nil
+}
+
+func (c *countingAllocator) Free(dev host.Device, p unsafe.Pointer, stream uintptr) {
+	c.mu.Lock()
+	t, ok := c.live[p]
+	delete(c.live, p)
+	c.frees++
+	c.mu.Unlock()
+	if !ok {
+		panic("countingAllocator: a free of a buffer it did not allocate")
+	}
+	host.FreeTensor(t, stream) // the plugin's: AllocOwnTensor's
+}
+
+// TestGemmWithLentWorkspace: while a caller allocator is set, the host lends
+// each GEMM a workspace from it and the plugin allocates nothing itself
+// (cuda/gemm.cu takes its scratch and cuBLASLt's workspace from the loan).
+// The results are the same bytes as without (the same kernels on the same
+// data), for the native FP8 paths, the BF16 expansion of MX and NVFP4, a
+// mixed pair and the fused kernel's shape; every buffer is given back.
+func TestGemmWithLentWorkspace(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	cases := []struct {
+		a, b    string
+		m, n, k int64
+	}{
+		{"fp8 e4m3", "fp8 e4m3", 64, 48, 512},
+		{"fp8_block 1x128", "fp8_block 128x128", 64, 48, 512},
+		{"mxfp8", "mxfp8", 300, 200, 320},
+		{"nvfp4", "nvfp4", 300, 200, 320},
+		{"mxfp8", "nvfp4", 45, 33, 77},
+		{"mxfp8", "mxfp8", 16, 200, 320},
+	}
+	for _, c := range cases {
+		t.Run(c.a+" x "+c.b, func(t *testing.T) {
+			a := makeGemmSide(t, byName[c.a], c.m, c.k, 11)
+			b := makeGemmSide(t, byName[c.b], c.n, c.k, 12)
+			// D of both runs made before the caller allocator is set: only
+			// what the GEMM itself needs goes through it.
+			ds := [2]host.Tensor{poisoned(t, host.BFloat16, []int64{c.m, c.n}, 0xff), poisoned(t, host.BFloat16, []int64{c.m, c.n}, 0xff)}
+			run := func(d host.Tensor) {
+				require.NoError(t, host.Gemm(&host.GemmArgs{A: a.gpu, B: host.GemmOperand{Q: b.gpu.Q, Dense: b.gpu.Dense, Trans: true}, Alpha: 1, D: d}))
+			}
+			run(ds[0])
+			ca := &countingAllocator{live: map[unsafe.Pointer]host.Tensor{}}
+			require.NoError(t, host.SetCallerAllocator(host.CUDA, ca))
+			run(ds[1])
+			require.NoError(t, host.SetCallerAllocator(host.CUDA, nil))
+			want, got := toCPU(t, ds[0]).Bytes8(), toCPU(t, ds[1]).Bytes8()
+			require.NoError(t, host.Synchronize(gpu, 0))
+			require.Equal(t, want, got, "D with the lent workspace")
+			require.Positive(t, ca.allocs)
+			require.GreaterOrEqual(t, ca.largest, int64(32<<20), "the loan covers cuBLASLt's 32 MiB workspace")
+			require.Equal(t, ca.allocs, ca.frees, "every buffer went back")
+			require.Empty(t, ca.live)
+		})
+	}
+}
