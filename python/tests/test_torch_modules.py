@@ -64,10 +64,15 @@ class Net(torch.nn.Module):
     def __init__(self, d: int = 64, h: int = 128, dtype: torch.dtype = torch.float32, device: Any = "cpu",
                  recipe: lqt.Recipe | None = None, save_original_input: bool = False) -> None:
         super().__init__()
-        kw: dict[str, Any] = dict(device=device, dtype=dtype, recipe=recipe, save_original_input=save_original_input)
+        # Initialised on the CPU and then moved: the CPU's generator gives every
+        # device the same weights (CUDA's would draw others), so a CUDA run
+        # trains the CPU run's model and its loss compares with the CPU's.
+        kw: dict[str, Any] = dict(device="cpu", dtype=dtype, recipe=recipe, save_original_input=save_original_input)
         self.fc1 = lqt.Linear(d, h, name="fc1", **kw)
         self.experts = lqt.GroupedLinear(len(SPLITS), h, h, name="experts", **kw)
         self.fc2 = lqt.Linear(h, d, name="fc2", **kw)
+        if torch.device(device).type != "cpu":
+            self.to(device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.nn.functional.gelu(self.fc1(x))
