@@ -697,7 +697,7 @@ template <int W>
 __device__ __forceinline__ void store_run(uint8_t *dst, uint64_t me, int n, int step, bool first, bool last) {
   static_assert(W == 4 || W == 8, "pieces of 4 or 8 bytes");
   const int off = (int)(reinterpret_cast<uintptr_t>(dst) & (W - 1));
-  const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, me, step);
+  const uint64_t nx = W == 8 ? __shfl_down_sync(0xFFFFFFFFu, me, step) : (uint64_t)__shfl_down_sync(0xFFFFFFFFu, (uint32_t)me, step);
   int nn = __shfl_down_sync(0xFFFFFFFFu, n, step);
   if (last) nn = 0;
   if (n <= 0) return;
@@ -714,6 +714,39 @@ __device__ __forceinline__ void store_run(uint8_t *dst, uint64_t me, int n, int 
   } else {
     if (n > head) put_bytes(dst + head, me >> (8 * head), n - head);
     if (n == W) put_bytes(dst + W, nx, min(head, nn));
+  }
+}
+
+// store_run for 16-byte pieces (the four words w, first n bytes inside):
+// each lane writes the two aligned 8-byte words that begin inside its piece,
+// the second one completed with the next lane's first bytes.
+__device__ __forceinline__ void store_run16(uint8_t *dst, const uint32_t (&w)[4], int n, int step, bool first, bool last) {
+  const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 7);
+  const uint64_t lo = (uint64_t)w[0] | ((uint64_t)w[1] << 32), hi = (uint64_t)w[2] | ((uint64_t)w[3] << 32);
+  const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, lo, step);
+  int nn = __shfl_down_sync(0xFFFFFFFFu, n, step);
+  if (last) nn = 0;
+  if (n <= 0) return;
+  if (off == 0) {
+    if (n == 16) {
+      *reinterpret_cast<uint64_t *>(dst) = lo;
+      *reinterpret_cast<uint64_t *>(dst + 8) = hi;
+    } else {
+      put_bytes(dst, lo, min(8, n));
+      put_bytes(dst + 8, hi, n - 8);
+    }
+    return;
+  }
+  const int head = 8 - off;
+  if (first) put_bytes(dst, lo, min(head, n));
+  const uint64_t mid = (lo >> (8 * head)) | (hi << (8 * off));  // bytes head .. head+7
+  if (n >= head + 8) *reinterpret_cast<uint64_t *>(dst + head) = mid;
+  else if (n > head) put_bytes(dst + head, mid, n - head);
+  if (n == 16 && nn >= head) {
+    *reinterpret_cast<uint64_t *>(dst + head + 8) = (hi >> (8 * head)) | (nx << (8 * off));
+  } else {
+    if (n > head + 8) put_bytes(dst + head + 8, hi >> (8 * head), n - head - 8);
+    if (n == 16) put_bytes(dst + 16, nx, min(head, nn));
   }
 }
 

@@ -325,15 +325,15 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
       *reinterpret_cast<uint2 *>(&scr.qt[c][(2 * g) ^ qt_swizzle(c)]) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
     }
     __syncthreads();
-    // Transposed rows: column c0+c gets 128 bytes; thread t writes half of
-    // one, as the 16-byte pieces 2j+h, so that lanes 2i and 2i+1 write one
-    // 32-byte sector per store instruction (with pieces 4h+j they wrote half
-    // sectors).
-    int c = threadIdx.x / 2, h = threadIdx.x % 2;
-    int64_t oc = c0 + c, orow = r0 + 64 * h;
-    int sw = qt_swizzle(c);
-    if (oc < p.k) {
-      if (full && p.col_vec) {
+    // Transposed rows: column c0+c gets 128 bytes.
+    if (full && p.col_vec) {
+      // Thread t writes half of one, as the 16-byte pieces 2j+h, so that
+      // lanes 2i and 2i+1 write one 32-byte sector per store instruction
+      // (with pieces 4h+j they wrote half sectors).
+      int c = threadIdx.x / 2, h = threadIdx.x % 2;
+      int64_t oc = c0 + c;
+      int sw = qt_swizzle(c);
+      if (oc < p.k) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           int piece = 2 * j + h;
@@ -341,19 +341,21 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
           if (sw & 2) v = make_uint4(v.z, v.w, v.x, v.y);
           *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = v;
         }
-      } else if (orow < p.m) {
-        // Rows 64h .. 64h+63 of the transposed row, which starts anywhere
-        // (M not a multiple of 16, spec §14): aligned 16-byte stores inside,
-        // narrower ones at the two ends.
-        uint32_t w[16];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          uint4 v = *reinterpret_cast<const uint4 *>(&scr.qt[c][(4 * (4 * h + j)) ^ (sw & ~3)]);
-          if (sw & 2) v = make_uint4(v.z, v.w, v.x, v.y);
-          w[4 * j] = v.x, w[4 * j + 1] = v.y, w[4 * j + 2] = v.z, w[4 * j + 3] = v.w;
-        }
-        const int64_t left = p.m - orow;
-        store_any<16>(p.col + oc * p.m + orow, w, left >= 64 ? 64 : (int)left);
+      }
+    } else {
+      // Transposed rows that start anywhere (M not a multiple of 16, spec
+      // §14) or end early: each half-warp writes one column's 128 bytes as
+      // a run of 8-byte pieces (store_run: aligned 8-byte stores, narrower
+      // ones at the two ends), 16 columns per pass.
+      const int l = threadIdx.x & 15;
+      const int64_t rows_left = p.m - (r0 + 8 * l);
+      const int n = rows_left >= 8 ? 8 : rows_left > 0 ? (int)rows_left : 0;
+#pragma unroll 2
+      for (int pass = 0; pass < kTile / 16; pass++) {
+        const int c = 16 * pass + (threadIdx.x >> 4);
+        const int64_t oc = c0 + c;
+        const uint2 v = *reinterpret_cast<const uint2 *>(&scr.qt[c][(2 * l) ^ qt_swizzle(c)]);
+        store_run<8>(p.col + oc * p.m + r0 + 8 * l, (uint64_t)v.x | ((uint64_t)v.y << 32), oc < p.k ? n : 0, 1, l == 0, l == 15);
       }
     }
   }

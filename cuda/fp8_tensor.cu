@@ -321,11 +321,11 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
   } else {
     // Any M and K (spec §14), the warp together: whole 16-element pieces
     // load as vectors (aligned rows) or shifted vectors (16-bit rows at any
-    // even offset), the rest element by element with zeros outside; the row
-    // pieces go out as 16 bytes at any alignment (store_any), each
-    // transposed row's 64 bytes as one run over the 16 lanes that hold it
-    // (store_run), so that M and K that are not multiples of 16 and 4 cost
-    // aligned stores instead of one byte store per code.
+    // even offset), the rest element by element with zeros outside; a row's
+    // 32 bytes go out as one run over the two lanes that hold it
+    // (store_run16), each transposed row's 64 bytes as one run over the 16
+    // lanes that hold it (store_run), so that M and K that are not multiples
+    // of 16 and 4 cost aligned stores instead of one byte store per code.
     const int mode = d_aligned16(p.in) ? ((p.k * (int64_t)sizeof(T)) % 16 == 0 ? kRowsAligned : sizeof(T) == 2 ? kRowsShifted : kRowsScalar)
                                        : kRowsScalar;
     uint32_t rw[4][4];
@@ -363,8 +363,7 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
       const int64_t left = p.k - gc;
       const int nk = left >= 16 ? 16 : left > 0 ? (int)left : 0;
 #pragma unroll
-      for (int i = 0; i < 4; i++)
-        if (gr + i < p.m) store_any<4>(p.row + (gr + i) * p.k + gc, rw[i], nk);
+      for (int i = 0; i < 4; i++) store_run16(p.row + (gr + i) * p.k + gc, rw[i], gr + i < p.m ? nk : 0, 1, (lane & 1) == 0, (lane & 1) == 1);
     }
     const int64_t rows_left = p.m - gr;
     const int nm = rows_left >= 4 ? 4 : rows_left > 0 ? (int)rows_left : 0;
