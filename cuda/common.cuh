@@ -610,6 +610,17 @@ __device__ __forceinline__ void load_chunk(const void *in, int64_t m, int64_t k,
   }
 }
 
+// 16-byte asynchronous copies global -> shared (cp.async, sm_80+), so that
+// loads are in flight while other work goes on (fp8_block: the next tile;
+// mx: a warp's ragged rows).
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 // The low n (0..8) bytes of v at p, in at most five stores aligned to their
 // size, with no loop (H100 run 3: byte loops at the ends of a warp's run
 // doubled the EDGE mxfp8 kernel's time).

@@ -48,15 +48,6 @@ __device__ __forceinline__ void block_scale(const BlockParams &p, uint32_t amax_
   *scale_inv = __frcp_rn(*scale);
 }
 
-// 16-byte asynchronous copies global -> shared (cp.async, sm_80+), so that the
-// next tile's loads are in flight while this one is computed and stored.
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-  uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
-
 // Elements per row of an input stage: 16-bit rows at any even offset
 // (kRowsShifted, K not a multiple of 8: spec §14) are copied as the 17
 // aligned 16-byte chunks that cover a row's 128 elements, so the stage row has
