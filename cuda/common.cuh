@@ -712,19 +712,33 @@ __device__ __forceinline__ void store_run(uint8_t *dst, uint64_t me, int n, int 
   int nn = __shfl_down_sync(0xFFFFFFFFu, n, step);
   if (last) nn = 0;
   if (n <= 0) return;
+  // 4-byte pieces: the ends are at most 3 bytes, written as predicated byte
+  // stores (put_bytes' branches, taken by one lane of sixteen, serialized
+  // the warp: fp8's transposed runs).
+  auto put = [](uint8_t *p, uint64_t v, int c) {
+    if (W == 8) {
+      put_bytes(p, v, c);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 3; j++)
+        if (j < c) p[j] = (uint8_t)(v >> (8 * j));
+    }
+  };
   if (off == 0) {
-    put_bytes(dst, me, n);
+    if (W == 4 && n == 4) *reinterpret_cast<uint32_t *>(dst) = (uint32_t)me;
+    else if (W == 4) put(dst, me, n);
+    else put_bytes(dst, me, n);
     return;
   }
   const int head = W - off;  // bytes of each piece before the next aligned word
-  if (first) put_bytes(dst, me, min(head, n));
+  if (first) put(dst, me, min(head, n));
   if (n == W && nn >= head) {
     const uint64_t word = (me >> (8 * head)) | (nx << (8 * off));
     if (W == 8) *reinterpret_cast<uint64_t *>(dst + head) = word;
     else *reinterpret_cast<uint32_t *>(dst + head) = (uint32_t)word;
   } else {
-    if (n > head) put_bytes(dst + head, me >> (8 * head), n - head);
-    if (n == W) put_bytes(dst + W, nx, min(head, nn));
+    if (n > head) put(dst + head, me >> (8 * head), n - head);
+    if (n == W) put(dst + W, nx, min(head, nn));
   }
 }
 

@@ -112,13 +112,15 @@ __device__ __forceinline__ void words_to_f32(const uint32_t (&w)[4], float (&v)[
 
 // The thread's 8 elements of a stage row copied as aligned chunks
 // (kRowsShifted): chunks ch and ch+1 of the row, shifted down by the row's
-// offset off (bytes, even) within its first chunk.
+// offset off (bytes, even) within its first chunk. The offset is the same
+// for the whole warp: its two half-warps hold rows 8 apart, 16·K bytes,
+// a multiple of 16; so the shift is a switch that the warp takes together.
 template <typename T>
 __device__ __forceinline__ void load8_shared_shifted(const T *row, int ch, int off, float (&v)[8]) {
   const uint4 a = reinterpret_cast<const uint4 *>(row)[ch], b = reinterpret_cast<const uint4 *>(row)[ch + 1];
   const uint32_t raw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
   uint32_t w[4];
-  shift_down_bytes<4>(raw, off, w);
+  shift_uniform<4>(raw, off, w);
   words_to_f32<T>(w, v);
 }
 

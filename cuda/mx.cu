@@ -135,7 +135,7 @@ __device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
 // buffers) none of that is compiled in, so aligned shapes keep their
 // registers and speed.
 template <typename T, int EL, bool ROW, bool COL, bool EDGE>
-__global__ void __launch_bounds__(kThreads, EDGE && !(ROW && COL) ? 3 : 0) mx_quantize_kernel(MxParams p, int64_t ntiles) {
+__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64_t ntiles) {
   __shared__ uint32_t part[kThreads / 32][kTileC];
   __shared__ float colf[kTileC];
   __shared__ uint16_t colb[EL == kE2M1 ? kTileC : 1][kTileR / 4 + 1];
