@@ -782,63 +782,6 @@ __device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
   store_run<8>(dst, (uint64_t)v.x | ((uint64_t)v.y << 32), n, 1, lane == 0, lane == 31);
 }
 
-// The W words w shifted down by off bytes (off even or odd, 0..15, any value
-// per lane): out[j] = bytes 4j+off .. 4j+off+3 of the words w[0..W+3]. Two
-// rounds of selects (word shift by off>>2) and a funnel shift (the rest), so
-// no register array is indexed at run time.
-template <int W>
-__device__ __forceinline__ void shift_down_bytes(const uint32_t (&raw)[W + 4], int off, uint32_t (&out)[W]) {
-  const int ws = off >> 2, bs = 8 * (off & 3);
-  uint32_t s1[W + 3];
-#pragma unroll
-  for (int j = 0; j < W + 3; j++) s1[j] = (ws & 1) ? raw[j + 1] : raw[j];
-  uint32_t s2[W + 1];
-#pragma unroll
-  for (int j = 0; j < W + 1; j++) s2[j] = (ws & 2) ? s1[j + 2] : s1[j];
-#pragma unroll
-  for (int j = 0; j < W; j++) out[j] = __funnelshift_r(s2[j], s2[j + 1], bs);
-}
-
-// Stores the first n (0 .. 4·W) bytes of the words w at dst, which may have
-// any alignment (a transposed FP8 row of M bytes, spec §14): the 16-byte
-// aligned chunks that lie wholly inside the n bytes take one 16-byte store
-// each (the words shifted into place), the partial chunks at the two ends
-// go through put_bytes. One thread; W a multiple of 4.
-template <int W>
-__device__ __forceinline__ void store_any(uint8_t *dst, const uint32_t (&w)[W], int n) {
-  static_assert(W % 4 == 0, "whole 16-byte chunks");
-  const int a = (int)(reinterpret_cast<uintptr_t>(dst) & 15);
-  uint8_t *base = dst - a;
-  // s[j] = bytes 4j − a .. 4j − a + 3 of the run (zero outside it): the words
-  // of (0, 0, 0, 0, w..., 0, 0, 0, 0) shifted down by 16 − a bytes.
-  uint32_t raw[W + 8], s[W + 4];
-#pragma unroll
-  for (int j = 0; j < 4; j++) raw[j] = 0, raw[W + 4 + j] = 0;
-#pragma unroll
-  for (int j = 0; j < W; j++) raw[4 + j] = w[j];
-  if (a == 0) {
-#pragma unroll
-    for (int j = 0; j < W + 4; j++) s[j] = raw[4 + j];
-  } else {
-    shift_down_bytes<W + 4>(raw, 16 - a, s);
-  }
-#pragma unroll
-  for (int q = 0; q <= W / 4; q++) {
-    const int lo = 16 * q - a;  // the run's byte at the chunk's start
-    if (lo >= n) break;
-    if (lo + 16 <= 0) continue;
-    if (lo >= 0 && lo + 16 <= n) {
-      *reinterpret_cast<uint4 *>(base + 16 * q) = make_uint4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
-    } else {
-      const int p0 = lo < 0 ? -lo : 0, p1 = lo + 16 > n ? n - lo : 16;  // chunk bytes [p0, p1) are the run's
-      const uint64_t h0 = (uint64_t)s[4 * q] | ((uint64_t)s[4 * q + 1] << 32), h1 = (uint64_t)s[4 * q + 2] | ((uint64_t)s[4 * q + 3] << 32);
-      if (p0 < 8) put_bytes(base + 16 * q + p0, h0 >> (8 * p0), min(p1, 8) - p0);
-      const int q0 = p0 > 8 ? p0 : 8;
-      if (p1 > q0) put_bytes(base + 16 * q + q0, h1 >> (8 * (q0 - 8)), p1 - q0);
-    }
-  }
-}
-
 // Keeps the first nv nibbles of the words w (element i in bits 4i) and zeroes
 // the rest: positions of the zero padding never reach a buffer (spec §14 item
 // 4: the high nibble of an odd row's last byte is zero, whatever the padded

@@ -574,8 +574,8 @@ int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t,
   p->vfi = t == InType::BF16 ? bf16_maxf : t == InType::F16 ? 65504.0f : FLT_MAX;
   // Any M and K (spec §14): rows of the input load as aligned vectors or
   // shifted ones (16-bit input at any even offset), rows of the outputs
-  // that are not 8- / 16-byte aligned are written as runs (store_run,
-  // store_any); 32-bit input at other offsets goes element by element.
+  // that are not 8- / 16-byte aligned are written as runs (store_run); 32-bit
+  // input at other offsets goes element by element.
   p->vec = row_load_mode(a->input.data, k, in_size(t));
   p->row_vec = rd.data != nullptr && (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0 && k % 8 == 0;
   p->col_vec = cd.data != nullptr && aligned16(cd.data) && m % 16 == 0;
