@@ -610,6 +610,17 @@ __device__ __forceinline__ void load_chunk(const void *in, int64_t m, int64_t k,
   }
 }
 
+// 16-byte asynchronous copies global -> shared (cp.async, sm_80+), so that
+// loads are in flight while other work goes on (fp8_block: the next tile;
+// mx: a warp's ragged rows).
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 // The low n (0..8) bytes of v at p, in at most five stores aligned to their
 // size, with no loop (H100 run 3: byte loops at the ends of a warp's run
 // doubled the EDGE mxfp8 kernel's time).
@@ -684,33 +695,91 @@ __device__ __forceinline__ void store_bytes(uint8_t *dst, const uint32_t (&w)[W]
   }
 }
 
-// Stores a warp's run of FP8 codes: lane l holds the 8 bytes v at dst (=
-// the run's start + 8·l, all lanes in one row), of which the first n are
-// inside the tensor (n is 8 up to the run's end, then less, then 0). Where dst
-// is not 8-byte aligned (K not a multiple of 8, spec §14) each lane writes the
-// aligned 8 bytes that begin inside its own piece, taking the rest from the
-// next lane's, so the run is still written with aligned 8-byte stores; only
-// the run's ends go byte by byte. Every lane of the warp must call it.
-__device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
-  const unsigned lane = threadIdx.x & 31;
-  const uint64_t me = (uint64_t)v.x | ((uint64_t)v.y << 32);
-  const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 7);
-  const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, me, 1);
-  int nn = __shfl_down_sync(0xFFFFFFFFu, n, 1);
-  if (lane == 31) nn = 0;
+// Stores a run of W-byte pieces (W = 4 or 8) held one per lane: the lane
+// holds the W bytes v at dst, the next piece of the run is held by lane + step
+// (dst + W), and of its own piece the first n bytes are inside the tensor (n is
+// W up to the run's end, then less, then 0). first / last: the lane holds the
+// run's first / last piece. Where dst is not W-byte aligned (K or M not a
+// multiple of W, spec §14) each lane writes the aligned W bytes that begin
+// inside its own piece, taking the rest from the next lane's, so the run is
+// still written with aligned W-byte stores; only the run's ends go byte by
+// byte. Every lane of the warp must call it (the shuffle).
+template <int W>
+__device__ __forceinline__ void store_run(uint8_t *dst, uint64_t me, int n, int step, bool first, bool last) {
+  static_assert(W == 4 || W == 8, "pieces of 4 or 8 bytes");
+  const int off = (int)(reinterpret_cast<uintptr_t>(dst) & (W - 1));
+  const uint64_t nx = W == 8 ? __shfl_down_sync(0xFFFFFFFFu, me, step) : (uint64_t)__shfl_down_sync(0xFFFFFFFFu, (uint32_t)me, step);
+  int nn = __shfl_down_sync(0xFFFFFFFFu, n, step);
+  if (last) nn = 0;
   if (n <= 0) return;
+  // 4-byte pieces: the ends are at most 3 bytes, written as predicated byte
+  // stores (put_bytes' branches, taken by one lane of sixteen, serialized
+  // the warp: fp8's transposed runs).
+  auto put = [](uint8_t *p, uint64_t v, int c) {
+    if (W == 8) {
+      put_bytes(p, v, c);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 3; j++)
+        if (j < c) p[j] = (uint8_t)(v >> (8 * j));
+    }
+  };
   if (off == 0) {
-    put_bytes(dst, me, n);
+    if (W == 4 && n == 4) *reinterpret_cast<uint32_t *>(dst) = (uint32_t)me;
+    else if (W == 4) put(dst, me, n);
+    else put_bytes(dst, me, n);
     return;
   }
-  const int head = 8 - off;  // bytes of each piece before the next aligned word
-  if (lane == 0) put_bytes(dst, me, min(head, n));
-  if (n == 8 && nn >= head) {
-    *reinterpret_cast<uint64_t *>(dst + head) = (me >> (8 * head)) | (nx << (8 * off));
+  const int head = W - off;  // bytes of each piece before the next aligned word
+  if (first) put(dst, me, min(head, n));
+  if (n == W && nn >= head) {
+    const uint64_t word = (me >> (8 * head)) | (nx << (8 * off));
+    if (W == 8) *reinterpret_cast<uint64_t *>(dst + head) = word;
+    else *reinterpret_cast<uint32_t *>(dst + head) = (uint32_t)word;
   } else {
-    if (n > head) put_bytes(dst + head, me >> (8 * head), n - head);
-    if (n == 8) put_bytes(dst + 8, nx, min(head, nn));
+    if (n > head) put(dst + head, me >> (8 * head), n - head);
+    if (n == W) put(dst + W, nx, min(head, nn));
   }
+}
+
+// store_run for 16-byte pieces (the four words w, first n bytes inside):
+// each lane writes the two aligned 8-byte words that begin inside its piece,
+// the second one completed with the next lane's first bytes.
+__device__ __forceinline__ void store_run16(uint8_t *dst, const uint32_t (&w)[4], int n, int step, bool first, bool last) {
+  const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 7);
+  const uint64_t lo = (uint64_t)w[0] | ((uint64_t)w[1] << 32), hi = (uint64_t)w[2] | ((uint64_t)w[3] << 32);
+  const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, lo, step);
+  int nn = __shfl_down_sync(0xFFFFFFFFu, n, step);
+  if (last) nn = 0;
+  if (n <= 0) return;
+  if (off == 0) {
+    if (n == 16) {
+      *reinterpret_cast<uint64_t *>(dst) = lo;
+      *reinterpret_cast<uint64_t *>(dst + 8) = hi;
+    } else {
+      put_bytes(dst, lo, min(8, n));
+      put_bytes(dst + 8, hi, n - 8);
+    }
+    return;
+  }
+  const int head = 8 - off;
+  if (first) put_bytes(dst, lo, min(head, n));
+  const uint64_t mid = (lo >> (8 * head)) | (hi << (8 * off));  // bytes head .. head+7
+  if (n >= head + 8) *reinterpret_cast<uint64_t *>(dst + head) = mid;
+  else if (n > head) put_bytes(dst + head, mid, n - head);
+  if (n == 16 && nn >= head) {
+    *reinterpret_cast<uint64_t *>(dst + head + 8) = (hi >> (8 * head)) | (nx << (8 * off));
+  } else {
+    if (n > head + 8) put_bytes(dst + head + 8, hi >> (8 * head), n - head - 8);
+    if (n == 16) put_bytes(dst + 16, nx, min(head, nn));
+  }
+}
+
+// A warp's run of FP8 codes, 8 bytes per lane, all lanes in one row
+// (store_run over the whole warp).
+__device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
+  const unsigned lane = threadIdx.x & 31;
+  store_run<8>(dst, (uint64_t)v.x | ((uint64_t)v.y << 32), n, 1, lane == 0, lane == 31);
 }
 
 // Keeps the first nv nibbles of the words w (element i in bits 4i) and zeroes

@@ -37,7 +37,10 @@ struct BlockParams {
   uint8_t *row, *col;
   BlockScales row_s, col_s;
   float eps, vfi;
-  int pow2, vec;
+  int pow2;
+  int vec;      // RowLoad of the input rows (kRowsShifted: 16-bit rows at any even offset)
+  int row_vec;  // rowwise rows 8-byte aligned (k % 8 == 0): plain 8-byte stores
+  int col_vec;  // transposed rows 16-byte aligned (m % 16 == 0): plain 16-byte stores
 };
 
 __device__ __forceinline__ void block_scale(const BlockParams &p, uint32_t amax_bits, float *scale, float *scale_inv) {
@@ -45,18 +48,25 @@ __device__ __forceinline__ void block_scale(const BlockParams &p, uint32_t amax_
   *scale_inv = __frcp_rn(*scale);
 }
 
-// 16-byte asynchronous copies global -> shared (cp.async, sm_80+), so that the
-// next tile's loads are in flight while this one is computed and stored.
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-  uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
+// Elements per row of an input stage: 16-bit rows at any even offset
+// (kRowsShifted, K not a multiple of 8: spec §14) are copied as the 17
+// aligned 16-byte chunks that cover a row's 128 elements, so the stage row has
+// room for one more chunk; 32-bit input is staged only with aligned rows.
+template <typename T>
+__host__ __device__ constexpr int stage_pitch() { return sizeof(T) == 2 ? kTile + 8 : kTile; }
 
-// Thread t holds rows 8·(t/16) .. +7 and columns 8·(t%16) .. +7 of a tile.
+// Whether a tile is cast from a prefetched stage: inside the tensor, with
+// vector-loadable rows, and (shifted rows) the last row's 17th chunk ending
+// inside the tensor. Thread t holds rows 8·(t/16) .. +7 and columns
+// 8·(t%16) .. +7 of a tile.
+template <typename T>
 __device__ __forceinline__ bool tile_full(const BlockParams &p, int64_t tile, int64_t tiles_c) {
-  return p.vec && (tile / tiles_c) * kTile + kTile <= p.m && (tile % tiles_c) * kTile + kTile <= p.k;
+  const int64_t r0 = (tile / tiles_c) * kTile, c0 = (tile % tiles_c) * kTile;
+  if (p.vec == kRowsScalar || r0 + kTile > p.m || c0 + kTile > p.k) return false;
+  if (sizeof(T) != 2 || p.vec != kRowsShifted) return p.vec == kRowsAligned;
+  const T *x = (const T *)p.in;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(x + (r0 + kTile - 1) * p.k + c0) & ~(uintptr_t)15) + 16 * (kTile / 8 + 1);
+  return last <= reinterpret_cast<uintptr_t>(x + p.m * p.k);
 }
 
 // Starts the copy of the thread's own 8×8 piece of a full tile into stage
@@ -69,14 +79,49 @@ __device__ __forceinline__ void prefetch_piece(const BlockParams &p, int64_t til
   int64_t r0 = (tile / tiles_c) * kTile, c0 = (tile % tiles_c) * kTile;
   int g = threadIdx.x / 16, ch = threadIdx.x % 16;
   constexpr int kPer16 = 16 / sizeof(T);
+  if (sizeof(T) == 2 && p.vec == kRowsShifted) {
+    // The aligned chunks under the row's 128 elements; thread 15 of the row
+    // also copies the 17th (read by the shift when the row is not aligned).
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int row = 8 * g + i;
+      const uint8_t *src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(x + (r0 + row) * p.k + c0) & ~(uintptr_t)15);
+      T *dst = stage + row * stage_pitch<T>() + 8 * ch;
+      cp_async16(dst, src + 16 * ch);
+      if (ch == 15) cp_async16(dst + 8, src + 16 * 16);
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < 8; i++) {
     int row = 8 * g + i;
     const T *src = x + (r0 + row) * p.k + c0 + 8 * ch;
-    T *dst = stage + row * kTile + 8 * ch;
+    T *dst = stage + row * stage_pitch<T>() + 8 * ch;
 #pragma unroll
     for (int c = 0; c < 8 / kPer16; c++) cp_async16(dst + c * kPer16, src + c * kPer16);
   }
+}
+
+// 8 elements from 16-bit words (element 2j in the low half of word j).
+template <typename T>
+__device__ __forceinline__ void words_to_f32(const uint32_t (&w)[4], float (&v)[8]) {
+  const T *h = reinterpret_cast<const T *>(&w[0]);
+#pragma unroll
+  for (int i = 0; i < 8; i++) v[i] = to_f32(h[i]);
+}
+
+// The thread's 8 elements of a stage row copied as aligned chunks
+// (kRowsShifted): chunks ch and ch+1 of the row, shifted down by the row's
+// offset off (bytes, even) within its first chunk. The offset is the same
+// for the whole warp: its two half-warps hold rows 8 apart, 16·K bytes,
+// a multiple of 16; so the shift is a switch that the warp takes together.
+template <typename T>
+__device__ __forceinline__ void load8_shared_shifted(const T *row, int ch, int off, float (&v)[8]) {
+  const uint4 a = reinterpret_cast<const uint4 *>(row)[ch], b = reinterpret_cast<const uint4 *>(row)[ch + 1];
+  const uint32_t raw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  uint32_t w[4];
+  shift_uniform<4>(raw, off, w);
+  words_to_f32<T>(w, v);
 }
 
 template <typename T>
@@ -125,7 +170,7 @@ constexpr int kStages = 3;
 
 // Stage bytes per tile of input type T.
 template <typename T>
-__host__ __device__ constexpr size_t stage_bytes() { return (size_t)kTile * kTile * sizeof(T); }
+__host__ __device__ constexpr size_t stage_bytes() { return (size_t)kTile * stage_pitch<T>() * sizeof(T); }
 template <typename T>
 __host__ __device__ constexpr size_t block_smem() { return kStages * stage_bytes<T>() + sizeof(BlockShared); }
 static_assert(sizeof(BlockScratch) <= (size_t)kTile * kTile * 2, "the scratch must fit in a 16-bit input stage");
@@ -156,11 +201,22 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
   int g = threadIdx.x / 16, ch = threadIdx.x % 16;
   int64_t gc = c0 + 8 * ch;
   float v[8][8];
+  const bool shifted = sizeof(T) == 2 && p.vec == kRowsShifted;
 #pragma unroll
   for (int i = 0; i < 8; i++) {
     int64_t r = r0 + 8 * g + i;
-    if (full) {
-      load8_shared<T>(stage + (8 * g + i) * kTile + 8 * ch, v[i]);
+    if (full && shifted) {
+      const int off = (int)(reinterpret_cast<uintptr_t>(x + r * p.k + c0) & 15);
+      load8_shared_shifted<T>(stage + (8 * g + i) * stage_pitch<T>(), ch, off, v[i]);
+    } else if (full) {
+      load8_shared<T>(stage + (8 * g + i) * stage_pitch<T>() + 8 * ch, v[i]);
+    } else if (r < p.m && gc + 8 <= p.k && p.vec == kRowsAligned) {
+      load8<T, true>(x + r * p.k + gc, v[i]);  // an edge tile's whole pieces
+    } else if (shifted && r < p.m && gc + 8 <= p.k &&
+               shifted_fits<4>(reinterpret_cast<const uint16_t *>(x + r * p.k + gc), x + p.m * p.k)) {
+      uint32_t w[4];
+      load_shifted<4>(reinterpret_cast<const uint16_t *>(x + r * p.k + gc), w);
+      words_to_f32<T>(w, v[i]);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; e++) v[i][e] = (r < p.m && gc + e < p.k) ? to_f32(x[r * p.k + gc + e]) : 0.0f;
@@ -213,12 +269,14 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
 #pragma unroll
       for (int j = 0; j < 4; j++) w[j] = fp8x2<Fp8::E4M3>(__fmul_rn(v[i][2 * j], rs[i]), __fmul_rn(v[i][2 * j + 1], rs[i]));
       uint32_t lo = w[0] | (w[1] << 16), hi = w[2] | (w[3] << 16);
-      if (full) {
+      if (full && p.row_vec) {
         *reinterpret_cast<uint2 *>(p.row + r * p.k + gc) = make_uint2(lo, hi);
-      } else if (r < p.m) {
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-          if (gc + e < p.k) p.row[r * p.k + gc + e] = (uint8_t)((e < 4 ? lo : hi) >> (8 * (e & 3)));
+      } else {
+        // The 16 threads of a row write its 128 codes as one run (K or the
+        // row's start not a multiple of 8: spec §14).
+        const int64_t left = p.k - gc;
+        const int n = r < p.m ? (left >= 8 ? 8 : left > 0 ? (int)left : 0) : 0;
+        store_run<8>(p.row + r * p.k + gc, (uint64_t)lo | ((uint64_t)hi << 32), n, 1, ch == 0, ch == 15);
       }
     }
   }
@@ -260,15 +318,15 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
       *reinterpret_cast<uint2 *>(&scr.qt[c][(2 * g) ^ qt_swizzle(c)]) = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
     }
     __syncthreads();
-    // Transposed rows: column c0+c gets 128 bytes; thread t writes half of
-    // one, as the 16-byte pieces 2j+h, so that lanes 2i and 2i+1 write one
-    // 32-byte sector per store instruction (with pieces 4h+j they wrote half
-    // sectors).
-    int c = threadIdx.x / 2, h = threadIdx.x % 2;
-    int64_t oc = c0 + c, orow = r0 + 64 * h;
-    int sw = qt_swizzle(c);
-    if (oc < p.k) {
-      if (full && p.m % 16 == 0) {
+    // Transposed rows: column c0+c gets 128 bytes.
+    if (full && p.col_vec) {
+      // Thread t writes half of one, as the 16-byte pieces 2j+h, so that
+      // lanes 2i and 2i+1 write one 32-byte sector per store instruction
+      // (with pieces 4h+j they wrote half sectors).
+      int c = threadIdx.x / 2, h = threadIdx.x % 2;
+      int64_t oc = c0 + c;
+      int sw = qt_swizzle(c);
+      if (oc < p.k) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           int piece = 2 * j + h;
@@ -276,13 +334,21 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tile, i
           if (sw & 2) v = make_uint4(v.z, v.w, v.x, v.y);
           *reinterpret_cast<uint4 *>(p.col + oc * p.m + r0 + 16 * piece) = v;
         }
-      } else {
-        const uint8_t *row = reinterpret_cast<const uint8_t *>(scr.qt[c]);
-#pragma unroll 8
-        for (int j = 0; j < 64; j++) {
-          int r = 64 * h + j;
-          if (orow + j < p.m) p.col[oc * p.m + orow + j] = row[4 * ((r >> 2) ^ sw) + (r & 3)];
-        }
+      }
+    } else {
+      // Transposed rows that start anywhere (M not a multiple of 16, spec
+      // §14) or end early: each half-warp writes one column's 128 bytes as
+      // a run of 8-byte pieces (store_run: aligned 8-byte stores, narrower
+      // ones at the two ends), 16 columns per pass.
+      const int l = threadIdx.x & 15;
+      const int64_t rows_left = p.m - (r0 + 8 * l);
+      const int n = rows_left >= 8 ? 8 : rows_left > 0 ? (int)rows_left : 0;
+#pragma unroll 2
+      for (int pass = 0; pass < kTile / 16; pass++) {
+        const int c = 16 * pass + (threadIdx.x >> 4);
+        const int64_t oc = c0 + c;
+        const uint2 v = *reinterpret_cast<const uint2 *>(&scr.qt[c][(2 * l) ^ qt_swizzle(c)]);
+        store_run<8>(p.col + oc * p.m + r0 + 8 * l, (uint64_t)v.x | ((uint64_t)v.y << 32), oc < p.k ? n : 0, 1, l == 0, l == 15);
       }
     }
   }
@@ -339,7 +405,7 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(const __grid_consta
     if (t < total) {
       int64_t lt;
       const BlockParams &p = grp.locate(t, &lt);
-      if (tile_full(p, lt, tiles_c_of(p))) prefetch_piece<T>(p, lt, tiles_c_of(p), stages + s * kTile * kTile);
+      if (tile_full<T>(p, lt, tiles_c_of(p))) prefetch_piece<T>(p, lt, tiles_c_of(p), stages + s * kTile * stage_pitch<T>());
     }
     cp_async_commit();
   };
@@ -355,8 +421,8 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(const __grid_consta
     int64_t lt;
     const BlockParams &p = grp.locate(tile, &lt);
     int64_t tc = tiles_c_of(p);
-    T *stage = stages + cur * kTile * kTile;
-    block_tile<T, ROW, COL, TWO_D>(p, lt, tc, tile_full(p, lt, tc) ? stage : nullptr, *reinterpret_cast<BlockScratch *>(stage), sh);
+    T *stage = stages + cur * kTile * stage_pitch<T>();
+    block_tile<T, ROW, COL, TWO_D>(p, lt, tc, tile_full<T>(p, lt, tc) ? stage : nullptr, *reinterpret_cast<BlockScratch *>(stage), sh);
     __syncthreads();  // the next tiles reuse sh, and this stage as a copy target
   }
 }
@@ -506,8 +572,13 @@ int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t,
   float bf16_maxf;
   memcpy(&bf16_maxf, &bf16_max, sizeof bf16_maxf);
   p->vfi = t == InType::BF16 ? bf16_maxf : t == InType::F16 ? 65504.0f : FLT_MAX;
-  p->vec = aligned16(a->input.data) && k % 8 == 0 && (rd.data == nullptr || (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0) &&
-           (cd.data == nullptr || aligned16(cd.data));
+  // Any M and K (spec §14): rows of the input load as aligned vectors or
+  // shifted ones (16-bit input at any even offset), rows of the outputs
+  // that are not 8- / 16-byte aligned are written as runs (store_run); 32-bit
+  // input at other offsets goes element by element.
+  p->vec = row_load_mode(a->input.data, k, in_size(t));
+  p->row_vec = rd.data != nullptr && (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0 && k % 8 == 0;
+  p->col_vec = cd.data != nullptr && aligned16(cd.data) && m % 16 == 0;
   return QUANT_OK;
 }
 

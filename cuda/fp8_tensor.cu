@@ -24,6 +24,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
+__device__ __forceinline__ bool d_aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 // Block-wide max of v, then one atomicMax of the result into each of the
 // non-NULL outs (float bits; non-negative floats order like their bits).
 __device__ __forceinline__ void block_max_atomic3(uint32_t v, uint32_t *a, uint32_t *b, uint32_t *c) {
@@ -281,7 +283,8 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int64_t gr = r0 + 64 * (warp & 1) + 4 * (lane >> 1), gc = c0 + 32 * (warp >> 1) + 16 * (lane & 1);
   uint32_t m = 0;
-  if (vec_ok && gr + 4 <= p.m && gc + 16 <= p.k) {
+  // Warp-uniform: the other path's stores shuffle across the warp.
+  if (vec_ok && __all_sync(0xFFFFFFFFu, gr + 4 <= p.m && gc + 16 <= p.k)) {
     float v[4][2][8];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -316,15 +319,64 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
       for (int e = 0; e < 4; e++) *reinterpret_cast<uint32_t *>(p.col + (gc + 4 * j + e) * p.m + gr) = cw[e];
     }
   } else {
+    // Any M and K (spec §14), the warp together: whole 16-element pieces
+    // load as vectors (aligned rows) or shifted vectors (16-bit rows at any
+    // even offset), the rest element by element with zeros outside; a row's
+    // 32 bytes go out as one run over the two lanes that hold it
+    // (store_run16), each transposed row's 64 bytes as one run over the 16
+    // lanes that hold it (store_run), so that M and K that are not multiples
+    // of 16 and 4 cost aligned stores instead of one byte store per code.
+    const int mode = d_aligned16(p.in) ? ((p.k * (int64_t)sizeof(T)) % 16 == 0 ? kRowsAligned : sizeof(T) == 2 ? kRowsShifted : kRowsScalar)
+                                       : kRowsScalar;
+    uint32_t rw[4][4];
+#pragma unroll
     for (int i = 0; i < 4; i++) {
-      if (gr + i >= p.m) break;
-      for (int e = 0; e < 16; e++) {
-        if (gc + e >= p.k) break;
-        float xv = to_f32(x[(gr + i) * p.k + gc + e]);
-        if (AMAX) m = amax_bits_nan_ignored(m, xv);
-        uint8_t q = fp8<F>(__fmul_rn(xv, scale));
-        if (ROW) p.row[(gr + i) * p.k + gc + e] = q;
-        p.col[(gc + e) * p.m + gr + i] = q;
+      const int64_t r = gr + i;
+      const T *src = x + r * p.k + gc;
+      float v[16];
+      if (r < p.m && gc + 16 <= p.k && mode == kRowsAligned) {
+        load8<T, true>(src, *reinterpret_cast<float(*)[8]>(&v[0]));
+        load8<T, true>(src + 8, *reinterpret_cast<float(*)[8]>(&v[8]));
+      } else if (r < p.m && gc + 16 <= p.k && mode == kRowsShifted &&
+                 shifted_fits<8>(reinterpret_cast<const uint16_t *>(src), x + p.m * p.k)) {
+        uint32_t w[8];
+        load_shifted<8>(reinterpret_cast<const uint16_t *>(src), w);
+        const T *h = reinterpret_cast<const T *>(&w[0]);
+#pragma unroll
+        for (int e = 0; e < 16; e++) v[e] = to_f32(h[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 16; e++) v[e] = (r < p.m && gc + e < p.k) ? to_f32(src[e]) : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const float *u = &v[4 * j];
+        if (AMAX) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) m = amax_bits_nan_ignored(m, u[e]);
+        }
+        rw[i][j] = (uint32_t)fp8x2<F>(__fmul_rn(u[0], scale), __fmul_rn(u[1], scale)) |
+                   ((uint32_t)fp8x2<F>(__fmul_rn(u[2], scale), __fmul_rn(u[3], scale)) << 16);
+      }
+    }
+    if (ROW) {
+      const int64_t left = p.k - gc;
+      const int nk = left >= 16 ? 16 : left > 0 ? (int)left : 0;
+#pragma unroll
+      for (int i = 0; i < 4; i++) store_run16(p.row + (gr + i) * p.k + gc, rw[i], gr + i < p.m ? nk : 0, 1, (lane & 1) == 0, (lane & 1) == 1);
+    }
+    const int64_t rows_left = p.m - gr;
+    const int nm = rows_left >= 4 ? 4 : rows_left > 0 ? (int)rows_left : 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      uint32_t t0 = __byte_perm(rw[0][j], rw[1][j], 0x5140), t1 = __byte_perm(rw[0][j], rw[1][j], 0x7362);
+      uint32_t t2 = __byte_perm(rw[2][j], rw[3][j], 0x5140), t3 = __byte_perm(rw[2][j], rw[3][j], 0x7362);
+      uint32_t cw[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632), __byte_perm(t1, t3, 0x5410),
+                        __byte_perm(t1, t3, 0x7632)};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int64_t c = gc + 4 * j + e;
+        store_run<4>(p.col + c * p.m + gr, cw[e], c < p.k ? nm : 0, 2, (lane >> 1) == 0, (lane >> 1) == 15);
       }
     }
   }
@@ -474,8 +526,6 @@ struct Fp8Group {
     return lo;
   }
 };
-
-__device__ __forceinline__ bool d_aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 __global__ void group_zero_kernel(const __grid_constant__ Fp8Group g) {
   int i = threadIdx.x;
