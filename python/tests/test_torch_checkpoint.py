@@ -53,7 +53,7 @@ def hybrid_delayed() -> lqt.CustomRecipe:
     return lqt.CustomRecipe(qfactory, name="fp8_delayed_hybrid")
 
 
-@pytest.mark.parametrize("how", ["state_dict", "torch_save_state_dict", "torch_save_module"])
+@pytest.mark.parametrize("how", ["state_dict", "torch_save_state_dict", "torch_save_module", "safetensors"])
 @pytest.mark.parametrize("which", ["preset", "hybrid"])
 def test_delayed_scaling_state_round_trips_bit_for_bit(which: str, how: str, device: str) -> None:
     make = (lambda: lqt.DelayedScaling(amax_history_len=8)) if which == "preset" else hybrid_delayed
@@ -82,6 +82,10 @@ def test_delayed_scaling_state_round_trips_bit_for_bit(which: str, how: str, dev
             torch.save(sd, buf)
             buf.seek(0)
             sd = torch.load(buf, weights_only=False)
+        if how == "safetensors":
+            from test_torch_qcheckpoint import safetensors_round_trip
+
+            sd = safetensors_round_trip(sd, device)
         b = Net(device=device)
         b.load_state_dict(sd)  # no recipe yet: applied when b first runs under one
     # a new recipe object with the same description (as after a restart) takes the state

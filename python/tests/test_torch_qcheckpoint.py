@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import io
+import os
+import tempfile
 import warnings
 from typing import Any, Callable
 
@@ -55,7 +57,7 @@ MAKERS["hybrid_mxfp8_nvfp4"] = lambda: lqt.CustomRecipe(hybrid_qfactory, name="m
 MAKERS["hybrid_identity_fc2"] = lambda: lqt.CustomRecipe(hybrid_identity_qfactory, name="hybrid_identity_fc2")
 MAKERS["hybrid_fp8_delayed"] = lambda: lqt.CustomRecipe(delayed_hybrid_qfactory, name="fp8_delayed_hybrid")
 
-HOWS = ["state_dict", "torch_save_state_dict", "torch_save_module", "deepcopy"]
+HOWS = ["state_dict", "torch_save_state_dict", "torch_save_module", "deepcopy", "safetensors"]
 
 
 def qmodules(model: torch.nn.Module) -> list[Any]:
@@ -117,6 +119,14 @@ def train(model: Net, recipe: lqt.Recipe, steps: int, x: torch.Tensor, t: torch.
     return out
 
 
+def safetensors_round_trip(sd: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
+    """sd written to a safetensors file (lqt.save_safetensors) and read back."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "model.safetensors")
+        lqt.save_safetensors(sd, path)
+        return lqt.load_safetensors(path, device=device)
+
+
 def round_trip(a: Net, how: str, make: Callable[[], lqt.Recipe], device: str = "cpu") -> Net:
     if how == "deepcopy":
         return copy.deepcopy(a)
@@ -132,6 +142,8 @@ def round_trip(a: Net, how: str, make: Callable[[], lqt.Recipe], device: str = "
         torch.save(sd, buf)
         buf.seek(0)
         sd = torch.load(buf, weights_only=True)  # plain tensors, dicts, strings and numbers
+    if how == "safetensors":
+        sd = safetensors_round_trip(sd)
     b = build(make(), seed=7, device=device)  # another initialization: the load must replace every byte
     assert_differs = snapshot(b) != snapshot(a)
     assert assert_differs

@@ -1,15 +1,14 @@
-"""safetensors files of libquant.torch models (issue #20 §5): save_safetensors /
-load_safetensors round-trip quantized-only weights (every buffer of every
-direction, hybrid ones too, and their metadata), the delayed-scaling state and
-the parameters bit for bit, so that training resumed from the file continues as
-without the round trip; the file is a plain safetensors file (other readers see
-its tensors, float8 buffers with their float8 dtype); loading it into another
-recipe re-quantizes and warns, as a state dict does."""
+"""safetensors files of libquant.torch models (issue #20 §5). The round trips
+(quantized-only weights of every recipe and hybrid, the delayed-scaling state,
+resumed training bit for bit) are the "safetensors" cases of
+test_torch_qcheckpoint.py and test_torch_checkpoint.py; here: the file is a plain
+safetensors file (other readers see its tensors, float8 buffers with their
+float8 dtype), loading it into another recipe re-quantizes and warns, and bad
+input is refused."""
 
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -18,65 +17,8 @@ from safetensors import safe_open
 
 import libquant as lq
 import libquant.torch as lqt
-from test_torch_checkpoint import delayed_states, hybrid_delayed, step
-from test_torch_modules import Net, data
-from test_torch_qcheckpoint import MAKERS, assert_same, build, qmodules, snapshot, train
-
-
-@pytest.mark.parametrize("kind", sorted(MAKERS))
-def test_quantized_weights_round_trip_through_a_file(kind: str, tmp_path: Path) -> None:
-    make = MAKERS[kind]
-    recipe = make()
-    a = build(recipe, seed=0)
-    x, t = data("cpu")
-    train(a, recipe, 3, x, t)
-    before = snapshot(a)
-    path = tmp_path / "model.safetensors"
-    lqt.save_safetensors(a, path, metadata={"note": kind})
-    b = build(make(), seed=7)  # another initialization: the load must replace every byte
-    assert snapshot(b) != before
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # same recipe: nothing changes precision
-        b.load_state_dict(lqt.load_safetensors(path))
-    assert_same(snapshot(b), before)
-    for m in qmodules(b):
-        assert m.quantized_weight
-    rb = b.fc1.recipe
-    assert rb is not None and rb.describe() == recipe.describe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        sa = train(a, recipe, 2, x, t)
-        sb = train(b, rb, 2, x, t)
-    assert all(torch.equal(u, v) for u, v in zip(sa[:-1], sb[:-1]))
-    assert sa[-1].keys() == sb[-1].keys() and all(torch.equal(sa[-1][k], sb[-1][k]) for k in sa[-1])
-    with safe_open(str(path), framework="pt") as f:
-        assert f.metadata()["note"] == kind
-
-
-@pytest.mark.parametrize("which", ["preset", "hybrid"])
-def test_delayed_scaling_state_round_trips_through_a_file(which: str, tmp_path: Path) -> None:
-    make = (lambda: lqt.DelayedScaling(amax_history_len=8)) if which == "preset" else hybrid_delayed
-    recipe = make()
-    torch.manual_seed(0)
-    a = Net()
-    x, t = data("cpu")
-    for i in range(3):
-        step(a, recipe, x * (1 + 0.5 * i), t)
-    before = delayed_states(a)
-    assert before
-    lqt.save_safetensors(a, tmp_path / "m.safetensors")
-    b = Net()
-    b.load_state_dict(lqt.load_safetensors(tmp_path / "m.safetensors"))
-    recipe_b = make()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        ya, ga = step(a, recipe, x, t)
-        yb, gb = step(b, recipe_b, x, t)
-    assert torch.equal(ya, yb)
-    assert ga.keys() == gb.keys() and all(torch.equal(ga[k], gb[k]) for k in ga)
-    after_a, after_b = delayed_states(a), delayed_states(b)
-    assert after_a.keys() == after_b.keys() == before.keys()
-    assert all(torch.equal(after_a[k], after_b[k]) for k in after_a)
+from test_torch_modules import data
+from test_torch_qcheckpoint import MAKERS, build, train
 
 
 def test_the_file_is_plain_safetensors(tmp_path: Path) -> None:
