@@ -252,6 +252,19 @@ __device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, float s
   return m;
 }
 
+// Four values cast to packed FP8 codes (the first in the low byte), their
+// |x| max-reduced into m when AMAX: the cast-transpose kernel's step, for its
+// aligned and its ragged pieces alike.
+template <Fp8 F, bool AMAX>
+__device__ __forceinline__ uint32_t cast4(const float *u, float scale, uint32_t &m) {
+  if (AMAX) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) m = amax_bits_nan_ignored(m, u[e]);
+  }
+  return (uint32_t)fp8x2<F>(__fmul_rn(u[0], scale), __fmul_rn(u[1], scale)) |
+         ((uint32_t)fp8x2<F>(__fmul_rn(u[2], scale), __fmul_rn(u[3], scale)) << 16);
+}
+
 // Rowwise only: a flat pass over m·k elements, 8 per step.
 template <typename T, Fp8 F, bool VEC, bool AMAX>
 __global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
@@ -295,15 +308,7 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const float *u = &v[i][j >> 1][4 * (j & 1)];
-        if (AMAX) {
-#pragma unroll
-          for (int e = 0; e < 4; e++) m = amax_bits_nan_ignored(m, u[e]);
-        }
-        rw[i][j] = (uint32_t)fp8x2<F>(__fmul_rn(u[0], scale), __fmul_rn(u[1], scale)) |
-                   ((uint32_t)fp8x2<F>(__fmul_rn(u[2], scale), __fmul_rn(u[3], scale)) << 16);
-      }
+      for (int j = 0; j < 4; j++) rw[i][j] = cast4<F, AMAX>(&v[i][j >> 1][4 * (j & 1)], scale, m);
     if (ROW) {
 #pragma unroll
       for (int i = 0; i < 4; i++)
@@ -349,15 +354,7 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
         for (int e = 0; e < 16; e++) v[e] = (r < p.m && gc + e < p.k) ? to_f32(src[e]) : 0.0f;
       }
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const float *u = &v[4 * j];
-        if (AMAX) {
-#pragma unroll
-          for (int e = 0; e < 4; e++) m = amax_bits_nan_ignored(m, u[e]);
-        }
-        rw[i][j] = (uint32_t)fp8x2<F>(__fmul_rn(u[0], scale), __fmul_rn(u[1], scale)) |
-                   ((uint32_t)fp8x2<F>(__fmul_rn(u[2], scale), __fmul_rn(u[3], scale)) << 16);
-      }
+      for (int j = 0; j < 4; j++) rw[i][j] = cast4<F, AMAX>(&v[4 * j], scale, m);
     }
     if (ROW) {
       const int64_t left = p.k - gc;
