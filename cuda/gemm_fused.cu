@@ -59,9 +59,12 @@
 // promotion, epilogue).
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <initializer_list>
 #include <utility>
 
 #include "gemm_fused.cuh"
@@ -600,6 +603,325 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 }
 
 // ---------------------------------------------------------------------------
+// Decode kernel: few rows of A (M ≤ 32), memory-bound
+// ---------------------------------------------------------------------------
+// At decode shapes (M = 1..32 tokens against a [N, K] weight) the GEMM reads
+// the weight once and does 2·M flops per weight byte: the time is the weight's
+// bytes over the memory bandwidth, half of BF16's for MXFP8 and a quarter for
+// MXFP4/NVFP4. The tile kernel above spends a 64-row wgmma on M ≤ 16 useful
+// rows behind one producer warpgroup; this kernel streams the weight with
+// every warp.
+//
+// One mma.sync m16n8k32 (FP8, FP32 accumulators, C = 0) is one K block of 16
+// rows of A against 8 rows of B: its result T_b is promoted with the tile
+// kernel's rule (acc = fma(T_b, sa·sb, acc) up to the order of the two exact
+// scalings, FP64 where the E8M0 exponents are extreme). The fragments take a
+// K permutation inside each 32-block, the same for A and B, so the block sum
+// is unchanged: lane (g, q) = (lane / 4, lane % 4) holds elements 8q .. 8q+3
+// of the block in its low register and 8q+4 .. 8q+7 in its high one (8 bytes
+// of FP8 codes, or 4 bytes of packed E2M1 widened to E4M3). NVFP4 (16-blocks):
+// lanes q < 2 hold the block's first 16 elements, q ≥ 2 the second 16, so two
+// mmas, each with the other half of B zeroed, give the two 16-block sums.
+//
+// Numerics. On sm_90, ptxas runs an FP8 mma.sync as two FP16 HMMA k16 (the
+// codes converted to FP16 exactly, every E4M3/E5M2/E2M1 value being an FP16
+// value). The probe (cuda/gputest/fused_check.cu, bench/RESULTS.md) measures
+// 17 fraction bits kept relative to the largest product inside one block sum,
+// against 13 for the wgmma of the tile kernel: the tile kernel's bound, with
+// its 13, holds for both, and the tests use it.
+//
+// Work: a CTA owns NW·8 rows of B (output columns) and all of K; its WK warps
+// take the 128-element K groups in turn (warp w: groups w, w+WK, ...). Each
+// warp streams its groups through its own ring of S shared-memory stages by
+// cp.async (A rows, B rows, one scale word per row: coalesced 16-byte pieces,
+// no registers held by loads in flight) and reads the fragments from there.
+// The warps' partial results are added in shared memory in warp order
+// (deterministic); that split of Σ_b is one more reassociation inside the
+// bound's (n_blocks + 2)·2^-24 term.
+//
+// Requirements (else the tile kernel runs): K % 32 == 0 (a 16-byte piece is
+// whole inside or outside K), rows 16-byte aligned (ld and the data pointer:
+// the cp.async pieces), scales 4-byte aligned with a row stride that is a
+// multiple of 4 (groups of 4 blocks are 4 aligned bytes in both layouts,
+// spec §4.6/§4.7).
+
+constexpr int kDecodeRows = 32;  // the largest M the decode kernel takes
+
+#define QF_MMA_K32(T)                                                                                                  \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." T ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "     \
+               "{%10, %10, %10, %10};\n"                                                                               \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                       \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f))
+
+// d = A·B for one 16×8 tile and one 32-block (C = 0). TA/TB: 0 = e4m3, 1 = e5m2.
+template <int TA, int TB>
+__device__ __forceinline__ void mma_k32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (TA == 0 && TB == 0) QF_MMA_K32("e4m3.e4m3");
+  if constexpr (TA == 0 && TB == 1) QF_MMA_K32("e4m3.e5m2");
+  if constexpr (TA == 1 && TB == 0) QF_MMA_K32("e5m2.e4m3");
+  if constexpr (TA == 1 && TB == 1) QF_MMA_K32("e5m2.e5m2");
+}
+
+// Two E4M3 scales (bytes j of x and of y) as floats.
+__device__ __forceinline__ float2 e4m3_pair(uint32_t x, uint32_t y, int j) {
+  const uint32_t v = __byte_perm(x, y, (uint32_t)j | ((uint32_t)(j + 4) << 4));
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)v, __NV_E4M3);
+  return __half22float2(*reinterpret_cast<const __half2 *>(&h));
+}
+
+// E8M0 byte u of w as a float, for bytes 1..254 (normal powers of two).
+__device__ __forceinline__ float e8m0_byte(uint32_t w, int u) {
+  return __uint_as_float((u < 3 ? w << (23 - 8 * u) : w >> 1) & 0x7F800000u);
+}
+
+template <int MT, int NW, bool FA4, bool FB4, bool SB16>
+struct DecodeStage {
+  static constexpr int NWD = SB16 ? 2 : 1;  // scale words per row and group
+  static constexpr int AR = MT * 16, BR = NW * 8;
+  static constexpr int ARB = FA4 ? 64 : 128, BRB = FB4 ? 64 : 128;
+  static constexpr int A_OFF = 0, B_OFF = AR * ARB, SA_OFF = B_OFF + BR * BRB, SB_OFF = SA_OFF + AR * NWD * 4;
+  static constexpr int BYTES = (SB_OFF + BR * NWD * 4 + 15) / 16 * 16;
+};
+
+// Byte offset of 16-byte chunk c of row r in a stage's rows of rb bytes.
+__device__ __forceinline__ int swz_chunk(int r, int c, int rb) {
+  return r * rb + ((rb == 128 ? c ^ (r & 7) : c ^ ((r >> 1) & 3)) << 4);
+}
+
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SB16>
+__global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
+  using L = DecodeStage<MT, NW, FA4, FB4, SB16>;
+  extern __shared__ __align__(16) uint8_t dsm[];
+  constexpr int NB = SB16 ? 8 : 4;  // scale blocks per 128-element group
+  constexpr int NWD = L::NWD;
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, q = lane % 4;
+  const int64_t n0 = (int64_t)blockIdx.x * L::BR;
+  const int64_t K = P.K;
+  const int KG = (int)((K + 127) / 128);
+  const int64_t nblocks = SB16 ? K / 16 : K / 32;
+  const uint32_t one = SB16 ? 0x38383838u : 0x7F7F7F7Fu;  // 1.0 in E4M3 / E8M0
+  uint8_t *ring = dsm + w * S * L::BYTES;
+  const int G = w < KG ? (KG - 1 - w) / WK + 1 : 0;  // this warp's groups: w, w+WK, ...
+
+  // Stage i of the warp (group kg = w + i·WK) by cp.async: 16-byte chunks of
+  // rows (zeros past the operand or past K: K % 32 == 0, so a chunk is whole
+  // inside or outside), one 4-byte scale word per row and NVFP4 word.
+  auto issue = [&](int i) {
+    if (i < G) {
+      const int kg = w + i * WK;
+      uint8_t *st = ring + (i % S) * L::BYTES;
+      const int64_t k0 = (int64_t)kg * 128;
+      constexpr int ACH = L::ARB / 16, BCH = L::BRB / 16;
+#pragma unroll
+      for (int id = lane; id < L::AR * ACH; id += 32) {
+        const int r = id / ACH, c = id % ACH;
+        const bool v = r < P.M && k0 + c * (FA4 ? 32 : 16) < K;
+        const uint8_t *src = v ? P.a.data + r * P.a.ld + (FA4 ? k0 / 2 : k0) + c * 16 : P.a.data;
+        cp_async16(smem_u32(st + L::A_OFF + swz_chunk(r, c, L::ARB)), src, v);
+      }
+#pragma unroll
+      for (int id = lane; id < L::BR * BCH; id += 32) {
+        const int r = id / BCH, c = id % BCH;
+        const bool v = n0 + r < P.N && k0 + c * (FB4 ? 32 : 16) < K;
+        const uint8_t *src = v ? P.b.data + (n0 + r) * P.b.ld + (FB4 ? k0 / 2 : k0) + c * 16 : P.b.data;
+        cp_async16(smem_u32(st + L::B_OFF + swz_chunk(r, c, L::BRB)), src, v);
+      }
+#pragma unroll
+      for (int id = lane; id < (L::AR + L::BR) * NWD; id += 32) {
+        const bool isa = id < L::AR * NWD;
+        const int r = (isa ? id : id - L::AR * NWD) / NWD, x = id % NWD;
+        const Operand &op = isa ? P.a : P.b;
+        const int64_t row = isa ? r : n0 + r;
+        const bool v = row < op.rows && (int64_t)kg * NB + 4 * x < nblocks;
+        const uint8_t *src = v ? op.scale + scale_index(row, (int64_t)kg * NB + 4 * x, op.scale_stride, op.swizzled) : op.scale;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_u32(st + (isa ? L::SA_OFF : L::SB_OFF) + (r * NWD + x) * 4)),
+                     "l"(src), "r"(v ? 4 : 0)
+                     : "memory");
+      }
+    }
+    cp_async_commit();  // also when empty: every iteration waits for the same count
+  };
+
+  float acc[MT][NW][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int t = 0; t < NW; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mt][t][e] = 0.f;
+
+#pragma unroll
+  for (int i = 0; i < S - 1; i++) issue(i);
+  for (int i = 0; i < G; i++) {
+    cp_async_wait<S - 2>();  // this lane's copies of stage i have landed
+    __syncwarp();            // and every lane's; stage i-1 is free
+    issue(i + S - 1);
+    const int kg = w + i * WK;
+    const uint8_t *st = ring + (i % S) * L::BYTES;
+    const bool whole = (int64_t)kg * 128 + 128 <= K;
+
+    // Fragments of lane (g, q): elements 8q..8q+7 of each 32-block, row g
+    // (+8 for A's second half), as two registers.
+    auto frag = [&](const uint8_t *base, int r, int u, bool fp4, int rb, uint32_t &lo, uint32_t &hi) {
+      if (fp4) {
+        const uint32_t v = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, u, rb) + 4 * q);
+        lo = e2m1x4_to_e4m3(v), hi = e2m1x4_to_e4m3(v >> 16);
+      } else {
+        const uint2 v = *reinterpret_cast<const uint2 *>(base + swz_chunk(r, 2 * u + (q >> 1), rb) + 8 * (q & 1));
+        lo = v.x, hi = v.y;
+      }
+    };
+    // Scale words; rows past the operand read as 1.0 (their data are zeros),
+    // and so do the last group's blocks past K (padding may hold anything).
+    const uint32_t *SA = reinterpret_cast<const uint32_t *>(st + L::SA_OFF), *SBw = reinterpret_cast<const uint32_t *>(st + L::SB_OFF);
+    uint32_t sa[MT][2][NWD], sb[NW][2][NWD];
+    const int64_t left = nblocks - (int64_t)kg * NB;
+#pragma unroll
+    for (int x = 0; x < NWD; x++) {
+      uint32_t m = 0xFFFFFFFFu;  // bytes of real blocks
+      if (!whole) {
+        const int64_t n = left - 4 * x;
+        m = n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int r = 16 * mt + 8 * h + g;
+          sa[mt][h][x] = r < P.M ? (SA[r * NWD + x] & m) | (one & ~m) : one;
+        }
+#pragma unroll
+      for (int t = 0; t < NW; t++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int r = 8 * t + 2 * q + e;
+          sb[t][e][x] = n0 + r < P.N ? (SBw[r * NWD + x] & m) | (one & ~m) : one;
+        }
+    }
+
+    if constexpr (SB16) {
+      // NVFP4: E4M3 scales per 16; T·sa and T·sa·sb are exact in FP32
+      // (T: ≤ 16 products of E2M1 values, a multiple of 1/4 below 2^10).
+      float fa[MT][2][NB];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+          const float2 f = e4m3_pair(sa[mt][0][j / 4], sa[mt][1][j / 4], j % 4);
+          fa[mt][0][j] = f.x, fa[mt][1][j] = f.y;
+        }
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
+          frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
+        }
+#pragma unroll
+        for (int t = 0; t < NW; t++) {
+          uint32_t b0, b1;
+          frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+          const float2 s0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
+          const float2 s1 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4 + 1);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            float d0[4], d1[4];
+            mma_k32<TA, TB>(d0, a[mt], q < 2 ? b0 : 0u, q < 2 ? b1 : 0u);  // 16-block 2u
+            mma_k32<TA, TB>(d1, a[mt], q < 2 ? 0u : b0, q < 2 ? 0u : b1);  // 16-block 2u+1
+            const float a0 = fa[mt][0][2 * u], a1 = fa[mt][1][2 * u], c0 = fa[mt][0][2 * u + 1], c1 = fa[mt][1][2 * u + 1];
+            float *o = acc[mt][t];
+            o[0] = fmaf(d0[0] * a0, s0.x, o[0]), o[1] = fmaf(d0[1] * a0, s0.y, o[1]);
+            o[2] = fmaf(d0[2] * a1, s0.x, o[2]), o[3] = fmaf(d0[3] * a1, s0.y, o[3]);
+            o[0] = fmaf(d1[0] * c0, s1.x, o[0]), o[1] = fmaf(d1[1] * c0, s1.y, o[1]);
+            o[2] = fmaf(d1[2] * c1, s1.x, o[2]), o[3] = fmaf(d1[3] * c1, s1.y, o[3]);
+          }
+        }
+      }
+    } else {
+      // E8M0: the fast path needs every exponent byte in [64, 191] (bit 7 ≠
+      // bit 6): then T·sa is an exact power-of-two scaling of T (|T| in
+      // [2^-32, 2^37] for FP8 codes, sa in [2^-63, 2^64]) and fma(T·sa, sb,
+      // acc) rounds the exact T·sa·sb + acc once, as the tile kernel's
+      // fma(T, sa·sb, acc). Otherwise (scales near the ends of the E8M0
+      // range, NaN) the group is promoted in FP64.
+      uint32_t ok = 0x80808080u;
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
+#pragma unroll
+      for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
+      const bool fast = ok == 0x80808080u;
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
+        uint32_t a[MT][4];
+        float ra[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
+          frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
+          ra[mt][0] = e8m0_byte(sa[mt][0][0], u), ra[mt][1] = e8m0_byte(sa[mt][1][0], u);
+        }
+#pragma unroll
+        for (int t = 0; t < NW; t++) {
+          uint32_t b0, b1;
+          frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+          const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            float d[4];
+            mma_k32<TA, TB>(d, a[mt], b0, b1);
+            float *o = acc[mt][t];
+            if (fast) {
+              o[0] = fmaf(d[0] * ra[mt][0], s0, o[0]), o[1] = fmaf(d[1] * ra[mt][0], s1, o[1]);
+              o[2] = fmaf(d[2] * ra[mt][1], s0, o[2]), o[3] = fmaf(d[3] * ra[mt][1], s1, o[3]);
+            } else {
+              const double r0 = e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255), r1 = e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255);
+              const double t0 = e8m0_to_float((sb[t][0][0] >> (8 * u)) & 255), t1 = e8m0_to_float((sb[t][1][0] >> (8 * u)) & 255);
+              o[0] = (float)fma((double)d[0], r0 * t0, (double)o[0]), o[1] = (float)fma((double)d[1], r0 * t1, (double)o[1]);
+              o[2] = (float)fma((double)d[2], r1 * t0, (double)o[2]), o[3] = (float)fma((double)d[3], r1 * t1, (double)o[3]);
+            }
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Partial results of the warps (in the ring, now free), added in warp order.
+  __syncthreads();
+  float *red = reinterpret_cast<float *>(dsm);  // [WK][MT·16][NW·8]
+  constexpr int ROWS = MT * 16, COLS = NW * 8;
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int t = 0; t < NW; t++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        *reinterpret_cast<float2 *>(red + (w * ROWS + mt * 16 + g + 8 * h) * COLS + 8 * t + 2 * q) =
+            make_float2(acc[mt][t][2 * h], acc[mt][t][2 * h + 1]);
+  __syncthreads();
+  const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
+  for (int o = threadIdx.x; o < ROWS * COLS; o += WK * 32) {
+    // d_trans (D is written transposed): walk rows fastest so that stores are contiguous.
+    const int m = P.d_trans ? o % ROWS : o / COLS, c = P.d_trans ? o / ROWS : o % COLS;
+    const int64_t i = m, j = n0 + c;
+    if (i >= P.M || j >= P.N) continue;
+    float v = red[m * COLS + c];
+#pragma unroll
+    for (int x = 1; x < WK; x++) v += red[(x * ROWS + m) * COLS + c];
+    v *= alpha;
+    const int64_t idx = P.d_trans ? j * P.ldd + i : i * P.ldd + j;
+    if (P.d_bf16)
+      reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
+    else
+      reinterpret_cast<float *>(P.d)[idx] = v;
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Host
 // ---------------------------------------------------------------------------
 
@@ -631,6 +953,63 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
   return launch_cfg<BM, BN, 1, 1, false, false>(p, stream);
 }
 
+// The decode kernel's shape: a CTA of WK warps owns NW·8 output columns (16
+// rows of A: 32, 32 rows: 16), each warp a ring of S stages. Measured on an
+// H100 (bench/RESULTS.md, "Decode kernel"), M16 N8192 K8192: of NW/WK/S =
+// 2/8/4, 4/4/4, 4/4/6, 4/8/3, 8/4/3, 4/16/2 the last is fastest for MXFP8
+// (0.042 ms against 0.054-0.099) and within 3 % of the fastest for MXFP4
+// and NVFP4; the register-fragment version without shared memory took
+// 0.046 ms (MXFP8) and 0.064-0.078 ms (FP4).
+constexpr int kDecodeNW1 = 4, kDecodeNW2 = 2, kDecodeWK = 16, kDecodeS = 2;
+
+template <int MT, int TA, int TB, bool FA4, bool FB4, bool SB16>
+cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
+  constexpr int NW = MT == 1 ? kDecodeNW1 : kDecodeNW2, WK = kDecodeWK, S = kDecodeS;
+  using L = DecodeStage<MT, NW, FA4, FB4, SB16>;
+  static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
+  auto kern = decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SB16>;
+  const int smem = WK * S * L::BYTES;
+  if (smem > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+  }
+  kern<<<(unsigned)((p.N + NW * 8 - 1) / (NW * 8)), WK * 32, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int MT>
+cudaError_t launch_decode_mt(const Params &p, cudaStream_t stream) {
+  if (p.sb16) return launch_decode_cfg<MT, 0, 0, true, true, true>(p, stream);
+  // Element pairs (E4M3, E5M2, E2M1 widened to E4M3): the nine instances.
+  switch (p.a.elem * 3 + p.b.elem) {
+    case kE4M3 * 3 + kE4M3: return launch_decode_cfg<MT, 0, 0, false, false, false>(p, stream);
+    case kE4M3 * 3 + kE5M2: return launch_decode_cfg<MT, 0, 1, false, false, false>(p, stream);
+    case kE4M3 * 3 + kE2M1: return launch_decode_cfg<MT, 0, 0, false, true, false>(p, stream);
+    case kE5M2 * 3 + kE4M3: return launch_decode_cfg<MT, 1, 0, false, false, false>(p, stream);
+    case kE5M2 * 3 + kE5M2: return launch_decode_cfg<MT, 1, 1, false, false, false>(p, stream);
+    case kE5M2 * 3 + kE2M1: return launch_decode_cfg<MT, 1, 0, false, true, false>(p, stream);
+    case kE2M1 * 3 + kE4M3: return launch_decode_cfg<MT, 0, 0, true, false, false>(p, stream);
+    case kE2M1 * 3 + kE5M2: return launch_decode_cfg<MT, 0, 1, true, false, false>(p, stream);
+    case kE2M1 * 3 + kE2M1: return launch_decode_cfg<MT, 0, 0, true, true, false>(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Whether the decode kernel takes this GEMM (A the small operand): see its
+// requirements above the kernel.
+bool decode_ok(const Params &p) {
+  if (p.M > kDecodeRows || p.K % 32 != 0) return false;
+  for (const Operand *o : {&p.a, &p.b}) {
+    if (o->ld % 16 != 0 || (uintptr_t)o->data % 16 != 0) return false;  // 16-byte cp.async pieces
+    if (o->scale_stride % 4 != 0 || (uintptr_t)o->scale % 4 != 0) return false;
+  }
+  return (p.N + kDecodeNW2 * 8 - 1) / (kDecodeNW2 * 8) <= 0x7FFFFFFF;
+}
+
+cudaError_t launch_decode(const Params &p, cudaStream_t stream) {
+  return p.M <= 16 ? launch_decode_mt<1>(p, stream) : launch_decode_mt<2>(p, stream);
+}
+
 // Whether the fused kernel can run on this device: sm_90 exactly (wgmma is
 // sm_90a; the kernel's machine code is built for sm_90a only).
 bool device_ok(int dev) {
@@ -647,6 +1026,15 @@ bool device_ok(int dev) {
 cudaError_t gemm(Params p, cudaStream_t stream) {
   if (p.M <= 0 || p.N <= 0 || p.K <= 0) return cudaErrorInvalidValue;
   if (p.sb16 && (p.a.elem != kE2M1 || p.b.elem != kE2M1)) return cudaErrorInvalidValue;
+  if (p.M <= kDecodeRows || p.N <= kDecodeRows) {
+    Params d = p;
+    if (d.N < d.M) {  // the small operand is A
+      std::swap(d.a, d.b);
+      std::swap(d.M, d.N);
+      d.d_trans = !d.d_trans;
+    }
+    if (decode_ok(d)) return launch_decode(d, stream);
+  }
   if (p.M <= 64 && p.N > p.M) {
     std::swap(p.a, p.b);
     std::swap(p.M, p.N);

@@ -5,6 +5,7 @@
 //   build/fused_check check   # random, adversarial-scale and ragged GEMMs vs the exact CPU reference
 //   build/fused_check small   # a few small ragged shapes (for compute-sanitizer)
 //   build/fused_check bench   # timings at the issue's shapes
+//   build/fused_check decode  # timings at decode shapes only
 //
 // Exit status 0 only if every check passes. Without an sm_90 GPU it says so and
 // exits 0 (skip).
@@ -288,8 +289,9 @@ static uint8_t enc_e4m3_pow2(int e) {  // 2^e, -9 <= e <= 8
   if (e >= -6) return (uint8_t)((e + 7) << 3);
   return (uint8_t)(1 << (e + 9));  // subnormal m·2^-9
 }
-static int probe(bool verbose) {
-  const int64_t M = 64, N = 16, K = 32;
+// N = 16 runs the decode kernel (mma.sync), N = 128 the tile kernel (wgmma).
+static int probe(bool verbose, int64_t N, const char *what) {
+  const int64_t M = 64, K = 32;
   HostOp a, b;
   a.rows = M, a.K = K, a.ld = K, a.elem = kE4M3, a.stride = 4, a.data.assign(M * K, 0), a.scale.assign(128 * 4, 127);
   b.rows = N, b.K = K, b.ld = K, b.elem = kE4M3, b.stride = 4, b.data.assign(N * K, 0), b.scale.assign(128 * 4, 127);
@@ -338,7 +340,7 @@ static int probe(bool verbose) {
         lost = true;
     }
   }
-  printf("probe: a single product L·2^-j survives next to L up to j = %d: F = %d fraction bits kept%s\n", F, F,
+  printf("probe (%s): a single product L·2^-j survives next to L up to j = %d: F = %d fraction bits kept%s\n", what, F, F,
          guard_ok ? "" : " (GUARD OVERWRITTEN)");
   return F;
 }
@@ -440,7 +442,15 @@ int main(int argc, char **argv) {
   }
   if (mode == "bench") {
     bench({{8192, 8192, 8192, "8192^3"}, {4096, 4096, 4096, "4096^3"}, {16384, 28672, 8192, "llm M16384 N28672 K8192"},
-           {16, 8192, 8192, "decode M16 N8192 K8192"}, {128, 8192, 8192, "M128 N8192 K8192"}, {256, 8192, 8192, "M256 N8192 K8192"}},
+           {16, 8192, 8192, "decode M16 N8192 K8192"}, {1, 8192, 8192, "decode M1 N8192 K8192"}, {32, 8192, 8192, "decode M32 N8192 K8192"},
+           {16, 28672, 8192, "decode M16 N28672 K8192"}, {16, 8192, 28672, "decode M16 N8192 K28672"},
+           {64, 8192, 8192, "M64 N8192 K8192"}, {128, 8192, 8192, "M128 N8192 K8192"}, {256, 8192, 8192, "M256 N8192 K8192"}},
+          nullptr, 0);
+    return 0;
+  }
+  if (mode == "decode") {  // the decode kernel's shapes only
+    bench({{1, 8192, 8192, "decode M1 N8192 K8192"}, {16, 8192, 8192, "decode M16 N8192 K8192"}, {32, 8192, 8192, "decode M32 N8192 K8192"},
+           {16, 28672, 8192, "decode M16 N28672 K8192"}, {16, 8192, 28672, "decode M16 N8192 K28672"}},
           nullptr, 0);
     return 0;
   }
@@ -448,7 +458,9 @@ int main(int argc, char **argv) {
     bench({{atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), "one"}}, argv[5], 1);
     return 0;
   }
-  int F = probe(mode == "probe" || mode == "check");
+  const bool verbose = mode == "probe" || mode == "check";
+  const int F_tile = probe(verbose, 128, "tile kernel, wgmma"), F_decode = probe(verbose, 16, "decode kernel, mma.sync");
+  const int F = std::min(F_tile, F_decode);
   if (mode == "probe") return 0;
   // The bound assumes at least this many fraction bits; a device that keeps
   // fewer fails here rather than passing with a looser bound.
@@ -471,7 +483,8 @@ int main(int argc, char **argv) {
     cases = {{70, 33, 100, kE4M3, kE4M3, false, false, kNormal, false},
              {5, 130, 77, kE2M1, kE2M1, true, true, kNormal, true},
              {129, 17, 45, kE2M1, kE5M2, false, true, kAdversarial, false},
-             {3, 200, 160, kE4M3, kE2M1, false, false, kNormal, false}};
+             {3, 200, 160, kE4M3, kE2M1, false, false, kNormal, false},
+             {7, 100, 96, kE2M1, kE2M1, true, true, kNormal, true}};
   } else {
     cases = {
         {256, 256, 512, kE4M3, kE4M3, false, false, kNormal, false},
@@ -486,7 +499,14 @@ int main(int argc, char **argv) {
         {256, 128, 512, kE2M1, kE4M3, false, false, kNormal, false},   // MXFP4 x MXFP8
         {256, 256, 512, kE2M1, kE2M1, true, false, kNormal, false},    // NVFP4
         {190, 250, 333, kE2M1, kE2M1, true, true, kNormal, true},      // NVFP4 ragged, odd K
-        {16, 1000, 512, kE4M3, kE4M3, false, false, kNormal, false},   // decode: swapped operands
+        {16, 1000, 512, kE4M3, kE4M3, false, false, kNormal, false},   // decode kernel
+        {7, 300, 4096, kE2M1, kE2M1, true, true, kNormal, true},       // decode, NVFP4, 7 rows
+        {32, 260, 1024, kE5M2, kE4M3, false, false, kAdversarial, false},  // decode, two row tiles
+        {1, 777, 256, kE2M1, kE4M3, false, true, kNormal, false},      // decode, MXFP4 x MXFP8, one row
+        {20, 77, 352, kE4M3, kE2M1, false, false, kAdversarial, true},  // decode, K % 128 != 0
+        {500, 9, 224, kE5M2, kE5M2, false, true, kNormal, false},      // decode with the operands swapped (few N)
+        {3, 50, 96, kE2M1, kE2M1, true, false, kNormal, false},        // decode, NVFP4, K % 128 == 96
+        {30, 40, 100, kE4M3, kE4M3, false, false, kNormal, false},     // few rows but K % 32 != 0: the tile kernel
         {1, 300, 70, kE2M1, kE2M1, true, false, kNormal, false},       // one row, NVFP4
         {33, 64, 4096, kE4M3, kE4M3, false, true, kAdversarial, true},
         {512, 512, 2048, kE4M3, kE4M3, false, false, kNormal, false},

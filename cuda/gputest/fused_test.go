@@ -50,7 +50,10 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 		{"mxfp8", "mxfp8", 32}, {"mxfp8 e5m2 swizzled", "mxfp8", 32}, {"mxfp4", "mxfp4", 32}, {"mxfp4", "mxfp8", 32},
 		{"nvfp4", "nvfp4", 16}, {"nvfp4 16x16 swizzled", "nvfp4", 16},
 	}
-	shapes := [][3]int64{{16, 200, 320}, {5, 130, 77}, {300, 40, 160}}
+	// {16,200,320}, {7,300,256}, {64,24,128}: the decode kernel (few rows of one
+	// operand, K % 32 == 0; the last one with the operands swapped); {5,130,77}
+	// and {300,40,160}: the tile kernel.
+	shapes := [][3]int64{{16, 200, 320}, {7, 300, 256}, {64, 24, 128}, {5, 130, 77}, {300, 40, 160}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0
