@@ -82,9 +82,9 @@ def time_paired(f, g, iters=20, warmup=5, min_ms=0.2):
     alternation (f g, g f, f g, ...: each sample as in time_gpu, enough
     back-to-back calls for about min_ms). The two medians then see the same
     clocks: timed one after the other, a GEMM that runs after a few seconds of
-    full load meets lower clocks than the one before it (H100, 2026-11-24:
-    the same cuBLASLt kernel on both sides read 0.90x timed after torch's, 1.00x
-    in alternation)."""
+    full load meets other clocks than the one before it (H100, 2026-11-24,
+    bench/RESULTS.md: the same cuBLASLt kernel on both sides read 0.84-0.91x
+    timed after torch's, 0.99-1.01x in alternation, in one run)."""
     for fn in (f, g):
         for i in range(warmup):
             fn(i)
