@@ -817,14 +817,14 @@ struct NvDir {
 int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t k, int swizzled, NvDir *d, quant_plugin_error *err) {
   int64_t rows = colwise ? k : m, cols = colwise ? m : k;
   int64_t pr = pad_to(rows, 128), pc = pad_to(ceil_div(cols, 16), 4);
-  const char *dir = colwise ? "columnwise" : "rowwise";
-  char what[64];
-  snprintf(what, sizeof what, "%s data", dir);
+  // Constant names, not snprintf on every call (host time per call, issue
+  // #15; a grouped quantize prepares 64 tensors and more per call).
+  const char *what = colwise ? "columnwise data" : "rowwise data";
   LQ_TRY(row_pitch(st, QUANT_BUFFER_DATA, what, rows, ceil_div(cols, 2), &d->pitch, err));
   LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, rows * d->pitch, (void **)&d->data, err));
-  snprintf(what, sizeof what, "%s scale_inv", dir);
+  what = colwise ? "columnwise scale_inv" : "rowwise scale_inv";
   LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, pr * pc, (void **)&d->s.buf, err));
-  snprintf(what, sizeof what, "%s amax", dir);
+  what = colwise ? "columnwise amax" : "rowwise amax";
   LQ_TRY(get_buffer(st, QUANT_BUFFER_AMAX, what, 1, (void **)&d->amax, err));
   d->s.pad_j = pc;
   d->s.swizzled = swizzled;
