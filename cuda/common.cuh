@@ -858,10 +858,23 @@ int32_t transpose_bytes(const Byte *src, Byte *dst, int64_t m, int64_t k, cudaSt
 // ---------------------------------------------------------------------------
 constexpr size_t kMaxKernelParams = 32764;
 
+//
+// A kernel whose CTA walks several units in increasing order (a persistent
+// grid) finds the first with index_of (binary search) and the next ones with
+// locate_from, which steps forward from the last tensor: the group's tensor
+// parameters are read through the constant cache with a run-time index, and
+// each dependent read there can cost an L2 round trip (H100: a loop over the
+// 128 tensors of a group cost ~30 µs per CTA).
 template <typename P>
 struct Single {
+  static constexpr bool kGroup = false;
   P p;
   int64_t n;  // units
+  __device__ __forceinline__ int index_of(int64_t) const { return 0; }
+  __device__ __forceinline__ const P &locate_from(int64_t unit, int *, int64_t *local) const {
+    *local = unit;
+    return p;
+  }
   __host__ __device__ __forceinline__ int64_t total() const { return n; }
   __host__ __device__ __forceinline__ int size() const { return 1; }
   __host__ __device__ __forceinline__ const P &tensor(int) const { return p; }
@@ -873,6 +886,7 @@ struct Single {
 
 template <typename P, int N>
 struct Group {
+  static constexpr bool kGroup = true;
   static constexpr int kMax = N;
   int count;
   int64_t first[N + 1];  // first unit of tensor i; first[count] = all units
@@ -890,15 +904,28 @@ struct Group {
     first[count + 1] = first[count] + units;
     count++;
   }
-  __device__ __forceinline__ const P &locate(int64_t unit, int64_t *local) const {
+  __device__ __forceinline__ int index_of(int64_t unit) const {
     int lo = 0, hi = count - 1;  // the last i with first[i] <= unit
     while (lo < hi) {
       int mid = (lo + hi + 1) / 2;
       if (first[mid] <= unit) lo = mid;
       else hi = mid - 1;
     }
-    *local = unit - first[lo];
-    return t[lo];
+    return lo;
+  }
+  __device__ __forceinline__ const P &locate(int64_t unit, int64_t *local) const {
+    const int i = index_of(unit);
+    *local = unit - first[i];
+    return t[i];
+  }
+  // unit's tensor, searched forward from tensor *i (which holds a unit at
+  // or before it); *i becomes the found one.
+  __device__ __forceinline__ const P &locate_from(int64_t unit, int *i, int64_t *local) const {
+    int j = *i;
+    while (j + 1 < count && first[j + 1] <= unit) j++;
+    *i = j;
+    *local = unit - first[j];
+    return t[j];
   }
 };
 

@@ -55,14 +55,15 @@ struct ScaleOut {
   }
 };
 
-// Zeroes the padding entries of s (rows ni..pad_i, then columns nj..pad_j of
-// the valid rows), spread over the grid: the quantize kernels do it instead
-// of a memset per call (host time per call, issue #15). Padding and valid
-// entries are distinct positions in every layout (the swizzle is a bijection).
-__device__ __forceinline__ void zero_scale_padding(const ScaleOut &s) {
+// Zeroes part `part` of `parts` of the padding entries of s (rows ni..pad_i,
+// then columns nj..pad_j of the valid rows): the quantize kernels do it
+// instead of a memset per call (host time per call, issue #15). Padding and
+// valid entries are distinct positions in every layout (the swizzle is a
+// bijection).
+__device__ __forceinline__ void zero_scale_padding(const ScaleOut &s, int64_t part, int64_t parts) {
   if (s.buf == nullptr) return;
   int64_t a = (s.pad_i - s.ni) * s.pad_j, w = s.pad_j - s.nj, n = a + s.ni * w;
-  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t idx = part * blockDim.x + threadIdx.x; idx < n; idx += parts * blockDim.x) {
     int64_t i, j;
     if (idx < a) {
       i = s.ni + idx / s.pad_j;
@@ -82,8 +83,9 @@ struct MxParams {
   int64_t row_pitch, col_pitch;  // bytes per stored row (FP8: k; FP4: ⌈k/2⌉ rowwise, ⌈m/2⌉ columnwise)
   ScaleOut row_s, col_s;
   int floor;
-  int vec;  // RowLoad: how input rows may be loaded
-  int fs;   // the fast MXFP4 kernel: 64-row sub-tiles per CTA
+  int vec;   // RowLoad: how input rows may be loaded
+  int fs;    // the fast MXFP4 kernel: 64-row sub-tiles per CTA
+  int zpad;  // a scale buffer has padding for mx_quantize_kernel to zero (grouped: tile by tile)
 };
 
 // Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32
@@ -147,13 +149,25 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
   __shared__ uint16_t colb[EL == kE2M1 ? kTileC : 1][kTileR / 4 + 1];
   __shared__ uint4 stage[EDGE && sizeof(T) == 2 ? kThreads / 32 : 1][4][kTileC / 8 + 1];  // EDGE: a warp's rows as aligned chunks
   const int64_t ntiles = grp.total();
+  // The tiles of this CTA: blockIdx.x, + gridDim.x, ... for one tensor; a
+  // group's CTA takes a run of consecutive tiles instead, so that it moves
+  // to another tensor (whose parameters may be far in the constant cache)
+  // once or twice, not at every tile.
+  int64_t tile0 = blockIdx.x, step = gridDim.x, end = ntiles;
+  if constexpr (G::kGroup) {
+    const int64_t per = (ntiles + gridDim.x - 1) / gridDim.x;
+    tile0 = blockIdx.x * per;
+    step = 1;
+    end = tile0 + per < ntiles ? tile0 + per : ntiles;
+  }
+  int cur = grp.index_of(tile0 < end ? tile0 : 0), nxt = cur;  // the tensors of this tile and of the prefetched one
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   Raw8<T> next[4];
   // Loads tile `tile` into next where its tensor's rows are vector-loadable
   // (the same test the tile's own pass makes before it reads next).
   auto prefetch = [&](int64_t tile) {
     int64_t lt;
-    const MxParams &q = grp.locate(tile, &lt);
+    const MxParams &q = grp.locate_from(tile, &nxt, &lt);
     if (EDGE && q.vec != kRowsAligned) return;
     const int64_t qtc = (q.k + kTileC - 1) / kTileC;
     int64_t r0 = (lt / qtc) * kTileR, gc = (lt % qtc) * kTileC + 8 * lane;
@@ -164,10 +178,10 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
         if (!EDGE || r0 + 4 * warp + i < q.m) raw_load<T>(qx + (r0 + 4 * warp + i) * q.k + gc, next[i]);
     }
   };
-  if ((int64_t)blockIdx.x < ntiles) prefetch(blockIdx.x);
-  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  if (tile0 < end) prefetch(tile0);
+  for (int64_t tile = tile0; tile < end; tile += step) {
   int64_t lt;
-  const MxParams &p = grp.locate(tile, &lt);
+  const MxParams &p = grp.locate_from(tile, &cur, &lt);
   const T *x = (const T *)p.in;
   const int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
   const bool vec = !EDGE || p.vec == kRowsAligned;
@@ -229,7 +243,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
     }
   }
-  if (tile + gridDim.x < ntiles) prefetch(tile + gridDim.x);
+  if (tile + step < end) prefetch(tile + step);
   if (ROW) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -364,11 +378,20 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
     }
   }
   if (COL) __syncthreads();  // the next tile reuses the shared arrays
+  if constexpr (G::kGroup) {
+    // A group: each tile zeroes its share of its tensor's padding (a loop
+    // over the whole group in every CTA cost more than the quantize).
+    if (p.zpad) {
+      const int64_t parts = ((p.m + kTileR - 1) / kTileR) * tiles_c;
+      zero_scale_padding(p.row_s, lt, parts);
+      zero_scale_padding(p.col_s, lt, parts);
+    }
   }
-  // Last, where no tile's registers are live any more.
-  for (int i = 0; i < grp.size(); i++) {
-    zero_scale_padding(grp.tensor(i).row_s);
-    zero_scale_padding(grp.tensor(i).col_s);
+  }
+  if constexpr (!G::kGroup) {
+    // Last, where no tile's registers are live any more.
+    zero_scale_padding(grp.tensor(0).row_s, blockIdx.x, gridDim.x);
+    zero_scale_padding(grp.tensor(0).col_s, blockIdx.x, gridDim.x);
   }
 }
 
@@ -571,12 +594,42 @@ void launch_mx4_fast(const G &grp, bool edge, cudaStream_t s) {
   else mxfp4_fast_kernel<T, ROW, COL, 4, false, false, G><<<g, kThreads, 0, s>>>(grp);
 }
 
+// CTAs of mx_quantize_kernel<..., EDGE, G> that fit on the GPU at once.
+template <typename T, int EL, bool ROW, bool COL, bool EDGE, typename G>
+int mx_resident() {
+  static int resident = 0;
+  if (resident == 0) {
+    int per_sm = 0, dev = 0, sms = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL, EDGE, G>, kThreads, 0) != cudaSuccess ||
+        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        per_sm < 1) {
+      cudaGetLastError();
+      per_sm = 2, sms = 132;
+    }
+    resident = per_sm * sms;
+  }
+  return resident;
+}
+
 // Launch policy, from the H100 measurements in bench/RESULTS.md: MXFP8 with
 // both directions runs a persistent grid (as many CTAs as fit walk all tiles,
 // prefetching: 88 % of copy against 73 % with one CTA per tile); one direction,
-// and MXFP4, run one CTA per tile (87-93 % and better for MXFP4). The kernel is
-// the same either way. fast: MXFP4 of 16-bit input, the fast kernel (grp's
-// units are its strips; otherwise 32×256 tiles).
+// and MXFP4, run one CTA per tile (87-93 % and better for MXFP4). A group
+// always runs a persistent grid, each CTA a run of consecutive tiles: with one
+// CTA per tile, every CTA would first search the group for its tensor (H100
+// MoE batch: a loop over the group's parameters in every CTA made one
+// direction 10 % of copy). The kernel is the same either way. fast: MXFP4 of
+// 16-bit input, the fast kernel (grp's units are its strips; otherwise 32×256
+// tiles).
+template <typename T, int EL, bool ROW, bool COL, bool EDGE, typename G>
+void launch_mx_tiles(const G &grp, cudaStream_t s) {
+  const int64_t ntiles = grp.total();
+  const bool persistent = G::kGroup || (ROW && COL && EL != kE2M1 && !EDGE);  // the EDGE instance does not prefetch
+  const int64_t cap = persistent ? mx_resident<T, EL, ROW, COL, EDGE, G>() : ntiles;
+  unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
+  mx_quantize_kernel<T, EL, ROW, COL, EDGE, G><<<g, kThreads, 0, s>>>(grp);
+}
+
 template <typename T, int EL, bool ROW, bool COL, typename G>
 void launch_mx3(const G &grp, bool edge, bool fast, cudaStream_t s) {
   if constexpr (EL == kE2M1 && sizeof(T) == 2) {
@@ -585,21 +638,8 @@ void launch_mx3(const G &grp, bool edge, bool fast, cudaStream_t s) {
       return;
     }
   }
-  int64_t ntiles = grp.total();
-  static int resident = 0;
-  if (resident == 0) {
-    int per_sm = 0, dev = 0, sms = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL, false, G>, kThreads, 0) != cudaSuccess ||
-        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        per_sm < 1)
-      per_sm = 2, sms = 132;
-    resident = per_sm * sms;
-  }
-  bool persistent = ROW && COL && EL != kE2M1 && !edge;  // the EDGE instance does not prefetch
-  int64_t cap = persistent ? resident : ntiles;
-  unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
-  if (edge) mx_quantize_kernel<T, EL, ROW, COL, true, G><<<g, kThreads, 0, s>>>(grp);
-  else mx_quantize_kernel<T, EL, ROW, COL, false, G><<<g, kThreads, 0, s>>>(grp);
+  if (edge) launch_mx_tiles<T, EL, ROW, COL, true>(grp, s);
+  else launch_mx_tiles<T, EL, ROW, COL, false>(grp, s);
 }
 
 template <typename T, int EL, typename G>
@@ -764,6 +804,7 @@ int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &
   // the scale padding itself (no memset per call); the fast MXFP4 kernel,
   // capped at 64 registers, would spill with that loop, so it keeps the memset.
   p.vec = row_load_mode(a->input.data, k, in_size(t));
+  p.zpad = !fast && (padded[0] || padded[1]);
   if (fast) {
     if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
     if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
