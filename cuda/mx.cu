@@ -798,7 +798,9 @@ int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &
     LQ_TRY(mx_dir(a->out[0], g, false, m, k, a->params->gemm_swizzled_scales, &p.row, &p.row_pitch, &p.row_s, &padded[0], err));
   if (a->out[1].num_buffers)
     LQ_TRY(mx_dir(a->out[1], g, true, m, k, a->params->gemm_swizzled_scales, &p.col, &p.col_pitch, &p.col_s, &padded[1], err));
-  if (p.row == nullptr && p.col == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
+  // (A direction of a tensor with no elements has NULL buffers: asked for
+  // all the same.)
+  if (!a->out[0].num_buffers && !a->out[1].num_buffers) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
   // Padding scales are 0 (plugins/mxfp8 zeroPadding), and so are the bytes of
   // a padded row pitch; the kernel writes the rest. mx_quantize_kernel zeroes
   // the scale padding itself (no memset per call); the fast MXFP4 kernel,
@@ -888,7 +890,7 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
       bool e;
       int64_t tiles;
       LQ_TRY(mx_prepare(q, t, g, fast, &p, &e, &tiles, err));
-      const bool row = p.row != nullptr, col = p.col != nullptr;
+      const bool row = q->out[0].num_buffers > 0, col = q->out[1].num_buffers > 0;
       if (base + j == 0) row0 = row, col0 = col;
       else if (row != row0 || col != col0)
         return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);
