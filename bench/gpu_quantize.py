@@ -417,7 +417,8 @@ def main():
 
     # MoE batch: 64 expert tensors of 256x7168 through one quant_quantize_grouped
     # call, next to 64 quant_quantize_into calls (one launch for the group where
-    # the plugin has a grouped kernel, fp8_block; one per tensor otherwise).
+    # the plugin has a grouped kernel: fp8_block, mxfp8, mxfp4; three for fp8 and
+    # nvfp4, whose amaxes come first; one call per tensor otherwise).
     moe = []
     moe_g, moe_shape = 64, (256, 7168)
     if not args.quick:

@@ -846,6 +846,162 @@ int32_t transpose_bytes(const Byte *src, Byte *dst, int64_t m, int64_t k, cudaSt
   return QUANT_OK;
 }
 
+// ---------------------------------------------------------------------------
+// Groups of tensors in one launch (quant_quantize_grouped: MoE experts, issue
+// #15). A kernel templated on G walks work units 0 .. grp.total() (tiles,
+// strips, amax ranges: whatever the kernel's CTA takes) and asks
+// grp.locate(unit, &local) for the unit's tensor parameters P and its index
+// within that tensor. Single<P> is one tensor (the single quantize: locate is
+// the identity); Group<P, N> holds up to N tensors whose units are numbered
+// tensor after tensor, passed whole as a __grid_constant__ kernel parameter
+// (up to 32 KB since CUDA 12.1), so that one kernel serves both calls.
+// ---------------------------------------------------------------------------
+constexpr size_t kMaxKernelParams = 32764;
+
+//
+// A kernel whose CTA walks several units in increasing order (a persistent
+// grid) finds the first with index_of (binary search) and the next ones with
+// locate_from, which steps forward from the last tensor: the group's tensor
+// parameters are read through the constant cache with a run-time index, and
+// each dependent read there can cost an L2 round trip (H100: a loop over the
+// 128 tensors of a group cost ~30 µs per CTA).
+template <typename P>
+struct Single {
+  static constexpr bool kGroup = false;
+  P p;
+  int64_t n;  // units
+  __device__ __forceinline__ int index_of(int64_t) const { return 0; }
+  __device__ __forceinline__ const P &locate_from(int64_t unit, int *, int64_t *local) const {
+    *local = unit;
+    return p;
+  }
+  __host__ __device__ __forceinline__ int64_t total() const { return n; }
+  __host__ __device__ __forceinline__ int size() const { return 1; }
+  __host__ __device__ __forceinline__ const P &tensor(int) const { return p; }
+  __device__ __forceinline__ const P &locate(int64_t unit, int64_t *local) const {
+    *local = unit;
+    return p;
+  }
+};
+
+template <typename P, int N>
+struct Group {
+  static constexpr bool kGroup = true;
+  static constexpr int kMax = N;
+  int count;
+  int64_t first[N + 1];  // first unit of tensor i; first[count] = all units
+  P t[N];
+  __host__ __device__ __forceinline__ int64_t total() const { return first[count]; }
+  __host__ __device__ __forceinline__ int size() const { return count; }
+  __host__ __device__ __forceinline__ const P &tensor(int i) const { return t[i]; }
+  void clear() {
+    count = 0;
+    first[0] = 0;
+  }
+  // Appends a tensor of units work units (count < N).
+  void add(const P &p, int64_t units) {
+    t[count] = p;
+    first[count + 1] = first[count] + units;
+    count++;
+  }
+  __device__ __forceinline__ int index_of(int64_t unit) const {
+    int lo = 0, hi = count - 1;  // the last i with first[i] <= unit
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (first[mid] <= unit) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+  __device__ __forceinline__ const P &locate(int64_t unit, int64_t *local) const {
+    const int i = index_of(unit);
+    *local = unit - first[i];
+    return t[i];
+  }
+  // unit's tensor, searched forward from tensor *i (which holds a unit at
+  // or before it); *i becomes the found one.
+  __device__ __forceinline__ const P &locate_from(int64_t unit, int *i, int64_t *local) const {
+    int j = *i;
+    while (j + 1 < count && first[j + 1] <= unit) j++;
+    *i = j;
+    *local = unit - first[j];
+    return t[j];
+  }
+};
+
+// The global amaxes of a group (nvfp4's first pass): max |x| (NaN ignored)
+// over each item's n elements, reduced with atomicMax on the bits into *out,
+// which units_zero_kernel zeroed first. A unit is kAmaxUnitElems elements
+// (the last of an item shorter), one CTA of kAmaxThreads each.
+struct AmaxItem {
+  const void *in;
+  int64_t n;
+  uint32_t *out;
+};
+constexpr int64_t kAmaxUnitElems = 65536;
+constexpr int kAmaxThreads = 256;
+
+inline int64_t amax_units(int64_t n) { return ceil_div(n, kAmaxUnitElems); }
+
+// max |x| (bits, NaN ignored) over x[lo .. hi), lo a multiple of 8: 16-byte
+// loads, four in flight, where x is 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ uint32_t amax_range(const T *x, int64_t lo, int64_t hi) {
+  float m = 0.0f;  // amax_f: the bits amax_bits_nan_ignored gives
+  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    int64_t e = lo + 8 * threadIdx.x;
+    constexpr int64_t step = 8 * kAmaxThreads;
+    for (; e + 3 * step + 8 <= hi; e += 4 * step) {
+      float v[4][8];
+#pragma unroll
+      for (int u = 0; u < 4; u++) load8<T, true>(x + e + u * step, v[u]);
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) m = amax_f(m, v[u][i]);
+    }
+    for (; e + 8 <= hi; e += step) {
+      float v[8];
+      load8<T, true>(x + e, v);
+#pragma unroll
+      for (int i = 0; i < 8; i++) m = amax_f(m, v[i]);
+    }
+    const int64_t tail = lo + ((hi - lo) / 8) * 8;  // only an item's last unit has one
+    if (tail + threadIdx.x < hi) m = amax_f(m, to_f32(x[tail + threadIdx.x]));
+  } else {
+    for (int64_t e = lo + threadIdx.x; e < hi; e += kAmaxThreads) m = amax_f(m, to_f32(x[e]));
+  }
+  return __float_as_uint(m);
+}
+
+// The CTA's max of v into *out (atomicMax on non-negative float bits).
+__device__ __forceinline__ void cta_max_atomic(uint32_t v, uint32_t *out) {
+  __shared__ uint32_t red[32];
+  v = warp_max(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < (int)(blockDim.x >> 5) ? red[lane] : 0;
+    v = warp_max(v);
+    if (lane == 0 && v != 0) atomicMax(out, v);
+  }
+}
+
+template <typename T, typename G>
+__global__ void __launch_bounds__(kAmaxThreads) units_amax_kernel(const __grid_constant__ G g) {
+  int64_t local;
+  const AmaxItem &it = g.locate(blockIdx.x, &local);
+  const int64_t lo = local * kAmaxUnitElems, hi = lo + kAmaxUnitElems < it.n ? lo + kAmaxUnitElems : it.n;
+  cta_max_atomic(amax_range<T>((const T *)it.in, lo, hi), it.out);
+}
+
+// Zeroes every item's *out (before units_amax_kernel); one thread per item.
+template <typename G>
+__global__ void units_zero_kernel(const __grid_constant__ G g) {
+  for (int i = threadIdx.x; i < g.size(); i += blockDim.x) *g.tensor(i).out = 0;
+}
+
 // The global amax (max |x|, NaN ignored) of a 2-D input into *out (device),
 // which it zeroes first (fp8_tensor.cu).
 int32_t global_amax(const quant_plugin_tensor &in, InType t, float *out, cudaStream_t s, quant_plugin_error *err);
@@ -864,6 +1020,7 @@ int32_t lq_global_amax(const quant_plugin_amax_args *a, quant_plugin_error *err)
 int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
 int32_t lq_mx_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_mx_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err);
+int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err);
 int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
 int32_t lq_block_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err);
 int32_t lq_block_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
@@ -873,6 +1030,7 @@ int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_plugin_erro
 int32_t lq_nvfp4_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_nvfp4_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
 int32_t lq_nvfp4_swizzle(const quant_plugin_swizzle_args *a, quant_plugin_error *err);
+int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err);
 int32_t lq_identity_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);
 int32_t lq_identity_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_identity_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);

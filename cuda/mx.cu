@@ -17,6 +17,7 @@
 // nibbles of padded positions zeroed), scales on ⌈K/32⌉ / ⌈M/32⌉ blocks.
 #include <stdlib.h>
 
+#include <mutex>
 #include <type_traits>
 
 #include "common.cuh"
@@ -54,14 +55,15 @@ struct ScaleOut {
   }
 };
 
-// Zeroes the padding entries of s (rows ni..pad_i, then columns nj..pad_j of
-// the valid rows), spread over the grid: the quantize kernels do it instead
-// of a memset per call (host time per call, issue #15). Padding and valid
-// entries are distinct positions in every layout (the swizzle is a bijection).
-__device__ __forceinline__ void zero_scale_padding(const ScaleOut &s) {
+// Zeroes part `part` of `parts` of the padding entries of s (rows ni..pad_i,
+// then columns nj..pad_j of the valid rows): the quantize kernels do it
+// instead of a memset per call (host time per call, issue #15). Padding and
+// valid entries are distinct positions in every layout (the swizzle is a
+// bijection).
+__device__ __forceinline__ void zero_scale_padding(const ScaleOut &s, int64_t part, int64_t parts) {
   if (s.buf == nullptr) return;
   int64_t a = (s.pad_i - s.ni) * s.pad_j, w = s.pad_j - s.nj, n = a + s.ni * w;
-  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t idx = part * blockDim.x + threadIdx.x; idx < n; idx += parts * blockDim.x) {
     int64_t i, j;
     if (idx < a) {
       i = s.ni + idx / s.pad_j;
@@ -81,7 +83,9 @@ struct MxParams {
   int64_t row_pitch, col_pitch;  // bytes per stored row (FP8: k; FP4: ⌈k/2⌉ rowwise, ⌈m/2⌉ columnwise)
   ScaleOut row_s, col_s;
   int floor;
-  int vec;  // RowLoad: how input rows may be loaded
+  int vec;   // RowLoad: how input rows may be loaded
+  int fs;    // the fast MXFP4 kernel: 64-row sub-tiles per CTA
+  int zpad;  // a scale buffer has padding for mx_quantize_kernel to zero (grouped: tile by tile)
 };
 
 // Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32
@@ -134,28 +138,54 @@ __device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
 // offset), FP8 runs stored through store_run8. Without EDGE (M a multiple of 32, K of 8, aligned rows and
 // buffers) none of that is compiled in, so aligned shapes keep their
 // registers and speed.
-template <typename T, int EL, bool ROW, bool COL, bool EDGE>
-__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64_t ntiles) {
+//
+// G: Single<MxParams> (one tensor) or MxGroup (quantize_grouped: the tiles of
+// every tensor of the group, numbered tensor after tensor; a tile's tensor
+// comes from grp.locate).
+template <typename T, int EL, bool ROW, bool COL, bool EDGE, typename G>
+__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_constant__ G grp) {
   __shared__ uint32_t part[kThreads / 32][kTileC];
   __shared__ float colf[kTileC];
   __shared__ uint16_t colb[EL == kE2M1 ? kTileC : 1][kTileR / 4 + 1];
   __shared__ uint4 stage[EDGE && sizeof(T) == 2 ? kThreads / 32 : 1][4][kTileC / 8 + 1];  // EDGE: a warp's rows as aligned chunks
-  const T *x = (const T *)p.in;
-  int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
+  const int64_t ntiles = grp.total();
+  // The tiles of this CTA: blockIdx.x, + gridDim.x, ... for one tensor; a
+  // group's CTA takes a run of consecutive tiles instead, so that it moves
+  // to another tensor (whose parameters may be far in the constant cache)
+  // once or twice, not at every tile.
+  int64_t tile0 = blockIdx.x, step = gridDim.x, end = ntiles;
+  if constexpr (G::kGroup) {
+    const int64_t per = (ntiles + gridDim.x - 1) / gridDim.x;
+    tile0 = blockIdx.x * per;
+    step = 1;
+    end = tile0 + per < ntiles ? tile0 + per : ntiles;
+  }
+  int cur = grp.index_of(tile0 < end ? tile0 : 0), nxt = cur;  // the tensors of this tile and of the prefetched one
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   Raw8<T> next[4];
-  const bool vec = !EDGE || p.vec == kRowsAligned;
+  // Loads tile `tile` into next where its tensor's rows are vector-loadable
+  // (the same test the tile's own pass makes before it reads next).
   auto prefetch = [&](int64_t tile) {
-    int64_t r0 = (tile / tiles_c) * kTileR, gc = (tile % tiles_c) * kTileC + 8 * lane;
-    if (EDGE ? gc + 8 <= p.k : gc < p.k) {
+    int64_t lt;
+    const MxParams &q = grp.locate_from(tile, &nxt, &lt);
+    if (EDGE && q.vec != kRowsAligned) return;
+    const int64_t qtc = (q.k + kTileC - 1) / kTileC;
+    int64_t r0 = (lt / qtc) * kTileR, gc = (lt % qtc) * kTileC + 8 * lane;
+    const T *qx = (const T *)q.in;
+    if (EDGE ? gc + 8 <= q.k : gc < q.k) {
 #pragma unroll
       for (int i = 0; i < 4; i++)
-        if (!EDGE || r0 + 4 * warp + i < p.m) raw_load<T>(x + (r0 + 4 * warp + i) * p.k + gc, next[i]);
+        if (!EDGE || r0 + 4 * warp + i < q.m) raw_load<T>(qx + (r0 + 4 * warp + i) * q.k + gc, next[i]);
     }
   };
-  if (vec && (int64_t)blockIdx.x < ntiles) prefetch(blockIdx.x);
-  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-  int64_t r0 = (tile / tiles_c) * kTileR, c0 = (tile % tiles_c) * kTileC;
+  if (tile0 < end) prefetch(tile0);
+  for (int64_t tile = tile0; tile < end; tile += step) {
+  int64_t lt;
+  const MxParams &p = grp.locate_from(tile, &cur, &lt);
+  const T *x = (const T *)p.in;
+  const int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
+  const bool vec = !EDGE || p.vec == kRowsAligned;
+  int64_t r0 = (lt / tiles_c) * kTileR, c0 = (lt % tiles_c) * kTileC;
   int64_t gc = c0 + 8 * lane;
   bool valid = gc < p.k;  // some of this thread's 8 columns are inside the tensor
   const bool full = !EDGE || gc + 8 <= p.k;
@@ -213,7 +243,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
     }
   }
-  if (vec && tile + gridDim.x < ntiles) prefetch(tile + gridDim.x);
+  if (tile + step < end) prefetch(tile + step);
   if (ROW) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -348,10 +378,21 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxParams p, int64
     }
   }
   if (COL) __syncthreads();  // the next tile reuses the shared arrays
+  if constexpr (G::kGroup) {
+    // A group: each tile zeroes its share of its tensor's padding (a loop
+    // over the whole group in every CTA cost more than the quantize).
+    if (p.zpad) {
+      const int64_t parts = ((p.m + kTileR - 1) / kTileR) * tiles_c;
+      zero_scale_padding(p.row_s, lt, parts);
+      zero_scale_padding(p.col_s, lt, parts);
+    }
   }
-  // Last, where no tile's registers are live any more.
-  zero_scale_padding(p.row_s);
-  zero_scale_padding(p.col_s);
+  }
+  if constexpr (!G::kGroup) {
+    // Last, where no tile's registers are live any more.
+    zero_scale_padding(grp.tensor(0).row_s, blockIdx.x, gridDim.x);
+    zero_scale_padding(grp.tensor(0).col_s, blockIdx.x, gridDim.x);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -408,15 +449,20 @@ __device__ __forceinline__ float mx4_amax(const uint32_t *w, uint32_t m16) {
 // rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one 16-byte
 // offset (shifted loads, load_chunk), and stores that check bounds and
 // alignment; without it the aligned code as measured.
-template <typename T, bool ROW, bool COL, int MINB, bool PREF, bool EDGE>
-__global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, int fs) {
+//
+// G: as mx_quantize_kernel's, with strips (of p.fs sub-tiles) as units.
+template <typename T, bool ROW, bool COL, int MINB, bool PREF, bool EDGE, typename G>
+__global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid_constant__ G grp) {
   using R = Raw16<T>;
   __shared__ __align__(16) uint16_t tile[COL ? kXR * kXC : 8];
   __shared__ __align__(16) uint4 ccodes[COL ? 2 : 1][kXC + 4];      // [32-row half][column]: 32 codes
   __shared__ __align__(4) uint8_t csc[COL ? 2 * kXS : 1][kXC + 4];  // [32-row block of the strip][column]
   const int t = threadIdx.x;
+  int64_t strip;
+  const MxParams &p = grp.locate(blockIdx.x, &strip);
+  const int fs = p.fs;
   const int64_t tiles_c = (p.k + kXC - 1) / kXC;
-  const int64_t rs = (int64_t)(blockIdx.x / tiles_c) * (kXR * fs), c0 = (int64_t)(blockIdx.x % tiles_c) * kXC;
+  const int64_t rs = (strip / tiles_c) * (kXR * fs), c0 = (strip % tiles_c) * kXC;
   const int64_t rows_left = p.m - rs;
   const int nsub = rows_left >= kXR * fs ? fs : (int)((rows_left + kXR - 1) / kXR);
   // Row phase: thread t holds row lr = t/4 of the sub-tile (EDGE: row
@@ -515,63 +561,108 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(MxParams p, 
   }
 }
 
+// Tensors per grouped launch (the group is the kernels' parameter block).
+constexpr int kMaxGroup = 128;
+using MxGroup = Group<MxParams, kMaxGroup>;
+static_assert(sizeof(MxGroup) <= kMaxKernelParams, "an MX group must fit in a kernel's parameters");
+
+// The fast MXFP4 kernel's strips (units) of an [m, k] tensor at fs sub-tiles
+// per strip.
+int64_t mx4_strips(int64_t m, int64_t k, int fs) { return ceil_div(ceil_div(m, kXR), fs) * ceil_div(k, kXC); }
+
+// Sub-tiles per strip for tensors shapes[0 .. n): 4, fewer where that would
+// leave under two CTAs per SM's worth of work in all.
+template <typename G>
+int mx4_subtiles(const G &grp) {
+  int fs = 4;
+  for (;;) {
+    int64_t strips = 0;
+    for (int i = 0; i < grp.size(); i++) strips += mx4_strips(grp.tensor(i).m, grp.tensor(i).k, fs);
+    if (fs == 1 || strips >= 2 * 132) return fs;
+    fs /= 2;
+  }
+}
+
 // The fast MXFP4 kernel's launch (16-bit input): 4 CTAs/SM (64 registers), no
 // prefetch: the fastest of the variants measured on the H100 (cudaperf run 3,
 // bench/RESULTS.md; the others were removed with their benchmark switches).
-// Sub-tiles per CTA: 4, fewer where that would leave under two CTAs per SM's
-// worth of work.
-template <typename T, bool ROW, bool COL>
-void launch_mx4_fast(const MxParams &p, bool edge, cudaStream_t s) {
-  int64_t tiles_r = ceil_div(p.m, kXR), tiles_c = ceil_div(p.k, kXC);
-  int fs = 4;
-  while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
-  unsigned g = (unsigned)(ceil_div(tiles_r, fs) * tiles_c);
-  if (edge) mxfp4_fast_kernel<T, ROW, COL, 4, false, true><<<g, kThreads, 0, s>>>(p, fs);
-  else mxfp4_fast_kernel<T, ROW, COL, 4, false, false><<<g, kThreads, 0, s>>>(p, fs);
+// One CTA per strip (grp's units).
+template <typename T, bool ROW, bool COL, typename G>
+void launch_mx4_fast(const G &grp, bool edge, cudaStream_t s) {
+  unsigned g = (unsigned)grp.total();
+  if (edge) mxfp4_fast_kernel<T, ROW, COL, 4, false, true, G><<<g, kThreads, 0, s>>>(grp);
+  else mxfp4_fast_kernel<T, ROW, COL, 4, false, false, G><<<g, kThreads, 0, s>>>(grp);
+}
+
+// CTAs of mx_quantize_kernel<..., EDGE, G> that fit on the GPU at once.
+template <typename T, int EL, bool ROW, bool COL, bool EDGE, typename G>
+int mx_resident() {
+  static int resident = 0;
+  if (resident == 0) {
+    int per_sm = 0, dev = 0, sms = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL, EDGE, G>, kThreads, 0) != cudaSuccess ||
+        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        per_sm < 1) {
+      cudaGetLastError();
+      per_sm = 2, sms = 132;
+    }
+    resident = per_sm * sms;
+  }
+  return resident;
 }
 
 // Launch policy, from the H100 measurements in bench/RESULTS.md: MXFP8 with
 // both directions runs a persistent grid (as many CTAs as fit walk all tiles,
 // prefetching: 88 % of copy against 73 % with one CTA per tile); one direction,
-// and MXFP4, run one CTA per tile (87-93 % and better for MXFP4). The kernel is
-// the same either way.
-template <typename T, int EL, bool ROW, bool COL>
-void launch_mx3(const MxParams &p, bool edge, unsigned grid, cudaStream_t s) {
+// and MXFP4, run one CTA per tile (87-93 % and better for MXFP4). A group
+// always runs a persistent grid, each CTA a run of consecutive tiles: with one
+// CTA per tile, every CTA would first search the group for its tensor (H100
+// MoE batch: a loop over the group's parameters in every CTA made one
+// direction 10 % of copy). The kernel is the same either way. fast: MXFP4 of
+// 16-bit input, the fast kernel (grp's units are its strips; otherwise 32×256
+// tiles).
+template <typename T, int EL, bool ROW, bool COL, bool EDGE, typename G>
+void launch_mx_tiles(const G &grp, cudaStream_t s) {
+  const int64_t ntiles = grp.total();
+  const bool persistent = G::kGroup || (ROW && COL && EL != kE2M1 && !EDGE);  // the EDGE instance does not prefetch
+  const int64_t cap = persistent ? mx_resident<T, EL, ROW, COL, EDGE, G>() : ntiles;
+  unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
+  mx_quantize_kernel<T, EL, ROW, COL, EDGE, G><<<g, kThreads, 0, s>>>(grp);
+}
+
+template <typename T, int EL, bool ROW, bool COL, typename G>
+void launch_mx3(const G &grp, bool edge, bool fast, cudaStream_t s) {
   if constexpr (EL == kE2M1 && sizeof(T) == 2) {
-    if (p.vec != kRowsScalar) {
-      launch_mx4_fast<T, ROW, COL>(p, edge || p.vec != kRowsAligned || p.m % 32 || p.k % 32, s);
+    if (fast) {
+      launch_mx4_fast<T, ROW, COL>(grp, edge, s);
       return;
     }
   }
-  int64_t ntiles = grid;
-  static int resident = 0;
-  if (resident == 0) {
-    int per_sm = 0, dev = 0, sms = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL, false>, kThreads, 0) != cudaSuccess ||
-        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        per_sm < 1)
-      per_sm = 2, sms = 132;
-    resident = per_sm * sms;
+  if (edge) launch_mx_tiles<T, EL, ROW, COL, true>(grp, s);
+  else launch_mx_tiles<T, EL, ROW, COL, false>(grp, s);
+}
+
+template <typename T, int EL, typename G>
+void launch_mx2(const G &grp, bool row, bool col, bool edge, bool fast, cudaStream_t s) {
+  if (row && col) launch_mx3<T, EL, true, true>(grp, edge, fast, s);
+  else if (row) launch_mx3<T, EL, true, false>(grp, edge, fast, s);
+  else launch_mx3<T, EL, false, true>(grp, edge, fast, s);
+}
+
+template <typename T, typename G>
+void launch_mx1(const G &grp, int el, bool row, bool col, bool edge, bool fast, cudaStream_t s) {
+  if (el == kE4M3) launch_mx2<T, kE4M3>(grp, row, col, edge, fast, s);
+  else if (el == kE5M2) launch_mx2<T, kE5M2>(grp, row, col, edge, fast, s);
+  else launch_mx2<T, kE2M1>(grp, row, col, edge, fast, s);
+}
+
+template <typename G>
+void launch_mx(InType t, const G &grp, int el, bool row, bool col, bool edge, bool fast, cudaStream_t s) {
+  switch (t) {
+    case InType::F32: launch_mx1<float>(grp, el, row, col, edge, fast, s); break;
+    case InType::BF16: launch_mx1<__nv_bfloat16>(grp, el, row, col, edge, fast, s); break;
+    case InType::F16: launch_mx1<__half>(grp, el, row, col, edge, fast, s); break;
   }
-  bool persistent = ROW && COL && EL != kE2M1 && !edge;  // the EDGE instance does not prefetch
-  int64_t cap = persistent ? resident : ntiles;
-  unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
-  if (edge) mx_quantize_kernel<T, EL, ROW, COL, true><<<g, kThreads, 0, s>>>(p, ntiles);
-  else mx_quantize_kernel<T, EL, ROW, COL, false><<<g, kThreads, 0, s>>>(p, ntiles);
-}
-
-template <typename T, int EL>
-void launch_mx2(const MxParams &p, bool edge, unsigned grid, cudaStream_t s) {
-  if (p.row && p.col) launch_mx3<T, EL, true, true>(p, edge, grid, s);
-  else if (p.row) launch_mx3<T, EL, true, false>(p, edge, grid, s);
-  else launch_mx3<T, EL, false, true>(p, edge, grid, s);
-}
-
-template <typename T>
-void launch_mx1(const MxParams &p, int el, bool edge, unsigned grid, cudaStream_t s) {
-  if (el == kE4M3) launch_mx2<T, kE4M3>(p, edge, grid, s);
-  else if (el == kE5M2) launch_mx2<T, kE5M2>(p, edge, grid, s);
-  else launch_mx2<T, kE2M1>(p, edge, grid, s);
 }
 
 struct MxGeom {
@@ -679,32 +770,44 @@ __global__ void mx_reswizzle_kernel(const uint8_t *__restrict__ src, ScaleOut fr
 
 using namespace lq;
 
-extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
-  InType t;
-  LQ_TRY(input_type(a->input, "input", &t, err));
-  LQ_TRY(check_device(a->input, "input", err));
-  MxGeom g;
-  LQ_TRY(mx_geom(a->params, &g, err));
+namespace {
+
+// Whether an input takes the fast MXFP4 kernel (16-bit rows that load as
+// vectors, aligned or shifted).
+bool mx_fast(InType t, const MxGeom &g, const quant_plugin_tensor &in) {
+  return g.el == kE2M1 && t != InType::F32 && row_load_mode(in.data, in.shape[1], in_size(t)) != kRowsScalar;
+}
+
+// One tensor's parameters, checks and padding (zeroPadding), shared by the
+// single and the grouped quantize: *edge, whether it needs the EDGE instance
+// of the kernel that fast picks; *tiles, its 32×256 tiles.
+int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &g, bool fast, MxParams *pp, bool *edge, int64_t *tiles,
+                   quant_plugin_error *err) {
   int64_t m = a->input.shape[0], k = a->input.shape[1];
   LQ_TRY(check_mx_dims(m, k, err));
-  MxParams p{};
+  MxParams &p = *pp;
+  p = MxParams{};
   p.in = a->input.data;
   p.m = m;
   p.k = k;
   p.floor = a->params->scale_rounding == QUANT_SCALE_FLOOR;
+  p.fs = 1;
   cudaStream_t s = stream_of(a->stream);
   bool padded[2] = {false, false};
   if (a->out[0].num_buffers)
     LQ_TRY(mx_dir(a->out[0], g, false, m, k, a->params->gemm_swizzled_scales, &p.row, &p.row_pitch, &p.row_s, &padded[0], err));
   if (a->out[1].num_buffers)
     LQ_TRY(mx_dir(a->out[1], g, true, m, k, a->params->gemm_swizzled_scales, &p.col, &p.col_pitch, &p.col_s, &padded[1], err));
-  if (p.row == nullptr && p.col == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
+  // (A direction of a tensor with no elements has NULL buffers: asked for
+  // all the same.)
+  if (!a->out[0].num_buffers && !a->out[1].num_buffers) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
   // Padding scales are 0 (plugins/mxfp8 zeroPadding), and so are the bytes of
   // a padded row pitch; the kernel writes the rest. mx_quantize_kernel zeroes
   // the scale padding itself (no memset per call); the fast MXFP4 kernel,
   // capped at 64 registers, would spill with that loop, so it keeps the memset.
   p.vec = row_load_mode(a->input.data, k, in_size(t));
-  if (g.el == kE2M1 && t != InType::F32 && p.vec != kRowsScalar) {
+  p.zpad = !fast && (padded[0] || padded[1]);
+  if (fast) {
     if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
     if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
   }
@@ -712,21 +815,101 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
     LQ_CUDA(cudaMemsetAsync(p.row, 0, m * p.row_pitch, s), "zeroing the rowwise row padding");
   if (p.col && p.col_pitch != (g.packed ? ceil_div(m, 2) : k))
     LQ_CUDA(cudaMemsetAsync(p.col, 0, (g.packed ? k : m) * p.col_pitch, s), "zeroing the columnwise row padding");
-  int64_t tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
-  if (tiles == 0) return QUANT_OK;
-  if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
+  *tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
+  if (*tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
   // The aligned instance: whole 32-row blocks, rows of 8-element groups that
-  // vector loads and stores reach (the buffers of the layout, unpadded).
-  const bool edge = !(m % 32 == 0 && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
-                     (p.col == nullptr || aligned16(p.col)) && (p.row == nullptr || p.row_pitch == (g.packed ? k / 2 : k)) &&
-                     (p.col == nullptr || p.col_pitch == (g.packed ? m / 2 : k)));  // true: the EDGE instance
-  unsigned grid = (unsigned)tiles;
-  switch (t) {
-    case InType::F32: launch_mx1<float>(p, g.el, edge, grid, s); break;
-    case InType::BF16: launch_mx1<__nv_bfloat16>(p, g.el, edge, grid, s); break;
-    case InType::F16: launch_mx1<__half>(p, g.el, edge, grid, s); break;
+  // vector loads and stores reach (the buffers of the layout, unpadded); the
+  // fast kernel's also whole 32-element row blocks.
+  *edge = !(m % 32 == 0 && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
+            (p.col == nullptr || aligned16(p.col)) && (p.row == nullptr || p.row_pitch == (g.packed ? k / 2 : k)) &&
+            (p.col == nullptr || p.col_pitch == (g.packed ? m / 2 : k)));
+  if (fast) *edge = *edge || k % 32 != 0;
+  return QUANT_OK;
+}
+
+}  // namespace
+
+extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
+  InType t;
+  LQ_TRY(input_type(a->input, "input", &t, err));
+  LQ_TRY(check_device(a->input, "input", err));
+  MxGeom g;
+  LQ_TRY(mx_geom(a->params, &g, err));
+  const bool fast = mx_fast(t, g, a->input);
+  Single<MxParams> one;
+  bool edge;
+  LQ_TRY(mx_prepare(a, t, g, fast, &one.p, &edge, &one.n, err));
+  if (one.n == 0) return QUANT_OK;
+  if (fast) {
+    one.p.fs = mx4_subtiles(one);
+    one.n = mx4_strips(one.p.m, one.p.k, one.p.fs);
   }
+  launch_mx(t, one, g.el, one.p.row != nullptr, one.p.col != nullptr, edge, fast, stream_of(a->stream));
   LQ_LAUNCHED("mx quantize kernel launch");
+  return QUANT_OK;
+}
+
+// Every tensor of the group in one launch (up to kMaxGroup tensors per
+// launch): the units of all of them, numbered tensor after tensor, through
+// the single quantize's kernels. Every option of the single call works here;
+// the group must share the dtype, the params, the stream and the directions.
+extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  if (a->count == 0) return QUANT_OK;
+  InType t;
+  LQ_TRY(input_type(a->items[0].input, "items[0].input", &t, err));
+  const quant_plugin_params *p0 = a->items[0].params;
+  MxGeom g;
+  LQ_TRY(mx_geom(p0, &g, err));
+  // The fast MXFP4 kernel serves the group where it serves every tensor.
+  bool fast = true;
+  for (uint32_t i = 0; i < a->count; i++) {
+    const quant_plugin_quantize_args *q = &a->items[i];
+    InType ti;
+    LQ_TRY(input_type(q->input, "items[].input", &ti, err));
+    if (ti != t) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].input: another dtype than items[0]", i);
+    const quant_plugin_params *pi = q->params;
+    if (pi != p0 && (strncmp(pi->format, p0->format, sizeof pi->format) != 0 || pi->element != p0->element ||
+                     pi->scale_rounding != p0->scale_rounding || pi->gemm_swizzled_scales != p0->gemm_swizzled_scales))
+      return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].params: another format, element, scale rounding or scale layout than items[0]", i);
+    if (q->stream != a->stream) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].stream: not the group's stream", i);
+    fast = fast && mx_fast(t, g, q->input);
+  }
+  static MxGroup grp;  // ~22 KB: not on the stack; guarded by mu
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  bool row0 = false, col0 = false;
+  cudaStream_t s = stream_of(a->stream);
+  for (uint32_t base = 0; base < a->count; base += kMaxGroup) {
+    uint32_t n = a->count - base < (uint32_t)kMaxGroup ? a->count - base : (uint32_t)kMaxGroup;
+    grp.clear();
+    bool edge = false;
+    for (uint32_t j = 0; j < n; j++) {
+      const quant_plugin_quantize_args *q = &a->items[base + j];
+      LQ_TRY(check_device(q->input, "items[].input", err));
+      MxParams p;
+      bool e;
+      int64_t tiles;
+      LQ_TRY(mx_prepare(q, t, g, fast, &p, &e, &tiles, err));
+      const bool row = q->out[0].num_buffers > 0, col = q->out[1].num_buffers > 0;
+      if (base + j == 0) row0 = row, col0 = col;
+      else if (row != row0 || col != col0)
+        return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);
+      if (tiles == 0) continue;  // an empty tensor: nothing to write (its scales are empty too)
+      edge = edge || e;
+      grp.add(p, tiles);
+    }
+    if (grp.count == 0) continue;
+    if (fast) {
+      const int fs = mx4_subtiles(grp);
+      for (int i = 0; i < grp.count; i++) {
+        grp.t[i].fs = fs;
+        grp.first[i + 1] = grp.first[i] + mx4_strips(grp.t[i].m, grp.t[i].k, fs);
+      }
+    }
+    if (grp.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
+    launch_mx(t, grp, g.el, row0, col0, edge, fast, s);
+    LQ_LAUNCHED("mx grouped quantize kernel launch");
+  }
   return QUANT_OK;
 }
 

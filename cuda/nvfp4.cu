@@ -24,6 +24,7 @@
 #include <float.h>
 #include <stdlib.h>
 
+#include <mutex>
 #include <type_traits>
 
 #include "common.cuh"
@@ -218,8 +219,9 @@ struct NvParams {
   SR sr;
 };
 
-__device__ __forceinline__ void copy_scalars(const NvParams &p) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+// By the tensor's first CTA (unit 0).
+__device__ __forceinline__ void copy_scalars(const NvParams &p, int64_t unit) {
+  if (unit == 0 && threadIdx.x == 0) {
     if (p.amax_dst[0]) *p.amax_dst[0] = *p.amax_src[0];
     if (p.amax_dst[1]) *p.amax_dst[1] = *p.amax_src[1];
   }
@@ -271,14 +273,20 @@ __device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
   }
 }
 
+// The kernels take G: Single<NvParams> (one tensor) or NvGroup
+// (quantize_grouped: the units of every tensor of the group, numbered tensor
+// after tensor; a CTA's tensor comes from grp.locate).
+//
 // 1×16 blocks (tile1D).
-template <typename T, bool ROW, bool COL, bool SRON, bool RHT>
-__global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
+template <typename T, bool ROW, bool COL, bool SRON, bool RHT, typename G>
+__global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constant__ G grp) {
   __shared__ float tile[kTileR * kStride];
-  copy_scalars(p);
+  int64_t unit;
+  const NvParams &p = grp.locate(blockIdx.x, &unit);
+  copy_scalars(p, unit);
   const T *x = (const T *)p.in;
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
-  int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
+  int64_t r0 = (unit / tiles_c) * kTileR, c0 = (unit % tiles_c) * kTileC;
   GlobalScale grow, gcol;
   if (ROW) grow = global_scale(*p.row_amax);
   if (COL) gcol = global_scale(*p.col_amax);
@@ -334,15 +342,17 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(NvParams p) {
 // 16×16 tiles (tile2D): one amax and scale per tile; each element is rounded
 // once (SR with the rowwise bits); columnwise holds the transposed codes and
 // both directions repeat the tile's scale over its 16 stored rows.
-template <typename T, bool ROW, bool COL, bool SRON>
-__global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(NvParams p) {
+template <typename T, bool ROW, bool COL, bool SRON, typename G>
+__global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(const __grid_constant__ G grp) {
   __shared__ uint32_t bam[kTileR][kTileC / 16];
   __shared__ uint64_t codes[kTileR][kTileC / 16];
   __shared__ uint8_t tcode[kTileR / 16][kTileC / 16];
-  copy_scalars(p);
+  int64_t unit;
+  const NvParams &p = grp.locate(blockIdx.x, &unit);
+  copy_scalars(p, unit);
   const T *x = (const T *)p.in;
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
-  int64_t r0 = (int64_t)(blockIdx.x / tiles_c) * kTileR, c0 = (int64_t)(blockIdx.x % tiles_c) * kTileC;
+  int64_t r0 = (unit / tiles_c) * kTileR, c0 = (unit % tiles_c) * kTileC;
   GlobalScale g = global_scale(ROW ? *p.row_amax : *p.col_amax);
   const int64_t mb = ceil_div(p.m, 16);
   float v[2][16];
@@ -477,8 +487,10 @@ __device__ __forceinline__ uint32_t tile_amax(const uint32_t (&v)[8]) {
 // offset (shifted loads, load_chunk); each warp then holds rows of all four
 // 16-row tiles, so the 16×16 amaxes meet across warps in red (EDGE layout
 // [tile][column block][warp]); stores check bounds and alignment.
-template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE>
-__global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) {
+//
+// Units: strips of p.fs sub-tiles.
+template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE, typename G>
+__global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid_constant__ G grp) {
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
   __shared__ __align__(16) uint16_t tile[COL ? kFR * kFC : 8];
@@ -487,10 +499,12 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
   __shared__ __align__(16) uint32_t redx[TWO_D && EDGE ? kFR / 16 : 1][8][kThreads / 32];
   __shared__ __align__(16) uint2 ccodes[COL ? 4 : 1][kCS];              // [row block][column]: 16 codes
   __shared__ __align__(4) uint8_t csc[COL ? 4 * kFS : 1][kFC + 4];       // [row block in strip][column]
-  copy_scalars(p);
+  int64_t strip;
+  const NvParams &p = grp.locate(blockIdx.x, &strip);
+  copy_scalars(p, strip);
   const int t = threadIdx.x;
   const int64_t tiles_c = (p.k + kFC - 1) / kFC;
-  const int64_t rs = (int64_t)(blockIdx.x / tiles_c) * (kFR * p.fs), c0 = (int64_t)(blockIdx.x % tiles_c) * kFC;
+  const int64_t rs = (strip / tiles_c) * (kFR * p.fs), c0 = (strip % tiles_c) * kFC;
   const int64_t rows_left = p.m - rs;
   const int nsub = rows_left >= kFR * p.fs ? p.fs : (int)((rows_left + kFR - 1) / kFR);
 
@@ -700,11 +714,12 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(NvParams p) 
 // Columnwise amax with the RHT (rhtAmax): max |y| over the BF16-rounded
 // transform of every 16-row chunk of every column, NaN ignored. BF16 rounding
 // is monotone, so rounding each |y| before the max equals rounding the max.
-__global__ void __launch_bounds__(kThreads) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
-                                                           uint32_t mask, uint32_t *out) {
-  int64_t n = ceil_div(m, 16) * k, stride = (int64_t)gridDim.x * blockDim.x;
+// The thread's part: (16-row chunk, column) pairs idx = chunk·k + column for
+// idx in [start, end) step stride; the BF16 bits of its max.
+__device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k, uint32_t mask,
+                                                  int64_t start, int64_t end, int64_t stride) {
   double best = 0.0;
-  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+  for (int64_t idx = start; idx < end; idx += stride) {
     int64_t c = idx % k, b = idx / k;
     float v[16];  // a partial last group zero-padded (spec §14 item 2)
 #pragma unroll
@@ -717,17 +732,45 @@ __global__ void __launch_bounds__(kThreads) rht_amax_kernel(const __nv_bfloat16 
       if (a > best) best = a;
     }
   }
-  uint32_t bits = (uint32_t)f64_to_bf16_bits(best) << 16;
-  __shared__ uint32_t red[32];
-  bits = warp_max(bits);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) red[warp] = bits;
-  __syncthreads();
-  if (warp == 0) {
-    bits = lane < (int)(blockDim.x >> 5) ? red[lane] : 0;
-    bits = warp_max(bits);
-    if (lane == 0 && bits != 0) atomicMax(out, bits);
+  return (uint32_t)f64_to_bf16_bits(best) << 16;
+}
+
+__global__ void __launch_bounds__(kThreads) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
+                                                           uint32_t mask, uint32_t *out) {
+  int64_t n = ceil_div(m, 16) * k, stride = (int64_t)gridDim.x * blockDim.x;
+  cta_max_atomic(rht_amax_bits(x, m, k, mask, (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, stride), out);
+}
+
+// The global amaxes of a grouped quantize, in one launch: an item is one
+// direction's amax of one tensor, plain (max |x|) or with the RHT (bf16
+// input only, rht_amax_kernel's), reduced into *out, which units_zero_kernel
+// zeroed. Units: kAmaxUnitElems elements, or kRhtUnit (chunk, column) pairs.
+struct NvAmaxItem {
+  const void *in;
+  int64_t m, k;
+  uint32_t *out;
+  uint32_t mask;
+  int rht;
+};
+constexpr int64_t kRhtUnit = 16 * kAmaxThreads;
+
+inline int64_t nv_amax_units(const NvAmaxItem &it) {
+  return it.rht ? ceil_div(ceil_div(it.m, 16) * it.k, kRhtUnit) : amax_units(it.m * it.k);
+}
+
+template <typename T, typename G>
+__global__ void __launch_bounds__(kAmaxThreads) nv_group_amax_kernel(const __grid_constant__ G g) {
+  int64_t unit;
+  const NvAmaxItem &it = g.locate(blockIdx.x, &unit);
+  uint32_t bits;
+  if (it.rht) {
+    const int64_t n = ceil_div(it.m, 16) * it.k, lo = unit * kRhtUnit, hi = lo + kRhtUnit < n ? lo + kRhtUnit : n;
+    bits = rht_amax_bits((const __nv_bfloat16 *)it.in, it.m, it.k, it.mask, lo + threadIdx.x, hi, kAmaxThreads);
+  } else {
+    const int64_t n = it.m * it.k, lo = unit * kAmaxUnitElems, hi = lo + kAmaxUnitElems < n ? lo + kAmaxUnitElems : n;
+    bits = amax_range<T>((const T *)it.in, lo, hi);
   }
+  cta_max_atomic(bits, it.out);
 }
 
 struct NvSpec {
@@ -774,14 +817,14 @@ struct NvDir {
 int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t k, int swizzled, NvDir *d, quant_plugin_error *err) {
   int64_t rows = colwise ? k : m, cols = colwise ? m : k;
   int64_t pr = pad_to(rows, 128), pc = pad_to(ceil_div(cols, 16), 4);
-  const char *dir = colwise ? "columnwise" : "rowwise";
-  char what[64];
-  snprintf(what, sizeof what, "%s data", dir);
+  // Constant names, not snprintf on every call (host time per call, issue
+  // #15; a grouped quantize prepares 64 tensors and more per call).
+  const char *what = colwise ? "columnwise data" : "rowwise data";
   LQ_TRY(row_pitch(st, QUANT_BUFFER_DATA, what, rows, ceil_div(cols, 2), &d->pitch, err));
   LQ_TRY(get_buffer(st, QUANT_BUFFER_DATA, what, rows * d->pitch, (void **)&d->data, err));
-  snprintf(what, sizeof what, "%s scale_inv", dir);
+  what = colwise ? "columnwise scale_inv" : "rowwise scale_inv";
   LQ_TRY(get_buffer(st, QUANT_BUFFER_SCALE_INV, what, pr * pc, (void **)&d->s.buf, err));
-  snprintf(what, sizeof what, "%s amax", dir);
+  what = colwise ? "columnwise amax" : "rowwise amax";
   LQ_TRY(get_buffer(st, QUANT_BUFFER_AMAX, what, 1, (void **)&d->amax, err));
   d->s.pad_j = pc;
   d->s.swizzled = swizzled;
@@ -791,14 +834,38 @@ int32_t nv_dir(const quant_plugin_storage &st, bool colwise, int64_t m, int64_t 
   return QUANT_OK;
 }
 
-// Sub-tiles per CTA of the fast kernel: kStripDefault, fewer where that
-// would leave under two CTAs per SM's worth of work.
-constexpr int kStripDefault = 4;
-int strip_subtiles(int64_t m, int64_t k) {
-  int fs = kStripDefault;
-  int64_t tiles_r = ceil_div(m, kFR), tiles_c = ceil_div(k, kFC);
-  while (fs > 1 && ceil_div(tiles_r, fs) * tiles_c < 2 * 132) fs /= 2;
-  return fs;
+// Tensors per grouped launch (the group is the kernels' parameter block).
+constexpr int kMaxGroup = 128;
+using NvGroup = Group<NvParams, kMaxGroup>;
+using NvAmaxGroup = Group<NvAmaxItem, 2 * kMaxGroup>;  // a tensor's rowwise and (RHT) columnwise amax
+static_assert(sizeof(NvGroup) <= kMaxKernelParams && sizeof(NvAmaxGroup) <= kMaxKernelParams,
+              "an nvfp4 group must fit in a kernel's parameters");
+
+// The fast kernel's strips (units) of an [m, k] tensor at fs sub-tiles each.
+int64_t nv_strips(int64_t m, int64_t k, int fs) { return ceil_div(m, kFR * fs) * ceil_div(k, kFC); }
+
+// Sub-tiles per strip of the fast kernel for the tensors of grp: 4, fewer
+// where that would leave under two CTAs per SM's worth of work in all.
+template <typename G>
+int nv_subtiles(const G &grp) {
+  int fs = 4;
+  for (;;) {
+    int64_t strips = 0;
+    for (int i = 0; i < grp.size(); i++) strips += nv_strips(grp.tensor(i).m, grp.tensor(i).k, fs);
+    if (fs == 1 || strips >= 2 * 132) return fs;
+    fs /= 2;
+  }
+}
+
+// Whether the fast kernel serves these options (16-bit input, round to
+// nearest, no RHT).
+bool nv_fast(InType t, const NvSpec &sp) { return t != InType::F32 && !sp.sr && !sp.rht; }
+
+// Whether a tensor needs the fast kernel's EDGE instance: anything but whole
+// 32-element runs and rows of 16-byte-aligned loads and stores.
+bool nv_edge(const NvParams &p) {
+  return !(p.m % 32 == 0 && p.k % 32 == 0 && p.vec == kRowsAligned && (!p.row || aligned16(p.row)) && (!p.col || aligned16(p.col)) &&
+           (!p.row || p.row_pitch == p.k / 2) && (!p.col || p.col_pitch == p.m / 2));
 }
 
 // The fast kernel's launch: MINB 4 without register prefetch, the fastest of
@@ -811,45 +878,50 @@ int strip_subtiles(int64_t m, int64_t k) {
 constexpr int kFastMinB = 4;
 constexpr bool kFastPref = false;
 
-template <typename T, bool ROW, bool COL, bool TWO_D>
-void launch_fast(const NvParams &q, bool edge, unsigned g, cudaStream_t s) {
-  if (edge) nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true><<<g, kThreads, 0, s>>>(q);
-  else nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false><<<g, kThreads, 0, s>>>(q);
+template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
+void launch_fast(const G &grp, bool edge, cudaStream_t s) {
+  unsigned g = (unsigned)grp.total();
+  if (edge) nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true, G><<<g, kThreads, 0, s>>>(grp);
+  else nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false, G><<<g, kThreads, 0, s>>>(grp);
 }
 
-template <typename T, bool ROW, bool COL, bool SRON>
-void launch_nv4(const NvParams &p, bool rht, bool two_d, unsigned grid, cudaStream_t s) {
-  constexpr bool k16 = sizeof(T) == 2;
-  if (k16 && !SRON && !rht) {
-    if constexpr (k16 && !SRON) {
-      NvParams q = p;
-      q.fs = strip_subtiles(p.m, p.k);
-      unsigned g = (unsigned)(ceil_div(p.m, kFR * q.fs) * ceil_div(p.k, kFC));
-      // The aligned instance: whole 32-element runs, rows of 16-byte-aligned
-      // loads and stores (the old constraints); anything else is EDGE.
-      const bool edge = !(p.m % 32 == 0 && p.k % 32 == 0 && p.vec == kRowsAligned && (!ROW || aligned16(p.row)) &&
-                          (!COL || aligned16(p.col)) && (!ROW || p.row_pitch == p.k / 2) && (!COL || p.col_pitch == p.m / 2));
-      if (two_d) launch_fast<T, ROW, COL, true>(q, edge, g, s);
-      else launch_fast<T, ROW, COL, false>(q, edge, g, s);
+// fast (nv_fast): grp's units are the fast kernel's strips; otherwise 64×128
+// tiles, one CTA each.
+template <typename T, bool ROW, bool COL, bool SRON, typename G>
+void launch_nv4(const G &grp, bool rht, bool two_d, bool fast, bool edge, cudaStream_t s) {
+  if constexpr (sizeof(T) == 2 && !SRON) {
+    if (fast) {
+      if (two_d) launch_fast<T, ROW, COL, true>(grp, edge, s);
+      else launch_fast<T, ROW, COL, false>(grp, edge, s);
       return;
     }
   }
-  if (two_d) nvfp4_2d_kernel<T, ROW, COL, SRON><<<grid, kThreads, 0, s>>>(p);
-  else if (rht) nvfp4_1d_kernel<T, ROW, COL, SRON, true><<<grid, kThreads, 0, s>>>(p);
-  else nvfp4_1d_kernel<T, ROW, COL, SRON, false><<<grid, kThreads, 0, s>>>(p);
+  unsigned grid = (unsigned)grp.total();
+  if (two_d) nvfp4_2d_kernel<T, ROW, COL, SRON, G><<<grid, kThreads, 0, s>>>(grp);
+  else if (rht) nvfp4_1d_kernel<T, ROW, COL, SRON, true, G><<<grid, kThreads, 0, s>>>(grp);
+  else nvfp4_1d_kernel<T, ROW, COL, SRON, false, G><<<grid, kThreads, 0, s>>>(grp);
 }
 
-template <typename T, bool ROW, bool COL>
-void launch_nv3(const NvParams &p, const NvSpec &sp, bool, unsigned grid, cudaStream_t s) {
-  if (sp.sr) launch_nv4<T, ROW, COL, true>(p, sp.rht, sp.two_d, grid, s);
-  else launch_nv4<T, ROW, COL, false>(p, sp.rht, sp.two_d, grid, s);
+template <typename T, bool ROW, bool COL, typename G>
+void launch_nv3(const G &grp, const NvSpec &sp, bool fast, bool edge, cudaStream_t s) {
+  if (sp.sr) launch_nv4<T, ROW, COL, true>(grp, sp.rht, sp.two_d, fast, edge, s);
+  else launch_nv4<T, ROW, COL, false>(grp, sp.rht, sp.two_d, fast, edge, s);
 }
 
-template <typename T>
-void launch_nv(const NvParams &p, const NvSpec &sp, bool vec, unsigned grid, cudaStream_t s) {
-  if (p.row && p.col) launch_nv3<T, true, true>(p, sp, vec, grid, s);
-  else if (p.row) launch_nv3<T, true, false>(p, sp, vec, grid, s);
-  else launch_nv3<T, false, true>(p, sp, vec, grid, s);
+template <typename T, typename G>
+void launch_nv2(const G &grp, const NvSpec &sp, bool row, bool col, bool fast, bool edge, cudaStream_t s) {
+  if (row && col) launch_nv3<T, true, true>(grp, sp, fast, edge, s);
+  else if (row) launch_nv3<T, true, false>(grp, sp, fast, edge, s);
+  else launch_nv3<T, false, true>(grp, sp, fast, edge, s);
+}
+
+template <typename G>
+void launch_nv(InType t, const G &grp, const NvSpec &sp, bool row, bool col, bool fast, bool edge, cudaStream_t s) {
+  switch (t) {
+    case InType::F32: launch_nv2<float>(grp, sp, row, col, fast, edge, s); break;
+    case InType::BF16: launch_nv2<__nv_bfloat16>(grp, sp, row, col, fast, edge, s); break;
+    case InType::F16: launch_nv2<__half>(grp, sp, row, col, fast, edge, s); break;
+  }
 }
 
 int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, cudaStream_t s, quant_plugin_error *err) {
@@ -938,26 +1010,69 @@ extern "C" int32_t lq_nvfp4_amax(const quant_plugin_amax_args *a, quant_plugin_e
   return QUANT_OK;
 }
 
+namespace {
+
+// One tensor's parameters, buffers and padding (zeroed here: scale padding
+// and padded row pitches), shared by the single and the grouped quantize;
+// the caller sets the amax fields.
+int32_t nv_prepare(const quant_plugin_quantize_args *a, InType t, const NvSpec &sp, NvParams *pp, NvDir *row, NvDir *col, bool *has_row,
+                   bool *has_col, quant_plugin_error *err) {
+  int64_t m = a->input.shape[0], k = a->input.shape[1];
+  LQ_TRY(check_nv_dims(m, k, err));
+  *has_row = a->out[0].num_buffers > 0;
+  *has_col = a->out[1].num_buffers > 0;
+  if (!*has_row && !*has_col) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
+  if (*has_row) LQ_TRY(nv_dir(a->out[0], false, m, k, sp.swizzled, row, err));
+  if (*has_col) LQ_TRY(nv_dir(a->out[1], true, m, k, sp.swizzled, col, err));
+  if (*has_col && sp.rht && t != InType::BF16) return rht_dtype_error(err);
+  if (ceil_div(m, kTileR) * ceil_div(k, kTileC) > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
+  cudaStream_t s = stream_of(a->stream);
+  if (*has_row && row->padded) LQ_CUDA(cudaMemsetAsync(row->s.buf, 0, row->scale_bytes, s), "zeroing rowwise scale padding");
+  if (*has_col && col->padded) LQ_CUDA(cudaMemsetAsync(col->s.buf, 0, col->scale_bytes, s), "zeroing columnwise scale padding");
+  if (*has_row && row->pitch_padded) LQ_CUDA(cudaMemsetAsync(row->data, 0, m * row->pitch, s), "zeroing the rowwise row padding");
+  if (*has_col && col->pitch_padded) LQ_CUDA(cudaMemsetAsync(col->data, 0, k * col->pitch, s), "zeroing the columnwise row padding");
+  NvParams &p = *pp;
+  p = NvParams{};
+  p.in = a->input.data;
+  p.m = m;
+  p.k = k;
+  p.row = row->data;
+  p.col = col->data;
+  p.row_pitch = row->pitch;
+  p.col_pitch = col->pitch;
+  p.row_s = row->s;
+  p.col_s = col->s;
+  p.row_s2 = (reinterpret_cast<uintptr_t>(row->s.buf) & 1) == 0;
+  p.col_s4 = (reinterpret_cast<uintptr_t>(col->s.buf) & 3) == 0;
+  p.mask = sp.mask;
+  p.rht = sp.rht;
+  p.fs = 1;
+  uint64_t seed = a->params->seed, off = a->params->offset;
+  p.sr.key = make_uint2((uint32_t)seed, (uint32_t)(seed >> 32));
+  p.sr.off0 = (uint32_t)off;
+  p.sr.off1 = (uint32_t)(off >> 32);
+  p.vec = row_load_mode(a->input.data, k, in_size(t));
+  return QUANT_OK;
+}
+
+}  // namespace
+
 extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
   InType t;
   LQ_TRY(input_type(a->input, "input", &t, err));
   LQ_TRY(check_device(a->input, "input", err));
   NvSpec sp;
   LQ_TRY(nv_spec(a->params, &sp, err));
-  int64_t m = a->input.shape[0], k = a->input.shape[1];
-  LQ_TRY(check_nv_dims(m, k, err));
   NvDir row, col;
-  bool has_row = a->out[0].num_buffers > 0, has_col = a->out[1].num_buffers > 0;
-  if (!has_row && !has_col) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
-  if (has_row) LQ_TRY(nv_dir(a->out[0], false, m, k, sp.swizzled, &row, err));
-  if (has_col) LQ_TRY(nv_dir(a->out[1], true, m, k, sp.swizzled, &col, err));
-  if (has_col && sp.rht && t != InType::BF16) return rht_dtype_error(err);
+  bool has_row, has_col;
+  Single<NvParams> one;
+  NvParams &p = one.p;
+  LQ_TRY(nv_prepare(a, t, sp, &p, &row, &col, &has_row, &has_col, err));
   cudaStream_t s = stream_of(a->stream);
   // Global amaxes (amaxes in kernels.go), into the storages' amax buffers.
   // Where a direction's amax is a copy (of the caller's, or of the other
   // direction's), the quantize kernel reads it from the source and makes the
   // copy itself: one CUDA call fewer each.
-  NvParams p{};
   int ncopy = 0;
   auto copy_amax = [&](float *dst, const float *src) {
     p.amax_dst[ncopy] = dst;
@@ -1008,43 +1123,123 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
     p.row_amax = has_row ? row.amax : nullptr;
     p.col_amax = has_col ? col.amax : nullptr;
   }
-  if (has_row && row.padded) LQ_CUDA(cudaMemsetAsync(row.s.buf, 0, row.scale_bytes, s), "zeroing rowwise scale padding");
-  if (has_col && col.padded) LQ_CUDA(cudaMemsetAsync(col.s.buf, 0, col.scale_bytes, s), "zeroing columnwise scale padding");
-  if (has_row && row.pitch_padded) LQ_CUDA(cudaMemsetAsync(row.data, 0, m * row.pitch, s), "zeroing the rowwise row padding");
-  if (has_col && col.pitch_padded) LQ_CUDA(cudaMemsetAsync(col.data, 0, k * col.pitch, s), "zeroing the columnwise row padding");
-  p.in = a->input.data;
-  p.m = m;
-  p.k = k;
-  p.row = row.data;
-  p.col = col.data;
-  p.row_pitch = row.pitch;
-  p.col_pitch = col.pitch;
-  p.row_s = row.s;
-  p.col_s = col.s;
-  p.row_s2 = (reinterpret_cast<uintptr_t>(row.s.buf) & 1) == 0;
-  p.col_s4 = (reinterpret_cast<uintptr_t>(col.s.buf) & 3) == 0;
-  p.mask = sp.mask;
-  p.rht = sp.rht;
-  uint64_t seed = a->params->seed, off = a->params->offset;
-  p.sr.key = make_uint2((uint32_t)seed, (uint32_t)(seed >> 32));
-  p.sr.off0 = (uint32_t)off;
-  p.sr.off1 = (uint32_t)(off >> 32);
-  int64_t tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
-  if (tiles == 0) {
+  one.n = ceil_div(p.m, kTileR) * ceil_div(p.k, kTileC);
+  if (one.n == 0) {
     for (int i = 0; i < ncopy; i++)
       LQ_CUDA(cudaMemcpyAsync(p.amax_dst[i], p.amax_src[i], 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
     return QUANT_OK;
   }
-  if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
-  bool vec = aligned16(a->input.data);
-  p.vec = row_load_mode(a->input.data, k, in_size(t));
-  unsigned grid = (unsigned)tiles;
-  switch (t) {
-    case InType::F32: launch_nv<float>(p, sp, vec, grid, s); break;
-    case InType::BF16: launch_nv<__nv_bfloat16>(p, sp, vec, grid, s); break;
-    case InType::F16: launch_nv<__half>(p, sp, vec, grid, s); break;
+  const bool fast = nv_fast(t, sp);
+  if (fast) {
+    p.fs = nv_subtiles(one);
+    one.n = nv_strips(p.m, p.k, p.fs);
   }
+  launch_nv(t, one, sp, has_row, has_col, fast, fast && nv_edge(p), s);
   LQ_LAUNCHED("nvfp4 quantize kernel launch");
+  return QUANT_OK;
+}
+
+// Every tensor of the group in three launches per kMaxGroup tensors: zero
+// the amax accumulators, every global amax (both directions', the RHT's
+// included) in one amax pass, and one quantize pass through the single
+// quantize's kernels, the units of all tensors numbered tensor after tensor.
+// Every option of the single call works here but the caller's amax
+// (options.amax: a grouped quantize computes each tensor's own); the group
+// must share the dtype, the params, the stream and the directions.
+extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  if (a->count == 0) return QUANT_OK;
+  InType t;
+  LQ_TRY(input_type(a->items[0].input, "items[0].input", &t, err));
+  const quant_plugin_params *p0 = a->items[0].params;
+  NvSpec sp;
+  LQ_TRY(nv_spec(p0, &sp, err));
+  for (uint32_t i = 0; i < a->count; i++) {
+    const quant_plugin_quantize_args *q = &a->items[i];
+    InType ti;
+    LQ_TRY(input_type(q->input, "items[].input", &ti, err));
+    if (ti != t) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].input: another dtype than items[0]", i);
+    const quant_plugin_params *pi = q->params;
+    if (pi != p0 && (pi->element != p0->element || pi->block_dims != p0->block_dims || pi->rht != p0->rht ||
+                     pi->rht_sign_mask != p0->rht_sign_mask || pi->stochastic_rounding != p0->stochastic_rounding ||
+                     pi->seed != p0->seed || pi->offset != p0->offset || pi->gemm_swizzled_scales != p0->gemm_swizzled_scales))
+      return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].params: other nvfp4 options than items[0]", i);
+    if (q->stream != a->stream) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].stream: not the group's stream", i);
+    if (q->amax_in.data != nullptr)
+      return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].amax_in: a grouped quantize computes each tensor's amax itself", i);
+  }
+  static NvGroup grp;        // ~27 KB each: not on the stack; guarded by mu
+  static NvAmaxGroup amaxes;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  const bool fast = nv_fast(t, sp);
+  bool row0 = false, col0 = false;
+  cudaStream_t s = stream_of(a->stream);
+  for (uint32_t base = 0; base < a->count; base += kMaxGroup) {
+    uint32_t n = a->count - base < (uint32_t)kMaxGroup ? a->count - base : (uint32_t)kMaxGroup;
+    grp.clear();
+    amaxes.clear();
+    bool edge = false;
+    for (uint32_t j = 0; j < n; j++) {
+      const quant_plugin_quantize_args *q = &a->items[base + j];
+      LQ_TRY(check_device(q->input, "items[].input", err));
+      NvDir row, col;
+      bool has_row, has_col;
+      NvParams p;
+      LQ_TRY(nv_prepare(q, t, sp, &p, &row, &col, &has_row, &has_col, err));
+      if (base + j == 0) row0 = has_row, col0 = has_col;
+      else if (has_row != row0 || has_col != col0)
+        return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);
+      // The amaxes: rowwise (or a plain columnwise alone) of x, the RHT's
+      // columnwise; a plain columnwise one with a rowwise one is its copy,
+      // made by the quantize kernel (a tensor with no elements has none to
+      // make it: both are reduced, to 0).
+      const int64_t tiles = ceil_div(p.m, kTileR) * ceil_div(p.k, kTileC);
+      auto amax_of = [&](float *out, bool rht) {
+        NvAmaxItem it{q->input.data, p.m, p.k, (uint32_t *)out, sp.mask, rht ? 1 : 0};
+        amaxes.add(it, nv_amax_units(it));
+      };
+      if (has_row) {
+        amax_of(row.amax, false);
+        p.row_amax = row.amax;
+      }
+      if (has_col) {
+        p.col_amax = col.amax;
+        if (sp.rht) amax_of(col.amax, true);
+        else if (has_row && tiles > 0) {
+          p.amax_dst[0] = col.amax;
+          p.amax_src[0] = row.amax;
+          p.col_amax = row.amax;
+        } else amax_of(col.amax, false);
+      }
+      if (tiles == 0) continue;
+      edge = edge || (fast && nv_edge(p));
+      grp.add(p, tiles);
+    }
+    if (amaxes.count > 0) {
+      units_zero_kernel<NvAmaxGroup><<<1, 2 * kMaxGroup, 0, s>>>(amaxes);
+      LQ_LAUNCHED("nvfp4 grouped amax zeroing kernel launch");
+      if (amaxes.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many amax units");
+      if (amaxes.total() > 0) {
+        switch (t) {
+          case InType::F32: nv_group_amax_kernel<float><<<(unsigned)amaxes.total(), kAmaxThreads, 0, s>>>(amaxes); break;
+          case InType::BF16: nv_group_amax_kernel<__nv_bfloat16><<<(unsigned)amaxes.total(), kAmaxThreads, 0, s>>>(amaxes); break;
+          case InType::F16: nv_group_amax_kernel<__half><<<(unsigned)amaxes.total(), kAmaxThreads, 0, s>>>(amaxes); break;
+        }
+        LQ_LAUNCHED("nvfp4 grouped amax kernel launch");
+      }
+    }
+    if (grp.count == 0) continue;
+    if (fast) {
+      const int fs = nv_subtiles(grp);
+      for (int i = 0; i < grp.count; i++) {
+        grp.t[i].fs = fs;
+        grp.first[i + 1] = grp.first[i] + nv_strips(grp.t[i].m, grp.t[i].k, fs);
+      }
+    }
+    if (grp.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
+    launch_nv(t, grp, sp, row0, col0, fast, edge, s);
+    LQ_LAUNCHED("nvfp4 grouped quantize kernel launch");
+  }
   return QUANT_OK;
 }
 

@@ -217,6 +217,12 @@ int32_t block_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quan
 int32_t fp8_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
   return grouped_entry(a, err, lq_fp8_quantize_grouped);
 }
+int32_t mx_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  return grouped_entry(a, err, lq_mx_quantize_grouped);
+}
+int32_t nvfp4_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err) {
+  return grouped_entry(a, err, lq_nvfp4_quantize_grouped);
+}
 
 int32_t fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err) {
   LQ_ARGS(a);
@@ -230,10 +236,10 @@ int32_t fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plug
 const quant_plugin_kernels kKernels[] = {
     KERNELS("fp8", fp8_amax, fp8_quantize, fp8_dequantize, fp8_derive, nullptr, fp8_delayed_update, fp8_quantize_grouped),
     KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr, nullptr, block_quantize_grouped),
-    KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, nullptr),
-    KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, nullptr),
+    KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, mx_quantize_grouped),
+    KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, mx_quantize_grouped),
     KERNELS("identity", mx_amax, identity_quantize, identity_dequantize, identity_derive, nullptr, nullptr, nullptr),
-    KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle, nullptr, nullptr),
+    KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle, nullptr, nvfp4_quantize_grouped),
 };
 
 int32_t gemm_entry(const quant_plugin_gemm_args *a, quant_plugin_error *err) {

@@ -706,10 +706,15 @@ func TestDeviceMismatchIsAnError(t *testing.T) {
 }
 
 // TestQuantizeGroupedMatchesCPU: a grouped quantize (one launch for the
-// group where the plugin has a grouped kernel: fp8_block; one call per tensor
-// otherwise) writes, for every tensor of a group of different shapes, the
-// bytes a CPU quantize of that tensor alone writes. A group of 130 small
-// tensors crosses the plugin's per-launch limit of 128.
+// group where the plugin has a grouped kernel: fp8_block, mxfp8, mxfp4; three
+// for fp8 and nvfp4, whose amaxes come first) writes, for every tensor of a
+// group of different shapes, the bytes a CPU quantize of that tensor alone
+// writes. A group of 130 small tensors crosses the plugin's per-launch limit
+// of 128. For the MX and NVFP4 formats, every option of the single quantize
+// (directions, swizzled scales, FLOOR, E5M2; nvfp4 1x16 / 16x16, the RHT,
+// stochastic rounding) runs on an aligned group (the kernels' aligned
+// instances), a ragged one with an empty tensor (spec §14: the EDGE
+// instances, 16-bit rows at odd offsets, partial blocks) and the 130 tensors.
 func TestQuantizeGroupedMatchesCPU(t *testing.T) {
 	needGPU(t)
 	groups := map[string][][2]int64{
@@ -720,20 +725,54 @@ func TestQuantizeGroupedMatchesCPU(t *testing.T) {
 		many[i] = [2]int64{int64(1 + i%7*40), int64(128 + i%3*64)}
 	}
 	groups["130 tensors"] = many
+	// The MX and NVFP4 formats' groups (they take the place of "mixed").
+	blockGroups := map[string][][2]int64{
+		"aligned":      {{256, 512}, {64, 96}, {384, 1024}},
+		"ragged empty": {{256, 512}, {130, 270}, {1, 5}, {0, 64}, {384, 1024}, {64, 96}, {33, 17}, {7, 0}},
+	}
 	for _, c := range []host.Params{
 		{Format: "fp8_block"}, {Format: "fp8_block", BlockDims: 2}, {Format: "fp8_block", FP32Scales: true},
-		{Format: "mxfp8"}, {Format: "fp8"}, {Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 3},
+		{Format: "fp8"}, {Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: 3},
+		{Format: "mxfp8"}, {Format: "mxfp8", Element: host.ElementE5M2}, {Format: "mxfp8", ScaleRounding: host.ScaleFLOOR},
+		{Format: "mxfp8", GEMMSwizzledScales: true},
+		{Format: "mxfp4"}, {Format: "mxfp4", ScaleRounding: host.ScaleFLOOR, GEMMSwizzledScales: true},
+		{Format: "nvfp4"}, {Format: "nvfp4", GEMMSwizzledScales: true}, {Format: "nvfp4", RHT: host.RHTDefault},
+		{Format: "nvfp4", RHT: host.RHTCustomMask, RHTSignMask: 0x1234}, {Format: "nvfp4", StochasticRounding: true, Seed: 0x1234567890ABCDEF, Offset: 77},
+		{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 5, Offset: 1 << 40},
+		{Format: "nvfp4", BlockDims: 2}, {Format: "nvfp4", BlockDims: 2, StochasticRounding: true, Seed: 9},
 	} {
-		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
-			for gname, shapes := range groups {
-				if c.Format == "mxfp8" && gname == "mixed" {
-					shapes = [][2]int64{{256, 512}, {64, 96}, {384, 1024}} // MX blocks of 32
+		block := c.Format == "mxfp8" || c.Format == "mxfp4" || c.Format == "nvfp4"
+		// A block format's option variants run both directions on the
+		// aligned and the ragged group (time); its plain config, the RHT
+		// (whose columnwise amax pass differs) and 16x16 every direction
+		// and group.
+		full := !block || c == host.Params{Format: c.Format} || c == host.Params{Format: "nvfp4", RHT: host.RHTDefault} ||
+			c == host.Params{Format: "nvfp4", BlockDims: 2}
+		usages := []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise}
+		if !full {
+			usages = usages[:1]
+		}
+		for _, usage := range usages {
+			grps := groups
+			if block {
+				grps = map[string][][2]int64{}
+				if full {
+					grps["130 tensors"] = many
 				}
-				if c.Format == "mxfp8" && gname != "mixed" {
-					continue
+				for k, v := range blockGroups {
+					grps[k] = v
 				}
+			}
+			for gname, shapes := range grps {
 				for _, dt := range []host.DType{host.BFloat16, host.Float32} {
-					name := fmt.Sprintf("%s dims=%d fp32=%v scaling=%d/%s/%s/%s", c.Format, c.BlockDims, c.FP32Scales, c.Scaling, usage, gname, dt)
+					// The RHT takes BF16 only (spec §5.5); the block formats'
+					// FP32 kernels run on the ragged group alone (one kernel
+					// for every shape there; time).
+					if dt == host.Float32 && block && (c.RHT != host.RHTOff || gname != "ragged empty") {
+						continue
+					}
+					name := fmt.Sprintf("%s el=%d dims=%d fp32=%v scaling=%d floor=%v swz=%v rht=%d sr=%v/%s/%s/%s", c.Format, c.Element, c.BlockDims,
+						c.FP32Scales, c.Scaling, c.ScaleRounding == host.ScaleFLOOR, c.GEMMSwizzledScales, c.RHT, c.StochasticRounding, usage, gname, dt)
 					t.Run(name, func(t *testing.T) {
 						qc, err := host.NewQuantizer(c, usage)
 						require.NoError(t, err)
