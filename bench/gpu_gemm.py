@@ -10,7 +10,9 @@ stream), the operands quantized once beforehand (so libquant's time includes
 its BF16 expansion, not the quantize). Prints median ms (CUDA events),
 TFLOP/s and the ratio to the BF16 and FP8 torch baselines (each libquant FP8
 row and its torch baseline of the same scaling timed in alternation, see
-time_paired; the torch FP8 rows show that paired time), the host time
+time_paired; the torch FP8 rows show that paired time; every other libquant
+row is timed in alternation with BF16 torch.matmul, its "vs BF16" ratio
+from that pairing), the host time
 per quant_gemm call (enqueue, no sync) at the decode shape, and where the
 exact MX/NVFP4 rows spend their time beyond the BF16 GEMM (the expansion: ms
 over the "libquant bf16" row and the bandwidth that makes).
@@ -189,7 +191,9 @@ def main():
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
         y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         res = {}
-        res["torch.matmul bf16"] = time_gpu(lambda i: torch.matmul(x, w.t(), out=y), iters=iters)
+        bf16_fn = lambda i: torch.matmul(x, w.t(), out=y)  # noqa: E731
+        res["torch.matmul bf16"] = time_gpu(bf16_fn, iters=iters)
+        bf16_pair = {}  # libquant row -> torch.matmul bf16 timed in alternation with it
         xq, wq = x.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
         one = torch.ones((), device="cuda", dtype=torch.float32)
         tfns = {}  # the torch FP8 baselines, timed again in alternation with their libquant row
@@ -219,7 +223,8 @@ def main():
                     res[base], res["libquant " + name] = time_paired(tfns[base], f, iters=2 * iters)
                     order.append(("M%d N%d K%d" % (m, n, k), name, seq_t, seq_l, res[base], res["libquant " + name]))
                 else:
-                    res["libquant " + name] = time_gpu(f, iters=iters)
+                    # Against BF16 torch.matmul, likewise in alternation.
+                    bf16_pair["libquant " + name], res["libquant " + name] = time_paired(bf16_fn, f, iters=iters)
                 if name.endswith(" exact") or name.startswith("mxfp8 x"):
                     breakdown.append(("M%d N%d K%d" % (m, n, k), name, kernel_times(f)))
                 if m == 16:
@@ -251,7 +256,7 @@ def main():
         for name, ms in res.items():
             row = {"shape": "M%d N%d K%d" % (m, n, k), "name": name}
             if isinstance(ms, float):
-                row.update(ms=ms, tflops=flop / (ms * 1e-3) / 1e12, vs_bf16=bf16 / ms)
+                row.update(ms=ms, tflops=flop / (ms * 1e-3) / 1e12, vs_bf16=bf16_pair.get(name, bf16) / ms)
                 # the torch FP8 baseline of the same scaling
                 base = fp8
                 for blk in ("1x128 x 128x128", "1x128 x 1x128"):
@@ -267,7 +272,9 @@ def main():
         torch.cuda.empty_cache()
     linear = linear_rows(args) if args.linear else []
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = ["Device: %s; torch %s; %s. Y = X·Wᵀ, BF16 out; libquant operands quantized beforehand (expansion included)." % (dev, torch.__version__, date), "",
+    lines = ["Device: %s; torch %s; %s. Y = X·Wᵀ, BF16 out; libquant operands quantized beforehand (expansion included). "
+             "Each libquant row is timed in alternation with its baseline (torch FP8 of the same scaling, else BF16 torch.matmul), "
+             "and its ratios use that alternating baseline time." % (dev, torch.__version__, date), "",
              "| shape | GEMM | ms | TFLOP/s | vs BF16 torch.matmul | vs torch FP8 of the same scaling |", "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append("| %s | %s | %s | %s | %s | %s |" % (
