@@ -610,25 +610,33 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // bytes over the memory bandwidth, half of BF16's for MXFP8 and a quarter for
 // MXFP4/NVFP4. The tile kernel above spends a 64-row wgmma on M ≤ 16 useful
 // rows behind one producer warpgroup; this kernel streams the weight with
-// every warp.
+// every warp and runs mma.sync on register fragments.
 //
-// One mma.sync m16n8k32 (FP8, FP32 accumulators, C = 0) is one K block of 16
-// rows of A against 8 rows of B: its result T_b is promoted with the tile
-// kernel's rule (acc = fma(T_b, sa·sb, acc) up to the order of the two exact
-// scalings, FP64 where the E8M0 exponents are extreme). The fragments take a
-// K permutation inside each 32-block, the same for A and B, so the block sum
-// is unchanged: lane (g, q) = (lane / 4, lane % 4) holds elements 8q .. 8q+3
-// of the block in its low register and 8q+4 .. 8q+7 in its high one (8 bytes
-// of FP8 codes, or 4 bytes of packed E2M1 widened to E4M3). NVFP4 (16-blocks):
-// lanes q < 2 hold the block's first 16 elements, q ≥ 2 the second 16, so two
-// mmas, each with the other half of B zeroed, give the two 16-block sums.
+// Each K block of 16 rows of A against 8 rows of B is one block sum T_b from
+// the tensor cores, promoted with the tile kernel's rule (acc = fma(T_b,
+// sa·sb, acc) up to the order of the two exact scalings, FP64 where the E8M0
+// exponents are extreme):
+//   - FP4 × FP4 (MXFP4, NVFP4): the E2M1 codes as int8 holding twice their
+//     values, one integer mma.sync m16n8k32 per 32-block: 4·T_b exact in
+//     int32, the 1/4 folded into a scale. NVFP4's 16-blocks: two mmas, each
+//     with the other half of B zeroed.
+//   - a pair with an FP8 operand (MXFP8, MXFP8 × MXFP4): the codes converted
+//     to FP16 (exact: every E4M3, E5M2 and E2M1 value is an FP16 value) and
+//     two chained mma.sync m16n8k16 FP16 → FP32 per 32-block, which is what
+//     ptxas makes of an FP8 mma.sync on sm_90 (Hopper's FP8 tensor cores take
+//     wgmma only), with A converted once per block instead of once per mma.
+// The fragments take a K permutation inside each 32-block, the same for A
+// and B, so the block sum is unchanged: lane (g, q) = (lane / 4, lane % 4)
+// holds elements 8q .. 8q+7 of the block (8 bytes of FP8 codes or 4 of packed
+// E2M1), 8q .. 8q+3 in its low register (FP16: the first k16) and 8q+4 ..
+// 8q+7 in its high one (the second k16). NVFP4: lanes q < 2 hold the first
+// 16-block, q ≥ 2 the second.
 //
-// Numerics. On sm_90, ptxas runs an FP8 mma.sync as two FP16 HMMA k16 (the
-// codes converted to FP16 exactly, every E4M3/E5M2/E2M1 value being an FP16
-// value). The probe (cuda/gputest/fused_check.cu, bench/RESULTS.md) measures
-// 17 fraction bits kept relative to the largest product inside one block sum,
-// against 13 for the wgmma of the tile kernel: the tile kernel's bound, with
-// its 13, holds for both, and the tests use it.
+// Numerics. The probe (cuda/gputest/fused_check.cu, bench/RESULTS.md)
+// measures 17 fraction bits kept relative to the largest product inside an
+// FP16 block sum, against 13 for the tile kernel's wgmma; FP4 × FP4 block
+// sums are exact. The tile kernel's bound, with its 13, holds for both
+// kernels, and the tests use it.
 //
 // Work: a CTA owns NW·8 rows of B (output columns) and all of K; its WK warps
 // take the 128-element K groups in turn (warp w: groups w, w+WK, ...). Each
@@ -647,19 +655,53 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 
 constexpr int kDecodeRows = 32;  // the largest M the decode kernel takes
 
-#define QF_MMA_K32(T)                                                                                                  \
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." T ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "     \
-               "{%10, %10, %10, %10};\n"                                                                               \
-               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                       \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f))
+// Eight FP8 codes (lo: elements 0..3, hi: 4..7) as four FP16 pairs, exact
+// (every E4M3 and E5M2 value is an FP16 value; E5M2 is FP16's top byte).
+template <int T>
+__device__ __forceinline__ void fp8x8_to_f16(uint32_t lo, uint32_t hi, uint32_t (&h)[4]) {
+  if constexpr (T == 0) {
+    const uint32_t w[2] = {lo, hi};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i / 2] >> (16 * (i % 2))), __NV_E4M3);
+      h[i] = (uint32_t)r.x | ((uint32_t)r.y << 16);
+    }
+  } else {
+    h[0] = __byte_perm(lo, 0, 0x1404), h[1] = __byte_perm(lo, 0, 0x3424);
+    h[2] = __byte_perm(hi, 0, 0x1404), h[3] = __byte_perm(hi, 0, 0x3424);
+  }
+}
 
-// d = A·B for one 16×8 tile and one 32-block (C = 0). TA/TB: 0 = e4m3, 1 = e5m2.
-template <int TA, int TB>
-__device__ __forceinline__ void mma_k32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (TA == 0 && TB == 0) QF_MMA_K32("e4m3.e4m3");
-  if constexpr (TA == 0 && TB == 1) QF_MMA_K32("e4m3.e5m2");
-  if constexpr (TA == 1 && TB == 0) QF_MMA_K32("e5m2.e4m3");
-  if constexpr (TA == 1 && TB == 1) QF_MMA_K32("e5m2.e5m2");
+// d = A·B + c, FP16 operands, FP32 accumulators, one 16×8 tile, k16.
+__device__ __forceinline__ void hmma_k16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1,
+                                         const float (&c)[4]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+// d = A·B (int8 codes, int32 sums, C = 0) for one 16×8 tile and one 32-block:
+// exact.
+__device__ __forceinline__ void mma_s8_k32(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+// Four E2M1 codes (nibbles of h, element 0 lowest) as four int8 bytes holding
+// twice their values: 2·{0, 0.5, 1, 1.5, 2, 3, 4, 6} = {0, 1, 2, 3, 4, 6, 8,
+// 12} and their negatives, exact. Magnitude and negated magnitude by byte
+// permute; the sign picks between them through prmt's sign-replicating mode
+// (a selector nibble with bit 3 set, the code's sign, copies the selected
+// byte's top bit: 0 from 0x7F).
+__device__ __forceinline__ uint32_t e2m1x4_to_s8(uint32_t h) {
+  const uint32_t sel = h & 0x7777u;
+  const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);
+  const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
+  uint32_t keep;  // 0x7F per positive code, 0x00 per negative one
+  asm("prmt.b32 %0, %1, %1, %2;" : "=r"(keep) : "r"(0x7F7F7F7Fu), "r"(h & 0xFFFFu));
+  const uint32_t t = keep ^ 0x7F7F7F7Fu, full = t | (t << 1);  // 0xFF per negative code
+  return (pos & ~full) | (neg & full);
 }
 
 // Two E4M3 scales (bytes j of x and of y) as floats.
@@ -691,6 +733,11 @@ __device__ __forceinline__ int swz_chunk(int r, int c, int rb) {
 template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SB16>
 __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
   using L = DecodeStage<MT, NW, FA4, FB4, SB16>;
+  // FP4 × FP4: the codes as int8 (twice their values) on the integer tensor
+  // cores, block sums exact; the 4 comes out of the scales.
+  constexpr bool INT = FA4 && FB4;
+  constexpr float ISC = INT ? 0.25f : 1.0f;
+  static_assert(!SB16 || INT, "NVFP4 pairs with NVFP4 only");
   extern __shared__ __align__(16) uint8_t dsm[];
   constexpr int NB = SB16 ? 8 : 4;  // scale blocks per 128-element group
   constexpr int NWD = L::NWD;
@@ -763,10 +810,20 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
 
     // Fragments of lane (g, q): elements 8q..8q+7 of each 32-block, row g
     // (+8 for A's second half), as two registers.
+    // One block sum of FP4 × FP4 codes as int8: 4·T_b, exact in int32 (|4·T_b| ≤ 32·144).
+    auto block_sum = [&](float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+      int di[4];
+      mma_s8_k32(di, a, b0, b1);
+#pragma unroll
+      for (int e = 0; e < 4; e++) d[e] = (float)di[e];
+    };
     auto frag = [&](const uint8_t *base, int r, int u, bool fp4, int rb, uint32_t &lo, uint32_t &hi) {
       if (fp4) {
         const uint32_t v = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, u, rb) + 4 * q);
-        lo = e2m1x4_to_e4m3(v), hi = e2m1x4_to_e4m3(v >> 16);
+        if constexpr (INT)
+          lo = e2m1x4_to_s8(v), hi = e2m1x4_to_s8(v >> 16);
+        else
+          lo = e2m1x4_to_e4m3(v), hi = e2m1x4_to_e4m3(v >> 16);
       } else {
         const uint2 v = *reinterpret_cast<const uint2 *>(base + swz_chunk(r, 2 * u + (q >> 1), rb) + 8 * (q & 1));
         lo = v.x, hi = v.y;
@@ -809,7 +866,7 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
 #pragma unroll
         for (int j = 0; j < NB; j++) {
           const float2 f = e4m3_pair(sa[mt][0][j / 4], sa[mt][1][j / 4], j % 4);
-          fa[mt][0][j] = f.x, fa[mt][1][j] = f.y;
+          fa[mt][0][j] = f.x * ISC, fa[mt][1][j] = f.y * ISC;  // exact: E4M3 values / 4
         }
 #pragma unroll
       for (int u = 0; u < 4; u++) {
@@ -829,8 +886,8 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
             float d0[4], d1[4];
-            mma_k32<TA, TB>(d0, a[mt], q < 2 ? b0 : 0u, q < 2 ? b1 : 0u);  // 16-block 2u
-            mma_k32<TA, TB>(d1, a[mt], q < 2 ? 0u : b0, q < 2 ? 0u : b1);  // 16-block 2u+1
+            block_sum(d0, a[mt], q < 2 ? b0 : 0u, q < 2 ? b1 : 0u);  // 16-block 2u
+            block_sum(d1, a[mt], q < 2 ? 0u : b0, q < 2 ? 0u : b1);  // 16-block 2u+1
             const float a0 = fa[mt][0][2 * u], a1 = fa[mt][1][2 * u], c0 = fa[mt][0][2 * u + 1], c1 = fa[mt][1][2 * u + 1];
             float *o = acc[mt][t];
             o[0] = fmaf(d0[0] * a0, s0.x, o[0]), o[1] = fmaf(d0[1] * a0, s0.y, o[1]);
@@ -856,29 +913,49 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
 #pragma unroll
       for (int u = 0; u < 4; u++) {
         if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
-        uint32_t a[MT][4];
+        // INT: int8 fragments for IMMA. Else FP16 fragments for two HMMA k16
+        // (what ptxas makes of an FP8 mma.sync on sm_90, A converted once per
+        // block instead of once per mma): lane (g, q)'s elements 8q..8q+3 are
+        // the first k16's, 8q+4..8q+7 the second's.
+        uint32_t a[MT][4], ah[MT][2][4];
         float ra[MT][2];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
           frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
           frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
-          ra[mt][0] = e8m0_byte(sa[mt][0][0], u), ra[mt][1] = e8m0_byte(sa[mt][1][0], u);
+          if constexpr (!INT) {
+            uint32_t h0[4], h1[4];
+            fp8x8_to_f16<TA>(a[mt][0], a[mt][2], h0);
+            fp8x8_to_f16<TA>(a[mt][1], a[mt][3], h1);
+            ah[mt][0][0] = h0[0], ah[mt][0][1] = h1[0], ah[mt][0][2] = h0[1], ah[mt][0][3] = h1[1];
+            ah[mt][1][0] = h0[2], ah[mt][1][1] = h1[2], ah[mt][1][2] = h0[3], ah[mt][1][3] = h1[3];
+          }
+          ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * ISC, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * ISC;  // exact in the fast range
         }
 #pragma unroll
         for (int t = 0; t < NW; t++) {
-          uint32_t b0, b1;
+          uint32_t b0, b1, bh[4];
           frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+          if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
           const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
             float d[4];
-            mma_k32<TA, TB>(d, a[mt], b0, b1);
+            if constexpr (INT) {
+              block_sum(d, a[mt], b0, b1);
+            } else {
+              const float z[4] = {0.f, 0.f, 0.f, 0.f};
+              float d0[4];
+              hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
+              hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
+            }
             float *o = acc[mt][t];
             if (fast) {
               o[0] = fmaf(d[0] * ra[mt][0], s0, o[0]), o[1] = fmaf(d[1] * ra[mt][0], s1, o[1]);
               o[2] = fmaf(d[2] * ra[mt][1], s0, o[2]), o[3] = fmaf(d[3] * ra[mt][1], s1, o[3]);
             } else {
-              const double r0 = e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255), r1 = e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255);
+              const double r0 = (double)e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255) * ISC,
+                           r1 = (double)e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255) * ISC;
               const double t0 = e8m0_to_float((sb[t][0][0] >> (8 * u)) & 255), t1 = e8m0_to_float((sb[t][1][0] >> (8 * u)) & 255);
               o[0] = (float)fma((double)d[0], r0 * t0, (double)o[0]), o[1] = (float)fma((double)d[1], r0 * t1, (double)o[1]);
               o[2] = (float)fma((double)d[2], r1 * t0, (double)o[2]), o[3] = (float)fma((double)d[3], r1 * t1, (double)o[3]);
