@@ -65,6 +65,7 @@
 #include <stdint.h>
 
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
 
 #include "gemm_fused.cuh"
@@ -909,60 +910,70 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
       for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
 #pragma unroll
       for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
-      const bool fast = ok == 0x80808080u;
-#pragma unroll
-      for (int u = 0; u < 4; u++) {
-        if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
-        // INT: int8 fragments for IMMA. Else FP16 fragments for two HMMA k16
-        // (what ptxas makes of an FP8 mma.sync on sm_90, A converted once per
-        // block instead of once per mma): lane (g, q)'s elements 8q..8q+3 are
-        // the first k16's, 8q+4..8q+7 the second's.
-        uint32_t a[MT][4], ah[MT][2][4];
-        float ra[MT][2];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
-          frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
-          if constexpr (!INT) {
-            uint32_t h0[4], h1[4];
-            fp8x8_to_f16<TA>(a[mt][0], a[mt][2], h0);
-            fp8x8_to_f16<TA>(a[mt][1], a[mt][3], h1);
-            ah[mt][0][0] = h0[0], ah[mt][0][1] = h1[0], ah[mt][0][2] = h0[1], ah[mt][0][3] = h1[1];
-            ah[mt][1][0] = h0[2], ah[mt][1][1] = h1[2], ah[mt][1][2] = h0[3], ah[mt][1][3] = h1[3];
-          }
-          ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * ISC, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * ISC;  // exact in the fast range
-        }
-#pragma unroll
-        for (int t = 0; t < NW; t++) {
-          uint32_t b0, b1, bh[4];
-          frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
-          if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
-          const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
-#pragma unroll
+      const bool fast_group = ok == 0x80808080u;
+      // One branch per group: the fast path is straight-line code.
+      auto promote_group = [&](auto fast_tag) {
+        constexpr bool fast = decltype(fast_tag)::value;
+  #pragma unroll
+        for (int u = 0; u < 4; u++) {
+          if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
+          // INT: int8 fragments for IMMA. Else FP16 fragments for two HMMA k16
+          // (what ptxas makes of an FP8 mma.sync on sm_90, A converted once per
+          // block instead of once per mma): lane (g, q)'s elements 8q..8q+3 are
+          // the first k16's, 8q+4..8q+7 the second's.
+          uint32_t a[MT][4];
+          [[maybe_unused]] uint32_t ah[MT][2][4];
+          float ra[MT][2];
+  #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
-            float d[4];
-            if constexpr (INT) {
-              block_sum(d, a[mt], b0, b1);
-            } else {
-              const float z[4] = {0.f, 0.f, 0.f, 0.f};
-              float d0[4];
-              hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
-              hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
+            frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
+            frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
+            if constexpr (!INT) {
+              uint32_t h0[4], h1[4];
+              fp8x8_to_f16<TA>(a[mt][0], a[mt][2], h0);
+              fp8x8_to_f16<TA>(a[mt][1], a[mt][3], h1);
+              ah[mt][0][0] = h0[0], ah[mt][0][1] = h1[0], ah[mt][0][2] = h0[1], ah[mt][0][3] = h1[1];
+              ah[mt][1][0] = h0[2], ah[mt][1][1] = h1[2], ah[mt][1][2] = h0[3], ah[mt][1][3] = h1[3];
             }
-            float *o = acc[mt][t];
-            if (fast) {
-              o[0] = fmaf(d[0] * ra[mt][0], s0, o[0]), o[1] = fmaf(d[1] * ra[mt][0], s1, o[1]);
-              o[2] = fmaf(d[2] * ra[mt][1], s0, o[2]), o[3] = fmaf(d[3] * ra[mt][1], s1, o[3]);
-            } else {
-              const double r0 = (double)e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255) * ISC,
-                           r1 = (double)e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255) * ISC;
-              const double t0 = e8m0_to_float((sb[t][0][0] >> (8 * u)) & 255), t1 = e8m0_to_float((sb[t][1][0] >> (8 * u)) & 255);
-              o[0] = (float)fma((double)d[0], r0 * t0, (double)o[0]), o[1] = (float)fma((double)d[1], r0 * t1, (double)o[1]);
-              o[2] = (float)fma((double)d[2], r1 * t0, (double)o[2]), o[3] = (float)fma((double)d[3], r1 * t1, (double)o[3]);
+            ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * ISC, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * ISC;  // exact in the fast range
+          }
+  #pragma unroll
+          for (int t = 0; t < NW; t++) {
+            uint32_t b0, b1;
+            [[maybe_unused]] uint32_t bh[4];
+            frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+            if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+            const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
+  #pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+              float d[4];
+              if constexpr (INT) {
+                block_sum(d, a[mt], b0, b1);
+              } else {
+                const float z[4] = {0.f, 0.f, 0.f, 0.f};
+                float d0[4];
+                hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
+                hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
+              }
+              float *o = acc[mt][t];
+              if constexpr (fast) {
+                o[0] = fmaf(d[0] * ra[mt][0], s0, o[0]), o[1] = fmaf(d[1] * ra[mt][0], s1, o[1]);
+                o[2] = fmaf(d[2] * ra[mt][1], s0, o[2]), o[3] = fmaf(d[3] * ra[mt][1], s1, o[3]);
+              } else {
+                const double r0 = (double)e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255) * ISC,
+                             r1 = (double)e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255) * ISC;
+                const double t0 = e8m0_to_float((sb[t][0][0] >> (8 * u)) & 255), t1 = e8m0_to_float((sb[t][1][0] >> (8 * u)) & 255);
+                o[0] = (float)fma((double)d[0], r0 * t0, (double)o[0]), o[1] = (float)fma((double)d[1], r0 * t1, (double)o[1]);
+                o[2] = (float)fma((double)d[2], r1 * t0, (double)o[2]), o[3] = (float)fma((double)d[3], r1 * t1, (double)o[3]);
+              }
             }
           }
         }
-      }
+      };
+      if (fast_group)
+        promote_group(std::true_type{});
+      else
+        promote_group(std::false_type{});
     }
   }
   cp_async_wait<0>();
