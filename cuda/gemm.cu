@@ -845,7 +845,9 @@ bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o)
 // 3.5x (the per-32 promotion keeps the FP32 pipes, not the tensor cores,
 // busy). NVFP4 (two wgmmas and promotions per 32, two stages of shared
 // memory at 128×128): fused wins at M ≤ 32 (0.10-0.19 ms vs 0.34), loses at
-// M = 64 (0.37 vs 0.34) and M = 128 (0.54 vs 0.37).
+// M = 64 (0.37 vs 0.34) and M = 128 (0.54 vs 0.37). At ≤ 32 rows the decode
+// kernel runs (cuda/gemm_fused.cu): M16, BF16 path 0.12-0.15 ms, decode
+// kernel 0.038-0.050 ms (bench/RESULTS.md "the decode kernel").
 #define FUSED_WHERE "min(M,N) <= 256 (NVFP4: 32)"
 bool fused_faster(int64_t M, int64_t N, int64_t K, bool nvfp4) {
   (void)K;
@@ -1163,7 +1165,7 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
   if ((mx_a && mx_b) || (is_format(fa, "nvfp4") && is_format(fb, "nvfp4"))) {
     int dev = 0;
     if (cudaGetDevice(&dev) == cudaSuccess && qfused::device_ok(dev))
-      return say(QUANT_GEMM_NATIVE, "sm_90: codes on FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE "; else or exact: BF16");
+      return say(QUANT_GEMM_NATIVE, "sm_90: codes on tensor cores with per-block promotion (README: FP8 wgmma, 13-bit block sums; <= 32 rows: mma.sync, FP16 or exact int8 for FP4 pairs) where " FUSED_WHERE "; else or exact: BF16");
     cudaGetLastError();
   }
   return say(QUANT_GEMM_EMULATED, "expanded exactly to BF16 (FP32 with FP32/FP16 tensors), per-tensor factors into alpha, FP32 accumulation");

@@ -1069,7 +1069,7 @@ def gemm(a: QTensor | ArrayLike, b: QTensor | ArrayLike, *, trans_a: bool = Fals
     """D = alpha * op(A) * op(B) + beta * C + bias (+ D if accumulate), row-major,
     FP32 accumulation (quant_gemm). Operands are QTensors (read in the direction
     their contraction needs) or plain FP32/BF16/FP16 arrays. exact: never the
-    fused Hopper kernel (13-bit FP8 block sums), always the exact path, bit-stable
+    fused Hopper kernels (tensor-core block sums, README), always the exact path, bit-stable
     across GPUs (quant_gemm_args.exact). Returns out, or a new [M, N] array of
     out_dtype."""
     args = L.quant_gemm_args()
