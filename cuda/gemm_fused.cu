@@ -618,20 +618,21 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // sa·sb, acc) up to the order of the two exact scalings, FP64 where the E8M0
 // exponents are extreme):
 //   - FP4 × FP4 (MXFP4, NVFP4): the E2M1 codes as int8 holding twice their
-//     values, one integer mma.sync m16n8k32 per 32-block: 4·T_b exact in
-//     int32, the 1/4 folded into a scale. NVFP4's 16-blocks: two mmas, each
-//     with the other half of B zeroed.
+//     values, one integer mma.sync m16n8k32 per 32-block (NVFP4: m16n8k16 per
+//     16-block): 4·T_b exact in int32, the 1/4 folded into a scale.
 //   - a pair with an FP8 operand (MXFP8, MXFP8 × MXFP4): the codes converted
 //     to FP16 (exact: every E4M3, E5M2 and E2M1 value is an FP16 value) and
 //     two chained mma.sync m16n8k16 FP16 → FP32 per 32-block, which is what
 //     ptxas makes of an FP8 mma.sync on sm_90 (Hopper's FP8 tensor cores take
 //     wgmma only), with A converted once per block instead of once per mma.
 // The fragments take a K permutation inside each 32-block, the same for A
-// and B, so the block sum is unchanged: lane (g, q) = (lane / 4, lane % 4)
-// holds elements 8q .. 8q+7 of the block (8 bytes of FP8 codes or 4 of packed
-// E2M1), 8q .. 8q+3 in its low register (FP16: the first k16) and 8q+4 ..
-// 8q+7 in its high one (the second k16). NVFP4: lanes q < 2 hold the first
-// 16-block, q ≥ 2 the second.
+// and B, so the block sums are unchanged: lane (g, q) = (lane / 4, lane % 4)
+// holds 8 elements of each 32-block of its rows, as two registers of 4 (low,
+// high): elements 8q .. 8q+7 (one 8-byte load of FP8 codes, 4 bytes of E2M1);
+// the FP16 path gives the low registers to the first k16, the high ones to the
+// second. NVFP4: elements 4q .. 4q+3 and 16+4q .. 16+4q+3, so that the low
+// registers are the first 16-block, the high ones the second, one integer k16
+// each.
 //
 // Numerics. The probe (cuda/gputest/fused_check.cu, bench/RESULTS.md)
 // measures 17 fraction bits kept relative to the largest product inside an
@@ -687,6 +688,13 @@ __device__ __forceinline__ void mma_s8_k32(int (&d)[4], const uint32_t (&a)[4], 
   asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
                : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+// The same for a 16-block: A rows g and g+8, B column g, elements 4q..4q+3.
+__device__ __forceinline__ void mma_s8_k16(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %7, %7, %7};\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(a0), "r"(a1), "r"(b0), "r"(0));
 }
 
 // Four E2M1 codes (nibbles of h, element 0 lowest) as four int8 bytes holding
@@ -809,8 +817,8 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
     const uint8_t *st = ring + (i % S) * L::BYTES;
     const bool whole = (int64_t)kg * 128 + 128 <= K;
 
-    // Fragments of lane (g, q): elements 8q..8q+7 of each 32-block, row g
-    // (+8 for A's second half), as two registers.
+    // Fragments of lane (g, q): 8 elements of each 32-block of row g (+8 for
+    // A's second half), as two registers (above the kernel: which).
     // One block sum of FP4 × FP4 codes as int8: 4·T_b, exact in int32 (|4·T_b| ≤ 32·144).
     auto block_sum = [&](float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
       int di[4];
@@ -818,9 +826,22 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
 #pragma unroll
       for (int e = 0; e < 4; e++) d[e] = (float)di[e];
     };
+    // The same for one 16-block (NVFP4): 4·T_b, |4·T_b| ≤ 16·144.
+    auto block_sum16 = [&](float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+      int di[4];
+      mma_s8_k16(di, a0, a1, b0);
+#pragma unroll
+      for (int e = 0; e < 4; e++) d[e] = (float)di[e];
+    };
     auto frag = [&](const uint8_t *base, int r, int u, bool fp4, int rb, uint32_t &lo, uint32_t &hi) {
       if (fp4) {
-        const uint32_t v = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, u, rb) + 4 * q);
+        uint32_t v;  // 8 codes: elements 8q.. (E8M0), or 4q.. and 16+4q.. (NVFP4: bytes 2q, 8+2q)
+        if constexpr (SB16) {
+          const uint8_t *c = base + swz_chunk(r, u, rb) + 2 * q;
+          v = *reinterpret_cast<const uint16_t *>(c) | ((uint32_t) * reinterpret_cast<const uint16_t *>(c + 8) << 16);
+        } else {
+          v = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, u, rb) + 4 * q);
+        }
         if constexpr (INT)
           lo = e2m1x4_to_s8(v), hi = e2m1x4_to_s8(v >> 16);
         else
@@ -887,8 +908,8 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
             float d0[4], d1[4];
-            block_sum(d0, a[mt], q < 2 ? b0 : 0u, q < 2 ? b1 : 0u);  // 16-block 2u
-            block_sum(d1, a[mt], q < 2 ? 0u : b0, q < 2 ? 0u : b1);  // 16-block 2u+1
+            block_sum16(d0, a[mt][0], a[mt][1], b0);  // 16-block 2u: elements 0..15
+            block_sum16(d1, a[mt][2], a[mt][3], b1);  // 16-block 2u+1: elements 16..31
             const float a0 = fa[mt][0][2 * u], a1 = fa[mt][1][2 * u], c0 = fa[mt][0][2 * u + 1], c1 = fa[mt][1][2 * u + 1];
             float *o = acc[mt][t];
             o[0] = fmaf(d0[0] * a0, s0.x, o[0]), o[1] = fmaf(d0[1] * a0, s0.y, o[1]);
@@ -919,8 +940,8 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
           if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
           // INT: int8 fragments for IMMA. Else FP16 fragments for two HMMA k16
           // (what ptxas makes of an FP8 mma.sync on sm_90, A converted once per
-          // block instead of once per mma): lane (g, q)'s elements 8q..8q+3 are
-          // the first k16's, 8q+4..8q+7 the second's.
+          // block instead of once per mma): the low register's elements are
+          // the first k16's, the high one's the second's.
           uint32_t a[MT][4];
           [[maybe_unused]] uint32_t ah[MT][2][4];
           float ra[MT][2];
