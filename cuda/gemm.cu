@@ -835,6 +835,7 @@ bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o)
   o->scale_stride = v.s_pad_j;
   o->swizzled = v.s_swizzled;
   o->elem = v.kind == Kind::Mxfp8 ? (v.el ? qfused::kE5M2 : qfused::kE4M3) : qfused::kE2M1;
+  o->s16 = v.kind == Kind::Nvfp4;
   return true;
 }
 
@@ -855,19 +856,19 @@ bool fused_faster(int64_t M, int64_t N, int64_t K, bool nvfp4) {
   return small <= (nvfp4 ? 32 : 256);
 }
 
-// Whether the fused kernel takes this GEMM by default (no exact flag): a pair
-// it covers (MX × MX, NVFP4 × NVFP4) on sm_90, at shapes where it beats the
-// BF16 path (bench/RESULTS.md, "Fused Hopper GEMM").
+// Whether the fused kernels take this GEMM by default (no exact flag): a pair
+// they cover (MX × MX, NVFP4 × NVFP4; NVFP4 × MX in the decode kernel only)
+// on sm_90, at shapes where they beat the BF16 path (bench/RESULTS.md,
+// "Fused Hopper GEMM", "the decode kernel").
 bool fused_pick(const OpView &va, const OpView &vb, int64_t M, int64_t N, int64_t K, int dev, qfused::Params *p) {
-  const bool nv = va.kind == Kind::Nvfp4;
-  if (nv != (vb.kind == Kind::Nvfp4)) return false;
+  const bool nva = va.kind == Kind::Nvfp4, nvb = vb.kind == Kind::Nvfp4;
   if (!fused_operand(va, false, M, &p->a) || !fused_operand(vb, true, N, &p->b)) return false;
-  if (!fused_faster(M, N, K, nv)) return false;
+  if (!fused_faster(M, N, K, nva || nvb)) return false;
   if (M > 65535 * 64 || N > 65535 * 64) return false;  // the kernel's grid rows (qfused::gemm refuses more)
   if (!qfused::device_ok(dev)) return false;
   p->M = M, p->N = N, p->K = K;
-  p->sb16 = nv;
-  return true;
+  p->sb16 = nva && nvb;
+  return qfused::takes(*p);  // NVFP4 with an MX operand: the decode kernel's shapes only
 }
 
 // Whether the expansion of op(X) (A) or op(X)ᵀ (B) reads X's physical rows:
@@ -1162,10 +1163,14 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
   if (is_format(fa, "fp8_block") || is_format(fb, "fp8_block"))
     return say(QUANT_GEMM_EMULATED, "FP8 codes times FP32 block scales expanded to FP32, FP32 GEMM (cuBLASLt)");
   const bool mx_a = is_format(fa, "mxfp8") || is_format(fa, "mxfp4"), mx_b = is_format(fb, "mxfp8") || is_format(fb, "mxfp4");
-  if ((mx_a && mx_b) || (is_format(fa, "nvfp4") && is_format(fb, "nvfp4"))) {
+  const bool nv_a = is_format(fa, "nvfp4"), nv_b = is_format(fb, "nvfp4");
+  if ((mx_a || nv_a) && (mx_b || nv_b)) {
     int dev = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess && qfused::device_ok(dev))
-      return say(QUANT_GEMM_NATIVE, "sm_90: codes on tensor cores with per-block promotion (README: FP8 wgmma, 13-bit block sums; <= 32 rows: mma.sync, FP16 or exact int8 for FP4 pairs) where " FUSED_WHERE "; else or exact: BF16");
+    if (cudaGetDevice(&dev) == cudaSuccess && qfused::device_ok(dev)) {
+      if (nv_a == nv_b)
+        return say(QUANT_GEMM_NATIVE, "sm_90: codes on FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE "; else or exact: BF16");
+      return say(QUANT_GEMM_NATIVE, "sm_90: the decode kernel (README) where min(M,N) <= 32, K %% 32 == 0; else or exact: BF16");
+    }
     cudaGetLastError();
   }
   return say(QUANT_GEMM_EMULATED, "expanded exactly to BF16 (FP32 with FP32/FP16 tensors), per-tensor factors into alpha, FP32 accumulation");

@@ -725,13 +725,13 @@ __device__ __forceinline__ float e8m0_byte(uint32_t w, int u) {
   return __uint_as_float((u < 3 ? w << (23 - 8 * u) : w >> 1) & 0x7F800000u);
 }
 
-template <int MT, int NW, bool FA4, bool FB4, bool SB16>
+template <int MT, int NW, bool FA4, bool FB4, bool SA16, bool SB16>
 struct DecodeStage {
-  static constexpr int NWD = SB16 ? 2 : 1;  // scale words per row and group
+  static constexpr int NWA = SA16 ? 2 : 1, NWB = SB16 ? 2 : 1;  // scale words per row and group
   static constexpr int AR = MT * 16, BR = NW * 8;
   static constexpr int ARB = FA4 ? 64 : 128, BRB = FB4 ? 64 : 128;
-  static constexpr int A_OFF = 0, B_OFF = AR * ARB, SA_OFF = B_OFF + BR * BRB, SB_OFF = SA_OFF + AR * NWD * 4;
-  static constexpr int BYTES = (SB_OFF + BR * NWD * 4 + 15) / 16 * 16;
+  static constexpr int A_OFF = 0, B_OFF = AR * ARB, SA_OFF = B_OFF + BR * BRB, SB_OFF = SA_OFF + AR * NWA * 4;
+  static constexpr int BYTES = (SB_OFF + BR * NWB * 4 + 15) / 16 * 16;
 };
 
 // Byte offset of 16-byte chunk c of row r in a stage's rows of rb bytes.
@@ -739,24 +739,28 @@ __device__ __forceinline__ int swz_chunk(int r, int c, int rb) {
   return r * rb + ((rb == 128 ? c ^ (r & 7) : c ^ ((r >> 1) & 3)) << 4);
 }
 
-template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SB16>
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
-  using L = DecodeStage<MT, NW, FA4, FB4, SB16>;
+  using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
+  // NV: NVFP4 × NVFP4. MIX: one operand with E4M3 scales per 16 (NVFP4), the
+  // other E8M0 per 32: per-16 block sums, each promoted with its two scales.
+  constexpr bool NV = SA16 && SB16, MIX = SA16 != SB16, P16 = SA16 || SB16;
   // FP4 × FP4: the codes as int8 (twice their values) on the integer tensor
   // cores, block sums exact; the 4 comes out of the scales.
   constexpr bool INT = FA4 && FB4;
   constexpr float ISC = INT ? 0.25f : 1.0f;
-  static_assert(!SB16 || INT, "NVFP4 pairs with NVFP4 only");
+  static_assert(!SA16 || FA4, "E4M3 scales per 16 come with E2M1 codes");
+  static_assert(!SB16 || FB4, "E4M3 scales per 16 come with E2M1 codes");
   extern __shared__ __align__(16) uint8_t dsm[];
-  constexpr int NB = SB16 ? 8 : 4;  // scale blocks per 128-element group
-  constexpr int NWD = L::NWD;
+  constexpr int NBA = SA16 ? 8 : 4, NBB = SB16 ? 8 : 4;  // scale blocks per 128-element group
+  constexpr int NWA = L::NWA, NWB = L::NWB;
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, q = lane % 4;
   const int64_t n0 = (int64_t)blockIdx.x * L::BR;
   const int64_t K = P.K;
   const int KG = (int)((K + 127) / 128);
-  const int64_t nblocks = SB16 ? K / 16 : K / 32;
-  const uint32_t one = SB16 ? 0x38383838u : 0x7F7F7F7Fu;  // 1.0 in E4M3 / E8M0
+  const int64_t nbA = SA16 ? K / 16 : K / 32, nbB = SB16 ? K / 16 : K / 32;
+  const uint32_t oneA = SA16 ? 0x38383838u : 0x7F7F7F7Fu, oneB = SB16 ? 0x38383838u : 0x7F7F7F7Fu;  // 1.0 in E4M3 / E8M0
   uint8_t *ring = dsm + w * S * L::BYTES;
   const int G = w < KG ? (KG - 1 - w) / WK + 1 : 0;  // this warp's groups: w, w+WK, ...
 
@@ -784,14 +788,15 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
         cp_async16(smem_u32(st + L::B_OFF + swz_chunk(r, c, L::BRB)), src, v);
       }
 #pragma unroll
-      for (int id = lane; id < (L::AR + L::BR) * NWD; id += 32) {
-        const bool isa = id < L::AR * NWD;
-        const int r = (isa ? id : id - L::AR * NWD) / NWD, x = id % NWD;
+      for (int id = lane; id < L::AR * NWA + L::BR * NWB; id += 32) {
+        const bool isa = id < L::AR * NWA;
+        const int nw = isa ? NWA : NWB, nb = isa ? NBA : NBB;
+        const int r = (isa ? id : id - L::AR * NWA) / nw, x = (isa ? id : id - L::AR * NWA) % nw;
         const Operand &op = isa ? P.a : P.b;
         const int64_t row = isa ? r : n0 + r;
-        const bool v = row < op.rows && (int64_t)kg * NB + 4 * x < nblocks;
-        const uint8_t *src = v ? op.scale + scale_index(row, (int64_t)kg * NB + 4 * x, op.scale_stride, op.swizzled) : op.scale;
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_u32(st + (isa ? L::SA_OFF : L::SB_OFF) + (r * NWD + x) * 4)),
+        const bool v = row < op.rows && (int64_t)kg * nb + 4 * x < (isa ? nbA : nbB);
+        const uint8_t *src = v ? op.scale + scale_index(row, (int64_t)kg * nb + 4 * x, op.scale_stride, op.swizzled) : op.scale;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_u32(st + (isa ? L::SA_OFF + (r * NWA + x) * 4 : L::SB_OFF + (r * NWB + x) * 4))),
                      "l"(src), "r"(v ? 4 : 0)
                      : "memory");
       }
@@ -835,8 +840,8 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
     };
     auto frag = [&](const uint8_t *base, int r, int u, bool fp4, int rb, uint32_t &lo, uint32_t &hi) {
       if (fp4) {
-        uint32_t v;  // 8 codes: elements 8q.. (E8M0), or 4q.. and 16+4q.. (NVFP4: bytes 2q, 8+2q)
-        if constexpr (SB16) {
+        uint32_t v;  // 8 codes: elements 8q.., or (P16) 4q.. and 16+4q.. (bytes 2q, 8+2q)
+        if constexpr (P16) {
           const uint8_t *c = base + swz_chunk(r, u, rb) + 2 * q;
           v = *reinterpret_cast<const uint16_t *>(c) | ((uint32_t) * reinterpret_cast<const uint16_t *>(c + 8) << 16);
         } else {
@@ -846,6 +851,9 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
           lo = e2m1x4_to_s8(v), hi = e2m1x4_to_s8(v >> 16);
         else
           lo = e2m1x4_to_e4m3(v), hi = e2m1x4_to_e4m3(v >> 16);
+      } else if constexpr (P16) {  // elements 4q.. and 16+4q..: chunks 2u and 2u+1
+        lo = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, 2 * u, rb) + 4 * q);
+        hi = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, 2 * u + 1, rb) + 4 * q);
       } else {
         const uint2 v = *reinterpret_cast<const uint2 *>(base + swz_chunk(r, 2 * u + (q >> 1), rb) + 8 * (q & 1));
         lo = v.x, hi = v.y;
@@ -854,39 +862,45 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
     // Scale words; rows past the operand read as 1.0 (their data are zeros),
     // and so do the last group's blocks past K (padding may hold anything).
     const uint32_t *SA = reinterpret_cast<const uint32_t *>(st + L::SA_OFF), *SBw = reinterpret_cast<const uint32_t *>(st + L::SB_OFF);
-    uint32_t sa[MT][2][NWD], sb[NW][2][NWD];
-    const int64_t left = nblocks - (int64_t)kg * NB;
+    uint32_t sa[MT][2][NWA], sb[NW][2][NWB];
+    // Bytes of real blocks in word x of a group whose blocks past K are left
+    // (the last group's).
+    auto real = [&](int64_t left, int x) -> uint32_t {
+      if (whole) return 0xFFFFFFFFu;
+      const int64_t n = left - 4 * x;
+      return n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
+    };
 #pragma unroll
-    for (int x = 0; x < NWD; x++) {
-      uint32_t m = 0xFFFFFFFFu;  // bytes of real blocks
-      if (!whole) {
-        const int64_t n = left - 4 * x;
-        m = n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
-      }
+    for (int x = 0; x < NWA; x++) {
+      const uint32_t m = real(nbA - (int64_t)kg * NBA, x);
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           const int r = 16 * mt + 8 * h + g;
-          sa[mt][h][x] = r < P.M ? (SA[r * NWD + x] & m) | (one & ~m) : one;
+          sa[mt][h][x] = r < P.M ? (SA[r * NWA + x] & m) | (oneA & ~m) : oneA;
         }
+    }
+#pragma unroll
+    for (int x = 0; x < NWB; x++) {
+      const uint32_t m = real(nbB - (int64_t)kg * NBB, x);
 #pragma unroll
       for (int t = 0; t < NW; t++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
           const int r = 8 * t + 2 * q + e;
-          sb[t][e][x] = n0 + r < P.N ? (SBw[r * NWD + x] & m) | (one & ~m) : one;
+          sb[t][e][x] = n0 + r < P.N ? (SBw[r * NWB + x] & m) | (oneB & ~m) : oneB;
         }
     }
 
-    if constexpr (SB16) {
+    if constexpr (NV) {
       // NVFP4: E4M3 scales per 16; T·sa and T·sa·sb are exact in FP32
       // (T: ≤ 16 products of E2M1 values, a multiple of 1/4 below 2^10).
-      float fa[MT][2][NB];
+      float fa[MT][2][8];
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int j = 0; j < NB; j++) {
+        for (int j = 0; j < 8; j++) {
           const float2 f = e4m3_pair(sa[mt][0][j / 4], sa[mt][1][j / 4], j % 4);
           fa[mt][0][j] = f.x * ISC, fa[mt][1][j] = f.y * ISC;  // exact: E4M3 values / 4
         }
@@ -919,6 +933,101 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
           }
         }
       }
+    } else if constexpr (MIX) {
+      // One operand NVFP4 (E4M3 per 16), the other E8M0 per 32: each 16-block
+      // sum on its own (FP16: two unchained k16; FP4 × FP4: integer k16),
+      // promoted as fma(T·s8, s4, acc), s8 the E8M0 scale (an exact scaling
+      // in the fast range, the rule of the E8M0 path below) and s4 the E4M3
+      // one: the exact T·s8·s4 + acc rounded once. Fast range: the E8M0
+      // side's bytes in [64, 191]; else the group is promoted in FP64.
+      uint32_t ok = 0x80808080u;
+      if constexpr (!SA16) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
+      } else {
+#pragma unroll
+        for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
+      }
+      auto promote_group = [&](auto fast_tag) {
+        constexpr bool fast = decltype(fast_tag)::value;
+        auto e8 = [&](uint32_t w, int u) -> float {  // E8M0 byte u of w, times ISC (exact)
+          if constexpr (fast)
+            return e8m0_byte(w, u) * ISC;
+          else
+            return e8m0_to_float((w >> (8 * u)) & 255) * ISC;
+        };
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
+          uint32_t a[MT][4];
+          [[maybe_unused]] uint32_t ah[MT][2][4];
+          float fa[MT][2][2];  // A's scales: [mt][16-block 2u+x][row g, g+8]
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
+            frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
+            if constexpr (!INT) {
+              uint32_t h0[4], h1[4];
+              fp8x8_to_f16<TA>(a[mt][0], a[mt][2], h0);
+              fp8x8_to_f16<TA>(a[mt][1], a[mt][3], h1);
+              ah[mt][0][0] = h0[0], ah[mt][0][1] = h1[0], ah[mt][0][2] = h0[1], ah[mt][0][3] = h1[1];
+              ah[mt][1][0] = h0[2], ah[mt][1][1] = h1[2], ah[mt][1][2] = h0[3], ah[mt][1][3] = h1[3];
+            }
+            if constexpr (SA16) {
+              const float2 f0 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4);
+              const float2 f1 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4 + 1);
+              fa[mt][0][0] = f0.x, fa[mt][0][1] = f0.y, fa[mt][1][0] = f1.x, fa[mt][1][1] = f1.y;
+            } else {
+              fa[mt][0][0] = fa[mt][1][0] = e8(sa[mt][0][0], u);
+              fa[mt][0][1] = fa[mt][1][1] = e8(sa[mt][1][0], u);
+            }
+          }
+#pragma unroll
+          for (int t = 0; t < NW; t++) {
+            uint32_t b0, b1;
+            [[maybe_unused]] uint32_t bh[4];
+            frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+            if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+            float fb[2][2];  // B's scales: [16-block 2u+x][column 2q, 2q+1]
+            if constexpr (SB16) {
+              const float2 f0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
+              const float2 f1 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4 + 1);
+              fb[0][0] = f0.x, fb[0][1] = f0.y, fb[1][0] = f1.x, fb[1][1] = f1.y;
+            } else {
+              fb[0][0] = fb[1][0] = e8(sb[t][0][0], u);
+              fb[0][1] = fb[1][1] = e8(sb[t][1][0], u);
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+              float d[2][4];
+              if constexpr (INT) {
+                block_sum16(d[0], a[mt][0], a[mt][1], b0);
+                block_sum16(d[1], a[mt][2], a[mt][3], b1);
+              } else {
+                const float z[4] = {0.f, 0.f, 0.f, 0.f};
+                hmma_k16(d[0], ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
+                hmma_k16(d[1], ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], z);
+              }
+              float *o = acc[mt][t];
+#pragma unroll
+              for (int x = 0; x < 2; x++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                  const float s8 = SA16 ? fb[x][e & 1] : fa[mt][x][e >> 1], s4 = SA16 ? fa[mt][x][e >> 1] : fb[x][e & 1];
+                  if constexpr (fast)
+                    o[e] = fmaf(d[x][e] * s8, s4, o[e]);
+                  else
+                    o[e] = (float)fma((double)d[x][e], (double)s8 * (double)s4, (double)o[e]);
+                }
+            }
+          }
+        }
+      };
+      // Warp-uniform: the branches hold mma.sync, which every lane must run.
+      if (__all_sync(0xFFFFFFFFu, ok == 0x80808080u))
+        promote_group(std::true_type{});
+      else
+        promote_group(std::false_type{});
     } else {
       // E8M0: the fast path needs every exponent byte in [64, 191] (bit 7 ≠
       // bit 6): then T·sa is an exact power-of-two scaling of T (|T| in
@@ -931,7 +1040,8 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
       for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
 #pragma unroll
       for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
-      const bool fast_group = ok == 0x80808080u;
+      // Warp-uniform: the branches hold mma.sync, which every lane must run.
+      const bool fast_group = __all_sync(0xFFFFFFFFu, ok == 0x80808080u);
       // One branch per group: the fast path is straight-line code.
       auto promote_group = [&](auto fast_tag) {
         constexpr bool fast = decltype(fast_tag)::value;
@@ -1071,12 +1181,12 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 // 0.046 ms (MXFP8) and 0.064-0.078 ms (FP4).
 constexpr int kDecodeNW1 = 4, kDecodeNW2 = 2, kDecodeWK = 16, kDecodeS = 2;
 
-template <int MT, int TA, int TB, bool FA4, bool FB4, bool SB16>
+template <int MT, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
   constexpr int NW = MT == 1 ? kDecodeNW1 : kDecodeNW2, WK = kDecodeWK, S = kDecodeS;
-  using L = DecodeStage<MT, NW, FA4, FB4, SB16>;
+  using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
-  auto kern = decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SB16>;
+  auto kern = decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>;
   const int smem = WK * S * L::BYTES;
   if (smem > 48 * 1024) {
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -1088,18 +1198,35 @@ cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
 
 template <int MT>
 cudaError_t launch_decode_mt(const Params &p, cudaStream_t stream) {
-  if (p.sb16) return launch_decode_cfg<MT, 0, 0, true, true, true>(p, stream);
+  if (p.a.s16 && p.b.s16) return launch_decode_cfg<MT, 0, 0, true, true, true, true>(p, stream);
+  // One side NVFP4 (E2M1, E4M3 per 16), the other MX (E4M3, E5M2 or E2M1).
+  if (p.a.s16) {
+    switch (p.b.elem) {
+      case kE4M3: return launch_decode_cfg<MT, 0, 0, true, false, true, false>(p, stream);
+      case kE5M2: return launch_decode_cfg<MT, 0, 1, true, false, true, false>(p, stream);
+      case kE2M1: return launch_decode_cfg<MT, 0, 0, true, true, true, false>(p, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
+  if (p.b.s16) {
+    switch (p.a.elem) {
+      case kE4M3: return launch_decode_cfg<MT, 0, 0, false, true, false, true>(p, stream);
+      case kE5M2: return launch_decode_cfg<MT, 1, 0, false, true, false, true>(p, stream);
+      case kE2M1: return launch_decode_cfg<MT, 0, 0, true, true, false, true>(p, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
   // Element pairs (E4M3, E5M2, E2M1 widened to E4M3): the nine instances.
   switch (p.a.elem * 3 + p.b.elem) {
-    case kE4M3 * 3 + kE4M3: return launch_decode_cfg<MT, 0, 0, false, false, false>(p, stream);
-    case kE4M3 * 3 + kE5M2: return launch_decode_cfg<MT, 0, 1, false, false, false>(p, stream);
-    case kE4M3 * 3 + kE2M1: return launch_decode_cfg<MT, 0, 0, false, true, false>(p, stream);
-    case kE5M2 * 3 + kE4M3: return launch_decode_cfg<MT, 1, 0, false, false, false>(p, stream);
-    case kE5M2 * 3 + kE5M2: return launch_decode_cfg<MT, 1, 1, false, false, false>(p, stream);
-    case kE5M2 * 3 + kE2M1: return launch_decode_cfg<MT, 1, 0, false, true, false>(p, stream);
-    case kE2M1 * 3 + kE4M3: return launch_decode_cfg<MT, 0, 0, true, false, false>(p, stream);
-    case kE2M1 * 3 + kE5M2: return launch_decode_cfg<MT, 0, 1, true, false, false>(p, stream);
-    case kE2M1 * 3 + kE2M1: return launch_decode_cfg<MT, 0, 0, true, true, false>(p, stream);
+    case kE4M3 * 3 + kE4M3: return launch_decode_cfg<MT, 0, 0, false, false, false, false>(p, stream);
+    case kE4M3 * 3 + kE5M2: return launch_decode_cfg<MT, 0, 1, false, false, false, false>(p, stream);
+    case kE4M3 * 3 + kE2M1: return launch_decode_cfg<MT, 0, 0, false, true, false, false>(p, stream);
+    case kE5M2 * 3 + kE4M3: return launch_decode_cfg<MT, 1, 0, false, false, false, false>(p, stream);
+    case kE5M2 * 3 + kE5M2: return launch_decode_cfg<MT, 1, 1, false, false, false, false>(p, stream);
+    case kE5M2 * 3 + kE2M1: return launch_decode_cfg<MT, 1, 0, false, true, false, false>(p, stream);
+    case kE2M1 * 3 + kE4M3: return launch_decode_cfg<MT, 0, 0, true, false, false, false>(p, stream);
+    case kE2M1 * 3 + kE5M2: return launch_decode_cfg<MT, 0, 1, true, false, false, false>(p, stream);
+    case kE2M1 * 3 + kE2M1: return launch_decode_cfg<MT, 0, 0, true, true, false, false>(p, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -1132,18 +1259,37 @@ bool device_ok(int dev) {
 // arguments the kernel does not take (NVFP4 paired with another format, a
 // grid too large). For few rows of A (decode) the operands swap, so that the
 // large operand fills the 64-row wgmma tiles: Dᵀ = B·Aᵀ is written transposed.
-cudaError_t gemm(Params p, cudaStream_t stream) {
-  if (p.M <= 0 || p.N <= 0 || p.K <= 0) return cudaErrorInvalidValue;
-  if (p.sb16 && (p.a.elem != kE2M1 || p.b.elem != kE2M1)) return cudaErrorInvalidValue;
-  if (p.M <= kDecodeRows || p.N <= kDecodeRows) {
-    Params d = p;
-    if (d.N < d.M) {  // the small operand is A
-      std::swap(d.a, d.b);
-      std::swap(d.M, d.N);
-      d.d_trans = !d.d_trans;
-    }
-    if (decode_ok(d)) return launch_decode(d, stream);
+// The decode kernel's view of p (A the operand with fewer rows), if it takes
+// p; p normalized (sb16 and the operands' s16 agreeing).
+static bool normalize(Params &p, Params *decode) {
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0) return false;
+  if (p.sb16) p.a.s16 = p.b.s16 = 1;
+  p.sb16 = p.a.s16 && p.b.s16;
+  if ((p.a.s16 && p.a.elem != kE2M1) || (p.b.s16 && p.b.elem != kE2M1)) return false;  // E4M3 scales per 16: NVFP4 codes
+  if (p.M > kDecodeRows && p.N > kDecodeRows) return false;
+  Params d = p;
+  if (d.N < d.M) {  // the small operand is A
+    std::swap(d.a, d.b);
+    std::swap(d.M, d.N);
+    d.d_trans = !d.d_trans;
   }
+  if (!decode_ok(d)) return false;
+  *decode = d;
+  return true;
+}
+
+bool takes(Params p) {
+  Params d;
+  if (normalize(p, &d)) return true;
+  return p.M > 0 && p.N > 0 && p.K > 0 && p.a.s16 == p.b.s16 && (!p.sb16 || (p.a.elem == kE2M1 && p.b.elem == kE2M1));
+}
+
+cudaError_t gemm(Params p, cudaStream_t stream) {
+  Params d;
+  if (normalize(p, &d)) return launch_decode(d, stream);
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0) return cudaErrorInvalidValue;
+  // The tile kernel: MX × MX or NVFP4 × NVFP4.
+  if (p.a.s16 != p.b.s16 || (p.sb16 && (p.a.elem != kE2M1 || p.b.elem != kE2M1))) return cudaErrorInvalidValue;
   if (p.M <= 64 && p.N > p.M) {
     std::swap(p.a, p.b);
     std::swap(p.M, p.N);

@@ -23,6 +23,7 @@ struct Operand {
   int64_t scale_stride;
   int32_t swizzled;
   int32_t elem;
+  int32_t s16;  // nonzero: E4M3 scales per 16 (NVFP4), else E8M0 per 32
 };
 
 struct Params {
@@ -34,12 +35,16 @@ struct Params {
   int64_t ldd;      // elements per row of D
   int32_t d_bf16;   // nonzero: D is BF16
   int32_t d_trans;  // nonzero: write D[j*ldd + i] (the swapped-operand GEMM Dᵀ = B·Aᵀ)
-  int32_t sb16;     // nonzero: NVFP4 (E4M3 scales per 16), else E8M0 per 32
+  int32_t sb16;     // nonzero: both operands NVFP4 (sets both s16), else each operand's s16
 };
 
 // Runs D = alpha · A·Bᵀ (both operands K-major) on the stream. Returns
-// cudaErrorInvalidValue for arguments the kernel does not take.
+// cudaErrorInvalidValue for arguments the kernels do not take.
 cudaError_t gemm(Params p, cudaStream_t stream);
+
+// Whether gemm takes p (a pair of NVFP4 with an MX operand: only the decode
+// kernel, at ≤ 32 rows of one operand with K % 32 == 0 and aligned rows).
+bool takes(Params p);
 
 // Whether the kernel runs on device dev (compute capability 9.0: its machine
 // code is sm_90a).

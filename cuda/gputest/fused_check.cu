@@ -137,7 +137,7 @@ static DevOp upload(const HostOp &o) {
 static qfused::Operand as_operand(const HostOp &o, const DevOp &d) {
   qfused::Operand op;
   op.data = d.data, op.scale = d.scale, op.rows = o.rows, op.ld = o.ld, op.scale_stride = o.stride;
-  op.swizzled = o.swz, op.elem = o.elem;
+  op.swizzled = o.swz, op.elem = o.elem, op.s16 = o.sb16;
   return op;
 }
 
@@ -160,8 +160,11 @@ struct RefOut {
 };
 static RefOut reference(const HostOp &a, const HostOp &b, double alpha, int F, bool bf16) {
   int64_t M = a.rows, N = b.rows, K = a.K;
-  int SB = a.SB();
-  int64_t nb = a.nblk();
+  // Blocks of the finer operand (a pair of NVFP4 with MX: 16): each the
+  // product of one scale of each side; the kernels sum and promote each such
+  // block (or, with equal sizes, each 32- or 16-block) on its own.
+  int SB = std::min(a.SB(), b.SB());
+  int64_t nb = (K + SB - 1) / SB;
   RefOut o;
   o.ref.assign(M * N, 0), o.bound.assign(M * N, 0);
   std::vector<double> av(K), bv(N * K);
@@ -172,7 +175,7 @@ static RefOut reference(const HostOp &a, const HostOp &b, double alpha, int F, b
     for (int64_t j = 0; j < N; j++) {
       double sum = 0, bnd = 0, mag = 0;
       for (int64_t blk = 0; blk < nb; blk++) {
-        double s = a.scl(i, blk) * b.scl(j, blk);
+        double s = a.scl(i, blk * SB / a.SB()) * b.scl(j, blk * SB / b.SB());
         double t = 0, tabs = 0, tmax = 0;
         int64_t k1 = std::min(K, (blk + 1) * SB);
         for (int64_t k = blk * SB; k < k1; k++) {
@@ -210,7 +213,7 @@ static std::vector<float> run_gemm(const HostOp &a, const HostOp &b, float alpha
   qfused::Params p{};
   p.a = as_operand(a, da), p.b = as_operand(b, db);
   p.M = M, p.N = N, p.K = a.K, p.alpha = alpha, p.d = d, p.ldd = N, p.d_bf16 = bf16, p.d_trans = 0;
-  p.sb16 = a.sb16;
+  p.sb16 = a.sb16 && b.sb16;
   CK(qfused::gemm(p, 0));
   CK(cudaDeviceSynchronize());
   std::vector<uint8_t> h(bytes);
@@ -240,12 +243,18 @@ static const char *ename(int e) { return e == kE4M3 ? "e4m3" : e == kE5M2 ? "e5m
 
 // One case: returns true if every element is within the bound.
 static bool check_case(int64_t M, int64_t N, int64_t K, int ea, int eb, bool sb16, bool swz, ScaleMode mode, bool bf16,
-                       int F, std::mt19937_64 &rng) {
-  HostOp a = make_op(M, K, ea, sb16, swz, mode, rng);
+                       int F, std::mt19937_64 &rng, int bs16 = -1) {
+  // bs16: B's scales (-1: as A's; 0: E8M0 per 32, 1: E4M3 per 16 with A's
+  // the other kind, a pair of MX with NVFP4).
+  // NVFP4 with MX, adversarial: the E8M0 side spans the low part of its range
+  // (2^-127 .. 2^-26, the FP64 promotion) so that products with E4M3 scales
+  // up to 448 stay finite.
+  const bool mixed = bs16 >= 0 && (bs16 != 0) != sb16;
+  HostOp a = make_op(M, K, ea, sb16, swz, mixed && mode == kAdversarial ? kAdversarialLow : mode, rng);
   // One operand compact, the other swizzled. Adversarial: A's scales span the
   // whole E8M0 range, B's the low part, so that sa·sb spans 2^-254..2^100
   // (underflow to subnormals and zero, but no overflow of D).
-  HostOp b = make_op(N, K, eb, sb16, !swz, mode == kAdversarial ? kAdversarialLow : mode, rng);
+  HostOp b = make_op(N, K, eb, bs16 < 0 ? sb16 : bs16 != 0, !swz, mode == kAdversarial ? kAdversarialLow : mode, rng);
   float alpha = sb16 ? 0.7f : 1.0f;
   bool guard_ok;
   std::vector<float> got = run_gemm(a, b, alpha, bf16, &guard_ok);
@@ -268,9 +277,10 @@ static bool check_case(int64_t M, int64_t N, int64_t K, int ea, int eb, bool sb1
   }
   bool pass = bad == 0 && guard_ok && nonzero > 0;
   printf("%s %s x %s %s M=%lld N=%lld K=%lld scales=%s %s out=%s: max err/bound %.3f, max rel err %.3g, %lld bad%s\n",
-         pass ? "PASS" : "FAIL", sb16 ? "nvfp4" : ename(ea), sb16 ? "nvfp4" : ename(eb), swz ? "A-swizzled" : "B-swizzled",
-         (long long)M, (long long)N, (long long)K, mode == kAdversarial ? "adversarial" : "normal", sb16 ? "per16" : "per32",
+         pass ? "PASS" : "FAIL", a.sb16 ? "nvfp4" : ename(ea), b.sb16 ? "nvfp4" : ename(eb), swz ? "A-swizzled" : "B-swizzled",
+         (long long)M, (long long)N, (long long)K, mode == kAdversarial ? "adversarial" : "normal", a.sb16 || b.sb16 ? "per16" : "per32",
          bf16 ? "bf16" : "fp32", worst, worst_fp32, (long long)bad, guard_ok ? "" : ", GUARD OVERWRITTEN");
+  fflush(stdout);
   return pass;
 }
 
@@ -477,6 +487,7 @@ int main(int argc, char **argv) {
     bool sb16, swz;
     ScaleMode mode;
     bool bf16;
+    int bs16 = -1;  // B's scales when they differ from A's (check_case)
   };
   std::vector<C> cases;
   if (mode == "small") {
@@ -484,7 +495,8 @@ int main(int argc, char **argv) {
              {5, 130, 77, kE2M1, kE2M1, true, true, kNormal, true},
              {129, 17, 45, kE2M1, kE5M2, false, true, kAdversarial, false},
              {3, 200, 160, kE4M3, kE2M1, false, false, kNormal, false},
-             {7, 100, 96, kE2M1, kE2M1, true, true, kNormal, true}};
+             {7, 100, 96, kE2M1, kE2M1, true, true, kNormal, true},
+             {5, 70, 96, kE4M3, kE2M1, false, false, kAdversarial, false, 1}};
   } else {
     cases = {
         {256, 256, 512, kE4M3, kE4M3, false, false, kNormal, false},
@@ -507,6 +519,10 @@ int main(int argc, char **argv) {
         {500, 9, 224, kE5M2, kE5M2, false, true, kNormal, false},      // decode with the operands swapped (few N)
         {3, 50, 96, kE2M1, kE2M1, true, false, kNormal, false},        // decode, NVFP4, K % 128 == 96
         {30, 40, 100, kE4M3, kE4M3, false, false, kNormal, false},     // few rows but K % 32 != 0: the tile kernel
+        {16, 300, 512, kE4M3, kE2M1, false, false, kNormal, false, 1},  // decode, MXFP8 x NVFP4
+        {32, 77, 352, kE5M2, kE2M1, false, true, kAdversarial, true, 1},  // decode, MXFP8 E5M2 x NVFP4, adversarial E8M0
+        {1, 260, 1024, kE2M1, kE2M1, false, false, kNormal, false, 1},  // decode, MXFP4 x NVFP4 (integer)
+        {300, 20, 256, kE2M1, kE4M3, true, false, kNormal, true, 0},    // decode swapped, NVFP4 x MXFP8
         {1, 300, 70, kE2M1, kE2M1, true, false, kNormal, false},       // one row, NVFP4
         {33, 64, 4096, kE4M3, kE4M3, false, true, kAdversarial, true},
         {512, 512, 2048, kE4M3, kE4M3, false, false, kNormal, false},
@@ -514,7 +530,7 @@ int main(int argc, char **argv) {
   }
   // The bound takes the measured F (at least F_doc, checked above), so that a
   // model that is wrong in any other way shows as a failure here.
-  for (auto &c : cases) all &= check_case(c.M, c.N, c.K, c.ea, c.eb, c.sb16, c.swz, c.mode, c.bf16, F, rng);
+  for (auto &c : cases) all &= check_case(c.M, c.N, c.K, c.ea, c.eb, c.sb16, c.swz, c.mode, c.bf16, F, rng, c.bs16);
   printf(all ? "ALL PASS\n" : "SOME FAILED\n");
   return all ? 0 : 1;
 }

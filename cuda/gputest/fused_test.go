@@ -49,6 +49,9 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 	}{
 		{"mxfp8", "mxfp8", 32}, {"mxfp8 e5m2 swizzled", "mxfp8", 32}, {"mxfp4", "mxfp4", 32}, {"mxfp4", "mxfp8", 32},
 		{"nvfp4", "nvfp4", 16}, {"nvfp4 16x16 swizzled", "nvfp4", 16},
+		// NVFP4 with MX: the decode kernel at its shapes (per-16 block sums),
+		// the exact path at the others.
+		{"mxfp8", "nvfp4", 16}, {"nvfp4", "mxfp4", 16},
 	}
 	// {16,200,320}, {7,300,256}, {64,24,128}: the decode kernel (few rows of one
 	// operand, K % 32 == 0; the last one with the operands swapped); {5,130,77}
