@@ -782,6 +782,25 @@ __device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
   store_run<8>(dst, (uint64_t)v.x | ((uint64_t)v.y << 32), n, 1, lane == 0, lane == 31);
 }
 
+// store_run8 for a run that lies whole inside the tensor (8 bytes in every
+// lane; an interior tile of a ragged tensor, spec §14): no lengths are
+// shuffled, the offset is the warp's (dst − 8·lane is one address), and the
+// run's unaligned ends, the head before lane 0's first aligned word and the
+// tail after lane 30's last, go out in one put_bytes by lanes 0 and 31.
+__device__ __forceinline__ void store_run8_full(uint8_t *dst, uint2 v) {
+  const unsigned lane = threadIdx.x & 31;
+  const uint64_t me = (uint64_t)v.x | ((uint64_t)v.y << 32);
+  const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 7);
+  if (off == 0) {  // the same for every lane
+    *reinterpret_cast<uint64_t *>(dst) = me;
+    return;
+  }
+  const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, me, 1);
+  const int head = 8 - off;
+  if (lane != 31) *reinterpret_cast<uint64_t *>(dst + head) = (me >> (8 * head)) | (nx << (8 * off));
+  if (lane == 0 || lane == 31) put_bytes(lane == 0 ? dst : dst + head, lane == 0 ? me : me >> (8 * head), lane == 0 ? head : off);
+}
+
 // Keeps the first nv nibbles of the words w (element i in bits 4i) and zeroes
 // the rest: positions of the zero padding never reach a buffer (spec §14 item
 // 4: the high nibble of an odd row's last byte is zero, whatever the padded
