@@ -786,7 +786,7 @@ __device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
 // lane; an interior tile of a ragged tensor, spec §14): no lengths are
 // shuffled, the offset is the warp's (dst − 8·lane is one address), and the
 // run's unaligned ends, the head before lane 0's first aligned word and the
-// tail after lane 30's last, go out in one put_bytes by lanes 0 and 31.
+// tail after lane 30's last, go out from lanes 0 and 31 together.
 __device__ __forceinline__ void store_run8_full(uint8_t *dst, uint2 v) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t me = (uint64_t)v.x | ((uint64_t)v.y << 32);
@@ -798,7 +798,21 @@ __device__ __forceinline__ void store_run8_full(uint8_t *dst, uint2 v) {
   const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, me, 1);
   const int head = 8 - off;
   if (lane != 31) *reinterpret_cast<uint64_t *>(dst + head) = (me >> (8 * head)) | (nx << (8 * off));
-  if (lane == 0 || lane == 31) put_bytes(lane == 0 ? dst : dst + head, lane == 0 ? me : me >> (8 * head), lane == 0 ? head : off);
+  if (lane == 0 || lane == 31) {
+    // The head (lane 0: n = head bytes ending on an 8-byte boundary) or the
+    // tail (lane 31: n = off bytes starting on one) as at most one 1-, one 2-
+    // and one 4-byte store, each aligned: the head puts them in the order 1,
+    // 2, 4, the tail 4, 2, 1. The same straight code in both lanes (put_bytes'
+    // branches split the two lanes' paths).
+    const bool tail = lane == 31;
+    const int n = tail ? off : head;
+    uint8_t *p = tail ? dst + head : dst;
+    const uint64_t w = tail ? me >> (8 * head) : me;
+    const int o1 = tail ? n & 6 : 0, o2 = tail ? n & 4 : n & 1, o4 = tail ? 0 : n & 3;
+    if (n & 1) p[o1] = (uint8_t)(w >> (8 * o1));
+    if (n & 2) *reinterpret_cast<uint16_t *>(p + o2) = (uint16_t)(w >> (8 * o2));
+    if (n & 4) *reinterpret_cast<uint32_t *>(p + o4) = (uint32_t)(w >> (8 * o4));
+  }
 }
 
 // Keeps the first nv nibbles of the words w (element i in bits 4i) and zeroes
