@@ -784,35 +784,33 @@ __device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
 
 // store_run8 for a run that lies whole inside the tensor (8 bytes in every
 // lane; an interior tile of a ragged tensor, spec §14): no lengths are
-// shuffled, the offset is the warp's (dst − 8·lane is one address), and the
-// run's unaligned ends, the head before lane 0's first aligned word and the
-// tail after lane 30's last, go out from lanes 0 and 31 together.
+// shuffled and the offset is the warp's (dst − 8·lane is one address). Each
+// lane but the last writes the aligned 8 bytes that begin in its piece
+// (two funnel shifts of 32-bit words, the shift chosen by the uniform
+// offset); the run's unaligned ends, the head of lane 0's piece and the tail
+// of lane 31's, are bytes j < head of lane 0 and j ≥ head of lane 31, each at
+// dst + j: eight predicated byte stores at constant offsets, the same
+// instructions in both lanes. (With 64-bit shifts by variable amounts and
+// 1/2/4-byte pieces this store executed 50 instructions per warp and row,
+// ncu on the H100; the aligned kernel's is 1.)
 __device__ __forceinline__ void store_run8_full(uint8_t *dst, uint2 v) {
   const unsigned lane = threadIdx.x & 31;
-  const uint64_t me = (uint64_t)v.x | ((uint64_t)v.y << 32);
   const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 7);
   if (off == 0) {  // the same for every lane
-    *reinterpret_cast<uint64_t *>(dst) = me;
+    *reinterpret_cast<uint2 *>(dst) = v;
     return;
   }
-  const uint64_t nx = __shfl_down_sync(0xFFFFFFFFu, me, 1);
-  const int head = 8 - off;
-  if (lane != 31) *reinterpret_cast<uint64_t *>(dst + head) = (me >> (8 * head)) | (nx << (8 * off));
-  if (lane == 0 || lane == 31) {
-    // The head (lane 0: n = head bytes ending on an 8-byte boundary) or the
-    // tail (lane 31: n = off bytes starting on one) as at most one 1-, one 2-
-    // and one 4-byte store, each aligned: the head puts them in the order 1,
-    // 2, 4, the tail 4, 2, 1. The same straight code in both lanes (put_bytes'
-    // branches split the two lanes' paths).
-    const bool tail = lane == 31;
-    const int n = tail ? off : head;
-    uint8_t *p = tail ? dst + head : dst;
-    const uint64_t w = tail ? me >> (8 * head) : me;
-    const int o1 = tail ? n & 6 : 0, o2 = tail ? n & 4 : n & 1, o4 = tail ? 0 : n & 3;
-    if (n & 1) p[o1] = (uint8_t)(w >> (8 * o1));
-    if (n & 2) *reinterpret_cast<uint16_t *>(p + o2) = (uint16_t)(w >> (8 * o2));
-    if (n & 4) *reinterpret_cast<uint32_t *>(p + o4) = (uint32_t)(w >> (8 * o4));
-  }
+  const uint32_t n0 = __shfl_down_sync(0xFFFFFFFFu, v.x, 1), n1 = __shfl_down_sync(0xFFFFFFFFu, v.y, 1);
+  const int head = 8 - off;  // bytes of the piece before the next aligned word
+  // Bytes head .. head+7 of the 16 bytes (v.x, v.y, n0, n1).
+  const bool hi = head >= 4;
+  const uint32_t a = hi ? v.y : v.x, b = hi ? n0 : v.y, c = hi ? n1 : n0;
+  const int hs = 8 * (head & 3);
+  if (lane != 31) *reinterpret_cast<uint2 *>(dst + head) = make_uint2(__funnelshift_r(a, b, hs), __funnelshift_r(b, c, hs));
+  const bool first = lane == 0, last = lane == 31;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    if ((first && j < head) || (last && j >= head)) dst[j] = (uint8_t)((j < 4 ? v.x : v.y) >> (8 * (j & 3)));
 }
 
 // Keeps the first nv nibbles of the words w (element i in bits 4i) and zeroes
