@@ -162,6 +162,17 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
   }
   int cur = grp.index_of(tile0 < end ? tile0 : 0), nxt = cur;  // the tensors of this tile and of the prefetched one
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // The tile rows of warp w: 4w .. 4w+3; in the EDGE MXFP8 instance w, w+8,
+  // w+16, w+24 instead, which share one 16-byte input offset and one 8-byte
+  // code offset (8 rows are 16·K input bytes and 8·pitch code bytes apart),
+  // so that the warp's four shifts take one case of their switch and its
+  // four runs one store pattern. (MXFP4 packs a warp's 4 rows into the
+  // transposed nibbles, colb, so it keeps 4w + i.)
+  constexpr bool kSpread = EDGE && EL != kE2M1;
+  auto row_of = [&](int64_t r0, int i) -> int64_t {
+    if constexpr (kSpread) return r0 + warp + 8 * i;
+    else return r0 + 4 * warp + i;
+  };
   Raw8<T> next[4];
   // Loads tile `tile` into next where its tensor's rows are vector-loadable
   // (the same test the tile's own pass makes before it reads next).
@@ -175,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
     if (EDGE ? gc + 8 <= q.k : gc < q.k) {
 #pragma unroll
       for (int i = 0; i < 4; i++)
-        if (!EDGE || r0 + 4 * warp + i < q.m) raw_load<T>(qx + (r0 + 4 * warp + i) * q.k + gc, next[i]);
+        if (!EDGE || row_of(r0, i) < q.m) raw_load<T>(qx + row_of(r0, i) * q.k + gc, next[i]);
     }
   };
   if (tile0 < end) prefetch(tile0);
@@ -200,20 +211,45 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
   // and ran at 40–44 % of the aligned one (H100, 8191²). A chunk is copied
   // only where it ends inside the tensor; a lane whose chunks were not all
   // copied (the tensor's last bytes) loads element by element.
+  //
+  // inner (EDGE MXFP8, 16-bit rows at any even offset): an interior tile,
+  // whose 32 rows and 256 columns, and the 33rd chunk of every row, lie
+  // inside the tensor. The test is uniform over the CTA, so no warp
+  // diverges on it. Such a tile copies its chunks without bound checks and
+  // stores whole runs (store_run8_full: no lengths shuffled, no per-row
+  // checks, one offset for the warp's rows, kSpread); only the last tile row
+  // and column take the checked path (H100, 8191²: the checked path on every
+  // tile executed 2.4× the aligned instructions). The two paths share the
+  // shift and the store call sites: separate copies of the tile's code took
+  // the one-direction instance from 79 to 92 registers (2 CTAs per SM).
   bool staged[4] = {false, false, false, false};
+  bool inner = false;
+  if constexpr (kSpread && sizeof(T) == 2)
+    inner = p.vec == kRowsShifted && r0 + kTileR <= p.m && c0 + kTileC <= p.k && (r0 + kTileR < p.m || c0 + kTileC + 8 <= p.k);
   if constexpr (EDGE && sizeof(T) == 2) {
     if (p.vec == kRowsShifted) {
       __syncwarp();  // the warp's last tile has read its chunks
-      const uintptr_t end = reinterpret_cast<uintptr_t>(x + p.m * p.k);
+      if (inner) {
+        const T *xr = x + (r0 + warp) * p.k + c0;  // row row_of(r0, i) is xr + 8·i·K
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        int64_t r = r0 + 4 * warp + i;
-        const uintptr_t base = reinterpret_cast<uintptr_t>(x + r * p.k + c0) & ~(uintptr_t)15;
-        if (r < p.m) {
-          if (base + 16 * (lane + 1) <= end) cp_async16(&stage[warp][i][lane], reinterpret_cast<const void *>(base + 16 * lane));
-          if (lane == 0 && base + 16 * 33 <= end) cp_async16(&stage[warp][i][32], reinterpret_cast<const void *>(base + 16 * 32));
+        for (int i = 0; i < 4; i++) {
+          const uintptr_t base = reinterpret_cast<uintptr_t>(xr + 8 * i * p.k) & ~(uintptr_t)15;
+          cp_async16(&stage[warp][i][lane], reinterpret_cast<const void *>(base + 16 * lane));
+          if (lane == 0) cp_async16(&stage[warp][i][32], reinterpret_cast<const void *>(base + 16 * 32));
+          staged[i] = true;
         }
-        staged[i] = r < p.m && full && base + 16 * (lane + 2) <= end;
+      } else {
+        const uintptr_t end = reinterpret_cast<uintptr_t>(x + p.m * p.k);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          int64_t r = row_of(r0, i);
+          const uintptr_t base = reinterpret_cast<uintptr_t>(x + r * p.k + c0) & ~(uintptr_t)15;
+          if (r < p.m) {
+            if (base + 16 * (lane + 1) <= end) cp_async16(&stage[warp][i][lane], reinterpret_cast<const void *>(base + 16 * lane));
+            if (lane == 0 && base + 16 * 33 <= end) cp_async16(&stage[warp][i][32], reinterpret_cast<const void *>(base + 16 * 32));
+          }
+          staged[i] = r < p.m && full && base + 16 * (lane + 2) <= end;
+        }
       }
       cp_async_wait_all();
       __syncwarp();
@@ -221,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
   }
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    int64_t r = r0 + 4 * warp + i;
+    int64_t r = row_of(r0, i);
     const bool rin = !EDGE || r < p.m;
     if (!EDGE && valid) raw_convert<T>(next[i], v[i]);
     else if (!EDGE) {
@@ -247,7 +283,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
   if (ROW) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      int64_t r = r0 + 4 * warp + i;
+      int64_t r = row_of(r0, i);
       // MXFP4: one max per element (NaN propagated); only a lane that saw a
       // NaN recomputes its amax with NaN ignored. MXFP8 keeps the integer
       // form (with the float one, "both" ran slower on the H100: run 1).
@@ -279,7 +315,10 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
         }
       } else {
         const bool rin = r < p.m;
-        if (EL != kE2M1) store_run8(p.row + r * p.row_pitch + gc, q, rin ? (int)ncols : 0);
+        if (EL != kE2M1) {
+          if (inner) store_run8_full(p.row + r * p.row_pitch + gc, q);
+          else store_run8(p.row + r * p.row_pitch + gc, q, rin ? (int)ncols : 0);
+        }
         if (valid && rin) {
           if (EL == kE2M1) {
             uint32_t w1[1] = {q.x};
@@ -366,12 +405,13 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
       if (EDGE || valid) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-          int64_t r = r0 + 4 * warp + i;
+          int64_t r = row_of(r0, i);
           uint32_t w[4];
 #pragma unroll
           for (int j = 0; j < 4; j++) w[j] = fp8x2<F>(__fmul_rn(v[i][2 * j], f[2 * j]), __fmul_rn(v[i][2 * j + 1], f[2 * j + 1]));
           uint2 q = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
-          if (EDGE) store_run8(p.col + r * p.col_pitch + gc, q, r < p.m ? (int)ncols : 0);
+          if (EDGE && inner) store_run8_full(p.col + r * p.col_pitch + gc, q);
+          else if (EDGE) store_run8(p.col + r * p.col_pitch + gc, q, r < p.m ? (int)ncols : 0);
           else *reinterpret_cast<uint2 *>(p.col + r * p.k + gc) = q;
         }
       }

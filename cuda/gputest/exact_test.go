@@ -454,8 +454,13 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 // edgeShapes: partial blocks at sizes that cross the CUDA kernels' 64×128
 // sub-tiles and strips, with rows at every 16-byte offset (K odd: the
 // kernels' EDGE instances and shifted loads) and an M that leaves a partial
-// 16-row and 32-row group in the last strip.
-var edgeShapes = [][2]int64{{257, 1001}, {130, 1537}, {65, 2049}, {33, 100}}
+// 16-row and 32-row group in the last strip. The last five: the mxfp8
+// kernel's interior tiles of a ragged tensor (whole 32×256 tiles, checked
+// only at the last tile row and column) with K ≡ 2, 4, 6 (mod 8) and K odd
+// with whole 32-row tiles, where the last tile row's rows end 1 and 7
+// elements past a tile (519 = 2·256 + 7, 513: the 33rd chunk of the last
+// row lies past the tensor's end there, so those tiles are not interior).
+var edgeShapes = [][2]int64{{257, 1001}, {130, 1537}, {65, 2049}, {33, 100}, {40, 778}, {64, 524}, {96, 1030}, {64, 519}, {64, 513}}
 
 // TestRaggedShapesMatchCPU: GPU bytes = CPU bytes where the largest magnitude
 // of each row and column sits at the last valid element, next to the padding
