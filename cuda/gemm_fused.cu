@@ -933,178 +933,177 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
           }
         }
       }
-    } else if constexpr (MIX) {
-      // One operand NVFP4 (E4M3 per 16), the other E8M0 per 32: each 16-block
-      // sum on its own (FP16: two unchained k16; FP4 × FP4: integer k16),
-      // promoted as fma(T·s8, s4, acc), s8 the E8M0 scale (an exact scaling
-      // in the fast range, the rule of the E8M0 path below) and s4 the E4M3
-      // one: the exact T·s8·s4 + acc rounded once. Fast range: the E8M0
-      // side's bytes in [64, 191]; else the group is promoted in FP64.
-      uint32_t ok = 0x80808080u;
-      if constexpr (!SA16) {
+    } else {
+      // A's fragments of 32-block u, row tile mt: a (int8 or FP8 codes) and,
+      // where the FP16 path runs, ah: the two k16's registers.
+      auto a_frags = [&](int mt, int u, uint32_t (&a)[4], [[maybe_unused]] uint32_t (&ah)[2][4]) {
+        frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[0], a[2]);
+        frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[1], a[3]);
+        if constexpr (!INT) {
+          uint32_t h0[4], h1[4];
+          fp8x8_to_f16<TA>(a[0], a[2], h0);
+          fp8x8_to_f16<TA>(a[1], a[3], h1);
+          ah[0][0] = h0[0], ah[0][1] = h1[0], ah[0][2] = h0[1], ah[0][3] = h1[1];
+          ah[1][0] = h0[2], ah[1][1] = h1[2], ah[1][2] = h0[3], ah[1][3] = h1[3];
+        }
+      };
+      if constexpr (MIX) {
+        // One operand NVFP4 (E4M3 per 16), the other E8M0 per 32: each 16-block
+        // sum on its own (FP16: two unchained k16; FP4 × FP4: integer k16),
+        // promoted as fma(T·s8, s4, acc), s8 the E8M0 scale (an exact scaling
+        // in the fast range, the rule of the E8M0 path below) and s4 the E4M3
+        // one: the exact T·s8·s4 + acc rounded once. Fast range: the E8M0
+        // side's bytes in [64, 191]; else the group is promoted in FP64.
+        uint32_t ok = 0x80808080u;
+        if constexpr (!SA16) {
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
+        } else {
+#pragma unroll
+          for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
+        }
+        auto promote_group = [&](auto fast_tag) {
+          constexpr bool fast = decltype(fast_tag)::value;
+          auto e8 = [&](uint32_t w, int u) -> float {  // E8M0 byte u of w, times ISC (exact)
+            if constexpr (fast)
+              return e8m0_byte(w, u) * ISC;
+            else
+              return e8m0_to_float((w >> (8 * u)) & 255) * ISC;
+          };
+#pragma unroll
+          for (int u = 0; u < 4; u++) {
+            if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
+            uint32_t a[MT][4];
+            [[maybe_unused]] uint32_t ah[MT][2][4];
+            float fa[MT][2][2];  // A's scales: [mt][16-block 2u+x][row g, g+8]
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+              a_frags(mt, u, a[mt], ah[mt]);
+              if constexpr (SA16) {
+                const float2 f0 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4);
+                const float2 f1 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4 + 1);
+                fa[mt][0][0] = f0.x, fa[mt][0][1] = f0.y, fa[mt][1][0] = f1.x, fa[mt][1][1] = f1.y;
+              } else {
+                fa[mt][0][0] = fa[mt][1][0] = e8(sa[mt][0][0], u);
+                fa[mt][0][1] = fa[mt][1][1] = e8(sa[mt][1][0], u);
+              }
+            }
+#pragma unroll
+            for (int t = 0; t < NW; t++) {
+              uint32_t b0, b1;
+              [[maybe_unused]] uint32_t bh[4];
+              frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+              if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+              float fb[2][2];  // B's scales: [16-block 2u+x][column 2q, 2q+1]
+              if constexpr (SB16) {
+                const float2 f0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
+                const float2 f1 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4 + 1);
+                fb[0][0] = f0.x, fb[0][1] = f0.y, fb[1][0] = f1.x, fb[1][1] = f1.y;
+              } else {
+                fb[0][0] = fb[1][0] = e8(sb[t][0][0], u);
+                fb[0][1] = fb[1][1] = e8(sb[t][1][0], u);
+              }
+#pragma unroll
+              for (int mt = 0; mt < MT; mt++) {
+                float d[2][4];
+                if constexpr (INT) {
+                  block_sum16(d[0], a[mt][0], a[mt][1], b0);
+                  block_sum16(d[1], a[mt][2], a[mt][3], b1);
+                } else {
+                  const float z[4] = {0.f, 0.f, 0.f, 0.f};
+                  hmma_k16(d[0], ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
+                  hmma_k16(d[1], ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], z);
+                }
+                float *o = acc[mt][t];
+#pragma unroll
+                for (int x = 0; x < 2; x++)
+#pragma unroll
+                  for (int e = 0; e < 4; e++) {
+                    const float s8 = SA16 ? fb[x][e & 1] : fa[mt][x][e >> 1], s4 = SA16 ? fa[mt][x][e >> 1] : fb[x][e & 1];
+                    if constexpr (fast)
+                      o[e] = fmaf(d[x][e] * s8, s4, o[e]);
+                    else
+                      o[e] = (float)fma((double)d[x][e], (double)s8 * (double)s4, (double)o[e]);
+                  }
+              }
+            }
+          }
+        };
+        // Warp-uniform: the branches hold mma.sync, which every lane must run.
+        if (__all_sync(0xFFFFFFFFu, ok == 0x80808080u))
+          promote_group(std::true_type{});
+        else
+          promote_group(std::false_type{});
+      } else {
+        // E8M0: the fast path needs every exponent byte in [64, 191] (bit 7 ≠
+        // bit 6): then T·sa is an exact power-of-two scaling of T (|T| in
+        // [2^-32, 2^37] for FP8 codes, sa in [2^-63, 2^64]) and fma(T·sa, sb,
+        // acc) rounds the exact T·sa·sb + acc once, as the tile kernel's
+        // fma(T, sa·sb, acc). Otherwise (scales near the ends of the E8M0
+        // range, NaN) the group is promoted in FP64.
+        uint32_t ok = 0x80808080u;
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
-      } else {
 #pragma unroll
         for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
-      }
-      auto promote_group = [&](auto fast_tag) {
-        constexpr bool fast = decltype(fast_tag)::value;
-        auto e8 = [&](uint32_t w, int u) -> float {  // E8M0 byte u of w, times ISC (exact)
-          if constexpr (fast)
-            return e8m0_byte(w, u) * ISC;
-          else
-            return e8m0_to_float((w >> (8 * u)) & 255) * ISC;
-        };
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-          if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
-          uint32_t a[MT][4];
-          [[maybe_unused]] uint32_t ah[MT][2][4];
-          float fa[MT][2][2];  // A's scales: [mt][16-block 2u+x][row g, g+8]
-#pragma unroll
-          for (int mt = 0; mt < MT; mt++) {
-            frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
-            frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
-            if constexpr (!INT) {
-              uint32_t h0[4], h1[4];
-              fp8x8_to_f16<TA>(a[mt][0], a[mt][2], h0);
-              fp8x8_to_f16<TA>(a[mt][1], a[mt][3], h1);
-              ah[mt][0][0] = h0[0], ah[mt][0][1] = h1[0], ah[mt][0][2] = h0[1], ah[mt][0][3] = h1[1];
-              ah[mt][1][0] = h0[2], ah[mt][1][1] = h1[2], ah[mt][1][2] = h0[3], ah[mt][1][3] = h1[3];
-            }
-            if constexpr (SA16) {
-              const float2 f0 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4);
-              const float2 f1 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4 + 1);
-              fa[mt][0][0] = f0.x, fa[mt][0][1] = f0.y, fa[mt][1][0] = f1.x, fa[mt][1][1] = f1.y;
-            } else {
-              fa[mt][0][0] = fa[mt][1][0] = e8(sa[mt][0][0], u);
-              fa[mt][0][1] = fa[mt][1][1] = e8(sa[mt][1][0], u);
-            }
-          }
-#pragma unroll
-          for (int t = 0; t < NW; t++) {
-            uint32_t b0, b1;
-            [[maybe_unused]] uint32_t bh[4];
-            frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
-            if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
-            float fb[2][2];  // B's scales: [16-block 2u+x][column 2q, 2q+1]
-            if constexpr (SB16) {
-              const float2 f0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
-              const float2 f1 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4 + 1);
-              fb[0][0] = f0.x, fb[0][1] = f0.y, fb[1][0] = f1.x, fb[1][1] = f1.y;
-            } else {
-              fb[0][0] = fb[1][0] = e8(sb[t][0][0], u);
-              fb[0][1] = fb[1][1] = e8(sb[t][1][0], u);
-            }
-#pragma unroll
+        // Warp-uniform: the branches hold mma.sync, which every lane must run.
+        const bool fast_group = __all_sync(0xFFFFFFFFu, ok == 0x80808080u);
+        // One branch per group: the fast path is straight-line code.
+        auto promote_group = [&](auto fast_tag) {
+          constexpr bool fast = decltype(fast_tag)::value;
+    #pragma unroll
+          for (int u = 0; u < 4; u++) {
+            if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
+            // INT: int8 fragments for IMMA. Else FP16 fragments for two HMMA k16
+            // (what ptxas makes of an FP8 mma.sync on sm_90, A converted once per
+            // block instead of once per mma): the low register's elements are
+            // the first k16's, the high one's the second's.
+            uint32_t a[MT][4];
+            [[maybe_unused]] uint32_t ah[MT][2][4];
+            float ra[MT][2];
+    #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-              float d[2][4];
-              if constexpr (INT) {
-                block_sum16(d[0], a[mt][0], a[mt][1], b0);
-                block_sum16(d[1], a[mt][2], a[mt][3], b1);
-              } else {
-                const float z[4] = {0.f, 0.f, 0.f, 0.f};
-                hmma_k16(d[0], ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
-                hmma_k16(d[1], ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], z);
-              }
-              float *o = acc[mt][t];
-#pragma unroll
-              for (int x = 0; x < 2; x++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                  const float s8 = SA16 ? fb[x][e & 1] : fa[mt][x][e >> 1], s4 = SA16 ? fa[mt][x][e >> 1] : fb[x][e & 1];
-                  if constexpr (fast)
-                    o[e] = fmaf(d[x][e] * s8, s4, o[e]);
-                  else
-                    o[e] = (float)fma((double)d[x][e], (double)s8 * (double)s4, (double)o[e]);
+              a_frags(mt, u, a[mt], ah[mt]);
+              ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * ISC, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * ISC;  // exact in the fast range
+            }
+    #pragma unroll
+            for (int t = 0; t < NW; t++) {
+              uint32_t b0, b1;
+              [[maybe_unused]] uint32_t bh[4];
+              frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+              if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+              const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
+    #pragma unroll
+              for (int mt = 0; mt < MT; mt++) {
+                float d[4];
+                if constexpr (INT) {
+                  block_sum(d, a[mt], b0, b1);
+                } else {
+                  const float z[4] = {0.f, 0.f, 0.f, 0.f};
+                  float d0[4];
+                  hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
+                  hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
                 }
-            }
-          }
-        }
-      };
-      // Warp-uniform: the branches hold mma.sync, which every lane must run.
-      if (__all_sync(0xFFFFFFFFu, ok == 0x80808080u))
-        promote_group(std::true_type{});
-      else
-        promote_group(std::false_type{});
-    } else {
-      // E8M0: the fast path needs every exponent byte in [64, 191] (bit 7 ≠
-      // bit 6): then T·sa is an exact power-of-two scaling of T (|T| in
-      // [2^-32, 2^37] for FP8 codes, sa in [2^-63, 2^64]) and fma(T·sa, sb,
-      // acc) rounds the exact T·sa·sb + acc once, as the tile kernel's
-      // fma(T, sa·sb, acc). Otherwise (scales near the ends of the E8M0
-      // range, NaN) the group is promoted in FP64.
-      uint32_t ok = 0x80808080u;
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
-#pragma unroll
-      for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
-      // Warp-uniform: the branches hold mma.sync, which every lane must run.
-      const bool fast_group = __all_sync(0xFFFFFFFFu, ok == 0x80808080u);
-      // One branch per group: the fast path is straight-line code.
-      auto promote_group = [&](auto fast_tag) {
-        constexpr bool fast = decltype(fast_tag)::value;
-  #pragma unroll
-        for (int u = 0; u < 4; u++) {
-          if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
-          // INT: int8 fragments for IMMA. Else FP16 fragments for two HMMA k16
-          // (what ptxas makes of an FP8 mma.sync on sm_90, A converted once per
-          // block instead of once per mma): the low register's elements are
-          // the first k16's, the high one's the second's.
-          uint32_t a[MT][4];
-          [[maybe_unused]] uint32_t ah[MT][2][4];
-          float ra[MT][2];
-  #pragma unroll
-          for (int mt = 0; mt < MT; mt++) {
-            frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
-            frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
-            if constexpr (!INT) {
-              uint32_t h0[4], h1[4];
-              fp8x8_to_f16<TA>(a[mt][0], a[mt][2], h0);
-              fp8x8_to_f16<TA>(a[mt][1], a[mt][3], h1);
-              ah[mt][0][0] = h0[0], ah[mt][0][1] = h1[0], ah[mt][0][2] = h0[1], ah[mt][0][3] = h1[1];
-              ah[mt][1][0] = h0[2], ah[mt][1][1] = h1[2], ah[mt][1][2] = h0[3], ah[mt][1][3] = h1[3];
-            }
-            ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * ISC, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * ISC;  // exact in the fast range
-          }
-  #pragma unroll
-          for (int t = 0; t < NW; t++) {
-            uint32_t b0, b1;
-            [[maybe_unused]] uint32_t bh[4];
-            frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
-            if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
-            const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
-  #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-              float d[4];
-              if constexpr (INT) {
-                block_sum(d, a[mt], b0, b1);
-              } else {
-                const float z[4] = {0.f, 0.f, 0.f, 0.f};
-                float d0[4];
-                hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
-                hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
-              }
-              float *o = acc[mt][t];
-              if constexpr (fast) {
-                o[0] = fmaf(d[0] * ra[mt][0], s0, o[0]), o[1] = fmaf(d[1] * ra[mt][0], s1, o[1]);
-                o[2] = fmaf(d[2] * ra[mt][1], s0, o[2]), o[3] = fmaf(d[3] * ra[mt][1], s1, o[3]);
-              } else {
-                const double r0 = (double)e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255) * ISC,
-                             r1 = (double)e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255) * ISC;
-                const double t0 = e8m0_to_float((sb[t][0][0] >> (8 * u)) & 255), t1 = e8m0_to_float((sb[t][1][0] >> (8 * u)) & 255);
-                o[0] = (float)fma((double)d[0], r0 * t0, (double)o[0]), o[1] = (float)fma((double)d[1], r0 * t1, (double)o[1]);
-                o[2] = (float)fma((double)d[2], r1 * t0, (double)o[2]), o[3] = (float)fma((double)d[3], r1 * t1, (double)o[3]);
+                float *o = acc[mt][t];
+                if constexpr (fast) {
+                  o[0] = fmaf(d[0] * ra[mt][0], s0, o[0]), o[1] = fmaf(d[1] * ra[mt][0], s1, o[1]);
+                  o[2] = fmaf(d[2] * ra[mt][1], s0, o[2]), o[3] = fmaf(d[3] * ra[mt][1], s1, o[3]);
+                } else {
+                  const double r0 = (double)e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255) * ISC,
+                               r1 = (double)e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255) * ISC;
+                  const double t0 = e8m0_to_float((sb[t][0][0] >> (8 * u)) & 255), t1 = e8m0_to_float((sb[t][1][0] >> (8 * u)) & 255);
+                  o[0] = (float)fma((double)d[0], r0 * t0, (double)o[0]), o[1] = (float)fma((double)d[1], r0 * t1, (double)o[1]);
+                  o[2] = (float)fma((double)d[2], r1 * t0, (double)o[2]), o[3] = (float)fma((double)d[3], r1 * t1, (double)o[3]);
+                }
               }
             }
           }
-        }
-      };
-      if (fast_group)
-        promote_group(std::true_type{});
-      else
-        promote_group(std::false_type{});
+        };
+        if (fast_group)
+          promote_group(std::true_type{});
+        else
+          promote_group(std::false_type{});
+      }
     }
   }
   cp_async_wait<0>();
