@@ -1254,10 +1254,6 @@ bool device_ok(int dev) {
   return major == 9 && minor == 0;
 }
 
-// Runs D = alpha · A·Bᵀ (both K-major). Returns cudaErrorInvalidValue for
-// arguments the kernel does not take (NVFP4 paired with another format, a
-// grid too large). For few rows of A (decode) the operands swap, so that the
-// large operand fills the 64-row wgmma tiles: Dᵀ = B·Aᵀ is written transposed.
 // The decode kernel's view of p (A the operand with fewer rows), if it takes
 // p; p normalized (sb16 and the operands' s16 agreeing).
 static bool normalize(Params &p, Params *decode) {
@@ -1283,6 +1279,12 @@ bool takes(Params p) {
   return p.M > 0 && p.N > 0 && p.K > 0 && p.a.s16 == p.b.s16 && (!p.sb16 || (p.a.elem == kE2M1 && p.b.elem == kE2M1));
 }
 
+// Runs D = alpha · A·Bᵀ (both K-major): the decode kernel where it takes p,
+// else the tile kernel. Returns cudaErrorInvalidValue for arguments neither
+// takes (NVFP4 with an MX operand outside the decode kernel's shapes, a grid
+// too large). In the tile kernel, for few rows of A the operands swap, so that
+// the large operand fills the 64-row wgmma tiles: Dᵀ = B·Aᵀ is written
+// transposed.
 cudaError_t gemm(Params p, cudaStream_t stream) {
   Params d;
   if (normalize(p, &d)) return launch_decode(d, stream);
