@@ -751,13 +751,16 @@ constexpr uint32_t kNegBias = 0xF4F4F4F4u;  // -12 in each int8 byte
 // four codes: with the code as the selector nibble, a positive code picks
 // 12 + 2|v| from P and a negative one copies P's top bit (0); with the sign
 // flipped, a negative code picks 12 - 2|v| from Q and a positive one gets 0.
-__device__ __forceinline__ void e2m1x8_to_u8(uint32_t h, uint32_t &lo, uint32_t &hi) {
-  constexpr uint32_t P0 = 0x0F0E0D0Cu, P1 = 0x18141210u;  // 12 + {0, 1, 2, 3, 4, 6, 8, 12}
-  constexpr uint32_t Q0 = 0x090A0B0Cu, Q1 = 0x00040608u;  // 12 - {0, 1, 2, 3, 4, 6, 8, 12}
-  static_assert((P0 & 0xFF) == kE2M1Bias && (Q0 & 0xFF) == kE2M1Bias && (uint8_t)(kNegBias & 0xFF) == (uint8_t)-kE2M1Bias, "the bias");
+// p0 and q0: the tables' low words (kU8P0, kU8Q0) in registers the caller
+// keeps (as constants, ptxas moved them into a register before every permute).
+constexpr uint32_t kU8P0 = 0x0F0E0D0Cu, kU8P1 = 0x18141210u;  // 12 + {0, 1, 2, 3, 4, 6, 8, 12}
+constexpr uint32_t kU8Q0 = 0x090A0B0Cu, kU8Q1 = 0x00040608u;  // 12 - {0, 1, 2, 3, 4, 6, 8, 12}
+static_assert((kU8P0 & 0xFF) == kE2M1Bias && (kU8Q0 & 0xFF) == kE2M1Bias && (uint8_t)(kNegBias & 0xFF) == (uint8_t)-kE2M1Bias, "the bias");
+__device__ uint32_t kU8Tables[2] = {kU8P0, kU8Q0};
+__device__ __forceinline__ void e2m1x8_to_u8(uint32_t h, uint32_t &lo, uint32_t &hi, uint32_t p0, uint32_t q0) {
   const uint32_t x = h ^ 0x88888888u;
-  lo = prmt(P0, P1, h) | prmt(Q0, Q1, x);
-  hi = prmt(P0, P1, h >> 16) | prmt(Q0, Q1, x >> 16);
+  lo = prmt(p0, kU8P1, h) | prmt(q0, kU8Q1, x);
+  hi = prmt(p0, kU8P1, h >> 16) | prmt(q0, kU8Q1, x >> 16);
 }
 
 // Four E2M1 codes (nibbles of h, element 0 lowest) as four int8 bytes holding
@@ -825,6 +828,10 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
   const int64_t nbA = SA16 ? K / 16 : K / 32, nbB = SB16 ? K / 16 : K / 32;
   const uint32_t oneA = SA16 ? 0x38383838u : 0x7F7F7F7Fu, oneB = SB16 ? 0x38383838u : 0x7F7F7F7Fu;  // 1.0 in E4M3 / E8M0
   uint8_t *ring = dsm + w * S * L::BYTES;
+  // e2m1x8_to_u8's tables, held in registers: loaded, since a constant goes
+  // to a uniform register and is copied into a vector register before every
+  // permute.
+  const uint32_t tab_p0 = kU8Tables[0], tab_q0 = kU8Tables[1];
   const int G = w < KG ? (KG - 1 - w) / WK + 1 : 0;  // this warp's groups: w, w+WK, ...
 
   // Stage i of the warp (group kg = w + i·WK) by cp.async: 16-byte chunks of
@@ -919,20 +926,24 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
     // Fragments of lane (g, q): 8 elements of each 32-block of row g (+8 for
     // A's second half), as two registers (above the kernel: which).
     // One block sum of FP4 × FP4 codes, A as int8 and B as biased uint8, c
-    // from a_corr: 4·T_b, exact (|4·T_b| ≤ 32·144 < 2^22; no int32 sum
-    // overflows: |A·B'| ≤ 32·12·24, |12·ΣA| ≤ 32·12·12, kMagicBits < 2^31 - 2^14).
+    // from a_corr: kMagic + 4·T_b as a float, exact (|4·T_b| ≤ 32·144 < 2^22;
+    // no int32 sum overflows: |A·B'| ≤ 32·12·24, |12·ΣA| ≤ 32·12·12,
+    // kMagicBits < 2^31 - 2^14). A scaling by s then reads fmaf(d, s,
+    // -kMagic·s): both products exact (s a power of two, or E4M3 / 4: 4
+    // significant bits against kMagic's 2), so the one rounding meets the
+    // exact 4·T_b·s, which FP32 holds (≤ 13 + 4 significant bits).
     auto block_sum = [&](float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const int (&c)[4]) {
       int di[4];
       mma_s8u8_k32(di, a, b0, b1, c);
 #pragma unroll
-      for (int e = 0; e < 4; e++) d[e] = __int_as_float(di[e]) - kMagic;
+      for (int e = 0; e < 4; e++) d[e] = __int_as_float(di[e]);
     };
     // The same for one 16-block (NVFP4): 4·T_b, |4·T_b| ≤ 16·144.
     auto block_sum16 = [&](float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, const int (&c)[4]) {
       int di[4];
       mma_s8u8_k16(di, a0, a1, b0, c);
 #pragma unroll
-      for (int e = 0; e < 4; e++) d[e] = __int_as_float(di[e]) - kMagic;
+      for (int e = 0; e < 4; e++) d[e] = __int_as_float(di[e]);
     };
     // -12·ΣA + kMagicBits over a 32-block (rows g, g+8; the same in every
     // column) and over the two 16-blocks of NVFP4's lanes: B's bias taken out
@@ -955,7 +966,7 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
           v = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, u, rb) + 4 * q);
         }
         if (INT && bias)
-          e2m1x8_to_u8(v, lo, hi);
+          e2m1x8_to_u8(v, lo, hi, tab_p0, tab_q0);
         else if constexpr (INT)
           lo = e2m1x4_to_s8(v), hi = e2m1x4_to_s8(v >> 16);
         else
@@ -1043,11 +1054,12 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
             block_sum16(d0, a[mt][0], a[mt][1], b0, ac[mt][0]);  // 16-block 2u: elements 0..15
             block_sum16(d1, a[mt][2], a[mt][3], b1, ac[mt][1]);  // 16-block 2u+1: elements 16..31
             const float a0 = fa[mt][0][2 * u], a1 = fa[mt][1][2 * u], c0 = fa[mt][0][2 * u + 1], c1 = fa[mt][1][2 * u + 1];
+            const float na0 = -kMagic * a0, na1 = -kMagic * a1, nc0 = -kMagic * c0, nc1 = -kMagic * c1;  // exact
             float *o = acc[mt][t];
-            o[0] = fmaf(d0[0] * a0, s0.x, o[0]), o[1] = fmaf(d0[1] * a0, s0.y, o[1]);
-            o[2] = fmaf(d0[2] * a1, s0.x, o[2]), o[3] = fmaf(d0[3] * a1, s0.y, o[3]);
-            o[0] = fmaf(d1[0] * c0, s1.x, o[0]), o[1] = fmaf(d1[1] * c0, s1.y, o[1]);
-            o[2] = fmaf(d1[2] * c1, s1.x, o[2]), o[3] = fmaf(d1[3] * c1, s1.y, o[3]);
+            o[0] = fmaf(fmaf(d0[0], a0, na0), s0.x, o[0]), o[1] = fmaf(fmaf(d0[1], a0, na0), s0.y, o[1]);
+            o[2] = fmaf(fmaf(d0[2], a1, na1), s0.x, o[2]), o[3] = fmaf(fmaf(d0[3], a1, na1), s0.y, o[3]);
+            o[0] = fmaf(fmaf(d1[0], c0, nc0), s1.x, o[0]), o[1] = fmaf(fmaf(d1[1], c0, nc0), s1.y, o[1]);
+            o[2] = fmaf(fmaf(d1[2], c1, nc1), s1.x, o[2]), o[3] = fmaf(fmaf(d1[3], c1, nc1), s1.y, o[3]);
           }
         }
       }
@@ -1131,6 +1143,8 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
                 if constexpr (INT) {
                   block_sum16(d[0], a[mt][0], a[mt][1], b0, ac[mt][0]);
                   block_sum16(d[1], a[mt][2], a[mt][3], b1, ac[mt][1]);
+#pragma unroll
+                  for (int e = 0; e < 8; e++) d[e / 4][e % 4] -= kMagic;  // exact: 4·T_b
                 } else {
                   const float z[4] = {0.f, 0.f, 0.f, 0.f};
                   hmma_k16(d[0], ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
@@ -1208,10 +1222,16 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
                   hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
                 }
                 float *o = acc[mt][t];
-                if constexpr (fast) {
+                if constexpr (fast && INT) {
+                  const float r0 = ra[mt][0], r1 = ra[mt][1], n0 = -kMagic * r0, n1 = -kMagic * r1;  // exact
+                  o[0] = fmaf(fmaf(d[0], r0, n0), s0, o[0]), o[1] = fmaf(fmaf(d[1], r0, n0), s1, o[1]);
+                  o[2] = fmaf(fmaf(d[2], r1, n1), s0, o[2]), o[3] = fmaf(fmaf(d[3], r1, n1), s1, o[3]);
+                } else if constexpr (fast) {
                   o[0] = fmaf(d[0] * ra[mt][0], s0, o[0]), o[1] = fmaf(d[1] * ra[mt][0], s1, o[1]);
                   o[2] = fmaf(d[2] * ra[mt][1], s0, o[2]), o[3] = fmaf(d[3] * ra[mt][1], s1, o[3]);
                 } else {
+                  if constexpr (INT)
+                    for (int e = 0; e < 4; e++) d[e] -= kMagic;  // exact: 4·T_b
                   const double r0 = (double)e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255) * ISC,
                                r1 = (double)e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255) * ISC;
                   const double t0 = e8m0_to_float((sb[t][0][0] >> (8 * u)) & 255), t1 = e8m0_to_float((sb[t][1][0] >> (8 * u)) & 255);
@@ -1296,16 +1316,27 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 
 // The decode kernel's shape: a CTA of WK warps owns NW·8 output columns (16
 // rows of A: 32, 32 rows: 16), each warp a ring of S stages. Measured on an
-// H100 (bench/RESULTS.md, "Decode kernel"), M16 N8192 K8192: of NW/WK/S =
-// 2/8/4, 4/4/4, 4/4/6, 4/8/3, 8/4/3, 4/16/2 the last is fastest for MXFP8
-// (0.042 ms against 0.054-0.099) and within 3 % of the fastest for MXFP4
-// and NVFP4; the register-fragment version without shared memory took
-// 0.046 ms (MXFP8) and 0.064-0.078 ms (FP4).
-constexpr int kDecodeNW1 = 4, kDecodeNW2 = 2, kDecodeWK = 16, kDecodeS = 2;
+// H100 (bench/RESULTS.md, "Decode kernel" and "the decode kernel, fourth
+// pass"), M16 N8192 K8192:
+//   - first search: of NW/WK/S = 2/8/4, 4/4/4, 4/4/6, 4/8/3, 8/4/3, 4/16/2
+//     the last was fastest for MXFP8 (0.042 ms against 0.054-0.099) and
+//     within 3 % of the fastest for MXFP4 and NVFP4;
+//   - after the fourth pass cut the instructions per group: every shape
+//     tried runs MXFP8 in 0.038-0.040 ms (4/16/2 kept); FP4 × FP4 (the
+//     integer path, 16 rows) runs fastest at 8/8/3 (MXFP4 0.028-0.029 ms,
+//     NVFP4 0.034-0.035; 4/16/2 0.034-0.036 and 0.040-0.042), one CTA of
+//     64 weight rows per SM in one wave. 32 rows keep 2/16/2.
+struct DecodeShape {
+  int NW, WK, S;
+};
+constexpr DecodeShape decode_shape(int mt, bool int_path) {
+  return mt == 1 && int_path ? DecodeShape{8, 8, 3} : mt == 1 ? DecodeShape{4, 16, 2} : DecodeShape{2, 16, 2};
+}
 
 template <int MT, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
-  constexpr int NW = MT == 1 ? kDecodeNW1 : kDecodeNW2, WK = kDecodeWK, S = kDecodeS;
+  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4);
+  constexpr int NW = sh.NW, WK = sh.WK, S = sh.S;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
   auto kern = decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>;
@@ -1361,7 +1392,7 @@ bool decode_ok(const Params &p) {
     if (o->ld % 16 != 0 || (uintptr_t)o->data % 16 != 0) return false;  // 16-byte cp.async pieces
     if (o->scale_stride % 4 != 0 || (uintptr_t)o->scale % 4 != 0) return false;
   }
-  return (p.N + kDecodeNW2 * 8 - 1) / (kDecodeNW2 * 8) <= 0x7FFFFFFF;
+  return (p.N + 2 * 8 - 1) / (2 * 8) <= 0x7FFFFFFF;  // the grid of the narrowest shape (decode_shape)
 }
 
 cudaError_t launch_decode(const Params &p, cudaStream_t stream) {

@@ -6,6 +6,7 @@
 //   build/fused_check small   # a few small ragged shapes (for compute-sanitizer)
 //   build/fused_check bench   # timings at the issue's shapes
 //   build/fused_check decode  # timings at decode shapes only
+//   build/fused_check time M N K [mxfp8|mxfp4|nvfp4]  # timings of one shape
 //
 // Exit status 0 only if every check passes. Without an sm_90 GPU it says so and
 // exits 0 (skip).
@@ -462,6 +463,10 @@ int main(int argc, char **argv) {
     bench({{1, 8192, 8192, "decode M1 N8192 K8192"}, {16, 8192, 8192, "decode M16 N8192 K8192"}, {32, 8192, 8192, "decode M32 N8192 K8192"},
            {16, 28672, 8192, "decode M16 N28672 K8192"}, {16, 8192, 28672, "decode M16 N8192 K28672"}},
           nullptr, 0);
+    return 0;
+  }
+  if (mode == "time" && (argc == 5 || argc == 6)) {  // one M N K shape, every format or one, timed as the others
+    bench({{atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), "time"}}, argc == 6 ? argv[5] : nullptr, 0);
     return 0;
   }
   if (mode == "one" && argc == 6) {  // one M N K format: a single timed launch after warm-up (for ncu)
