@@ -216,14 +216,19 @@ __device__ __forceinline__ int qt_swizzle(int c) { return (2 * ((c >> 3) & 15)) 
 // which every thread has read into registers by then (a barrier separates
 // the two).
 struct BlockScratch {
-  uint32_t part[kThreads / 16][kTile + 4];  // 32-bit input at part_index(column); 16-bit: column pairs at c/2
+  uint32_t part[kThreads / 16][kTile + 4];  // 32-bit input: column partial maxima at part_index(column)
   uint32_t qt[kTile][kTile / 4];            // codes of column c, rows 4w..4w+3, at word w ^ qt_swizzle(c)
 };
 
 // The rest of one CTA's shared memory.
+// 16-bit input keeps its column partial maxima (packed column pairs) here
+// rather than in the stage, so that no barrier has to wait for every thread
+// to finish reading the stage before they are written (3 CTAs of 73 KB
+// still fit in an SM's 228 KB).
 struct BlockShared {
   float colscale[kTile];
   uint32_t red[kThreads / 32];
+  uint32_t part16[kThreads / 16][kTile / 2 + 4];  // column pair c/2 at word c/2 (16-byte rows for the writers' 16-byte stores)
 };
 
 // Input stages per CTA: the tile being cast and the next one in flight.
@@ -235,6 +240,9 @@ struct BlockShared {
 #endif
 #ifndef LQ_FP8B_MINB
 #define LQ_FP8B_MINB 3
+#endif
+#ifndef LQ_FP8B_BALANCE
+#define LQ_FP8B_BALANCE 1
 #endif
 constexpr int kStages = LQ_FP8B_STAGES;
 template <typename T>
@@ -380,21 +388,21 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tr, int
         for (int i = 0; i < 8; i++) m = mag_acc<T>(m, w[i][j]);
         ca[j] = m;
       }
-      __syncthreads();  // every piece is in registers: the stage becomes scratch
       if constexpr (W == 4) {
-        *reinterpret_cast<uint4 *>(&scr.part[g][4 * ch]) = make_uint4(ca[0], ca[1], ca[2], ca[3]);
+        *reinterpret_cast<uint4 *>(&sh.part16[g][4 * ch]) = make_uint4(ca[0], ca[1], ca[2], ca[3]);
       } else {
+        __syncthreads();  // every piece is in registers: the stage becomes scratch
 #pragma unroll
         for (int e = 0; e < 8; e++) scr.part[g][part_index(8 * ch + e)] = ca[e];
       }
-      __syncthreads();
+      __syncthreads();  // (also: every thread has read its piece; the stage may become scratch)
       if (threadIdx.x < kTile) {
         const int c = threadIdx.x;
         uint32_t m;
         if constexpr (W == 4) {
-          uint32_t pm = scr.part[0][c >> 1];
+          uint32_t pm = sh.part16[0][c >> 1];
 #pragma unroll
-          for (int j = 1; j < kThreads / 16; j++) pm = vmax_u16x2(pm, scr.part[j][c >> 1]);  // magnitudes, no NaN: integer order
+          for (int j = 1; j < kThreads / 16; j++) pm = vmax_u16x2(pm, sh.part16[j][c >> 1]);  // magnitudes, no NaN: integer order
           m = mag16_bits<T>((c & 1) ? pm >> 16 : pm & 0xFFFFu);
         } else {
           m = scr.part[0][part_index(c)];
@@ -564,7 +572,12 @@ int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_err
     return per_sm * sms;
   }();
   if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the quantize kernel does not fit this GPU (%zu bytes of shared memory)", smem);
-  unsigned g = (unsigned)(ntiles < resident ? ntiles : resident);
+  // As few CTAs as keep the rounds: each walks ⌈tiles / resident⌉ tiles (or
+  // one fewer), so that the last round is not run by a third of the grid
+  // while the rest wait (8192²: 4096 tiles over 396 CTAs left the 11th
+  // round 34 % full; 373 CTAs run 11 rounds full).
+  const int64_t rounds = ceil_div(ntiles, resident);
+  unsigned g = (unsigned)(LQ_FP8B_BALANCE ? ceil_div(ntiles, rounds) : (ntiles < resident ? ntiles : resident));
   kern<<<g, kThreads, smem, s>>>(grp);
   LQ_LAUNCHED("fp8_block quantize kernel launch");
   return QUANT_OK;
