@@ -233,20 +233,14 @@ struct BlockShared {
 
 // Input stages per CTA: the tile being cast and the next one in flight.
 // H100, 8192²: three stages at 2 CTAs per SM (110-128 registers, 104 KB)
-// left DRAM 68 % busy and ran as two; two stages of 35 KB let 3 CTAs fit per
-// SM where the registers do (16-bit input: ≤ 80).
-#ifndef LQ_FP8B_STAGES
-#define LQ_FP8B_STAGES 2
-#endif
-#ifndef LQ_FP8B_MINB
-#define LQ_FP8B_MINB 3
-#endif
-#ifndef LQ_FP8B_BALANCE
-#define LQ_FP8B_BALANCE 1
-#endif
-constexpr int kStages = LQ_FP8B_STAGES;
+// left DRAM 68 % busy; two stages of 35 KB let 3 CTAs fit per SM where the
+// registers do (16-bit input: ≤ 80). Against three stages at 2 CTAs per SM
+// with this kernel (H100, same run): within 1 % at 8192² except both
+// directions, where three stages were 1-2 % ahead; 3-10 % behind at 8191²
+// rowwise.
+constexpr int kStages = 2;
 template <typename T>
-__host__ __device__ constexpr int min_blocks() { return sizeof(T) == 2 ? LQ_FP8B_MINB : 1; }
+__host__ __device__ constexpr int min_blocks() { return sizeof(T) == 2 ? 3 : 1; }
 
 // Stage bytes per tile of input type T.
 template <typename T>
@@ -572,12 +566,10 @@ int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_err
     return per_sm * sms;
   }();
   if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the quantize kernel does not fit this GPU (%zu bytes of shared memory)", smem);
-  // As few CTAs as keep the rounds: each walks ⌈tiles / resident⌉ tiles (or
-  // one fewer), so that the last round is not run by a third of the grid
-  // while the rest wait (8192²: 4096 tiles over 396 CTAs left the 11th
-  // round 34 % full; 373 CTAs run 11 rounds full).
-  const int64_t rounds = ceil_div(ntiles, resident);
-  unsigned g = (unsigned)(LQ_FP8B_BALANCE ? ceil_div(ntiles, rounds) : (ntiles < resident ? ntiles : resident));
+  // Every resident CTA, even where the last round is part full (8192²: 4096
+  // tiles over 396 CTAs; as few CTAs as keep the 11 rounds, 373, ran 1-4 %
+  // slower at 8192² and 4-11 % at 8191² on the H100).
+  unsigned g = (unsigned)(ntiles < resident ? ntiles : resident);
   kern<<<g, kThreads, smem, s>>>(grp);
   LQ_LAUNCHED("fp8_block quantize kernel launch");
   return QUANT_OK;

@@ -256,36 +256,10 @@ __global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
   if (AMAX) block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
 }
 
-#ifndef LQ_FP8_RUN4_FULL
-#define LQ_FP8_RUN4_FULL 1
-#endif
-
 // How the cast-transpose kernels load input rows (spec §14: any K).
 template <typename T>
 __device__ __forceinline__ int row_mode(const CastParams &p) {
   return d_aligned16(p.in) ? ((p.k * (int64_t)sizeof(T)) % 16 == 0 ? kRowsAligned : sizeof(T) == 2 ? kRowsShifted : kRowsScalar) : kRowsScalar;
-}
-
-// store_run<4> for a run whose 16 pieces are all whole (an interior tile of
-// a ragged tensor, spec §14): the lanes of one parity hold pieces 0..15 of a
-// transposed row, 4 bytes each (the next piece two lanes up). Each lane but
-// the last writes the aligned word that begins inside its piece, completed
-// from the next piece; the run's ends are bytes j < head of piece 0 and
-// j ≥ head of piece 15, predicated byte stores at constant offsets. Every
-// lane of the warp calls it (the shuffle).
-__device__ __forceinline__ void store_run4_full(uint8_t *dst, uint32_t v) {
-  const int q = (threadIdx.x & 31) >> 1;
-  const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 3);
-  const uint32_t nx = __shfl_down_sync(0xFFFFFFFFu, v, 2);
-  if (off == 0) {
-    *reinterpret_cast<uint32_t *>(dst) = v;
-    return;
-  }
-  const int head = 4 - off;
-  if (q != 15) *reinterpret_cast<uint32_t *>(dst + head) = __funnelshift_r(v, nx, 8 * head);
-#pragma unroll
-  for (int j = 0; j < 4; j++)
-    if ((q == 0 && j < head) || (q == 15 && j >= head)) dst[j] = (uint8_t)(v >> (8 * j));
 }
 
 // Rowwise and/or columnwise (the transpose) from 128×128 tiles, without
@@ -349,12 +323,14 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
       for (int e = 0; e < 4; e++) *reinterpret_cast<uint32_t *>(p.col + (gc + 4 * j + e) * p.m + gr) = cw[e];
     }
   } else if (interior) {
-    // No bound checks and whole runs: each transposed row's 64 bytes go out
-    // as aligned 4-byte words over its 16 lanes (store_run4_full); the rows'
-    // codes are staged in shared memory so that each half-warp writes a
-    // tile row's 128 bytes as one run of 8-byte words (store_run8_full<16>)
-    // instead of 32-byte runs over two lanes, each with its own ends
-    // (H100, 8191²: "both" ran at 31-40 % of its aligned bandwidth).
+    // No bound checks: the rows' codes are staged in shared memory so that
+    // each half-warp writes a tile row's 128 bytes as one whole run of
+    // 8-byte words (store_run8_full<16>) instead of 32-byte runs over two
+    // lanes, each with its own ends (H100, 8191²: "both" ran at 30-39 % of
+    // its aligned bandwidth, now 45-56 %); each transposed row's 64 bytes go
+    // out as one run over its 16 lanes (store_run; a variant without the
+    // length shuffle, store_run8_full's scheme for 4-byte pieces, ran 2 %
+    // slower).
     // Row rl's 16-byte chunk q lies at chunk q ^ 2·((rl/4) mod 4): the eight
     // lanes of a store phase (four rows 4 apart, two chunks each) hit eight
     // bank groups; a half-warp reading a row's 128 bytes hits all banks.
@@ -389,13 +365,7 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
       uint32_t cw[4];
       transpose4x4_bytes(rw[0][j], rw[1][j], rw[2][j], rw[3][j], cw);
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-#if LQ_FP8_RUN4_FULL
-        store_run4_full(p.col + (gc + 4 * j + e) * p.m + gr, cw[e]);
-#else
-        store_run<4>(p.col + (gc + 4 * j + e) * p.m + gr, cw[e], 4, 2, (lane >> 1) == 0, (lane >> 1) == 15);
-#endif
-      }
+      for (int e = 0; e < 4; e++) store_run<4>(p.col + (gc + 4 * j + e) * p.m + gr, cw[e], 4, 2, (lane >> 1) == 0, (lane >> 1) == 15);
     }
     if constexpr (ROW) {
       __syncthreads();
