@@ -19,7 +19,8 @@ over the "libquant bf16" row and the bandwidth that makes).
 
 Then a whole linear layer, forward + backward (Y = X·Wᵀ, dX, dW; no bias), per
 recipe preset through libquant.torch.Linear on CUDA tensors, against BF16
-torch.nn.functional.linear, at M 8192 (tokens), K 4096 (in), N 4096 (out)
+torch.nn.functional.linear, at M 8192 (tokens), K 4096 (in), N 4096 (out), each
+recipe's row timed in alternation with a BF16 F.linear of its own
 (--linear MxKxN; --linear "" skips it). A recipe the library refuses prints
 "unsupported: <its message>" in its row; everything else still prints.
 
@@ -374,7 +375,8 @@ def linear_rows(args):
             fwd(x).backward(dy)
         return f
 
-    bf16 = time_gpu(step(lambda t: torch.nn.functional.linear(t, w), [x, w]), iters=iters)
+    bf16_step = step(lambda t: torch.nn.functional.linear(t, w), [x, w])
+    bf16 = time_gpu(bf16_step, iters=iters)
     row("torch F.linear bf16", bf16, bf16)
     try:
         os.environ.setdefault("LIBQUANT_LIBRARY", args.lib)
@@ -395,7 +397,10 @@ def linear_rows(args):
             f = step(mod, [x, mod.weight])
             f(0)
             torch.cuda.synchronize()
-            row("libquant.torch.Linear " + name, time_gpu(f, iters=iters), bf16)
+            # Timed in alternation with BF16 F.linear (time_paired), as the
+            # GEMM rows are: the ratio is the one of the same clocks.
+            t_lq, t_bf16 = time_paired(f, bf16_step, iters=iters)
+            row("libquant.torch.Linear " + name, t_lq, t_bf16)
         except Exception as e:  # noqa: BLE001 - a refused recipe is a row, not the end of the run
             row("libquant.torch.Linear " + name, "unsupported: %s" % str(e).split("\n")[0][:200])
         torch.cuda.synchronize()

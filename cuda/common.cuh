@@ -647,6 +647,52 @@ __device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_
 __device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// The interior strips of the mxfp4 fast kernel's EDGE instance with both
+// directions (spec §14: rows at any even offset): a warp holds eight rows 8
+// apart (one 16-byte offset) of a sub-tile's 128 columns. It copies the 17
+// aligned 16-byte chunks under each of them into its own shared memory with
+// cp.async (stage_rows8) while it processes the previous sub-tile, a
+// prefetch that costs no registers; each lane then shifts its 32 elements
+// out of its row's chunks 4q .. 4q+4 (unstage_rows8). Each copy instruction
+// covers two whole rows' 256 bytes. (H100, 8191², mxfp4 rowwise: each lane
+// copying its own five chunks, so that one instruction takes 16 bytes of 32
+// sectors and every sector is asked for by two, ran at about 0.6× the speed of
+// plain loads with cp.async.cg, which passes L1, and at 0.98× with .ca.)
+// The caller checked that the 17th chunk of every row lies inside the tensor.
+constexpr int kRowChunks = 17;
+
+// row0: the warp's first row at the sub-tile's first column; step: bytes
+// from one of its rows to the next (8 rows of the tensor).
+__device__ __forceinline__ void stage_rows8(uint4 *st, const void *row0, int64_t step) {
+  const int lane = threadIdx.x & 31;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(row0) & ~(uintptr_t)15;
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    const int i = 2 * u + (lane >> 4), j = lane & 15;
+    cp_async16(st + i * kRowChunks + j, reinterpret_cast<const void *>(base + i * step + 16 * j));
+  }
+  if (lane < 8) cp_async16(st + lane * kRowChunks + 16, reinterpret_cast<const void *>(base + lane * step + 256));
+  cp_async_commit();
+}
+
+// The 32 elements of lane (row lane/4, quarter lane%4) at byte offset off
+// (the warp's) as 16 words of pairs. Every lane of the warp calls it; on
+// return the warp may copy the next rows into st (every lane has read).
+__device__ __forceinline__ void unstage_rows8(const uint4 *st, int off, uint32_t (&w)[16]) {
+  const int lane = threadIdx.x & 31;
+  const uint4 *s = st + (lane >> 2) * kRowChunks + 4 * (lane & 3);
+  uint32_t raw[20];
+  cp_async_wait_all();
+  __syncwarp();  // the other lanes' copies
+#pragma unroll
+  for (int i = 0; i < 5; i++) {
+    uint4 u = s[i];
+    raw[4 * i] = u.x; raw[4 * i + 1] = u.y; raw[4 * i + 2] = u.z; raw[4 * i + 3] = u.w;
+  }
+  __syncwarp();
+  shift_uniform<16>(raw, off, w);
+}
+
 // The low n (0..8) bytes of v at p, in at most five stores aligned to their
 // size, with no loop (H100 run 3: byte loops at the ends of a warp's run
 // doubled the EDGE mxfp8 kernel's time).

@@ -617,9 +617,14 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // the tensor cores, promoted with the tile kernel's rule (acc = fma(T_b,
 // sa·sb, acc) up to the order of the two exact scalings, FP64 where the E8M0
 // exponents are extreme):
-//   - FP4 × FP4 (MXFP4, NVFP4): the E2M1 codes as int8 holding twice their
-//     values, one integer mma.sync m16n8k32 per 32-block (NVFP4: m16n8k16 per
-//     16-block): 4·T_b exact in int32, the 1/4 folded into a scale.
+//   - FP4 × FP4 (MXFP4, NVFP4): the E2M1 codes as integers holding twice
+//     their values, one integer mma.sync m16n8k32 per 32-block (NVFP4:
+//     m16n8k16 per 16-block): 4·T_b exact in int32, the 1/4 folded into a
+//     scale. A's codes go in as int8; B's, converted once per use, as uint8
+//     2v + 12 (two byte permutes per four codes), the 12·ΣA that this adds
+//     taken out by the mma's C, one more mma per block of A; C also carries
+//     the bits of 1.5·2^23 so that the sum reads as a float with one FP32
+//     subtraction (the int-to-float unit runs at a quarter rate).
 //   - a pair with an FP8 operand (MXFP8, MXFP8 × MXFP4): the codes converted
 //     to FP16 (exact: every E4M3, E5M2 and E2M1 value is an FP16 value) and
 //     two chained mma.sync m16n8k16 FP16 → FP32 per 32-block, which is what
@@ -657,6 +662,12 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 
 constexpr int kDecodeRows = 32;  // the largest M the decode kernel takes
 
+// 1.0 as four E8M0 bytes and as four E4M3 bytes: the decode kernel's scale
+// words for rows past an operand and blocks past K (a global-memory source
+// for cp.async).
+__device__ uint32_t kDecodeOne[2] = {0x7F7F7F7Fu, 0x38383838u};
+__device__ __forceinline__ const uint8_t *decode_one(bool e4m3) { return reinterpret_cast<const uint8_t *>(kDecodeOne + e4m3); }
+
 // Eight FP8 codes (lo: elements 0..3, hi: 4..7) as four FP16 pairs, exact
 // (every E4M3 and E5M2 value is an FP16 value; E5M2 is FP16's top byte).
 template <int T>
@@ -682,19 +693,71 @@ __device__ __forceinline__ void hmma_k16(float (&d)[4], uint32_t a0, uint32_t a1
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 
-// d = A·B (int8 codes, int32 sums, C = 0) for one 16×8 tile and one 32-block:
-// exact.
-__device__ __forceinline__ void mma_s8_k32(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+// d = A·B + c (int8 codes, int32 sums, c the same in every element) for one
+// 16×8 tile and one 32-block: exact.
+__device__ __forceinline__ void mma_s8_k32(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, int c) {
   asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
                : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
 }
 
 // The same for a 16-block: A rows g and g+8, B column g, elements 4q..4q+3.
-__device__ __forceinline__ void mma_s8_k16(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+__device__ __forceinline__ void mma_s8_k16(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, int c) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %7, %7, %7};\n"
                : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-               : "r"(a0), "r"(a1), "r"(b0), "r"(0));
+               : "r"(a0), "r"(a1), "r"(b0), "r"(c));
+}
+
+// Integer block sums to floats without the conversion unit (a quarter of the
+// FP32 rate on sm_90): the mma adds the bits of 1.5·2^23 to its sum x, and
+// for |x| < 2^22 those bits are the float 1.5·2^23 + x (exponent 23, one
+// unit per ulp), from which one FP32 subtraction takes x exactly.
+constexpr int kMagicBits = 0x4B400000;
+constexpr float kMagic = 12582912.0f;  // 1.5·2^23
+
+// d = A·B + c with A int8 and B uint8 codes, int32 sums: one 16×8 tile and
+// one 32-block, exact.
+__device__ __forceinline__ void mma_s8u8_k32(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const int (&c)[4]) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+}
+
+// The same for a 16-block (the lanes of mma_s8_k16).
+__device__ __forceinline__ void mma_s8u8_k16(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, const int (&c)[4]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.u8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %8, %9, %10};\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(a0), "r"(a1), "r"(b0), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+}
+
+// prmt in its default mode: byte n of the result is byte (s >> 4n) & 7 of
+// {y, x}, or, where bit 3 of that selector nibble is set, that byte's top bit
+// copied to all eight bits.
+__device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t y, uint32_t s) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(s));
+  return r;
+}
+
+// The bias of B's codes on the integer path: B's E2M1 codes go to the tensor
+// cores as uint8 2·v + 12 (in [0, 24]), and A·B = A·(2v + 12) - 12·ΣA, the
+// second term by one more mma per block of A (A against bytes of -12), shared
+// by every B tile; the sums stay exact in int32.
+constexpr int kE2M1Bias = 12;
+constexpr uint32_t kNegBias = 0xF4F4F4F4u;  // -12 in each int8 byte
+
+// Eight E2M1 codes (nibbles of h, element 0 lowest) as eight uint8 bytes
+// 2·v + 12: bytes of elements 0..3 in lo, 4..7 in hi. Two byte permutes per
+// four codes: with the code as the selector nibble, a positive code picks
+// 12 + 2|v| from P and a negative one copies P's top bit (0); with the sign
+// flipped, a negative code picks 12 - 2|v| from Q and a positive one gets 0.
+__device__ __forceinline__ void e2m1x8_to_u8(uint32_t h, uint32_t &lo, uint32_t &hi) {
+  constexpr uint32_t P0 = 0x0F0E0D0Cu, P1 = 0x18141210u;  // 12 + {0, 1, 2, 3, 4, 6, 8, 12}
+  constexpr uint32_t Q0 = 0x090A0B0Cu, Q1 = 0x00040608u;  // 12 - {0, 1, 2, 3, 4, 6, 8, 12}
+  static_assert((P0 & 0xFF) == kE2M1Bias && (Q0 & 0xFF) == kE2M1Bias && (uint8_t)(kNegBias & 0xFF) == (uint8_t)-kE2M1Bias, "the bias");
+  const uint32_t x = h ^ 0x88888888u;
+  lo = prmt(P0, P1, h) | prmt(Q0, Q1, x);
+  hi = prmt(P0, P1, h >> 16) | prmt(Q0, Q1, x >> 16);
 }
 
 // Four E2M1 codes (nibbles of h, element 0 lowest) as four int8 bytes holding
@@ -765,41 +828,72 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
   const int G = w < KG ? (KG - 1 - w) / WK + 1 : 0;  // this warp's groups: w, w+WK, ...
 
   // Stage i of the warp (group kg = w + i·WK) by cp.async: 16-byte chunks of
-  // rows (zeros past the operand or past K: K % 32 == 0, so a chunk is whole
-  // inside or outside), one 4-byte scale word per row and NVFP4 word.
+  // rows, one 4-byte scale word per row (two for NVFP4). The lane's copies
+  // are the same in every group but for the group's offset, so their
+  // addresses are worked out here once (the per-group address arithmetic
+  // was 40 % of the kernel's instructions):
+  //   - data: lane l copies chunk l % CH of rows l / CH + RS·j (j < J), CH
+  //     the chunks per row (8 FP8, 4 E2M1), RS = 32 / CH. Rows RS apart are
+  //     512 bytes apart in the stage, and swz_chunk's pattern repeats every
+  //     two j, so the destination is off[j & 1] + 512·j. Rows past the
+  //     operand are not copied (their stale bytes only reach outputs that are
+  //     never stored); chunks past K are zero-filled (K % 32 == 0: a chunk is
+  //     whole inside or outside K), read from the row's start.
+  //   - scales: word id = l + 32·j of the stage's AR·NWA + BR·NWB words; rows
+  //     past the operand and blocks past K read 1.0 from kDecodeOne (padding
+  //     may hold anything; the promotion's fast test reads these words).
+  constexpr int ACH = L::ARB / 16, BCH = L::BRB / 16, ARS = 32 / ACH, BRS = 32 / BCH;
+  constexpr int JA = L::AR / ARS, JB = L::BR / BRS;
+  static_assert(ARS * L::ARB == 512 && BRS * L::BRB == 512, "a lane's copies are 512 bytes apart");
+  const int ra0 = lane / ACH, ca0 = lane % ACH, rb0 = lane / BCH, cb0 = lane % BCH;
+  const int offA[2] = {swz_chunk(ra0, ca0, L::ARB), swz_chunk(ra0 + ARS, ca0, L::ARB) - 512};
+  const int offB[2] = {swz_chunk(rb0, cb0, L::BRB), swz_chunk(rb0 + BRS, cb0, L::BRB) - 512};
+  uint32_t amask = 0, bmask = 0;  // bit j: copy j's row lies inside the operand
+#pragma unroll
+  for (int j = 0; j < JA; j++) amask |= (uint32_t)(ra0 + ARS * j < P.M) << j;
+#pragma unroll
+  for (int j = 0; j < JB; j++) bmask |= (uint32_t)(n0 + rb0 + BRS * j < P.N) << j;
+  const uint8_t *arow = P.a.data + (int64_t)ra0 * P.a.ld, *brow = P.b.data + (n0 + rb0) * P.b.ld;
+  const int64_t astep = (int64_t)ARS * P.a.ld, bstep = (int64_t)BRS * P.b.ld;
+  constexpr int NSW = L::AR * NWA + L::BR * NWB, JS = (NSW + 31) / 32;  // scale words per stage, per lane
+  const uint8_t *sbase[JS];
+  int sstep[JS], kglim[JS];  // word j: group kg's word at sbase + kg·sstep while kg < kglim
+#pragma unroll
+  for (int j = 0; j < JS; j++) {
+    const int id = lane + 32 * j;
+    const bool isa = id < L::AR * NWA;
+    const int nw = isa ? NWA : NWB, nb = isa ? NBA : NBB;
+    const int r = (isa ? id : id - L::AR * NWA) / nw, x = (isa ? id : id - L::AR * NWA) % nw;
+    const Operand &op = isa ? P.a : P.b;
+    const int64_t row = isa ? r : n0 + r, nbt = isa ? nbA : nbB;
+    sbase[j] = decode_one(isa ? SA16 : SB16), sstep[j] = 0, kglim[j] = 0;
+    if (id < NSW && row < op.rows) {
+      sbase[j] = op.scale + scale_index(row, 4 * x, op.scale_stride, op.swizzled);
+      sstep[j] = op.swizzled ? nb / 4 * 512 : nb;
+      kglim[j] = (int)((nbt - 4 * x + nb - 1) / nb);
+    }
+  }
   auto issue = [&](int i) {
     if (i < G) {
       const int kg = w + i * WK;
-      uint8_t *st = ring + (i % S) * L::BYTES;
+      const uint32_t st = smem_u32(ring + (i % S) * L::BYTES);
       const int64_t k0 = (int64_t)kg * 128;
-      constexpr int ACH = L::ARB / 16, BCH = L::BRB / 16;
+      // The lane's chunk of this group, or (past K) its row's start, zero-filled.
+      const bool kva = k0 + ca0 * (FA4 ? 32 : 16) < K, kvb = k0 + cb0 * (FB4 ? 32 : 16) < K;
+      const uint8_t *pa = kva ? arow + (FA4 ? k0 / 2 : k0) + ca0 * 16 : arow;
+      const uint8_t *pb = kvb ? brow + (FB4 ? k0 / 2 : k0) + cb0 * 16 : brow;
 #pragma unroll
-      for (int id = lane; id < L::AR * ACH; id += 32) {
-        const int r = id / ACH, c = id % ACH;
-        const bool v = r < P.M && k0 + c * (FA4 ? 32 : 16) < K;
-        const uint8_t *src = v ? P.a.data + r * P.a.ld + (FA4 ? k0 / 2 : k0) + c * 16 : P.a.data;
-        cp_async16(smem_u32(st + L::A_OFF + swz_chunk(r, c, L::ARB)), src, v);
-      }
+      for (int j = 0; j < JA; j++, pa += astep)
+        if (amask >> j & 1) cp_async16(st + L::A_OFF + offA[j & 1] + 512 * j, pa, kva);
 #pragma unroll
-      for (int id = lane; id < L::BR * BCH; id += 32) {
-        const int r = id / BCH, c = id % BCH;
-        const bool v = n0 + r < P.N && k0 + c * (FB4 ? 32 : 16) < K;
-        const uint8_t *src = v ? P.b.data + (n0 + r) * P.b.ld + (FB4 ? k0 / 2 : k0) + c * 16 : P.b.data;
-        cp_async16(smem_u32(st + L::B_OFF + swz_chunk(r, c, L::BRB)), src, v);
-      }
+      for (int j = 0; j < JB; j++, pb += bstep)
+        if (bmask >> j & 1) cp_async16(st + L::B_OFF + offB[j & 1] + 512 * j, pb, kvb);
 #pragma unroll
-      for (int id = lane; id < L::AR * NWA + L::BR * NWB; id += 32) {
-        const bool isa = id < L::AR * NWA;
-        const int nw = isa ? NWA : NWB, nb = isa ? NBA : NBB;
-        const int r = (isa ? id : id - L::AR * NWA) / nw, x = (isa ? id : id - L::AR * NWA) % nw;
-        const Operand &op = isa ? P.a : P.b;
-        const int64_t row = isa ? r : n0 + r;
-        const bool v = row < op.rows && (int64_t)kg * nb + 4 * x < (isa ? nbA : nbB);
-        const uint8_t *src = v ? op.scale + scale_index(row, (int64_t)kg * nb + 4 * x, op.scale_stride, op.swizzled) : op.scale;
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_u32(st + (isa ? L::SA_OFF + (r * NWA + x) * 4 : L::SB_OFF + (r * NWB + x) * 4))),
-                     "l"(src), "r"(v ? 4 : 0)
-                     : "memory");
-      }
+      for (int j = 0; j < JS; j++)
+        if (lane + 32 * j < NSW) {
+          const uint8_t *src = kg < kglim[j] ? sbase[j] + (int64_t)kg * sstep[j] : decode_one(lane + 32 * j < L::AR * NWA ? SA16 : SB16);
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(st + L::SA_OFF + 4 * (lane + 32 * j)), "l"(src) : "memory");
+        }
     }
     cp_async_commit();  // also when empty: every iteration waits for the same count
   };
@@ -824,21 +918,34 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
 
     // Fragments of lane (g, q): 8 elements of each 32-block of row g (+8 for
     // A's second half), as two registers (above the kernel: which).
-    // One block sum of FP4 × FP4 codes as int8: 4·T_b, exact in int32 (|4·T_b| ≤ 32·144).
-    auto block_sum = [&](float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    // One block sum of FP4 × FP4 codes, A as int8 and B as biased uint8, c
+    // from a_corr: 4·T_b, exact (|4·T_b| ≤ 32·144 < 2^22; no int32 sum
+    // overflows: |A·B'| ≤ 32·12·24, |12·ΣA| ≤ 32·12·12, kMagicBits < 2^31 - 2^14).
+    auto block_sum = [&](float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const int (&c)[4]) {
       int di[4];
-      mma_s8_k32(di, a, b0, b1);
+      mma_s8u8_k32(di, a, b0, b1, c);
 #pragma unroll
-      for (int e = 0; e < 4; e++) d[e] = (float)di[e];
+      for (int e = 0; e < 4; e++) d[e] = __int_as_float(di[e]) - kMagic;
     };
     // The same for one 16-block (NVFP4): 4·T_b, |4·T_b| ≤ 16·144.
-    auto block_sum16 = [&](float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+    auto block_sum16 = [&](float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, const int (&c)[4]) {
       int di[4];
-      mma_s8_k16(di, a0, a1, b0);
+      mma_s8u8_k16(di, a0, a1, b0, c);
 #pragma unroll
-      for (int e = 0; e < 4; e++) d[e] = (float)di[e];
+      for (int e = 0; e < 4; e++) d[e] = __int_as_float(di[e]) - kMagic;
     };
-    auto frag = [&](const uint8_t *base, int r, int u, bool fp4, int rb, uint32_t &lo, uint32_t &hi) {
+    // -12·ΣA + kMagicBits over a 32-block (rows g, g+8; the same in every
+    // column) and over the two 16-blocks of NVFP4's lanes: B's bias taken out
+    // of block_sum, and the float conversion's offset put in.
+    auto a_corr = [&](const uint32_t (&a)[4], int (&c)[2][4]) {
+      if constexpr (P16) {
+        mma_s8_k16(c[0], a[0], a[1], kNegBias, kMagicBits);
+        mma_s8_k16(c[1], a[2], a[3], kNegBias, kMagicBits);
+      } else {
+        mma_s8_k32(c[0], a, kNegBias, kNegBias, kMagicBits);
+      }
+    };
+    auto frag = [&](const uint8_t *base, int r, int u, bool fp4, int rb, uint32_t &lo, uint32_t &hi, bool bias = false) {
       if (fp4) {
         uint32_t v;  // 8 codes: elements 8q.., or (P16) 4q.. and 16+4q.. (bytes 2q, 8+2q)
         if constexpr (P16) {
@@ -847,7 +954,9 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
         } else {
           v = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, u, rb) + 4 * q);
         }
-        if constexpr (INT)
+        if (INT && bias)
+          e2m1x8_to_u8(v, lo, hi);
+        else if constexpr (INT)
           lo = e2m1x4_to_s8(v), hi = e2m1x4_to_s8(v >> 16);
         else
           lo = e2m1x4_to_e4m3(v), hi = e2m1x4_to_e4m3(v >> 16);
@@ -859,38 +968,45 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
         lo = v.x, hi = v.y;
       }
     };
-    // Scale words; rows past the operand read as 1.0 (their data are zeros),
-    // and so do the last group's blocks past K (padding may hold anything).
+    // Scale words (rows past the operand and words past K hold 1.0, copied
+    // so); in the last group, the bytes of blocks past K inside a word are
+    // set to 1.0 too (padding may hold anything).
     const uint32_t *SA = reinterpret_cast<const uint32_t *>(st + L::SA_OFF), *SBw = reinterpret_cast<const uint32_t *>(st + L::SB_OFF);
     uint32_t sa[MT][2][NWA], sb[NW][2][NWB];
-    // Bytes of real blocks in word x of a group whose blocks past K are left
-    // (the last group's).
-    auto real = [&](int64_t left, int x) -> uint32_t {
-      if (whole) return 0xFFFFFFFFu;
-      const int64_t n = left - 4 * x;
-      return n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
-    };
 #pragma unroll
-    for (int x = 0; x < NWA; x++) {
-      const uint32_t m = real(nbA - (int64_t)kg * NBA, x);
+    for (int x = 0; x < NWA; x++)
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int r = 16 * mt + 8 * h + g;
-          sa[mt][h][x] = r < P.M ? (SA[r * NWA + x] & m) | (oneA & ~m) : oneA;
-        }
-    }
+        for (int h = 0; h < 2; h++) sa[mt][h][x] = SA[(16 * mt + 8 * h + g) * NWA + x];
 #pragma unroll
-    for (int x = 0; x < NWB; x++) {
-      const uint32_t m = real(nbB - (int64_t)kg * NBB, x);
+    for (int x = 0; x < NWB; x++)
 #pragma unroll
       for (int t = 0; t < NW; t++)
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const int r = 8 * t + 2 * q + e;
-          sb[t][e][x] = n0 + r < P.N ? (SBw[r * NWB + x] & m) | (oneB & ~m) : oneB;
-        }
+        for (int e = 0; e < 2; e++) sb[t][e][x] = SBw[(8 * t + 2 * q + e) * NWB + x];
+    if (!whole) {
+      // Bytes of real blocks in word x when `left` blocks of the group are.
+      auto real = [](int64_t left, int x) -> uint32_t {
+        const int64_t n = left - 4 * x;
+        return n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
+      };
+#pragma unroll
+      for (int x = 0; x < NWA; x++) {
+        const uint32_t m = real(nbA - (int64_t)kg * NBA, x);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) sa[mt][h][x] = (sa[mt][h][x] & m) | (oneA & ~m);
+      }
+#pragma unroll
+      for (int x = 0; x < NWB; x++) {
+        const uint32_t m = real(nbB - (int64_t)kg * NBB, x);
+#pragma unroll
+        for (int t = 0; t < NW; t++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) sb[t][e][x] = (sb[t][e][x] & m) | (oneB & ~m);
+      }
     }
 
     if constexpr (NV) {
@@ -908,22 +1024,24 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
       for (int u = 0; u < 4; u++) {
         if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
         uint32_t a[MT][4];
+        int ac[MT][2][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
           frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[mt][0], a[mt][2]);
           frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[mt][1], a[mt][3]);
+          a_corr(a[mt], ac[mt]);
         }
 #pragma unroll
         for (int t = 0; t < NW; t++) {
           uint32_t b0, b1;
-          frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+          frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
           const float2 s0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
           const float2 s1 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4 + 1);
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
             float d0[4], d1[4];
-            block_sum16(d0, a[mt][0], a[mt][1], b0);  // 16-block 2u: elements 0..15
-            block_sum16(d1, a[mt][2], a[mt][3], b1);  // 16-block 2u+1: elements 16..31
+            block_sum16(d0, a[mt][0], a[mt][1], b0, ac[mt][0]);  // 16-block 2u: elements 0..15
+            block_sum16(d1, a[mt][2], a[mt][3], b1, ac[mt][1]);  // 16-block 2u+1: elements 16..31
             const float a0 = fa[mt][0][2 * u], a1 = fa[mt][1][2 * u], c0 = fa[mt][0][2 * u + 1], c1 = fa[mt][1][2 * u + 1];
             float *o = acc[mt][t];
             o[0] = fmaf(d0[0] * a0, s0.x, o[0]), o[1] = fmaf(d0[1] * a0, s0.y, o[1]);
@@ -935,11 +1053,14 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
       }
     } else {
       // A's fragments of 32-block u, row tile mt: a (int8 or FP8 codes) and,
-      // where the FP16 path runs, ah: the two k16's registers.
-      auto a_frags = [&](int mt, int u, uint32_t (&a)[4], [[maybe_unused]] uint32_t (&ah)[2][4]) {
+      // where the FP16 path runs, ah: the two k16's registers; on the integer
+      // path, ac: B's bias correction (a_corr).
+      auto a_frags = [&](int mt, int u, uint32_t (&a)[4], [[maybe_unused]] uint32_t (&ah)[2][4], [[maybe_unused]] int (&ac)[2][4]) {
         frag(st + L::A_OFF, 16 * mt + g, u, FA4, L::ARB, a[0], a[2]);
         frag(st + L::A_OFF, 16 * mt + 8 + g, u, FA4, L::ARB, a[1], a[3]);
-        if constexpr (!INT) {
+        if constexpr (INT) {
+          a_corr(a, ac);
+        } else {
           uint32_t h0[4], h1[4];
           fp8x8_to_f16<TA>(a[0], a[2], h0);
           fp8x8_to_f16<TA>(a[1], a[3], h1);
@@ -975,10 +1096,11 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
             if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
             uint32_t a[MT][4];
             [[maybe_unused]] uint32_t ah[MT][2][4];
+            [[maybe_unused]] int ac[MT][2][4];
             float fa[MT][2][2];  // A's scales: [mt][16-block 2u+x][row g, g+8]
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-              a_frags(mt, u, a[mt], ah[mt]);
+              a_frags(mt, u, a[mt], ah[mt], ac[mt]);
               if constexpr (SA16) {
                 const float2 f0 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4);
                 const float2 f1 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4 + 1);
@@ -992,7 +1114,7 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
             for (int t = 0; t < NW; t++) {
               uint32_t b0, b1;
               [[maybe_unused]] uint32_t bh[4];
-              frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+              frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
               if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
               float fb[2][2];  // B's scales: [16-block 2u+x][column 2q, 2q+1]
               if constexpr (SB16) {
@@ -1007,8 +1129,8 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
               for (int mt = 0; mt < MT; mt++) {
                 float d[2][4];
                 if constexpr (INT) {
-                  block_sum16(d[0], a[mt][0], a[mt][1], b0);
-                  block_sum16(d[1], a[mt][2], a[mt][3], b1);
+                  block_sum16(d[0], a[mt][0], a[mt][1], b0, ac[mt][0]);
+                  block_sum16(d[1], a[mt][2], a[mt][3], b1, ac[mt][1]);
                 } else {
                   const float z[4] = {0.f, 0.f, 0.f, 0.f};
                   hmma_k16(d[0], ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
@@ -1060,24 +1182,25 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
             // the first k16's, the high one's the second's.
             uint32_t a[MT][4];
             [[maybe_unused]] uint32_t ah[MT][2][4];
+            [[maybe_unused]] int ac[MT][2][4];
             float ra[MT][2];
     #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-              a_frags(mt, u, a[mt], ah[mt]);
+              a_frags(mt, u, a[mt], ah[mt], ac[mt]);
               ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * ISC, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * ISC;  // exact in the fast range
             }
     #pragma unroll
             for (int t = 0; t < NW; t++) {
               uint32_t b0, b1;
               [[maybe_unused]] uint32_t bh[4];
-              frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1);
+              frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
               if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
               const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
     #pragma unroll
               for (int mt = 0; mt < MT; mt++) {
                 float d[4];
                 if constexpr (INT) {
-                  block_sum(d, a[mt], b0, b1);
+                  block_sum(d, a[mt], b0, b1, ac[mt][0]);
                 } else {
                   const float z[4] = {0.f, 0.f, 0.f, 0.f};
                   float d0[4];

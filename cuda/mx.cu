@@ -497,6 +497,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
   __shared__ __align__(16) uint16_t tile[COL ? kXR * kXC : 8];
   __shared__ __align__(16) uint4 ccodes[COL ? 2 : 1][kXC + 4];      // [32-row half][column]: 32 codes
   __shared__ __align__(4) uint8_t csc[COL ? 2 * kXS : 1][kXC + 4];  // [32-row block of the strip][column]
+  __shared__ __align__(16) uint4 stage[EDGE && ROW && COL ? kThreads / 32 * 8 * kRowChunks : 1];  // EDGE interior: each warp's next rows
   const int t = threadIdx.x;
   int64_t strip;
   const MxParams &p = grp.locate(blockIdx.x, &strip);
@@ -510,10 +511,29 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
   const int lr = EDGE ? (t >> 5) + 8 * ((t & 31) >> 2) : t >> 2, q = t & 3;
   const int64_t c = c0 + 32 * q;
   uint32_t w[16], wn[16];
-  load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
+  // EDGE with both directions, an interior strip (uniform over the CTA): its
+  // 128 columns and every row up to the one after its last (so that the 17th
+  // chunk under each of its rows is inside the tensor) lie in the tensor, rows
+  // load as vectors: no bound checks, and each warp copies its next rows into
+  // shared memory (stage_rows8) while it processes the current ones. H100,
+  // 8191² (bench/RESULTS.md, branch fp4ragged): 1597 → 1675 GB/s for both
+  // directions (its registers no longer spill past the 64-register cap: 20 →
+  // 12 bytes); one direction ran slower so (rowwise 2352 → 2112 GB/s,
+  // columnwise 2080 → 2020) and keeps the register loads of load_chunk.
+  const bool inner = EDGE && ROW && COL && p.vec != kRowsScalar && c0 + kXC <= p.k && rs + (int64_t)kXR * nsub < p.m;
+  // (Addresses recomputed where used: live across the loop, they made the
+  // both-directions instance spill.)
+  if (inner) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], (const T *)p.in + (rs + (t >> 5)) * p.k + c0, 16 * p.k);
+  else load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   for (int sub = 0; sub < nsub; sub++) {
     const int64_t r0 = rs + (int64_t)sub * kXR, r = r0 + lr;
+    if (inner) {
+      // The warp's rows r0 + w + 8i share one offset.
+      const T *row0 = (const T *)p.in + (r0 + (t >> 5)) * p.k + c0;
+      unstage_rows8(&stage[(t >> 5) * 8 * kRowChunks], (int)(reinterpret_cast<uintptr_t>(row0) & 15), w);
+      if (sub + 1 < nsub) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], row0 + kXR * p.k, 16 * p.k);
+    }
     if (PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kXR, c, wn);
     if (COL) store_chunk_swz<EDGE>(tile, lr, q, w);
     if (ROW && r < p.m && c < p.k) {
@@ -566,7 +586,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
         }
       }
     }
-    if (sub + 1 < nsub) {
+    if (sub + 1 < nsub && !inner) {
       if (PREF) {
 #pragma unroll
         for (int j = 0; j < 16; j++) w[j] = wn[j];

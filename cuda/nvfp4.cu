@@ -229,10 +229,12 @@ __device__ __forceinline__ void copy_scalars(const NvParams &p, int64_t unit) {
 
 // Loads input elements c .. c+15 of row r as float32, zeros outside the
 // tensor (the zero padding of spec §14), with vector loads where rows allow.
+// UNI: the rows of the calling warp share one 16-byte offset (shifted loads
+// take a switch on it, load_shifted_uniform, instead of selects).
 template <typename T>
 __device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec);
 
-template <typename T>
+template <typename T, bool UNI = false>
 __device__ __forceinline__ void load_row16(const T *x, int64_t m, int64_t k, int mode, int64_t r, int64_t c, float (&v)[16]) {
   const T *p = x + r * k + c;
   if (r >= m || c >= k) {
@@ -244,7 +246,8 @@ __device__ __forceinline__ void load_row16(const T *x, int64_t m, int64_t k, int
   } else if constexpr (sizeof(T) == 2) {
     if (mode == kRowsShifted && shifted_fits<8>(reinterpret_cast<const uint16_t *>(p), x + m * k)) {
       uint32_t w[8];
-      load_shifted<8>(reinterpret_cast<const uint16_t *>(p), w);
+      if (UNI) load_shifted_uniform<8>(reinterpret_cast<const uint16_t *>(p), w);
+      else load_shifted<8>(reinterpret_cast<const uint16_t *>(p), w);
       const T *h = reinterpret_cast<const T *>(w);
 #pragma unroll
       for (int i = 0; i < 16; i++) v[i] = to_f32(h[i]);
@@ -293,11 +296,13 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
   const int64_t mb = ceil_div(p.m, 16);
 #pragma unroll
   for (int it = 0; it < 2; it++) {
-    int lr = threadIdx.x / 8 + 32 * it, cb = threadIdx.x % 8;
+    // Warp w holds rows w, w+8, w+16, w+24 (+32): rows 8 apart have the same
+    // 16-byte offset when K is odd (spec §14), so shifted loads are uniform.
+    int lr = (threadIdx.x >> 5) + 8 * ((threadIdx.x & 31) >> 3) + 32 * it, cb = threadIdx.x % 8;
     int64_t r = r0 + lr, c = c0 + 16 * cb;
     bool valid = r < p.m && c < p.k;
     float v[16];
-    load_row16<T>(x, p.m, p.k, p.vec, r, c, v);
+    load_row16<T, true>(x, p.m, p.k, p.vec, r, c, v);
     if (ROW && valid) {
       uint32_t code;
       float enc = block_scale(grow, __uint_as_float(amax16(v)), &code);
@@ -486,7 +491,11 @@ __device__ __forceinline__ uint32_t tile_amax(const uint32_t (&v)[8]) {
 // rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one 16-byte
 // offset (shifted loads, load_chunk); each warp then holds rows of all four
 // 16-row tiles, so the 16×16 amaxes meet across warps in red (EDGE layout
-// [tile][column block][warp]); stores check bounds and alignment.
+// [tile][column block][warp]); stores check bounds and alignment. (H100,
+// 8191²: copying each warp's next rows into shared memory while it processes
+// the current ones, as the mxfp4 kernel's both-directions instance does,
+// was 1–5 % slower for five of the six block shapes and usages and level for
+// the sixth: bench/RESULTS.md, branch fp4ragged.)
 //
 // Units: strips of p.fs sub-tiles.
 template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE, typename G>
@@ -858,8 +867,9 @@ int nv_subtiles(const G &grp) {
 }
 
 // Whether the fast kernel serves these options (16-bit input, round to
-// nearest, no RHT).
-bool nv_fast(InType t, const NvSpec &sp) { return t != InType::F32 && !sp.sr && !sp.rht; }
+// nearest, no RHT on a columnwise copy: the RHT leaves the rowwise one as it
+// is, spec §5.5, so a rowwise-only quantize with the RHT on is the plain one).
+bool nv_fast(InType t, const NvSpec &sp, bool has_col) { return t != InType::F32 && !sp.sr && !(sp.rht && has_col); }
 
 // Whether a tensor needs the fast kernel's EDGE instance: anything but whole
 // 32-element runs and rows of 16-byte-aligned loads and stores.
@@ -1129,7 +1139,7 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
       LQ_CUDA(cudaMemcpyAsync(p.amax_dst[i], p.amax_src[i], 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
     return QUANT_OK;
   }
-  const bool fast = nv_fast(t, sp);
+  const bool fast = nv_fast(t, sp, has_col);
   if (fast) {
     p.fs = nv_subtiles(one);
     one.n = nv_strips(p.m, p.k, p.fs);
@@ -1171,7 +1181,7 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
   static NvAmaxGroup amaxes;
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  const bool fast = nv_fast(t, sp);
+  const bool fast = nv_fast(t, sp, a->items[0].out[1].num_buffers > 0);  // every item's directions are items[0]'s (checked below)
   bool row0 = false, col0 = false;
   cudaStream_t s = stream_of(a->stream);
   for (uint32_t base = 0; base < a->count; base += kMaxGroup) {
