@@ -417,6 +417,31 @@ __device__ __forceinline__ uint32_t vmax_u16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
+// max |x| of the two 16-bit values of a word into m, NaN ignored: max.bf16x2 /
+// max.f16x2 (no .ftz: subnormals kept) of the magnitudes, which returns the
+// other operand where one is NaN; m starts at +0, so a NaN never enters (fp8's
+// amax pass, fp8_block's block maxima).
+template <typename T>
+__device__ __forceinline__ uint32_t hmax2_mag(uint32_t m, uint32_t w) {
+  uint32_t d, a = w & 0x7FFF7FFFu;
+  if constexpr (InTraits<T>::kind == InType::BF16) asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(m), "r"(a));
+  else asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(m), "r"(a));
+  return d;
+}
+
+// Float32 bits of a 16-bit magnitude h (not NaN).
+template <typename T>
+__device__ __forceinline__ uint32_t mag16_bits(uint32_t h) {
+  if constexpr (InTraits<T>::kind == InType::BF16) return h << 16;
+  else return __float_as_uint(__half2float(__ushort_as_half((unsigned short)h)));
+}
+
+// Float32 bits of the larger magnitude of a word of two 16-bit values (no NaN).
+template <typename T>
+__device__ __forceinline__ uint32_t hmax2_bits(uint32_t m) {
+  return mag16_bits<T>(max(m & 0xFFFFu, m >> 16));  // magnitudes order like their bits
+}
+
 // max |x| of the 16 elements held as 8 words of pairs, as a 16-bit magnitude
 // (NaN included: above kInf).
 __device__ __forceinline__ uint32_t mag16(const uint32_t *w) {
@@ -618,6 +643,7 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
@@ -842,24 +868,44 @@ __device__ __forceinline__ void store_run8(uint8_t *dst, uint2 v, int n) {
 // instructions in all, ran rowwise 2 % slower and columnwise 2.5 % faster:
 // kept for the columnwise instance, which the other left 2 % behind the
 // checked path it replaced.)
+// WIDTH 16: two runs per warp, one per half-warp (fp8_block's 128-byte rows
+// and transposed rows); their offsets may differ, so the shuffles come first.
+template <int WIDTH = 32>
 __device__ __forceinline__ void store_run8_full(uint8_t *dst, uint2 v) {
-  const unsigned lane = threadIdx.x & 31;
+  static_assert(WIDTH == 16 || WIDTH == 32, "runs of a warp or a half-warp");
+  const unsigned lane = threadIdx.x & (WIDTH - 1);
   const int off = (int)(reinterpret_cast<uintptr_t>(dst) & 7);
-  if (off == 0) {  // the same for every lane
+  if (WIDTH == 32 && off == 0) {  // the same for every lane
     *reinterpret_cast<uint2 *>(dst) = v;
     return;
   }
-  const uint32_t n0 = __shfl_down_sync(0xFFFFFFFFu, v.x, 1), n1 = __shfl_down_sync(0xFFFFFFFFu, v.y, 1);
+  const uint32_t n0 = __shfl_down_sync(0xFFFFFFFFu, v.x, 1, WIDTH), n1 = __shfl_down_sync(0xFFFFFFFFu, v.y, 1, WIDTH);
+  if (off == 0) {  // WIDTH 16: this half-warp's run is aligned
+    *reinterpret_cast<uint2 *>(dst) = v;
+    return;
+  }
   const int head = 8 - off;  // bytes of the piece before the next aligned word
   // Bytes head .. head+7 of the 16 bytes (v.x, v.y, n0, n1).
   const bool hi = head >= 4;
   const uint32_t a = hi ? v.y : v.x, b = hi ? n0 : v.y, c = hi ? n1 : n0;
   const int hs = 8 * (head & 3);
-  if (lane != 31) *reinterpret_cast<uint2 *>(dst + head) = make_uint2(__funnelshift_r(a, b, hs), __funnelshift_r(b, c, hs));
-  const bool first = lane == 0, last = lane == 31;
+  if (lane != WIDTH - 1) *reinterpret_cast<uint2 *>(dst + head) = make_uint2(__funnelshift_r(a, b, hs), __funnelshift_r(b, c, hs));
+  const bool first = lane == 0, last = lane == WIDTH - 1;
 #pragma unroll
   for (int j = 0; j < 8; j++)
     if ((first && j < head) || (last && j >= head)) dst[j] = (uint8_t)((j < 4 ? v.x : v.y) >> (8 * (j & 3)));
+}
+
+// The 4×4 byte transpose of the words a[0..3] (byte j of a[i] is element
+// (i, j)): c[j] holds column j, row i in byte i (fp8's and fp8_block's
+// transposed codes).
+__device__ __forceinline__ void transpose4x4_bytes(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t (&c)[4]) {
+  const uint32_t t0 = __byte_perm(a0, a1, 0x5140), t1 = __byte_perm(a0, a1, 0x7362);
+  const uint32_t t2 = __byte_perm(a2, a3, 0x5140), t3 = __byte_perm(a2, a3, 0x7362);
+  c[0] = __byte_perm(t0, t2, 0x5410);
+  c[1] = __byte_perm(t0, t2, 0x7632);
+  c[2] = __byte_perm(t1, t3, 0x5410);
+  c[3] = __byte_perm(t1, t3, 0x7632);
 }
 
 // Keeps the first nv nibbles of the words w (element i in bits 4i) and zeroes

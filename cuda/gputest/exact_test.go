@@ -330,12 +330,15 @@ type config struct {
 
 // shapes per format: aligned ones, and (every format takes any shape, spec
 // §14) ragged ones: for MX and NVFP4 the dims of issue #18 as M and as K.
+// [259, 389] gives fp8 and fp8_block interior 128×128 tiles of a ragged
+// tensor (their unchecked path) at every row offset mod 8 and every 16-bit
+// input offset mod 16.
 var shapes = map[string][][2]int64{
-	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}},
+	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}},
 	"mxfp8":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
 	"mxfp4":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
 	"nvfp4":     append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
-	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}},
+	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}},
 	"identity":  {{1, 1}, {3, 5}, {17, 130}, {257, 1000}},
 }
 
