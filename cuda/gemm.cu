@@ -19,16 +19,19 @@
 //     scale; BF16), else to FP32 (FP16 or FP32 dense, FP8 block codes × FP32
 //     scale), then one cuBLASLt GEMM in that type. Per-tensor factors (FP8
 //     scale_inv, NVFP4 amax/(6·448)) are not expanded: they live in device
-//     memory, and cuBLASLt's BF16/FP32 algorithms on Hopper take alpha from
-//     the host only (H100 run 2: all refused CUBLASLT_POINTER_MODE_DEVICE),
-//     so cuBLASLt writes the FP32 sums and epilogue_kernel multiplies them by
-//     alpha·fa·fb, formed on the device in float64 and rounded once (as the
-//     CPU GEMM does, spec §11). Nothing waits on the host.
+//     memory, so alpha·fa·fb is formed on the device in float64 and rounded
+//     once (as the CPU GEMM does, spec §11) by alpha_kernel, and cuBLASLt
+//     reads it as a device alpha (CUBLASLT_POINTER_MODE_DEVICE; CUDA 13's
+//     BF16/FP32 algorithms on an H100 take it, D bit-identical to a host
+//     alpha of the same value: bench/lt_alpha_probe.cu, bench/RESULTS.md)
+//     where nothing else is added; with C, bias or accumulate (or a cuBLASLt
+//     without such an algorithm), cuBLASLt writes the FP32 sums and
+//     epilogue_kernel multiplies them. Nothing waits on the host.
 //
-// The epilogue: cuBLASLt writes D itself where it can (no per-tensor factor
-// left to apply, no bias, and no C or C of D's dtype, or accumulate as C =
-// D); otherwise it writes FP32 sums Σ into scratch and epilogue_kernel
-// computes alpha_eff·Σ + beta·C + bias + old D in FP32 and rounds once to D
+// The epilogue: cuBLASLt writes D itself where it can (no bias, and no C or
+// C of D's dtype, or accumulate as C = D; per-tensor factors left to apply
+// only without C or accumulate, as a device alpha); otherwise it writes FP32
+// sums Σ into scratch and epilogue_kernel computes alpha_eff·Σ + beta·C + bias + old D in FP32 and rounds once to D
 // (host/gemm_cpu.go's order).
 //
 // Accuracy: the BF16, FP16 and FP32 paths multiply exact operand values with
@@ -401,8 +404,9 @@ __device__ __forceinline__ float alpha_eff(const Alpha &a) {
   return (float)((double)a.alpha * (double)op_factor(a.fa, a.nva) * (double)op_factor(a.fb, a.nvb));
 }
 
-// alpha_eff into out[0] (the fused kernel's device alpha).
-__global__ void alpha_kernel(Alpha a, float *out) { out[0] = alpha_eff(a); }
+// alpha_eff into out[0] and 0 into out[1]: the fused kernel's device alpha,
+// and cuBLASLt's alpha and beta in its device pointer mode (no C).
+__global__ void alpha_kernel(Alpha a, float *out) { out[0] = alpha_eff(a), out[1] = 0.0f; }
 
 __device__ __forceinline__ float load_any(const void *p, int dt, int64_t i) {
   if (dt == 0) return reinterpret_cast<const float *>(p)[i];
@@ -585,6 +589,7 @@ struct LtCall {
   void *d;
   int64_t ldd;
   float alpha, beta;            // host scalars
+  const float *alpha_beta;      // or alpha and beta in device memory (CUBLASLT_POINTER_MODE_DEVICE)
   bool use_c;
   const float *a_scale, *b_scale;  // FP8 scale pointers (device), or NULL
   int32_t a_scale_mode, b_scale_mode;  // cublasLtMatmulMatrixScale_t (0: per-tensor scalar)
@@ -606,7 +611,7 @@ uint32_t align_of(const void *p) {
 struct LtKey {
   int64_t m, n, k, lda, ldb, ldd;
   int32_t dev, ta, tb, tc, td, opa, opb, compute;
-  int32_t a_scale_mode, b_scale_mode, a_scaled, b_scaled, use_c;
+  int32_t a_scale_mode, b_scale_mode, a_scaled, b_scaled, use_c, dev_alpha;
   uint32_t align_a, align_b, align_c, align_d;
   bool operator<(const LtKey &o) const { return memcmp(this, &o, sizeof *this) < 0; }
 };
@@ -617,7 +622,7 @@ LtKey key_of(const LtCall &c, int dev) {
   k.m = c.m, k.n = c.n, k.k = c.k, k.lda = c.lda, k.ldb = c.ldb, k.ldd = c.ldd;
   k.dev = dev, k.ta = c.ta, k.tb = c.tb, k.tc = c.tc, k.td = c.td, k.opa = c.opa, k.opb = c.opb, k.compute = c.compute;
   k.a_scale_mode = c.a_scale_mode, k.b_scale_mode = c.b_scale_mode;
-  k.a_scaled = c.a_scale != nullptr, k.b_scaled = c.b_scale != nullptr, k.use_c = c.use_c;
+  k.a_scaled = c.a_scale != nullptr, k.b_scaled = c.b_scale != nullptr, k.use_c = c.use_c, k.dev_alpha = c.alpha_beta != nullptr;
   k.align_a = align_of(c.a), k.align_b = align_of(c.b), k.align_c = align_of(c.use_c ? c.c : c.d), k.align_d = align_of(c.d);
   return k;
 }
@@ -700,6 +705,10 @@ int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p
   if (c.a_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &c.a_scale_mode, sizeof c.a_scale_mode), "A scale mode");
   if (c.b_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &c.b_scale_mode, sizeof c.b_scale_mode), "B scale mode");
   LQ_TRY(lt_set_scales(p->op, c, err));
+  if (c.alpha_beta) {
+    const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+    LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm), "pointer mode");
+  }
   // Stored (column-major) shapes: A' is [m', k'] after opa.
   const uint64_t ar = c.opa == CUBLAS_OP_N ? c.m : c.k, ac = c.opa == CUBLAS_OP_N ? c.k : c.m;
   const uint64_t br = c.opb == CUBLAS_OP_N ? c.k : c.n, bc = c.opb == CUBLAS_OP_N ? c.n : c.k;
@@ -776,15 +785,14 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
     wsz = host_ws_bytes;
   }
   const void *cptr = c.use_c ? c.c : c.d;
+  const void *alpha = c.alpha_beta ? (const void *)c.alpha_beta : &c.alpha, *beta = c.alpha_beta ? (const void *)(c.alpha_beta + 1) : &c.beta;
   if (c.a_scale || c.b_scale) {
     std::lock_guard<std::mutex> lock(plan->mu);
     LQ_TRY(lt_set_scales(plan->op, c, err));
-    LQ_LT(cublasLtMatmul(h, plan->op, &c.alpha, c.a, plan->la, c.b, plan->lb, &c.beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s),
-          "matmul");
+    LQ_LT(cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s), "matmul");
     return QUANT_OK;
   }
-  LQ_LT(cublasLtMatmul(h, plan->op, &c.alpha, c.a, plan->la, c.b, plan->lb, &c.beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s),
-        "matmul");
+  LQ_LT(cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s), "matmul");
   return QUANT_OK;
 }
 
@@ -952,8 +960,8 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   const bool fp8_native = fp8_tensor || fp8_block;
   // The epilogue runs in cuBLASLt where it is alpha·Σ + beta·C' with C' of
   // D's dtype (C itself, or old D with beta 1 when accumulating) and no
-  // per-tensor factor is left to apply; else FP32 sums go to scratch and
-  // epilogue_kernel finishes.
+  // per-tensor factor is left to apply, or alpha_eff·Σ with alpha_eff in
+  // device memory; else FP32 sums go to scratch and epilogue_kernel finishes.
   // One compute type for both operands (unless native FP8): BF16 when both
   // expand exactly to it, FP16 for two FP16 tensors, else FP32.
   auto bf16_exact = [](const OpView &v) { return v.kind != Kind::Fp8Block && (v.kind != Kind::Dense || v.el == 1); };
@@ -966,7 +974,12 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   // With C (or old D) added, D of 16 bits goes through the FP32 epilogue:
   // one rounding after the addition, whatever cuBLASLt's epilogue does.
   const bool d_ok = (fp8_native || ddt == 0 || ddt == ct) && (ddt == 0 || !(has_c || a->accumulate));
-  const bool direct_epi = K > 0 && d_ok && !factors && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt);
+  // Per-tensor factors (NVFP4's, FP8 scale_inv outside the native paths) go
+  // in as a device alpha where nothing else is added (cuBLASLt's pointer mode
+  // DEVICE: D bit-identical to a host alpha of the same value, H100, CUDA 13,
+  // bench/lt_alpha_probe.cu); with C, bias or accumulate, epilogue_kernel.
+  const bool dev_alpha = factors && !has_c && !a->accumulate;
+  const bool direct_epi = K > 0 && d_ok && (!factors || dev_alpha) && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt);
   // alpha, beta and the factors still to apply (cuBLASLt's scale pointers
   // apply the native FP8 paths' own), for epilogue_kernel and alpha_kernel.
   const Alpha ab{fp8_native ? nullptr : va.factor, fp8_native ? nullptr : vb.factor, va.kind == Kind::Nvfp4, vb.kind == Kind::Nvfp4,
@@ -990,7 +1003,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       const bool direct = !has_c && !has_bias && !a->accumulate && (ddt == 0 || ddt == 1);
       float *sums = nullptr, *alpha_dev = nullptr;
       if (direct) {
-        LQ_TRY(scratch.get(sizeof(float), (void **)&alpha_dev, "alpha", err));
+        LQ_TRY(scratch.get(2 * sizeof(float), (void **)&alpha_dev, "alpha", err));
         alpha_kernel<<<1, 1, 0, s>>>(ab, alpha_dev);
         LQ_LAUNCHED("alpha kernel launch");
       } else {
@@ -1091,6 +1104,13 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
     c.td = c.tc = cuda_type(ddt);
     c.d = a->d.data;
     c.alpha = a->alpha;
+    if (dev_alpha) {
+      float *ab_dev = nullptr;
+      LQ_TRY(scratch.get(2 * sizeof(float), (void **)&ab_dev, "alpha", err));
+      alpha_kernel<<<1, 1, 0, s>>>(ab, ab_dev);
+      LQ_LAUNCHED("alpha kernel launch");
+      c.alpha_beta = ab_dev;
+    }
     if (has_c) {
       c.use_c = true;
       c.c = a->c.data;
@@ -1102,11 +1122,16 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
     }
     const int32_t st = lt_run(c, dev, s, scratch.rest(), scratch.rest_bytes(), err);
     if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
-    return st;
+    if (!(st == QUANT_ERROR_UNSUPPORTED && dev_alpha)) return st;
+    // A cuBLASLt without a device-alpha algorithm for this GEMM: FP32 sums
+    // and the epilogue pass, as before it had one.
   }
-  float *sums = (float *)(buf + off_s);
+  float *sums = nullptr;
+  if (direct_epi) LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
+  else sums = (float *)(buf + off_s);
   c.td = c.tc = CUDA_R_32F;
   c.d = sums;
+  c.alpha_beta = nullptr;
   c.use_c = false;
   c.alpha = 1.0f;  // Σ; epilogue_kernel applies alpha_eff
   c.beta = 0.0f;
