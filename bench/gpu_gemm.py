@@ -293,7 +293,8 @@ def main():
         lines += ["| %s | %s | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |" % (s_, n_, a, b, a / b, c, d, c / d) for s_, n_, a, b, c, d in order]
     if expansion:
         lines += ["", "Exact MX/NVFP4 rows beyond the BF16 GEMM on BF16 operands (\"libquant bf16\" row): the expansion of both "
-                  "operands (codes + scales read, BF16 written), and for nvfp4 the FP32 sums and epilogue pass too.", "",
+                  "operands (codes + scales read, BF16 written), and for nvfp4 the kernel forming its device alpha "
+                  "(an FP32-sums epilogue pass only with C, bias or accumulate).", "",
                   "| shape | GEMM | extra ms | expansion GB | GB/s if all expansion |", "| --- | --- | --- | --- | --- |"]
         lines += ["| %s | %s | %.3f | %.3f | %.0f |" % e for e in expansion]
     if breakdown:
