@@ -19,6 +19,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "probe_common.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,14 +28,6 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                               \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
 #define LT(x)                                                                               \
   do {                                                                                      \
     cublasStatus_t s_ = (x);                                                                \
@@ -46,10 +40,7 @@
 // Random E4M3 codes without NaN (0x7F, 0xFF).
 __global__ void fill_codes(uint8_t *p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
+    const uint32_t h = probe_hash(i, seed);
     uint8_t b = (uint8_t)h;
     if ((b & 0x7F) == 0x7F) b ^= 1;
     p[i] = b;
