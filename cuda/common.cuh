@@ -1010,6 +1010,18 @@ struct Single {
   }
 };
 
+// The last i in [0, count) with first[i] <= unit (first ascending, first[0]
+// <= unit): the tensor of a group that holds work unit `unit`.
+__device__ __forceinline__ int last_at_or_before(const int64_t *first, int count, int64_t unit) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (first[mid] <= unit) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 template <typename P, int N>
 struct Group {
   static constexpr bool kGroup = true;
@@ -1030,15 +1042,7 @@ struct Group {
     first[count + 1] = first[count] + units;
     count++;
   }
-  __device__ __forceinline__ int index_of(int64_t unit) const {
-    int lo = 0, hi = count - 1;  // the last i with first[i] <= unit
-    while (lo < hi) {
-      int mid = (lo + hi + 1) / 2;
-      if (first[mid] <= unit) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
-  }
+  __device__ __forceinline__ int index_of(int64_t unit) const { return last_at_or_before(first, count, unit); }
   __device__ __forceinline__ const P &locate(int64_t unit, int64_t *local) const {
     const int i = index_of(unit);
     *local = unit - first[i];

@@ -576,14 +576,9 @@ struct Fp8Group {
   int64_t cast_first[kMaxGroup + 1];
   CastParams t[kMaxGroup];
   __device__ __forceinline__ int locate(const int64_t *first, int64_t unit, int64_t *local) const {
-    int lo = 0, hi = count - 1;  // the last i with first[i] <= unit
-    while (lo < hi) {
-      int mid = (lo + hi + 1) / 2;
-      if (first[mid] <= unit) lo = mid;
-      else hi = mid - 1;
-    }
-    *local = unit - first[lo];
-    return lo;
+    const int i = last_at_or_before(first, count, unit);
+    *local = unit - first[i];
+    return i;
   }
 };
 
