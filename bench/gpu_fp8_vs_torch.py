@@ -22,7 +22,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_gemm import ROOT, gemm_call, quantized, torch_blockwise  # noqa: E402
+from gpu_gemm import ROOT, gemm_call, profile_kernels, quantized, torch_blockwise  # noqa: E402
 from gpu_quantize import Lib, dl_from_torch, time_gpu  # noqa: E402
 
 PAIRS = [  # name, torch baseline name, X spec, W spec
@@ -34,21 +34,7 @@ PAIRS = [  # name, torch baseline name, X spec, W spec
 
 def kernel_times(f, calls=5):
     """The GPU kernels one f() call runs, full names, mean us per call."""
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for i in range(calls):
-            f(i)
-        torch.cuda.synchronize()
-    out = []
-    for e in prof.key_averages():
-        us = getattr(e, "device_time_total", None)
-        if us is None:
-            us = getattr(e, "cuda_time_total", 0)
-        if us > 0 and not e.key.startswith("cuda") and "Memcpy" not in e.key and "Memset" not in e.key:
-            out.append((us / calls, "%s %.1f us x%d" % (e.key, us / calls, e.count // calls)))
-    out.sort(reverse=True)
-    return "; ".join(t for _, t in out) or "no kernels seen"
+    return "; ".join("%s %.1f us x%d" % (key, us, n) for us, key, n in profile_kernels(f, calls)) or "no kernels seen"
 
 
 def loaded_cublaslt():

@@ -316,29 +316,37 @@ def main():
     print("\n".join(lines))
 
 
+def profile_kernels(f, calls=5):
+    """The GPU kernels `calls` calls of f run (torch.profiler), longest first:
+    [(mean us per call, full kernel name, launches per call)], copies and
+    memsets left out."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(calls):
+            f(i)
+        torch.cuda.synchronize()
+    out = []
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None)
+        if us is None:
+            us = getattr(e, "cuda_time_total", 0)
+        if us > 0 and not e.key.startswith("cuda") and "Memcpy" not in e.key and "Memset" not in e.key:
+            out.append((us / calls, e.key, e.count // calls))
+    out.sort(reverse=True)
+    return out
+
+
 def kernel_times(f, calls=5):
     """The GPU kernels one f() call runs, with their mean duration: 'name us, ...' (torch.profiler)."""
     try:
-        from torch.profiler import ProfilerActivity, profile
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for i in range(calls):
-                f(i)
-            torch.cuda.synchronize()
         out = []
-        for e in prof.key_averages():
-            us = getattr(e, "device_time_total", None)
-            if us is None:
-                us = getattr(e, "cuda_time_total", 0)
-            if us <= 0 or e.key.startswith("cuda") or "Memcpy" in e.key or "Memset" in e.key:
-                continue
-            key = e.key
+        for us, key, _ in profile_kernels(f, calls):
             for short in ("expand_kernel", "epilogue_kernel", "scale_kernel", "alpha_kernel", "fused"):
                 if short in key:
                     key = short
-            out.append((us / calls, "%s %.1f us" % (key[:48], us / calls)))
-        out.sort(reverse=True)
-        return ", ".join(t for _, t in out) or "no kernels seen"
+            out.append("%s %.1f us" % (key[:48], us))
+        return ", ".join(out) or "no kernels seen"
     except Exception as e:  # noqa: BLE001 - the profile is extra information
         return "profiler: %s" % str(e).split("\n")[0][:100]
 
