@@ -135,15 +135,26 @@ __device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
 // EDGE: the instance for shapes with partial blocks or unaligned rows (spec
 // §14): row bounds, partial 8-element groups, rows at any even offset staged
 // as aligned chunks in shared memory and shifted (a warp's row has one
-// offset), FP8 runs stored through store_run8. Without EDGE (M a multiple of 32, K of 8, aligned rows and
-// buffers) none of that is compiled in, so aligned shapes keep their
-// registers and speed.
+// offset), FP8 runs stored through store_run8. Without EDGE (M a multiple of
+// 32, K of 8, aligned rows and buffers) none of that is compiled in, so
+// aligned shapes keep their registers and speed.
+//
+// RAGM (not EDGE; MXFP8): the aligned instance for an M that is not a
+// multiple of 32 (a token count) but otherwise aligned: in the last tile
+// row, the rows past M are loaded as copies of row M-1 and none of their
+// codes is stored (MXFP8's codes are [M, K] in both directions, spec §4.5).
+// The bytes are the zero-padded tensor's (spec §14): a column block's amax
+// over its valid rows and copies of one of them is the amax over the valid
+// rows, which zeros (|0| = 0 ≤ any amax, NaN ignored either way) do not change
+// either. (H100, 8191×8192: the EDGE instance ran at 55-80 % of the aligned
+// speed.)
 //
 // G: Single<MxParams> (one tensor) or MxGroup (quantize_grouped: the tiles of
 // every tensor of the group, numbered tensor after tensor; a tile's tensor
 // comes from grp.locate).
-template <typename T, int EL, bool ROW, bool COL, bool EDGE, typename G>
+template <typename T, int EL, bool ROW, bool COL, bool EDGE, bool RAGM, typename G>
 __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_constant__ G grp) {
+  static_assert(!(EDGE && RAGM) && !(RAGM && EL == kE2M1), "RAGM: the aligned MXFP8 instance");
   __shared__ uint32_t part[kThreads / 32][kTileC];
   __shared__ float colf[kTileC];
   __shared__ uint16_t colb[EL == kE2M1 ? kTileC : 1][kTileR / 4 + 1];
@@ -185,8 +196,14 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
     const T *qx = (const T *)q.in;
     if (EDGE ? gc + 8 <= q.k : gc < q.k) {
 #pragma unroll
-      for (int i = 0; i < 4; i++)
-        if (!EDGE || row_of(r0, i) < q.m) raw_load<T>(qx + row_of(r0, i) * q.k + gc, next[i]);
+      for (int i = 0; i < 4; i++) {
+        if constexpr (RAGM) {  // the tile's last row in place of rows past M
+          const int last = (int)(q.m - r0 < kTileR ? q.m - r0 : kTileR) - 1;
+          raw_load<T>(qx + (r0 + min(4 * warp + i, last)) * q.k + gc, next[i]);
+        } else if (!EDGE || row_of(r0, i) < q.m) {
+          raw_load<T>(qx + row_of(r0, i) * q.k + gc, next[i]);
+        }
+      }
     }
   };
   if (tile0 < end) prefetch(tile0);
@@ -201,6 +218,13 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
   bool valid = gc < p.k;  // some of this thread's 8 columns are inside the tensor
   const bool full = !EDGE || gc + 8 <= p.k;
   const int64_t ncols = valid ? (full ? 8 : p.k - gc) : 0;  // of them, inside
+  // Whether row_of(r0, i) lies inside the tensor: always, in the aligned
+  // instance; RAGM, in 32 bits (the tile's rows inside it, at most kTileR).
+  auto row_in = [&](int i) -> bool {
+    if constexpr (RAGM) return 4 * warp + i < (int)(p.m - r0 < kTileR ? p.m - r0 : kTileR);
+    else if constexpr (EDGE) return row_of(r0, i) < p.m;
+    else return true;
+  };
   float v[4][8];
   // EDGE, 16-bit rows at any even offset (K odd, say): the warp copies the
   // 33 aligned 16-byte chunks under each of its four rows' 256 elements into
@@ -258,7 +282,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     int64_t r = row_of(r0, i);
-    const bool rin = !EDGE || r < p.m;
+    const bool rin = row_in(i);
     if (!EDGE && valid) raw_convert<T>(next[i], v[i]);
     else if (!EDGE) {
 #pragma unroll
@@ -308,7 +332,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
       uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
       uint2 q = encode8<EL>(v[i], e8m0_rcp(e8), mn);
       if (!EDGE) {
-        if (valid) {
+        if (valid && row_in(i)) {
           if (EL == kE2M1) *reinterpret_cast<uint32_t *>(p.row + (r * p.k + gc) / 2) = q.x;
           else *reinterpret_cast<uint2 *>(p.row + r * p.k + gc) = q;
           if ((lane & 3) == 0) p.row_s.buf[p.row_s.index(r, gc / 32)] = (uint8_t)e8;
@@ -412,7 +436,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
           uint2 q = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
           if (EDGE && inner) store_run8_full(p.col + r * p.col_pitch + gc, q);
           else if (EDGE) store_run8(p.col + r * p.col_pitch + gc, q, r < p.m ? (int)ncols : 0);
-          else *reinterpret_cast<uint2 *>(p.col + r * p.k + gc) = q;
+          else if (row_in(i)) *reinterpret_cast<uint2 *>(p.col + r * p.k + gc) = q;
         }
       }
     }
@@ -654,13 +678,13 @@ void launch_mx4_fast(const G &grp, bool edge, cudaStream_t s) {
   else mxfp4_fast_kernel<T, ROW, COL, 4, false, false, G><<<g, kThreads, 0, s>>>(grp);
 }
 
-// CTAs of mx_quantize_kernel<..., EDGE, G> that fit on the GPU at once.
-template <typename T, int EL, bool ROW, bool COL, bool EDGE, typename G>
+// CTAs of mx_quantize_kernel<..., EDGE, RAGM, G> that fit on the GPU at once.
+template <typename T, int EL, bool ROW, bool COL, bool EDGE, bool RAGM, typename G>
 int mx_resident() {
   static int resident = 0;
   if (resident == 0) {
     int per_sm = 0, dev = 0, sms = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL, EDGE, G>, kThreads, 0) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G>, kThreads, 0) != cudaSuccess ||
         cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         per_sm < 1) {
       cudaGetLastError();
@@ -681,47 +705,57 @@ int mx_resident() {
 // direction 10 % of copy). The kernel is the same either way. fast: MXFP4 of
 // 16-bit input, the fast kernel (grp's units are its strips; otherwise 32×256
 // tiles).
-template <typename T, int EL, bool ROW, bool COL, bool EDGE, typename G>
+template <typename T, int EL, bool ROW, bool COL, bool EDGE, bool RAGM, typename G>
 void launch_mx_tiles(const G &grp, cudaStream_t s) {
   const int64_t ntiles = grp.total();
   const bool persistent = G::kGroup || (ROW && COL && EL != kE2M1 && !EDGE);  // the EDGE instance does not prefetch
-  const int64_t cap = persistent ? mx_resident<T, EL, ROW, COL, EDGE, G>() : ntiles;
+  const int64_t cap = persistent ? mx_resident<T, EL, ROW, COL, EDGE, RAGM, G>() : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
-  mx_quantize_kernel<T, EL, ROW, COL, EDGE, G><<<g, kThreads, 0, s>>>(grp);
+  mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G><<<g, kThreads, 0, s>>>(grp);
 }
 
+// Which instance of the tiles' kernel (or of the fast MXFP4 one) a tensor or
+// a group needs: the most general one any of its tensors needs.
+enum MxMode { kMxAligned = 0, kMxRaggedRows = 1, kMxEdge = 2 };
+
 template <typename T, int EL, bool ROW, bool COL, typename G>
-void launch_mx3(const G &grp, bool edge, bool fast, cudaStream_t s) {
+void launch_mx3(const G &grp, int mode, bool fast, cudaStream_t s) {
   if constexpr (EL == kE2M1 && sizeof(T) == 2) {
     if (fast) {
-      launch_mx4_fast<T, ROW, COL>(grp, edge, s);
+      launch_mx4_fast<T, ROW, COL>(grp, mode != kMxAligned, s);
       return;
     }
   }
-  if (edge) launch_mx_tiles<T, EL, ROW, COL, true>(grp, s);
-  else launch_mx_tiles<T, EL, ROW, COL, false>(grp, s);
+  if constexpr (EL != kE2M1) {
+    if (mode == kMxRaggedRows) {
+      launch_mx_tiles<T, EL, ROW, COL, false, true>(grp, s);
+      return;
+    }
+  }
+  if (mode != kMxAligned) launch_mx_tiles<T, EL, ROW, COL, true, false>(grp, s);
+  else launch_mx_tiles<T, EL, ROW, COL, false, false>(grp, s);
 }
 
 template <typename T, int EL, typename G>
-void launch_mx2(const G &grp, bool row, bool col, bool edge, bool fast, cudaStream_t s) {
-  if (row && col) launch_mx3<T, EL, true, true>(grp, edge, fast, s);
-  else if (row) launch_mx3<T, EL, true, false>(grp, edge, fast, s);
-  else launch_mx3<T, EL, false, true>(grp, edge, fast, s);
+void launch_mx2(const G &grp, bool row, bool col, int mode, bool fast, cudaStream_t s) {
+  if (row && col) launch_mx3<T, EL, true, true>(grp, mode, fast, s);
+  else if (row) launch_mx3<T, EL, true, false>(grp, mode, fast, s);
+  else launch_mx3<T, EL, false, true>(grp, mode, fast, s);
 }
 
 template <typename T, typename G>
-void launch_mx1(const G &grp, int el, bool row, bool col, bool edge, bool fast, cudaStream_t s) {
-  if (el == kE4M3) launch_mx2<T, kE4M3>(grp, row, col, edge, fast, s);
-  else if (el == kE5M2) launch_mx2<T, kE5M2>(grp, row, col, edge, fast, s);
-  else launch_mx2<T, kE2M1>(grp, row, col, edge, fast, s);
+void launch_mx1(const G &grp, int el, bool row, bool col, int mode, bool fast, cudaStream_t s) {
+  if (el == kE4M3) launch_mx2<T, kE4M3>(grp, row, col, mode, fast, s);
+  else if (el == kE5M2) launch_mx2<T, kE5M2>(grp, row, col, mode, fast, s);
+  else launch_mx2<T, kE2M1>(grp, row, col, mode, fast, s);
 }
 
 template <typename G>
-void launch_mx(InType t, const G &grp, int el, bool row, bool col, bool edge, bool fast, cudaStream_t s) {
+void launch_mx(InType t, const G &grp, int el, bool row, bool col, int mode, bool fast, cudaStream_t s) {
   switch (t) {
-    case InType::F32: launch_mx1<float>(grp, el, row, col, edge, fast, s); break;
-    case InType::BF16: launch_mx1<__nv_bfloat16>(grp, el, row, col, edge, fast, s); break;
-    case InType::F16: launch_mx1<__half>(grp, el, row, col, edge, fast, s); break;
+    case InType::F32: launch_mx1<float>(grp, el, row, col, mode, fast, s); break;
+    case InType::BF16: launch_mx1<__nv_bfloat16>(grp, el, row, col, mode, fast, s); break;
+    case InType::F16: launch_mx1<__half>(grp, el, row, col, mode, fast, s); break;
   }
 }
 
@@ -839,9 +873,9 @@ bool mx_fast(InType t, const MxGeom &g, const quant_plugin_tensor &in) {
 }
 
 // One tensor's parameters, checks and padding (zeroPadding), shared by the
-// single and the grouped quantize: *edge, whether it needs the EDGE instance
-// of the kernel that fast picks; *tiles, its 32×256 tiles.
-int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &g, bool fast, MxParams *pp, bool *edge, int64_t *tiles,
+// single and the grouped quantize: *mode, the instance (MxMode) of the
+// kernel that fast picks it needs; *tiles, its 32×256 tiles.
+int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &g, bool fast, MxParams *pp, int *mode, int64_t *tiles,
                    quant_plugin_error *err) {
   int64_t m = a->input.shape[0], k = a->input.shape[1];
   LQ_TRY(check_mx_dims(m, k, err));
@@ -877,13 +911,15 @@ int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &
     LQ_CUDA(cudaMemsetAsync(p.col, 0, (g.packed ? k : m) * p.col_pitch, s), "zeroing the columnwise row padding");
   *tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
   if (*tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
-  // The aligned instance: whole 32-row blocks, rows of 8-element groups that
-  // vector loads and stores reach (the buffers of the layout, unpadded); the
-  // fast kernel's also whole 32-element row blocks.
-  *edge = !(m % 32 == 0 && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
-            (p.col == nullptr || aligned16(p.col)) && (p.row == nullptr || p.row_pitch == (g.packed ? k / 2 : k)) &&
-            (p.col == nullptr || p.col_pitch == (g.packed ? m / 2 : k)));
-  if (fast) *edge = *edge || k % 32 != 0;
+  // The aligned instance: whole 32-row blocks (MXFP8 also any M, through
+  // RAGM: its data rows are [M, K] in both directions), rows of 8-element
+  // groups that vector loads and stores reach (the buffers of the layout,
+  // unpadded); the fast kernel's also whole 32-element row blocks.
+  bool edge = !((m % 32 == 0 || !g.packed) && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
+                (p.col == nullptr || aligned16(p.col)) && (p.row == nullptr || p.row_pitch == (g.packed ? k / 2 : k)) &&
+                (p.col == nullptr || p.col_pitch == (g.packed ? m / 2 : k)));
+  if (fast) edge = edge || k % 32 != 0;
+  *mode = edge ? kMxEdge : m % 32 != 0 ? kMxRaggedRows : kMxAligned;
   return QUANT_OK;
 }
 
@@ -897,14 +933,14 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
   LQ_TRY(mx_geom(a->params, &g, err));
   const bool fast = mx_fast(t, g, a->input);
   Single<MxParams> one;
-  bool edge;
-  LQ_TRY(mx_prepare(a, t, g, fast, &one.p, &edge, &one.n, err));
+  int mode;
+  LQ_TRY(mx_prepare(a, t, g, fast, &one.p, &mode, &one.n, err));
   if (one.n == 0) return QUANT_OK;
   if (fast) {
     one.p.fs = mx4_subtiles(one);
     one.n = mx4_strips(one.p.m, one.p.k, one.p.fs);
   }
-  launch_mx(t, one, g.el, one.p.row != nullptr, one.p.col != nullptr, edge, fast, stream_of(a->stream));
+  launch_mx(t, one, g.el, one.p.row != nullptr, one.p.col != nullptr, mode, fast, stream_of(a->stream));
   LQ_LAUNCHED("mx quantize kernel launch");
   return QUANT_OK;
 }
@@ -942,12 +978,12 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
   for (uint32_t base = 0; base < a->count; base += kMaxGroup) {
     uint32_t n = a->count - base < (uint32_t)kMaxGroup ? a->count - base : (uint32_t)kMaxGroup;
     grp.clear();
-    bool edge = false;
+    int mode = kMxAligned;
     for (uint32_t j = 0; j < n; j++) {
       const quant_plugin_quantize_args *q = &a->items[base + j];
       LQ_TRY(check_device(q->input, "items[].input", err));
       MxParams p;
-      bool e;
+      int e;
       int64_t tiles;
       LQ_TRY(mx_prepare(q, t, g, fast, &p, &e, &tiles, err));
       const bool row = q->out[0].num_buffers > 0, col = q->out[1].num_buffers > 0;
@@ -955,7 +991,7 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
       else if (row != row0 || col != col0)
         return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);
       if (tiles == 0) continue;  // an empty tensor: nothing to write (its scales are empty too)
-      edge = edge || e;
+      mode = e > mode ? e : mode;
       grp.add(p, tiles);
     }
     if (grp.count == 0) continue;
@@ -967,7 +1003,7 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
       }
     }
     if (grp.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
-    launch_mx(t, grp, g.el, row0, col0, edge, fast, s);
+    launch_mx(t, grp, g.el, row0, col0, mode, fast, s);
     LQ_LAUNCHED("mx grouped quantize kernel launch");
   }
   return QUANT_OK;
