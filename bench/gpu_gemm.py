@@ -342,9 +342,10 @@ def kernel_times(f, calls=5):
     try:
         out = []
         for us, key, _ in profile_kernels(f, calls):
-            for short in ("expand_kernel", "epilogue_kernel", "scale_kernel", "alpha_kernel", "fused"):
+            for short in ("expand_contig_kernel", "expand_kernel", "epilogue_kernel", "scale_kernel", "alpha_kernel", "fused"):
                 if short in key:
                     key = short
+                    break
             out.append("%s %.1f us" % (key[:48], us))
         return ", ".join(out) or "no kernels seen"
     except Exception as e:  # noqa: BLE001 - the profile is extra information

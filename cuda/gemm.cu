@@ -13,15 +13,19 @@
 //     other shapes run the BF16 path.
 //   - BF16 / FP16 / FP32 dense operands of one dtype: cuBLASLt directly (FP32
 //     without TF32).
-//   - Everything else, every mixed pair included: each operand is expanded by
-//     one kernel (expand_kernel) to BF16 where its values are exactly BF16
-//     (FP8 codes; MXFP8/MXFP4 code × E8M0 scale; NVFP4 E2M1 × E4M3 block
-//     scale; BF16), else to FP32 (FP16 or FP32 dense, FP8 block codes × FP32
-//     scale), then one cuBLASLt GEMM in that type. Per-tensor factors (FP8
-//     scale_inv, NVFP4 amax/(6·448)) are not expanded: they live in device
-//     memory, so alpha·fa·fb is formed on the device in float64 and rounded
-//     once (as the CPU GEMM does, spec §11) by alpha_kernel, and cuBLASLt
-//     reads it as a device alpha (CUBLASLT_POINTER_MODE_DEVICE; CUDA 13's
+//   - Everything else, every mixed pair included: each operand is expanded
+//     to BF16 where its values are exactly BF16 (FP8 codes; MXFP8/MXFP4 code
+//     × E8M0 scale; NVFP4 E2M1 × E4M3 block scale; BF16), else to FP32 (FP16
+//     or FP32 dense, FP8 block codes × FP32 scale), then one cuBLASLt GEMM in
+//     that type. MX and NVFP4 operands read along their rows (K contiguous,
+//     as the host hands them) expand by expand_contig_kernel, an instance per
+//     pair of kinds; the rest (dense, strided, FP8) by expand_kernel.
+//     Per-tensor factors (FP8 scale_inv, NVFP4 amax/(6·448)) are not
+//     expanded: they live in device memory, so alpha·fa·fb is formed on the
+//     device in float64 and rounded once (as the CPU GEMM does, spec §11) by
+//     alpha_kernel (or, in the same code, by the first thread of
+//     expand_contig_kernel: one launch fewer), and cuBLASLt reads it as a
+//     device alpha (CUBLASLT_POINTER_MODE_DEVICE; CUDA 13's
 //     BF16/FP32 algorithms on an H100 take it, D bit-identical to a host
 //     alpha of the same value: bench/lt_alpha_probe.cu, bench/RESULTS.md)
 //     where nothing else is added; with C, bias or accumulate (or a cuBLASLt
@@ -48,7 +52,8 @@
 // (device, shapes, leading dims, types, transposes, scale modes, whether C is
 // read, the pointers' alignment; LtKey) and kept (at most kMaxPlans, least
 // recently used dropped), so a repeated GEMM sets only its FP8 scale pointers
-// and calls cublasLtMatmul. The expansion of both operands is one launch, its
+// and calls cublasLtMatmul. The expansion of both operands is one launch
+// (two where one is contiguous MX/NVFP4 and the other not, or for FP32), its
 // scratch and the FP32 sums one stream-ordered allocation (cudaMallocAsync,
 // the device's pool); alpha·fa·fb is formed by the kernel that uses it. No
 // host synchronisation.
@@ -98,6 +103,14 @@ struct OpView {
   const float *factor;  // per-tensor factor source (Fp8 scale_inv, Nvfp4 amax), or NULL
 };
 
+// The byte index of block scale (i, j) of an MX or NVFP4 operand: i the
+// non-contraction index, j the block along the contraction dim (compact
+// [pad(i), pad4(j)], MXFP8 columnwise [pad4(j), pad(i)], or GEMM-swizzled,
+// whose four consecutive j of one i are four consecutive bytes).
+__device__ __forceinline__ int64_t block_scale_index(const OpView &v, int64_t i, int64_t j) {
+  return v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : v.s_jmajor ? j * v.s_pad_i + i : i * v.s_pad_j + j;
+}
+
 // The value of logical element (r, c) (the per-tensor factor not applied).
 __device__ __forceinline__ float op_value(const OpView &v, int64_t r, int64_t c) {
   // Physical (pr, pc) in the direction's data.
@@ -124,8 +137,7 @@ __device__ __forceinline__ float op_value(const OpView &v, int64_t r, int64_t c)
       // Scale (i, j): i the non-contraction index, j the 32-block along the
       // contraction dim (rowwise: (r, c/32); columnwise: (c, r/32)).
       const int64_t i = v.colwise ? c : r, j = v.colwise ? r / 32 : c / 32;
-      const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : v.s_jmajor ? j * v.s_pad_i + i : i * v.s_pad_j + j;
-      const float s = e8m0_decode(reinterpret_cast<const uint8_t *>(v.scale)[si]);
+      const float s = e8m0_decode(reinterpret_cast<const uint8_t *>(v.scale)[block_scale_index(v, i, j)]);
       float x;
       if (v.kind == Kind::Mxfp8) {
         uint8_t q = v.data[pr * v.pitch + pc];
@@ -137,8 +149,7 @@ __device__ __forceinline__ float op_value(const OpView &v, int64_t r, int64_t c)
     }
     case Kind::Nvfp4: {
       const int64_t i = v.colwise ? c : r, j = v.colwise ? r / 16 : c / 16;
-      const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
-      const float s = fp8_decode<Fp8::E4M3>(reinterpret_cast<const uint8_t *>(v.scale)[si]);
+      const float s = fp8_decode<Fp8::E4M3>(reinterpret_cast<const uint8_t *>(v.scale)[block_scale_index(v, i, j)]);
       const float x = e2m1_decode((v.data[pr * v.pitch + pc / 2] >> (4 * (pc & 1))) & 0xF);
       return __fmul_rn(s, x);  // exact: 2 × 4 significant bits
     }
@@ -146,21 +157,17 @@ __device__ __forceinline__ float op_value(const OpView &v, int64_t r, int64_t c)
   return 0.0f;
 }
 
-// Elements p0 .. p0+15 (n of them inside) of row i of an operand whose
-// physical row i holds them contiguously, the contraction dim being the
-// physical one (the copy TE's rule picks for a quantized operand): the codes
-// in one 16-byte (FP8) or 8-byte (E2M1) load where aligned, and one scale
-// (blocks of 16, 32 or 128 along p, p0 % 16 == 0).
 // The codes of elements p0 .. p0+15 (n of them inside; the rest 0) of
-// physical row i, little-endian in w: 16 bytes (FP8) or 8 (E2M1).
+// physical row i, little-endian in w: 16 bytes (FP8) or 8 (E2M1, FP4), in
+// one 16-byte (FP8) or 8-byte (E2M1) load where aligned.
+template <bool FP4>
 __device__ __forceinline__ void load_codes16(const OpView &v, int64_t i, int64_t p0, int n, uint32_t (&w)[4]) {
-  const bool fp4 = v.kind == Kind::Mxfp4 || v.kind == Kind::Nvfp4;
-  const uint8_t *q = v.data + i * v.pitch + (fp4 ? p0 / 2 : p0);
-  const int nb = fp4 ? (n + 1) / 2 : n;  // bytes to read
+  const uint8_t *q = v.data + i * v.pitch + (FP4 ? p0 / 2 : p0);
+  const int nb = FP4 ? (n + 1) / 2 : n;  // bytes to read
   const uintptr_t ad = reinterpret_cast<uintptr_t>(q);
   w[0] = w[1] = w[2] = w[3] = 0u;
-  if (nb == (fp4 ? 8 : 16) && (ad & 3) == 0) {
-    if (!fp4 && (ad & 15) == 0) {
+  if (nb == (FP4 ? 8 : 16) && (ad & 3) == 0) {
+    if (!FP4 && (ad & 15) == 0) {
       const uint4 t = *reinterpret_cast<const uint4 *>(q);
       w[0] = t.x, w[1] = t.y, w[2] = t.z, w[3] = t.w;
     } else if ((ad & 7) == 0) {
@@ -182,48 +189,41 @@ __device__ __forceinline__ void load_codes16(const OpView &v, int64_t i, int64_t
   }
 }
 
-// Elements p0 .. p0+15 (n of them inside) of row i of an operand whose
-// physical row i holds them contiguously, the contraction dim being the
-// physical one (the copy TE's rule picks for a quantized operand): the codes
-// in one 16-byte (FP8) or 8-byte (E2M1) load where aligned, and one scale
-// (blocks of 16, 32 or 128 along p, p0 % 16 == 0).
-__device__ __forceinline__ void expand16_contig(const OpView &v, int64_t i, int64_t p0, int n, float (&x)[16]) {
-  const bool fp4 = v.kind == Kind::Mxfp4 || v.kind == Kind::Nvfp4;
-  uint32_t w[4];
-  load_codes16(v, i, p0, n, w);
-  float s = 1.0f;
-  switch (v.kind) {
-    case Kind::Fp8Block: {
-      const float *sc = reinterpret_cast<const float *>(v.scale);
-      s = v.s_two_d ? sc[(i / 128) * v.s_stride + p0 / 128] : sc[(p0 / 128) * v.s_stride + i];
-      break;
-    }
-    case Kind::Mxfp8:
-    case Kind::Mxfp4: {
-      const int64_t j = p0 / 32;
-      const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : v.s_jmajor ? j * v.s_pad_i + i : i * v.s_pad_j + j;
-      s = e8m0_decode(reinterpret_cast<const uint8_t *>(v.scale)[si]);
-      break;
-    }
-    case Kind::Nvfp4: {
-      const int64_t j = p0 / 16;
-      const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
-      s = fp8_decode<Fp8::E4M3>(reinterpret_cast<const uint8_t *>(v.scale)[si]);
-      break;
-    }
-    default: break;
-  }
-  const bool e4 = v.kind == Kind::Fp8Block || v.el == 0;
+// N FP8 codes (element e at byte e of w) as values: the code (E4M3 or
+// E5M2) times s (an E8M0 or FP32 block scale; FP8 per-tensor: none, its
+// factor goes into alpha) in FP32, the elements from n on 0.
+template <Kind K, Fp8 F, int N>
+__device__ __forceinline__ void fp8_values(const uint32_t (&w)[N / 4], float s, int n, float (&x)[N]) {
 #pragma unroll
-  for (int e = 0; e < 16; e++) {
-    float c;
-    if (fp4) c = e2m1_decode((w[e >> 3] >> (4 * (e & 7))) & 0xF);
-    else {
-      const uint8_t b = (uint8_t)(w[e >> 2] >> (8 * (e & 3)));
-      c = e4 ? fp8_decode<Fp8::E4M3>(b) : fp8_decode<Fp8::E5M2>(b);
-    }
-    x[e] = e < n ? (v.kind == Kind::Fp8 ? c : __fmul_rn(s, c)) : 0.0f;
+  for (int e = 0; e < N; e++) {
+    const float c = fp8_decode<F>((uint8_t)(w[e >> 2] >> (8 * (e & 3))));
+    x[e] = e < n ? (K == Kind::Fp8 ? c : __fmul_rn(s, c)) : 0.0f;
   }
+}
+
+template <Kind K, int N>
+__device__ __forceinline__ void fp8_values(const uint32_t (&w)[N / 4], int el, float s, int n, float (&x)[N]) {
+  if (K == Kind::Fp8Block || el == 0) fp8_values<K, Fp8::E4M3, N>(w, s, n, x);
+  else fp8_values<K, Fp8::E5M2, N>(w, s, n, x);
+}
+
+// Elements p0 .. p0+15 (n of them inside) of row i of an FP8, FP8 block or
+// MXFP8 operand whose physical row i holds them contiguously, the
+// contraction dim being the physical one (the copy TE's rule picks for a
+// quantized operand): the codes (load_codes16) and one scale (blocks of 32
+// or 128 along p, p0 % 16 == 0).
+template <Kind K>
+__device__ __forceinline__ void expand16_contig(const OpView &v, int64_t i, int64_t p0, int n, float (&x)[16]) {
+  uint32_t w[4];
+  load_codes16<false>(v, i, p0, n, w);
+  float s = 1.0f;
+  if constexpr (K == Kind::Fp8Block) {
+    const float *sc = reinterpret_cast<const float *>(v.scale);
+    s = v.s_two_d ? sc[(i / 128) * v.s_stride + p0 / 128] : sc[(p0 / 128) * v.s_stride + i];
+  } else if constexpr (K == Kind::Mxfp8) {
+    s = e8m0_decode(reinterpret_cast<const uint8_t *>(v.scale)[block_scale_index(v, i, p0 / 32)]);
+  }
+  fp8_values<K, 16>(w, v.el, s, n, x);
 }
 
 // Four E2M1 codes (code e at bits 4e of c4's low 16 bits) as BF16, exactly:
@@ -245,35 +245,25 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   return r;
 }
 
-// expand16_contig for MXFP4 and NVFP4, straight to BF16 pairs: code × block
-// scale in BF16 (exact: the code has at most 2 significant bits, the scale is
-// a power of two (E8M0; 0xFF NaN) or an E4M3 value of at most 4 significant
-// bits, so the product fits BF16's 8; no product is subnormal but for E8M0
-// scales 2^-127 and 2^-126, which take FP32; overflow as in FP32), the
-// elements beyond n zero.
-__device__ __forceinline__ void expand16_fp4(const OpView &v, int64_t i, int64_t p0, int n, uint32_t (&o)[8]) {
-  uint32_t w[4];
-  load_codes16(v, i, p0, n, w);
-  if (n < 16) {  // codes past the row's end (the last byte's other nibble, a whole load's tail): zero
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int keep = n - 8 * h;
-      if (keep < 8) w[h] = keep <= 0 ? 0u : w[h] & ((1u << (4 * keep)) - 1u);
-    }
-  }
+// 8 E2M1 codes (element e at bits 4e of w) times the block scale whose byte
+// is b (NV: an E4M3 NVFP4 scale, else an E8M0 MXFP4 one), straight to 4 BF16
+// pairs (element 2h in the low half of o[h]): code × scale in BF16 (exact:
+// the code has at most 2 significant bits, the scale is a power of two (E8M0;
+// 0xFF NaN) or an E4M3 value of at most 4 significant bits, so the product
+// fits BF16's 8; no product is subnormal but for E8M0 scales 2^-127 and
+// 2^-126, which take FP32; overflow as in FP32).
+template <bool NV>
+__device__ __forceinline__ void fp4x8_bf16(uint32_t w, uint32_t b, uint32_t (&o)[4]) {
   uint32_t sb;
-  if (v.kind == Kind::Mxfp4) {
-    const int64_t j = p0 / 32;
-    const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
-    const uint32_t b = reinterpret_cast<const uint8_t *>(v.scale)[si];
+  if (!NV) {
     if (b <= 1u) {
       // Scales 2^-127 and 2^-126 make subnormal products: formed in FP32
       // (IEEE, subnormals kept) rather than trusting BF16 arithmetic with them.
       const float s = e8m0_decode(b);
 #pragma unroll
-      for (int h = 0; h < 4; h++) {
+      for (int h = 0; h < 2; h++) {
         uint32_t a, c;
-        e2m1x4_to_bf16x2(w[h >> 1] >> (16 * (h & 1)), a, c);
+        e2m1x4_to_bf16x2(w >> (16 * h), a, c);
         const uint32_t in[2] = {a, c};
 #pragma unroll
         for (int q = 0; q < 2; q++) {
@@ -286,29 +276,67 @@ __device__ __forceinline__ void expand16_fp4(const OpView &v, int64_t i, int64_t
     }
     sb = b == 0xFFu ? 0x7FC0u : b << 7;
   } else {
-    const int64_t j = p0 / 16;
-    const int64_t si = v.s_swizzled ? swizzle_index(i, j, v.s_pad_j) : i * v.s_pad_j + j;
-    sb = __float_as_uint(fp8_decode<Fp8::E4M3>(reinterpret_cast<const uint8_t *>(v.scale)[si])) >> 16;  // exact in BF16
+    sb = __float_as_uint(fp8_decode<Fp8::E4M3>((uint8_t)b)) >> 16;  // exact in BF16
   }
   const uint32_t s2 = sb | sb << 16;
 #pragma unroll
-  for (int h = 0; h < 4; h++) {
-    uint32_t a, b;
-    e2m1x4_to_bf16x2(w[h >> 1] >> (16 * (h & 1)), a, b);
+  for (int h = 0; h < 2; h++) {
+    uint32_t a, c;
+    e2m1x4_to_bf16x2(w >> (16 * h), a, c);
     o[2 * h] = bf16x2_mul(a, s2);
-    o[2 * h + 1] = bf16x2_mul(b, s2);
+    o[2 * h + 1] = bf16x2_mul(c, s2);
   }
 }
+
+// expand16_contig for MXFP4 and NVFP4 (NV), straight to BF16 pairs
+// (fp4x8_bf16), the elements from n on 0.
+template <bool NV>
+__device__ __forceinline__ void expand16_fp4(const OpView &v, int64_t i, int64_t p0, int n, uint32_t (&o)[8]) {
+  uint32_t w[4];
+  load_codes16<true>(v, i, p0, n, w);
+  const uint32_t b = reinterpret_cast<const uint8_t *>(v.scale)[block_scale_index(v, i, p0 / (NV ? 16 : 32))];
+  uint32_t lo[4], hi[4];
+  fp4x8_bf16<NV>(w[0], b, lo);
+  fp4x8_bf16<NV>(w[1], b, hi);
+#pragma unroll
+  for (int h = 0; h < 4; h++) o[h] = lo[h], o[4 + h] = hi[h];
+  if (n < 16) {  // elements past the row's end (a NaN scale's products too): zero
+#pragma unroll
+    for (int e = 0; e < 16; e++)
+      if (e >= n) o[e >> 1] &= (e & 1) ? 0x0000FFFFu : 0xFFFF0000u;
+  }
+}
+
+// 16 elements of an output row at dst (16-element aligned): FP32 values
+// (exactly BF16 ones where OT is BF16).
+template <typename OT>
+__device__ __forceinline__ void store16(OT *dst, const float (&xs)[16]) {
+  if constexpr (sizeof(OT) == 2) {
+    __align__(16) __nv_bfloat16 o[16];
+#pragma unroll
+    for (int e = 0; e < 16; e++) o[e] = __float2bfloat16_rn(xs[e]);  // exact: a BF16 value
+    reinterpret_cast<uint4 *>(dst)[0] = reinterpret_cast<const uint4 *>(o)[0];
+    reinterpret_cast<uint4 *>(dst)[1] = reinterpret_cast<const uint4 *>(o)[1];
+  } else {
+#pragma unroll
+    for (int h = 0; h < 4; h++) reinterpret_cast<float4 *>(dst)[h] = make_float4(xs[4 * h], xs[4 * h + 1], xs[4 * h + 2], xs[4 * h + 3]);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The generic expansion (dense operands, strided reads, FP8 and FP8 block)
+// ---------------------------------------------------------------------------
 
 // One operand to expand: op(X) into a row-major [rows, k] buffer of OT with
 // row pitch ld (a multiple of 16 elements, so that every group of 16 is one
 // or two aligned vector stores; the columns k .. ld-1 get zeros): for A,
 // op(A) [M, K]; for B, op(B)ᵀ [N, K] (so that cuBLASLt always gets "TN").
-// contig: the operand's physical rows are op rows (expand16_contig), else
-// element by element (op_value). pfast: consecutive threads take consecutive
-// groups of one output row (the contraction index p is contiguous in
-// memory), else the same group of consecutive rows (op row i is, physical
-// (p, i)), so that a warp's reads are coalesced either way.
+// contig: an FP8 or FP8 block operand whose physical rows are op rows
+// (expand16_contig; MX and NVFP4 ones read so take expand_contig_kernel),
+// else element by element (op_value). pfast: consecutive threads take
+// consecutive groups of one output row (the contraction index p is
+// contiguous in memory), else the same group of consecutive rows (op row i
+// is, physical (p, i)), so that a warp's reads are coalesced either way.
 template <typename OT>
 struct Expansion {
   OpView v;
@@ -321,9 +349,10 @@ int contiguous(const OpView &v, bool is_b);
 
 template <typename OT>
 Expansion<OT> expansion(const OpView &v, int64_t rows, int64_t ld, bool is_b, OT *out) {
-  const int contig = contiguous(v, is_b);
+  const int rows_along_p = contiguous(v, is_b);
+  const int contig = rows_along_p && (v.kind == Kind::Fp8 || v.kind == Kind::Fp8Block);
   const bool t = is_b ? !v.trans : v.trans;  // logical (r, c) = t ? (p, i) : (i, p)
-  const int pfast = contig || (v.kind == Kind::Dense && !t);
+  const int pfast = rows_along_p || (v.kind == Kind::Dense && !t);
   return Expansion<OT>{v, rows, ld, is_b ? 1 : 0, contig, pfast, out};
 }
 
@@ -334,23 +363,11 @@ __device__ __forceinline__ void expand_group(const Expansion<OT> &x, int64_t k, 
   if (x.pfast) i = g / groups, p0 = (g % groups) * 16;
   else i = g % x.rows, p0 = (g / x.rows) * 16;
   OT *dst = x.out + i * x.ld + p0;  // 16-element aligned: ld % 16 == 0, p0 % 16 == 0
-  if (x.contig && (x.v.kind == Kind::Mxfp4 || x.v.kind == Kind::Nvfp4)) {
-    uint32_t o[8];
-    expand16_fp4(x.v, i, p0, (int)(k - p0 < 16 ? k - p0 : 16), o);
-    if constexpr (sizeof(OT) == 2) {
-      reinterpret_cast<uint4 *>(dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
-      reinterpret_cast<uint4 *>(dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
-    } else {
-#pragma unroll
-      for (int h = 0; h < 4; h++)
-        reinterpret_cast<float4 *>(dst)[h] = make_float4(__uint_as_float(o[2 * h] << 16), __uint_as_float(o[2 * h] & 0xFFFF0000u),
-                                                         __uint_as_float(o[2 * h + 1] << 16), __uint_as_float(o[2 * h + 1] & 0xFFFF0000u));
-    }
-    return;
-  }
   float xs[16];
+  const int n = (int)(k - p0 < 16 ? k - p0 : 16);
   if (x.contig) {
-    expand16_contig(x.v, i, p0, (int)(k - p0 < 16 ? k - p0 : 16), xs);
+    if (x.v.kind == Kind::Fp8Block) expand16_contig<Kind::Fp8Block>(x.v, i, p0, n, xs);
+    else expand16_contig<Kind::Fp8>(x.v, i, p0, n, xs);
   } else {
     // op(A)[i, p] = A[i, p] or A[p, i]; op(B)ᵀ[i, p] = op(B)[p, i] = B[p, i] or B[i, p].
     const bool t = x.is_b ? !x.v.trans : x.v.trans;
@@ -360,16 +377,7 @@ __device__ __forceinline__ void expand_group(const Expansion<OT> &x, int64_t k, 
       xs[e] = p < k ? (t ? op_value(x.v, p, i) : op_value(x.v, i, p)) : 0.0f;
     }
   }
-  if constexpr (sizeof(OT) == 2) {
-    __align__(16) __nv_bfloat16 o[16];
-#pragma unroll
-    for (int e = 0; e < 16; e++) o[e] = __float2bfloat16_rn(xs[e]);  // exact: a BF16 value
-    reinterpret_cast<uint4 *>(dst)[0] = reinterpret_cast<const uint4 *>(o)[0];
-    reinterpret_cast<uint4 *>(dst)[1] = reinterpret_cast<const uint4 *>(o)[1];
-  } else {
-#pragma unroll
-    for (int h = 0; h < 4; h++) reinterpret_cast<float4 *>(dst)[h] = make_float4(xs[4 * h], xs[4 * h + 1], xs[4 * h + 2], xs[4 * h + 3]);
-  }
+  store16(dst, xs);
 }
 
 // Both operands' expansions in one launch (one of them may have no rows):
@@ -405,8 +413,199 @@ __device__ __forceinline__ float alpha_eff(const Alpha &a) {
 }
 
 // alpha_eff into out[0] and 0 into out[1]: the fused kernel's device alpha,
-// and cuBLASLt's alpha and beta in its device pointer mode (no C).
+// and cuBLASLt's alpha and beta in its device pointer mode (no C), where no
+// expand_contig_kernel writes them.
 __global__ void alpha_kernel(Alpha a, float *out) { out[0] = alpha_eff(a), out[1] = 0.0f; }
+
+// ---------------------------------------------------------------------------
+// The contiguous MX/NVFP4 expansion (expand_contig_kernel)
+// ---------------------------------------------------------------------------
+//
+// MXFP8, MXFP4 and NVFP4 operands whose physical rows are op rows (K
+// contiguous: what TE's rule hands a GEMM but for MXFP8's columnwise copy)
+// expand by a kernel of their own, templated on each operand's kind, so that
+// an instance holds only its kinds' conversions. The work is split in units
+// of 8 elements of the padded output rows (ld = pad16(K) = 8·upr elements), a
+// row's units numbered along K and the rows one after another, so that unit
+// u's output is out + 8u: one 16-byte BF16 store. A warp takes 32·kSlots
+// consecutive units: lane l the units l, l + 32, .., so that each of the
+// warp's stores writes 512 consecutive bytes (whole 32-byte sectors and
+// 128-byte lines; a first version with 16 or 32 elements per lane, its
+// stores 32 or 64 bytes apart across the warp, ran L2-bound: 1.8x the L2
+// write sectors and 2x the time for FP4, bench/RESULTS.md) and
+// each code load reads 256 (FP8) or 128 (E2M1) consecutive bytes. Every
+// lane issues all its kSlots code loads and their block-scale loads before
+// it converts any. A unit not wholly inside K, in rows not aligned for the
+// 8- or 4-byte load, or an MXFP4 block of scale 2^-127 or 2^-126 goes after
+// them through the 16-element helpers above (expand16_contig, expand16_fp4:
+// any alignment, zeros past K, subnormal products in FP32), in a loop not
+// unrolled, its half of the group stored. The values are the helpers'
+// (fp8_values, fp4x8_bf16): the same bits.
+
+enum : int { kCNone = 0, kCMxfp8 = 1, kCMxfp4 = 2, kCNvfp4 = 3 };
+constexpr int kSlots = 8;
+
+template <typename OT>
+struct ContigOp {
+  OpView v;
+  OT *out;
+  uint64_t units;  // rows · upr
+  int64_t upr;     // units per padded row: pad16(K) / 8
+  int vec;         // rows aligned for one 8-byte (FP8) or 4-byte (E2M1) load per unit
+};
+
+// One 16-byte store (dst 16-byte aligned), as st.global.v4: NVCC split the
+// plain uint4 stores of the KA == KB instances into four 4-byte ones.
+__device__ __forceinline__ void store_v4(void *dst, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
+// 8 output elements at dst (8-element aligned): FP32 values (exactly BF16
+// ones where OT is BF16), or 4 BF16 pairs.
+template <typename OT>
+__device__ __forceinline__ void store8(OT *dst, const float (&xs)[8]) {
+  if constexpr (sizeof(OT) == 2) {
+    uint32_t o[4];
+#pragma unroll
+    for (int h = 0; h < 4; h++) o[h] = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(xs[2 * h])) |  // exact: BF16 values
+                                       (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(xs[2 * h + 1])) << 16;
+    store_v4(dst, o[0], o[1], o[2], o[3]);
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      store_v4(dst + 4 * h, __float_as_uint(xs[4 * h]), __float_as_uint(xs[4 * h + 1]), __float_as_uint(xs[4 * h + 2]), __float_as_uint(xs[4 * h + 3]));
+  }
+}
+
+template <typename OT>
+__device__ __forceinline__ void store8(OT *dst, const uint32_t (&o)[4]) {
+  if constexpr (sizeof(OT) == 2) {
+    store_v4(dst, o[0], o[1], o[2], o[3]);
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; h++) store_v4(dst + 4 * h, o[2 * h] << 16, o[2 * h] & 0xFFFF0000u, o[2 * h + 1] << 16, o[2 * h + 1] & 0xFFFF0000u);
+  }
+}
+
+// Block scale (i, j)'s byte offset (block_scale_index, never j-major here)
+// as a row part and a column part, so that a lane pays the row part's
+// products only when its units move to another row: swizzle_index(i, j, c)
+// = ((i/128)·(c/4) + j/4)·512 + (i%32)·16 + ((i%128)/32)·4 + j%4.
+__device__ __forceinline__ uint64_t scale_row(const OpView &v, uint64_t i) {
+  return v.s_swizzled ? (i >> 7) * ((uint64_t)v.s_pad_j >> 2) * 512 + (i & 31) * 16 + ((i >> 5) & 3) * 4 : i * (uint64_t)v.s_pad_j;
+}
+__device__ __forceinline__ uint64_t scale_col(const OpView &v, uint64_t j) { return v.s_swizzled ? (j >> 2) * 512 + (j & 3) : j; }
+
+// Units u0, u0 + 32, .., u0 + 32·(kSlots-1) of one operand: the whole ones'
+// loads first, then their conversions and stores, then the rest.
+template <int CK, typename OT>
+__device__ __forceinline__ void contig_task(const ContigOp<OT> &x, int64_t k, uint64_t u0) {
+  if (u0 >= x.units) return;
+  int64_t i0, q0;  // row and unit within the row of u0
+  if (x.units <= 0xFFFFFFFFull) {
+    const uint32_t u = (uint32_t)u0, r = (uint32_t)x.upr;
+    i0 = u / r, q0 = u % r;
+  } else {
+    i0 = (int64_t)(u0 / (uint64_t)x.upr), q0 = (int64_t)(u0 % (uint64_t)x.upr);
+  }
+  const int nslots = x.units - u0 > 32 * (kSlots - 1) ? kSlots : (int)((x.units - u0 + 31) / 32);
+  constexpr int JS = CK == kCNvfp4 ? 1 : 2;  // unit q's block: q >> JS (16 or 32 elements)
+  uint32_t w[kSlots][CK == kCMxfp8 ? 2 : 1];
+  uint32_t sb[kSlots];
+  uint32_t whole = 0;
+  const uint8_t *scales = reinterpret_cast<const uint8_t *>(x.v.scale);
+  int64_t i = i0, q = q0;
+  const uint8_t *crow = x.v.data + i * x.v.pitch;  // row i's codes
+  uint64_t srow = scale_row(x.v, i);              // and block scales
+#pragma unroll
+  for (int s = 0; s < kSlots; s++) {
+    if (s > 0) {
+      q += 32;
+      if (q >= x.upr) {
+        do q -= x.upr, i++;
+        while (q >= x.upr);
+        crow = x.v.data + i * x.v.pitch;
+        srow = scale_row(x.v, i);
+      }
+    }
+    if (s < nslots && x.vec && q * 8 + 8 <= k) {
+      whole |= 1u << s;
+      if constexpr (CK == kCMxfp8) {
+        const uint2 c = __ldg(reinterpret_cast<const uint2 *>(crow + q * 8));
+        w[s][0] = c.x, w[s][1] = c.y;
+      } else {
+        w[s][0] = __ldg(reinterpret_cast<const uint32_t *>(crow + q * 4));
+      }
+      sb[s] = __ldg(scales + srow + scale_col(x.v, (uint64_t)q >> JS));
+    }
+  }
+  uint32_t rest = 0;  // slots left to the helpers
+#pragma unroll
+  for (int s = 0; s < kSlots; s++) {
+    if (s >= nslots) break;
+    OT *dst = x.out + (u0 + 32 * s) * 8;
+    if (!(whole >> s & 1u) || (CK == kCMxfp4 && sb[s] <= 1u)) {
+      rest |= 1u << s;
+    } else if constexpr (CK == kCMxfp8) {
+      float xs[8];
+      fp8_values<Kind::Mxfp8, 8>(w[s], x.v.el, e8m0_decode(sb[s]), 8, xs);
+      store8(dst, xs);
+    } else {
+      uint32_t o[4];
+      fp4x8_bf16<CK == kCNvfp4>(w[s][0], sb[s], o);
+      store8(dst, o);
+    }
+  }
+  if (rest == 0) return;
+  i = i0, q = q0;
+#pragma unroll 1
+  for (int s = 0; s < nslots; s++) {
+    if (s > 0) {
+      q += 32;
+      while (q >= x.upr) q -= x.upr, i++;
+    }
+    if (!(rest >> s & 1u)) continue;
+    // The 16-element group holding the unit (inside the padded row, so
+    // starting before k), and the unit's half of it.
+    const int64_t pg = (q * 8) & ~(int64_t)15;
+    const int n = (int)(k - pg < 16 ? k - pg : 16), half = (int)(q & 1);
+    OT *dst = x.out + (u0 + 32 * s) * 8;
+    if constexpr (CK == kCMxfp8) {
+      float xs[16], h8[8];
+      expand16_contig<Kind::Mxfp8>(x.v, i, pg, n, xs);
+#pragma unroll
+      for (int e = 0; e < 8; e++) h8[e] = half ? xs[8 + e] : xs[e];
+      store8(dst, h8);
+    } else {
+      uint32_t o[8], h4[4];
+      expand16_fp4<CK == kCNvfp4>(x.v, i, pg, n, o);
+#pragma unroll
+      for (int e = 0; e < 4; e++) h4[e] = half ? o[4 + e] : o[e];
+      store8(dst, h4);
+    }
+  }
+}
+
+// Both operands in one launch (KA or KB kCNone: that operand has none):
+// warp tasks [0, tasks_a) are A's, the rest B's. alpha_out (or NULL): where
+// alpha_eff(ab) and beta 0 go for the GEMM after it (alpha_kernel's work,
+// one launch fewer).
+template <typename OT, int KA, int KB>
+__global__ void __launch_bounds__(256, 4) expand_contig_kernel(const __grid_constant__ ContigOp<OT> a, const __grid_constant__ ContigOp<OT> b, int64_t k, uint64_t tasks_a,
+                                                                  uint64_t tasks, Alpha ab, float *alpha_out) {
+  if (alpha_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) alpha_out[0] = alpha_eff(ab), alpha_out[1] = 0.0f;  // alpha_kernel's
+  const uint64_t lane = threadIdx.x & 31, stride = (uint64_t)gridDim.x * (blockDim.x / 32);
+  for (uint64_t t = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; t < tasks; t += stride) {
+    if constexpr (KA == KB) {  // one copy of the code (the operand's fields read from the kernel's parameters)
+      const bool in_a = t < tasks_a;
+      contig_task<KA>(in_a ? a : b, k, (in_a ? t : t - tasks_a) * (32 * kSlots) + lane);
+    } else if (KA != kCNone && t < tasks_a) {
+      if constexpr (KA != kCNone) contig_task<KA>(a, k, t * (32 * kSlots) + lane);
+    } else if constexpr (KB != kCNone) {
+      contig_task<KB>(b, k, (t - tasks_a) * (32 * kSlots) + lane);
+    }
+  }
+}
 
 __device__ __forceinline__ float load_any(const void *p, int dt, int64_t i) {
   if (dt == 0) return reinterpret_cast<const float *>(p)[i];
@@ -911,6 +1110,113 @@ unsigned expand_grid(int64_t groups) {
   return (unsigned)b;
 }
 
+// The kind of expand_contig_kernel that expands op(X) (A) or op(X)ᵀ (B), or
+// kCNone (expand_kernel's): X is an MX or NVFP4 operand read along its
+// physical rows, whose block scales run along them (not MXFP8's columnwise
+// copy, [R, C] with blocks along R: contracted over C it takes op_value; the
+// host never hands it so).
+int contig_kind(const OpView &v, bool is_b) {
+  if (!contiguous(v, is_b) || (v.kind == Kind::Mxfp8 && v.colwise)) return kCNone;
+  switch (v.kind) {
+    case Kind::Mxfp8: return kCMxfp8;
+    case Kind::Mxfp4: return kCMxfp4;
+    case Kind::Nvfp4: return kCNvfp4;
+    default: return kCNone;
+  }
+}
+
+// ld: the output rows' pitch, pad16(k) (expand_contig_kernel's unit numbering).
+template <typename OT>
+ContigOp<OT> contig_op(const OpView &v, int ck, int64_t rows, int64_t k, int64_t ld, OT *out) {
+  ContigOp<OT> x{v, out, 0, 1, 0};
+  if (ck == kCNone || rows == 0 || k == 0) return x;
+  x.upr = ld / 8;
+  x.units = (uint64_t)rows * (uint64_t)x.upr;
+  const int al = ck == kCMxfp8 ? 8 : 4;  // bytes of one unit's codes
+  x.vec = (reinterpret_cast<uintptr_t>(v.data) % al) == 0 && v.pitch % al == 0;
+  return x;
+}
+
+// What every launch of expand_contig_kernel gets besides its operands: K,
+// and where alpha_eff and beta 0 go for cuBLASLt's device pointer mode (or
+// NULL: no device alpha, or alpha_kernel writes it).
+struct ContigCall {
+  int64_t k;
+  Alpha ab;
+  float *alpha_out;
+};
+
+// One launch of expand_contig_kernel<OT, KA, KB>: as many blocks of 256
+// threads (8 warp tasks each) as there are tasks, at most as many as are
+// resident at once (a grid-stride loop does the rest).
+template <typename OT, int KA, int KB>
+int32_t launch_contig(const ContigOp<OT> &a, const ContigOp<OT> &b, const ContigCall &c, cudaStream_t s, quant_plugin_error *err) {
+  static const int resident = [] {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, expand_contig_kernel<OT, KA, KB>, 256, 0) != cudaSuccess || per_sm <= 0) {
+      cudaGetLastError();
+      per_sm = 4;
+    }
+    return per_sm * (grid_cap() / 8);  // grid_cap(): 8 blocks per SM
+  }();
+  constexpr uint64_t per_task = 32 * kSlots;
+  const uint64_t ta = (a.units + per_task - 1) / per_task, tasks = ta + (b.units + per_task - 1) / per_task;
+  uint64_t blocks = (tasks + 7) / 8;
+  if (blocks > (uint64_t)resident) blocks = resident;
+  if (blocks == 0) blocks = 1;  // alpha_out, if any
+  expand_contig_kernel<OT, KA, KB><<<(unsigned)blocks, 256, 0, s>>>(a, b, c.k, ta, tasks, c.ab, c.alpha_out);
+  LQ_LAUNCHED("expand kernel launch");
+  return QUANT_OK;
+}
+
+template <typename OT, int KA>
+int32_t launch_contig_b(int kb, const ContigOp<OT> &a, const ContigOp<OT> &b, const ContigCall &c, cudaStream_t s, quant_plugin_error *err) {
+  if constexpr (sizeof(OT) == 4 && KA != kCNone) {
+    return launch_contig<OT, KA, kCNone>(a, b, c, s, err);  // FP32: kb is kCNone (expand)
+  } else {
+    switch (kb) {
+      case kCMxfp8: return launch_contig<OT, KA, kCMxfp8>(a, b, c, s, err);
+      case kCMxfp4: return launch_contig<OT, KA, kCMxfp4>(a, b, c, s, err);
+      case kCNvfp4: return launch_contig<OT, KA, kCNvfp4>(a, b, c, s, err);
+      default:
+        if constexpr (KA != kCNone) return launch_contig<OT, KA, kCNone>(a, b, c, s, err);
+        return QUANT_OK;
+    }
+  }
+}
+
+// The expansion of op(A) (ka: its contig kind; ga rows through the generic
+// kernel) and op(B)ᵀ (kb, gb) into rows of pitch ld (pad16(K)) at oa and ob.
+// BF16 output: both contiguous operands in one launch; FP32 output (the
+// rarer pairs with FP32/FP16 dense or FP8 block operands) one launch per
+// operand, so that only six FP32 instances are built. *alpha_done: c's
+// alpha_out was written (by a contiguous launch).
+template <typename OT>
+int32_t expand(const OpView &va, const OpView &vb, int ka, int kb, int64_t ga, int64_t gb, int64_t M, int64_t N, int64_t ld, OT *oa,
+               OT *ob, const ContigCall &c, bool *alpha_done, cudaStream_t s, quant_plugin_error *err) {
+  const int64_t K = c.k;
+  if (ga > 0 || gb > 0) {
+    const int64_t groups = (ga + gb) * ceil_div(K, 16);
+    expand_kernel<OT><<<expand_grid<OT>(groups), 256, 0, s>>>(expansion(va, ga, ld, false, oa), expansion(vb, gb, ld, true, ob), K);
+    LQ_LAUNCHED("expand kernel launch");
+  }
+  if (ka == kCNone && kb == kCNone) return QUANT_OK;
+  *alpha_done = c.alpha_out != nullptr;
+  const ContigOp<OT> a = contig_op(va, ka, M, K, ld, oa), b = contig_op(vb, kb, N, K, ld, ob);  // kCNone: no units
+  if constexpr (sizeof(OT) == 4) {
+    if (ka != kCNone && kb != kCNone) {
+      LQ_TRY(expand(va, vb, ka, kCNone, 0, 0, M, N, ld, oa, ob, c, alpha_done, s, err));
+      return expand(va, vb, kCNone, kb, 0, 0, M, N, ld, oa, ob, c, alpha_done, s, err);
+    }
+  }
+  switch (ka) {
+    case kCMxfp8: return launch_contig_b<OT, kCMxfp8>(kb, a, b, c, s, err);
+    case kCMxfp4: return launch_contig_b<OT, kCMxfp4>(kb, a, b, c, s, err);
+    case kCNvfp4: return launch_contig_b<OT, kCNvfp4>(kb, a, b, c, s, err);
+    default: return launch_contig_b<OT, kCNone>(kb, a, b, c, s, err);
+  }
+}
+
 // allow_block: try FP8 block scaling in cuBLASLt (a retry without it follows
 // where cuBLASLt has no algorithm for it).
 int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allow_block = true) {
@@ -1027,7 +1333,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   c.compute = CUBLAS_COMPUTE_32F;
   // Scratch of this call, one stream-ordered allocation: the expanded
   // operands and the FP32 sums, each 256-byte aligned.
-  size_t off_a = 0, off_b = 0, off_s = 0, total = 0;
+  size_t off_a = 0, off_b = 0, off_s = 0, off_ab = 0, total = 0;
   auto take = [&](size_t bytes) {
     const size_t at = total;
     total += (bytes + 255) / 256 * 256;
@@ -1040,7 +1346,9 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   if (exp_a) off_a = take((size_t)M * lde * esz);
   if (exp_b) off_b = take((size_t)N * lde * esz);
   if (!direct_epi) off_s = take((size_t)M * N * sizeof(float));
+  if (direct_epi && dev_alpha) off_ab = take(2 * sizeof(float));  // alpha_eff and beta 0 (cuBLASLt's device pointer mode)
   uint8_t *buf = nullptr;
+  bool alpha_done = false;  // expand_contig_kernel wrote alpha_eff to buf + off_ab
   if (total > 0) LQ_TRY(scratch.get(total, (void **)&buf, "the expanded operands and FP32 sums", err));
   if (fp8_native) {
     // Both physical copies are [rows, K] row-major (the host picked them so).
@@ -1086,17 +1394,13 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       c.opa = CUBLAS_OP_T;
     }
     if (exp_a || exp_b) {
-      const int64_t groups = (exp_a ? M : 0) * ceil_div(K, 16) + (exp_b ? N : 0) * ceil_div(K, 16);
-      if (ct == 0) {
-        const auto ea = expansion(va, exp_a ? M : 0, lde, false, (float *)(buf + off_a));
-        const auto eb = expansion(vb, exp_b ? N : 0, lde, true, (float *)(buf + off_b));
-        expand_kernel<float><<<expand_grid<float>(groups), 256, 0, s>>>(ea, eb, K);
-      } else {
-        const auto ea = expansion(va, exp_a ? M : 0, lde, false, (__nv_bfloat16 *)(buf + off_a));
-        const auto eb = expansion(vb, exp_b ? N : 0, lde, true, (__nv_bfloat16 *)(buf + off_b));
-        expand_kernel<__nv_bfloat16><<<expand_grid<__nv_bfloat16>(groups), 256, 0, s>>>(ea, eb, K);
-      }
-      LQ_LAUNCHED("expand kernel launch");
+      // Contiguous MX/NVFP4 operands: expand_contig_kernel (one launch for
+      // both where the output is BF16); the others: expand_kernel.
+      const int ka = exp_a ? contig_kind(va, false) : kCNone, kb = exp_b ? contig_kind(vb, true) : kCNone;
+      const int64_t ga = exp_a && ka == kCNone ? M : 0, gb = exp_b && kb == kCNone ? N : 0;
+      const ContigCall cc{K, ab, direct_epi && dev_alpha ? (float *)(buf + off_ab) : nullptr};
+      if (ct == 0) LQ_TRY(expand(va, vb, ka, kb, ga, gb, M, N, lde, (float *)(buf + off_a), (float *)(buf + off_b), cc, &alpha_done, s, err));
+      else LQ_TRY(expand(va, vb, ka, kb, ga, gb, M, N, lde, (__nv_bfloat16 *)(buf + off_a), (__nv_bfloat16 *)(buf + off_b), cc, &alpha_done, s, err));
     }
   }
   c.ldd = N;
@@ -1105,10 +1409,11 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
     c.d = a->d.data;
     c.alpha = a->alpha;
     if (dev_alpha) {
-      float *ab_dev = nullptr;
-      LQ_TRY(scratch.get(2 * sizeof(float), (void **)&ab_dev, "alpha", err));
-      alpha_kernel<<<1, 1, 0, s>>>(ab, ab_dev);
-      LQ_LAUNCHED("alpha kernel launch");
+      float *ab_dev = (float *)(buf + off_ab);
+      if (!alpha_done) {
+        alpha_kernel<<<1, 1, 0, s>>>(ab, ab_dev);
+        LQ_LAUNCHED("alpha kernel launch");
+      }
       c.alpha_beta = ab_dev;
     }
     if (has_c) {

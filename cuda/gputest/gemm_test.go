@@ -361,6 +361,36 @@ func TestGemmMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestGemmContigExpansionMatchesCPU: the contiguous MX/NVFP4 expansion
+// (cuda/gemm.cu expand_contig_kernel, units of 8 elements) where its rows are
+// aligned for the vector loads but units reach past K (K 71: E2M1 rows of 36
+// bytes, the last unit partly inside; K 72: FP8 rows of 72 bytes and a unit
+// wholly in the row's padding to 80), and with K long enough (2056: 257
+// units a row) that a lane's slots stay in one row and change rows inside a
+// warp's task; every kind pair the kernel has an instance for but FP32 out.
+func TestGemmContigExpansionMatchesCPU(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	pairs := [][2]string{{"mxfp8", "mxfp8"}, {"mxfp4", "mxfp4"}, {"nvfp4", "nvfp4 16x16 swizzled"}, {"mxfp8 e5m2 swizzled", "nvfp4"},
+		{"hybrid mxfp8|nvfp4", "mxfp4"}, {"mxfp4", "mxfp8"}}
+	for pi, pr := range pairs {
+		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
+			for si, sh := range [][3]int64{{40, 33, 71}, {40, 33, 72}, {40, 33, 2056}} {
+				m, n, k := sh[0], sh[1], sh[2]
+				seed := uint64(9000 + pi*10 + si)
+				a := makeGemmSide(t, byName[pr[0]], m, k, seed)
+				b := makeGemmSide(t, byName[pr[1]], n, k, seed+1)
+				for _, out := range []host.DType{host.Float32, host.BFloat16} {
+					runGPUGemm(t, fmt.Sprintf("%v d=%s", sh, out), a, b, false, true, out, gemmEpilogue{alpha: 1}, seed)
+				}
+			}
+		})
+	}
+}
+
 // TestGemmEpilogueMatchesCPU: alpha, beta with C of D's dtype, of another
 // dtype and C = D, bias, and accumulate, alone and together, for a few
 // operand pairs covering the three GPU paths (native FP8, expansion to
