@@ -168,3 +168,78 @@ func TestDelayedStateOnDeviceFollowsCPU(t *testing.T) {
 		}
 	}
 }
+
+// gemmOperands makes a [16, 256] "CUDA" X, a [512, 256] W and a [16, 512] BF16
+// D for Y = X·Wᵀ (decode-sized, the shape of issue #11's host-time figure
+// but for the sizes, which the host does not look at), dense or quantized
+// with p (both directions).
+func gemmOperands(tb testing.TB, p *host.Params) (a, b host.GemmOperand, d host.Tensor) {
+	load(tb)
+	dev := host.Device{Type: host.CUDA}
+	alloc := func(shape ...int64) host.Tensor {
+		t, err := host.AllocTensor(dev, host.BFloat16, shape, 0)
+		require.NoError(tb, err)
+		tb.Cleanup(func() { host.FreeTensor(t, 0) })
+		return t
+	}
+	x, w := alloc(16, 256), alloc(512, 256)
+	d = alloc(16, 512)
+	if p == nil {
+		return host.GemmOperand{Dense: &x}, host.GemmOperand{Dense: &w, Trans: true}, d
+	}
+	q, err := host.NewQuantizer(*p, host.BothUsages)
+	require.NoError(tb, err)
+	tb.Cleanup(q.Release)
+	quant := func(t host.Tensor) *host.QTensor {
+		qt, err := q.Quantize(t, host.QuantizeOptions{})
+		require.NoError(tb, err)
+		tb.Cleanup(qt.Free)
+		return qt
+	}
+	return host.GemmOperand{Q: quant(x)}, host.GemmOperand{Q: quant(w), Trans: true}, d
+}
+
+// BenchmarkGemmDispatch is the host's share of a GPU quant_gemm: the time
+// from host.Gemm to the plugin's GEMM entry and back, with a plugin that
+// launches nothing (the CUDA plugin's own argument handling and cuBLASLt's
+// enqueue come on top).
+func BenchmarkGemmDispatch(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		p    *host.Params
+	}{{"bf16", nil}, {"mxfp8", &host.Params{Format: "mxfp8"}}, {"fp8", &host.Params{Format: "fp8"}}} {
+		b.Run(c.name, func(b *testing.B) {
+			x, w, d := gemmOperands(b, c.p)
+			args := &host.GemmArgs{A: x, B: w, Alpha: 1, D: d}
+			require.NoError(b, host.Gemm(args))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := host.Gemm(args); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// The GEMM dispatch reaches the plugin's entry with the arguments it checks
+// (both operands' buffers, a CUDA D) for dense and quantized operands, and the
+// support table answers from the plugin.
+func TestGemmDispatchReachesPlugin(t *testing.T) {
+	for _, p := range []*host.Params{nil, {Format: "mxfp8"}, {Format: "fp8"}} {
+		x, w, d := gemmOperands(t, p)
+		require.NoError(t, host.Gemm(&host.GemmArgs{A: x, B: w, Alpha: 1, D: d}))
+	}
+	table, err := host.GemmSupportTable(host.Device{Type: host.CUDA})
+	require.NoError(t, err)
+	found := false
+	for _, e := range table {
+		if e.A == "mxfp8" && e.B == "mxfp8" {
+			found = true
+			require.Equal(t, host.GemmNative, e.Level)
+			require.Contains(t, e.Reason, "fake_cuda")
+		}
+	}
+	require.True(t, found, "the cuda table has mxfp8 × mxfp8")
+}

@@ -2,8 +2,10 @@
  * the host's dispatch cost (BenchmarkQuantizeDispatch, examples/c/bench_dispatch.c):
  * it serves the built-in formats "fp8" and "mxfp8" on kDLCUDA with a quantize
  * that checks its arguments the way the CUDA plugin's entry does and launches
- * nothing, and "CUDA" memory that is host memory. Never a numeric reference. */
+ * nothing, a GEMM that does the same (BenchmarkGemmDispatch), and "CUDA"
+ * memory that is host memory. Never a numeric reference. */
 #include <float.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "quant_plugin.h"
@@ -88,6 +90,23 @@ static int32_t fake_sync(quant_plugin_memory_args *a, quant_plugin_error *err) {
   return QUANT_OK;
 }
 
+/* The GEMM entry: checks the arguments it reads and launches nothing. */
+static int32_t fake_gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
+  if (a == NULL || a->m < 0 || a->n < 0 || a->k < 0 || a->d.data == NULL || a->d.device_type != kDLCUDA ||
+      a->a.storage.num_buffers == 0 || a->b.storage.num_buffers == 0) {
+    if (err != NULL) strcpy(err->message, "fake_cuda: bad gemm arguments");
+    return QUANT_ERROR_INVALID_ARGUMENT;
+  }
+  return QUANT_OK;
+}
+static int32_t fake_gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err) {
+  (void)err;
+  a->level_out = QUANT_GEMM_NATIVE;
+  strcpy(a->reason_out, "fake_cuda: launches nothing");
+  return QUANT_OK;
+}
+static const quant_plugin_gemm fake_gemm_entry[1] = {{kDLCUDA, 0, fake_gemm, fake_gemm_support, {NULL, NULL, NULL, NULL}}};
+
 static const quant_plugin_kernels fake_kernels[2] = {
     {"fp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, fake_delayed_update, NULL, {NULL, NULL}},
     {"mxfp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, NULL, NULL, {NULL, NULL}},
@@ -107,5 +126,9 @@ QUANT_PLUGIN_EXPORT int32_t quant_plugin_get(uint32_t host_abi_version, quant_pl
   table->kernels = fake_kernels;
   table->num_memory = 1;
   table->memory = fake_memory;
+  if (table->struct_size >= offsetof(quant_plugin_table, gemm) + sizeof table->gemm) {
+    table->num_gemm = 1;
+    table->gemm = fake_gemm_entry;
+  }
   return QUANT_OK;
 }
