@@ -310,6 +310,9 @@ def main():
                 lines.append("| %s | %s | %.3f | %.0f | %.2f |" % (r["shape"], r["name"], r["ms"], r["tflops"], r["vs_bf16"]))
             else:
                 lines.append("| %s | %s | %s |  |  |" % (r["shape"], r["name"], r["error"]))
+        lines += ["", "GPU kernels per linear step (torch.profiler, mean of 3 steps after the timing; the same kernel "
+                  "names summed, longest first):", "", "| linear | kernels |", "| --- | --- |"]
+        lines += ["| %s | %s |" % (r["name"], r["kernels"]) for r in linear if "kernels" in r]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_gemm.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -388,6 +391,7 @@ def linear_rows(args):
     bf16_step = step(lambda t: torch.nn.functional.linear(t, w), [x, w])
     bf16 = time_gpu(bf16_step, iters=iters)
     row("torch F.linear bf16", bf16, bf16)
+    rows[-1]["kernels"] = step_kernels(bf16_step)
     try:
         os.environ.setdefault("LIBQUANT_LIBRARY", args.lib)
         sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -411,10 +415,28 @@ def linear_rows(args):
             # GEMM rows are: the ratio is the one of the same clocks.
             t_lq, t_bf16 = time_paired(f, bf16_step, iters=iters)
             row("libquant.torch.Linear " + name, t_lq, t_bf16)
+            rows[-1]["kernels"] = step_kernels(f)
         except Exception as e:  # noqa: BLE001 - a refused recipe is a row, not the end of the run
             row("libquant.torch.Linear " + name, "unsupported: %s" % str(e).split("\n")[0][:200])
         torch.cuda.synchronize()
     return rows
+
+
+def step_kernels(f, calls=3):
+    """Where one linear step's GPU time goes (torch.profiler): 'total us: name
+    us xN, ...', the kernels summed by short name, longest first."""
+    try:
+        by = {}
+        for us, key, n in profile_kernels(f, calls):
+            short = key.replace("(anonymous namespace)::", "").replace("void ", "")
+            short = short.split("<")[0].split("(")[0].strip().split("::")[-1][:40]
+            t, c = by.get(short, (0.0, 0))
+            by[short] = (t + us, c + n)
+        items = sorted(by.items(), key=lambda kv: -kv[1][0])
+        total = sum(t for t, _ in by.values())
+        return "%.0f us: " % total + ", ".join("%s %.0f us x%d" % (k, t, c) for k, (t, c) in items[:12])
+    except Exception as e:  # noqa: BLE001 - the profile is extra information
+        return "profiler: %s" % str(e).split("\n")[0][:100]
 
 
 def fmt_row(r):

@@ -19,7 +19,10 @@
 //     or FP32 dense, FP8 block codes × FP32 scale), then one cuBLASLt GEMM in
 //     that type. MX and NVFP4 operands read along their rows (K contiguous,
 //     as the host hands them) expand by expand_contig_kernel, an instance per
-//     pair of kinds; the rest (dense, strided, FP8) by expand_kernel.
+//     pair of kinds; MXFP8 operands contracted along their physical rows (the
+//     columnwise copies a linear layer's dgrad and wgrad read) expand in
+//     their own layout by expand_phys_kernel, and cuBLASLt reads them
+//     transposed; the rest (dense, strided, FP8) by expand_kernel.
 //     Per-tensor factors (FP8 scale_inv, NVFP4 amax/(6·448)) are not
 //     expanded: they live in device memory, so alpha·fa·fb is formed on the
 //     device in float64 and rounded once (as the CPU GEMM does, spec §11) by
@@ -607,6 +610,104 @@ __global__ void __launch_bounds__(256, 4) expand_contig_kernel(const __grid_cons
   }
 }
 
+// ---------------------------------------------------------------------------
+// MXFP8 operands expanded in their physical layout (expand_phys_kernel)
+// ---------------------------------------------------------------------------
+//
+// An MXFP8 operand that expand_contig_kernel does not take (the contraction
+// dim runs along its physical rows: the columnwise copy of dY and X in a
+// linear layer's wgrad, of W in its dgrad; or the columnwise copy contracted
+// along its rows) is expanded element by element in its own layout, E[r, c] =
+// code(r, c) · scale, E row-major [R, pad8(C)], and cuBLASLt reads E with the
+// transpose that makes it op(X) (a BF16 GEMM takes every transpose pair). So
+// no expansion transposes: expand_kernel transposed such operands 16
+// elements per thread down a column (H100, a linear layer at M 8192 K 4096
+// N 4096: 515 us for the three such operands of one step, against about 85 us
+// of DRAM traffic). Units of 8 consecutive elements of a physical row, lanes
+// on consecutive units, every lane's loads first (as expand_contig_kernel).
+// The values are op_value's, bit for bit: fl32(e8m0 scale · code), stored as
+// BF16 (exact) or FP32.
+template <typename OT>
+struct PhysOp {
+  OpView v;
+  OT *out;
+  uint64_t units;  // R · upr
+  int64_t upr;     // units per row: ⌈C / 8⌉ (the output pitch is 8·upr)
+  int vec;         // codes 8-byte aligned (data and pitch): one load per unit
+  int svec;        // blocks along R, compact j-major scales: a unit's 8 scales are 8 aligned bytes
+};
+
+template <typename OT, bool CB>
+__device__ __forceinline__ void phys_task(const PhysOp<OT> &x, uint64_t u0) {
+  if (u0 >= x.units) return;
+  const OpView &v = x.v;
+  int64_t r0, q0;  // row and unit within the row of u0
+  if (x.units <= 0xFFFFFFFFull) {
+    const uint32_t u = (uint32_t)u0, n = (uint32_t)x.upr;
+    r0 = u / n, q0 = u % n;
+  } else {
+    r0 = (int64_t)(u0 / (uint64_t)x.upr), q0 = (int64_t)(u0 % (uint64_t)x.upr);
+  }
+  const int nslots = x.units - u0 > 32 * (kSlots - 1) ? kSlots : (int)((x.units - u0 + 31) / 32);
+  uint32_t w[kSlots][2], sb[kSlots][CB ? 2 : 1];  // codes; scale bytes (blocks along C: one; along R (CB): one per element)
+  const uint8_t *scales = reinterpret_cast<const uint8_t *>(v.scale);
+  int64_t r = r0, q = q0;
+#pragma unroll
+  for (int s = 0; s < kSlots; s++) {
+    if (s > 0) {
+      q += 32;
+      while (q >= x.upr) q -= x.upr, r++;
+    }
+    if (s >= nslots) break;
+    const int64_t c = 8 * q;
+    const uint8_t *src = v.data + r * v.pitch + c;
+    if (x.vec && c + 8 <= v.C) {
+      const uint2 t = __ldg(reinterpret_cast<const uint2 *>(src));
+      w[s][0] = t.x, w[s][1] = t.y;
+    } else {
+      w[s][0] = w[s][1] = 0u;
+      for (int e = 0; e < 8 && c + e < v.C; e++) w[s][e >> 2] |= (uint32_t)src[e] << (8 * (e & 3));
+    }
+    if constexpr (!CB) {
+      sb[s][0] = scales[block_scale_index(v, r, c / 32)];  // (r, c/32): the unit lies in one block
+    } else if (x.svec && c + 8 <= v.C) {
+      const uint2 t = __ldg(reinterpret_cast<const uint2 *>(scales + (r / 32) * v.s_pad_i + c));  // (c + e, r/32), j-major
+      sb[s][0] = t.x, sb[s][1] = t.y;
+    } else {
+      sb[s][0] = sb[s][1] = 0u;
+      for (int e = 0; e < 8 && c + e < v.C; e++) sb[s][e >> 2] |= (uint32_t)scales[block_scale_index(v, c + e, r / 32)] << (8 * (e & 3));
+    }
+  }
+  r = r0, q = q0;
+#pragma unroll
+  for (int s = 0; s < kSlots; s++) {
+    if (s > 0) {
+      q += 32;
+      while (q >= x.upr) q -= x.upr, r++;
+    }
+    if (s >= nslots) break;
+    const int n = v.C - 8 * q < 8 ? (int)(v.C - 8 * q) : 8;
+    float xs[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+      const uint8_t code = (uint8_t)(w[s][e >> 2] >> (8 * (e & 3)));
+      const uint32_t b = CB ? (sb[s][CB ? e >> 2 : 0] >> (8 * (e & 3))) & 0xFFu : sb[s][0];
+      const float val = v.el ? fp8_decode<Fp8::E5M2>(code) : fp8_decode<Fp8::E4M3>(code);
+      xs[e] = e < n ? __fmul_rn(e8m0_decode(b), val) : 0.0f;  // op_value's product
+    }
+    store8(x.out + (u0 + 32 * s) * 8, xs);  // unit u's output: row r, columns 8q .. 8q+7 of pitch 8·upr
+  }
+}
+
+// One operand per launch; CB: its blocks run along R (the columnwise copy),
+// so that each instance holds one scale lookup.
+template <typename OT, bool CB>
+__global__ void __launch_bounds__(256, CB ? 3 : 4) expand_phys_kernel(const __grid_constant__ PhysOp<OT> x, uint64_t tasks) {
+  const uint64_t lane = threadIdx.x & 31, stride = (uint64_t)gridDim.x * (blockDim.x / 32);
+  for (uint64_t t = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; t < tasks; t += stride)
+    phys_task<OT, CB>(x, t * (32 * kSlots) + lane);
+}
+
 __device__ __forceinline__ float load_any(const void *p, int dt, int64_t i) {
   if (dt == 0) return reinterpret_cast<const float *>(p)[i];
   if (dt == 1) return __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(p)[i]);
@@ -1185,6 +1286,50 @@ int32_t launch_contig_b(int kb, const ContigOp<OT> &a, const ContigOp<OT> &b, co
   }
 }
 
+// An MXFP8 operand for expand_phys_kernel (on: it takes that path), its
+// output E at out, [R, pad8(C)].
+template <typename OT>
+PhysOp<OT> phys_op(const OpView &v, bool on, OT *out) {
+  PhysOp<OT> x{v, out, 0, 1, 0, 0};
+  if (!on || v.R == 0 || v.C == 0) return x;
+  x.upr = ceil_div(v.C, 8);
+  x.units = (uint64_t)v.R * (uint64_t)x.upr;
+  x.vec = reinterpret_cast<uintptr_t>(v.data) % 8 == 0 && v.pitch % 8 == 0;
+  x.svec = v.colwise && v.s_jmajor && !v.s_swizzled && reinterpret_cast<uintptr_t>(v.scale) % 8 == 0 && v.s_pad_i % 8 == 0;
+  return x;
+}
+
+template <typename OT, bool CB>
+int32_t launch_phys1(const PhysOp<OT> &x, cudaStream_t s, quant_plugin_error *err) {
+  static const int resident = [] {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, expand_phys_kernel<OT, CB>, 256, 0) != cudaSuccess || per_sm <= 0) {
+      cudaGetLastError();
+      per_sm = 4;
+    }
+    return per_sm * (grid_cap() / 8);  // grid_cap(): 8 blocks per SM
+  }();
+  constexpr uint64_t per_task = 32 * kSlots;
+  const uint64_t tasks = (x.units + per_task - 1) / per_task;
+  if (tasks == 0) return QUANT_OK;
+  uint64_t blocks = (tasks + 7) / 8;
+  if (blocks > (uint64_t)resident) blocks = resident;
+  expand_phys_kernel<OT, CB><<<(unsigned)blocks, 256, 0, s>>>(x, tasks);
+  LQ_LAUNCHED("expand kernel launch");
+  return QUANT_OK;
+}
+
+// Both operands' physical expansions (an operand with no units has none).
+template <typename OT>
+int32_t launch_phys(const PhysOp<OT> &a, const PhysOp<OT> &b, cudaStream_t s, quant_plugin_error *err) {
+  for (const PhysOp<OT> *x : {&a, &b}) {
+    if (x->units == 0) continue;
+    if (x->v.colwise) LQ_TRY((launch_phys1<OT, true>(*x, s, err)));
+    else LQ_TRY((launch_phys1<OT, false>(*x, s, err)));
+  }
+  return QUANT_OK;
+}
+
 // The expansion of op(A) (ka: its contig kind; ga rows through the generic
 // kernel) and op(B)ᵀ (kb, gb) into rows of pitch ld (pad16(K)) at oa and ob.
 // BF16 output: both contiguous operands in one launch; FP32 output (the
@@ -1343,8 +1488,13 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   const int64_t lde = pad_to(K, 16);  // the expanded rows' pitch (expand_group's stores)
   auto direct_op = [&](const OpView &v) { return v.kind == Kind::Dense && v.el == ct; };
   const bool exp_a = !fp8_native && !direct_op(va), exp_b = !fp8_native && !direct_op(vb);
-  if (exp_a) off_a = take((size_t)M * lde * esz);
-  if (exp_b) off_b = take((size_t)N * lde * esz);
+  // MXFP8 operands that expand_contig_kernel does not take expand in their
+  // physical layout, [R, pad8(C)] (expand_phys_kernel); cuBLASLt transposes.
+  auto phys = [&](const OpView &v, bool is_b) { return v.kind == Kind::Mxfp8 && !v.transposed && contig_kind(v, is_b) == kCNone; };
+  const bool phys_a = exp_a && phys(va, false), phys_b = exp_b && phys(vb, true);
+  const int64_t lpa = pad_to(va.C, 8), lpb = pad_to(vb.C, 8);
+  if (exp_a) off_a = take(phys_a ? (size_t)va.R * lpa * esz : (size_t)M * lde * esz);
+  if (exp_b) off_b = take(phys_b ? (size_t)vb.R * lpb * esz : (size_t)N * lde * esz);
   if (!direct_epi) off_s = take((size_t)M * N * sizeof(float));
   if (direct_epi && dev_alpha) off_ab = take(2 * sizeof(float));  // alpha_eff and beta 0 (cuBLASLt's device pointer mode)
   uint8_t *buf = nullptr;
@@ -1378,6 +1528,12 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       c.b = va.data;
       c.ldb = va.C;
       c.opb = va.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    } else if (phys_a) {
+      // E = X [R, C] row-major, column-major [C, R]: op(A) = X (the
+      // contraction along C) is E read as [K, M], else Eᵀ.
+      c.b = buf + off_a;
+      c.ldb = lpa;
+      c.opb = contiguous(va, false) ? CUBLAS_OP_N : CUBLAS_OP_T;
     } else {
       c.b = buf + off_a;
       c.ldb = lde;
@@ -1388,6 +1544,12 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       c.a = vb.data;
       c.lda = vb.C;
       c.opa = vb.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    } else if (phys_b) {
+      // E = X [R, C] row-major, column-major [C, R]: op(B) = X (the
+      // contraction along R) makes op(B)ᵀ = E as stored, else Eᵀ.
+      c.a = buf + off_b;
+      c.lda = lpb;
+      c.opa = contiguous(vb, true) ? CUBLAS_OP_T : CUBLAS_OP_N;
     } else {
       c.a = buf + off_b;
       c.lda = lde;
@@ -1395,12 +1557,19 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
     }
     if (exp_a || exp_b) {
       // Contiguous MX/NVFP4 operands: expand_contig_kernel (one launch for
-      // both where the output is BF16); the others: expand_kernel.
-      const int ka = exp_a ? contig_kind(va, false) : kCNone, kb = exp_b ? contig_kind(vb, true) : kCNone;
-      const int64_t ga = exp_a && ka == kCNone ? M : 0, gb = exp_b && kb == kCNone ? N : 0;
+      // both where the output is BF16); other MXFP8 ones: expand_phys_kernel;
+      // the rest: expand_kernel.
+      const int ka = exp_a && !phys_a ? contig_kind(va, false) : kCNone, kb = exp_b && !phys_b ? contig_kind(vb, true) : kCNone;
+      const int64_t ga = exp_a && !phys_a && ka == kCNone ? M : 0, gb = exp_b && !phys_b && kb == kCNone ? N : 0;
       const ContigCall cc{K, ab, direct_epi && dev_alpha ? (float *)(buf + off_ab) : nullptr};
-      if (ct == 0) LQ_TRY(expand(va, vb, ka, kb, ga, gb, M, N, lde, (float *)(buf + off_a), (float *)(buf + off_b), cc, &alpha_done, s, err));
-      else LQ_TRY(expand(va, vb, ka, kb, ga, gb, M, N, lde, (__nv_bfloat16 *)(buf + off_a), (__nv_bfloat16 *)(buf + off_b), cc, &alpha_done, s, err));
+      if (ct == 0) {
+        LQ_TRY(expand(va, vb, ka, kb, ga, gb, M, N, lde, (float *)(buf + off_a), (float *)(buf + off_b), cc, &alpha_done, s, err));
+        if (phys_a || phys_b) LQ_TRY(launch_phys(phys_op(va, phys_a, (float *)(buf + off_a)), phys_op(vb, phys_b, (float *)(buf + off_b)), s, err));
+      } else {
+        LQ_TRY(expand(va, vb, ka, kb, ga, gb, M, N, lde, (__nv_bfloat16 *)(buf + off_a), (__nv_bfloat16 *)(buf + off_b), cc, &alpha_done, s, err));
+        if (phys_a || phys_b)
+          LQ_TRY(launch_phys(phys_op(va, phys_a, (__nv_bfloat16 *)(buf + off_a)), phys_op(vb, phys_b, (__nv_bfloat16 *)(buf + off_b)), s, err));
+      }
     }
   }
   c.ldd = N;

@@ -391,6 +391,48 @@ func TestGemmContigExpansionMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestGemmPhysExpansionMatchesCPU: MXFP8 operands contracted along their
+// physical rows (op(A) = Aᵀ, op(B) = B: the columnwise copies a linear
+// layer's dgrad and wgrad read), which cuda/gemm.cu expands in their own
+// layout (expand_phys_kernel, units of 8 elements along the physical row)
+// and hands to cuBLASLt transposed: rows of 8-byte-aligned codes with compact
+// scales (one 8-byte scale load per unit: C 264), ragged rows (C 257 and 33:
+// byte loads, a partial last unit), GEMM-swizzled E5M2 scales, a
+// lane's slots crossing rows, with the other operand contiguous or also
+// physical, FP32 and BF16 out.
+func TestGemmPhysExpansionMatchesCPU(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	pairs := [][2]string{{"mxfp8", "mxfp8"}, {"mxfp8 e5m2 swizzled", "mxfp8"}, {"mxfp8", "nvfp4"}, {"bf16", "mxfp8 e5m2 swizzled"}}
+	for pi, pr := range pairs {
+		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
+			for si, sh := range [][3]int64{{264, 72, 160}, {257, 33, 100}, {33, 264, 1000}} {
+				m, n, k := sh[0], sh[1], sh[2]
+				for tr, tt := range [][2]bool{{true, false}, {true, true}, {false, false}} {
+					ta, tb := tt[0], tt[1]
+					ar, ac := m, k
+					if ta {
+						ar, ac = k, m
+					}
+					br, bc := k, n
+					if tb {
+						br, bc = n, k
+					}
+					seed := uint64(9500 + pi*100 + si*10 + tr)
+					a := makeGemmSide(t, byName[pr[0]], ar, ac, seed)
+					b := makeGemmSide(t, byName[pr[1]], br, bc, seed+1)
+					for _, out := range []host.DType{host.Float32, host.BFloat16} {
+						runGPUGemm(t, fmt.Sprintf("%v transA=%v transB=%v d=%s", sh, ta, tb, out), a, b, ta, tb, out, gemmEpilogue{alpha: 1}, seed)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestGemmEpilogueMatchesCPU: alpha, beta with C of D's dtype, of another
 // dtype and C = D, bias, and accumulate, alone and together, for a few
 // operand pairs covering the three GPU paths (native FP8, expansion to
