@@ -55,6 +55,17 @@ inline int32_t current_device(int32_t want, int *cur, quant_plugin_error *err) {
   return QUANT_OK;
 }
 
+// Stream-ordered allocation (cudaMallocAsync's semantics) from the plugin's
+// own memory pool of the current device (cuda/plugin.cu), whose release
+// threshold is unlimited: the memory libquant frees stays in the pool across
+// synchronisations instead of going back to the driver at each one (the
+// device's default pool releases at every synchronisation, so the first
+// allocations after one mapped memory again: H100, a quantize of 8192×4096
+// with its buffers allocated took 163–295 µs of host time after a
+// synchronisation, 60–85 µs from this pool; bench/RESULTS.md). Free with
+// cudaFreeAsync.
+cudaError_t pool_malloc_async(void **p, size_t bytes, cudaStream_t s);
+
 // Every CUDA call is checked; a failure becomes a status and a message naming
 // the step.
 #define LQ_CUDA(call, ...)                                                                      \

@@ -57,8 +57,8 @@
 // recently used dropped), so a repeated GEMM sets only its FP8 scale pointers
 // and calls cublasLtMatmul. The expansion of both operands is one launch
 // (two where one is contiguous MX/NVFP4 and the other not, or for FP32), its
-// scratch and the FP32 sums one stream-ordered allocation (cudaMallocAsync,
-// the device's pool); alpha·fa·fb is formed by the kernel that uses it. No
+// scratch and the FP32 sums one stream-ordered allocation (the plugin's
+// pool, pool_malloc_async); alpha·fa·fb is formed by the kernel that uses it. No
 // host synchronisation.
 #include <cublasLt.h>
 
@@ -1120,7 +1120,7 @@ struct Scratch {
       used += need;
       return QUANT_OK;
     }
-    LQ_CUDA(cudaMallocAsync(out, bytes > 0 ? bytes : 16, s), "allocating %zu bytes for %s", bytes, what);
+    LQ_CUDA(pool_malloc_async(out, bytes > 0 ? bytes : 16, s), "allocating %zu bytes for %s", bytes, what);
     p[n++] = *out;
     return QUANT_OK;
   }

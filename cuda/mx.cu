@@ -1047,7 +1047,7 @@ extern "C" int32_t lq_mx_swizzle(const quant_plugin_swizzle_args *a, quant_plugi
   int64_t n = from.pad_i * from.pad_j;
   cudaStream_t s = stream_of(a->stream);
   uint8_t *tmp = nullptr;
-  LQ_CUDA(cudaMallocAsync((void **)&tmp, n, s), "allocating %lld bytes for the scale copy", (long long)n);
+  LQ_CUDA(pool_malloc_async((void **)&tmp, n, s), "allocating %lld bytes for the scale copy", (long long)n);
   cudaError_t e = cudaMemcpyAsync(tmp, from.buf, n, cudaMemcpyDeviceToDevice, s);
   if (e == cudaSuccess) {
     int64_t blocks = ceil_div(n, 256);

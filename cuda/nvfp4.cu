@@ -1317,7 +1317,7 @@ extern "C" int32_t lq_nvfp4_swizzle(const quant_plugin_swizzle_args *a, quant_pl
   int64_t rows = pad_to(colwise ? a->k : a->m, 128), cols = d.s.pad_j, n = rows * cols;
   cudaStream_t s = stream_of(a->stream);
   uint8_t *tmp = nullptr;
-  LQ_CUDA(cudaMallocAsync((void **)&tmp, n, s), "allocating %lld bytes for the scale copy", (long long)n);
+  LQ_CUDA(pool_malloc_async((void **)&tmp, n, s), "allocating %lld bytes for the scale copy", (long long)n);
   cudaError_t e = cudaMemcpyAsync(tmp, d.s.buf, n, cudaMemcpyDeviceToDevice, s);
   if (e == cudaSuccess && n > 0) {
     int64_t blocks = ceil_div(n, 256);

@@ -2,9 +2,47 @@
 // (include/quant_plugin.h): CUDA kernels for the built-in formats and the
 // stream-ordered device memory the host allocates quantized tensors with.
 // Loading the plugin starts no CUDA work; the first kernel or allocation does.
+#include <mutex>
+
 #include "common.cuh"
 
 using namespace lq;
+
+namespace lq {
+
+// One pool per device, made at its first allocation and kept for the life of
+// the process (common.cuh, pool_malloc_async).
+constexpr int kMaxPoolDevices = 64;
+cudaMemPool_t g_pools[kMaxPoolDevices];
+std::mutex g_pools_mu;
+
+cudaError_t pool_malloc_async(void **p, size_t bytes, cudaStream_t s) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev < 0 || dev >= kMaxPoolDevices) return cudaMallocAsync(p, bytes, s);
+  cudaMemPool_t pool;
+  {
+    std::lock_guard<std::mutex> lock(g_pools_mu);
+    pool = g_pools[dev];
+    if (pool == nullptr) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = dev;
+      if ((e = cudaMemPoolCreate(&pool, &props)) != cudaSuccess) return e;
+      uint64_t keep = UINT64_MAX;
+      if ((e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)) != cudaSuccess) {
+        cudaMemPoolDestroy(pool);
+        return e;
+      }
+      g_pools[dev] = pool;
+    }
+  }
+  return cudaMallocFromPoolAsync(p, bytes, pool, s);
+}
+
+}  // namespace lq
 
 namespace {
 
@@ -151,7 +189,7 @@ int32_t mem_alloc(quant_plugin_memory_args *a, quant_plugin_error *err) {
   a->ptr = nullptr;
   if (a->nbytes == 0) return QUANT_OK;
   LQ_TRY(check_mem_device(a->device_id, err));
-  LQ_CUDA(cudaMallocAsync(&a->ptr, a->nbytes, stream_of(a->stream)), "cudaMallocAsync of %llu bytes on cuda:%d",
+  LQ_CUDA(pool_malloc_async(&a->ptr, a->nbytes, stream_of(a->stream)), "cudaMallocFromPoolAsync of %llu bytes on cuda:%d",
           (unsigned long long)a->nbytes, a->device_id);
   return QUANT_OK;
 }
