@@ -649,8 +649,13 @@ __device__ __forceinline__ void phys_task(const PhysOp<OT> &x, uint64_t u0) {
     r0 = (int64_t)(u0 / (uint64_t)x.upr), q0 = (int64_t)(u0 % (uint64_t)x.upr);
   }
   const int nslots = x.units - u0 > 32 * (kSlots - 1) ? kSlots : (int)((x.units - u0 + 31) / 32);
+  // Whole units of aligned rows (and, blocks along R, compact scales) load
+  // here, all slots first; the others (a row's last unit, unaligned rows,
+  // swizzled scales) go to op_value afterwards, in a loop not unrolled.
   uint32_t w[kSlots][2], sb[kSlots][CB ? 2 : 1];  // codes; scale bytes (blocks along C: one; along R (CB): one per element)
+  uint32_t fast = 0;
   const uint8_t *scales = reinterpret_cast<const uint8_t *>(v.scale);
+  const bool vec = x.vec && (!CB || x.svec);
   int64_t r = r0, q = q0;
 #pragma unroll
   for (int s = 0; s < kSlots; s++) {
@@ -660,49 +665,69 @@ __device__ __forceinline__ void phys_task(const PhysOp<OT> &x, uint64_t u0) {
     }
     if (s >= nslots) break;
     const int64_t c = 8 * q;
-    const uint8_t *src = v.data + r * v.pitch + c;
-    if (x.vec && c + 8 <= v.C) {
-      const uint2 t = __ldg(reinterpret_cast<const uint2 *>(src));
-      w[s][0] = t.x, w[s][1] = t.y;
+    if (!vec || c + 8 > v.C) continue;
+    fast |= 1u << s;
+    const uint2 t = __ldg(reinterpret_cast<const uint2 *>(v.data + r * v.pitch + c));
+    w[s][0] = t.x, w[s][1] = t.y;
+    if constexpr (CB) {
+      const uint2 b = __ldg(reinterpret_cast<const uint2 *>(scales + (r / 32) * v.s_pad_i + c));  // (c + e, r/32), j-major
+      sb[s][0] = b.x, sb[s][1] = b.y;
     } else {
-      w[s][0] = w[s][1] = 0u;
-      for (int e = 0; e < 8 && c + e < v.C; e++) w[s][e >> 2] |= (uint32_t)src[e] << (8 * (e & 3));
-    }
-    if constexpr (!CB) {
       sb[s][0] = scales[block_scale_index(v, r, c / 32)];  // (r, c/32): the unit lies in one block
-    } else if (x.svec && c + 8 <= v.C) {
-      const uint2 t = __ldg(reinterpret_cast<const uint2 *>(scales + (r / 32) * v.s_pad_i + c));  // (c + e, r/32), j-major
-      sb[s][0] = t.x, sb[s][1] = t.y;
-    } else {
-      sb[s][0] = sb[s][1] = 0u;
-      for (int e = 0; e < 8 && c + e < v.C; e++) sb[s][e >> 2] |= (uint32_t)scales[block_scale_index(v, c + e, r / 32)] << (8 * (e & 3));
     }
   }
-  r = r0, q = q0;
 #pragma unroll
   for (int s = 0; s < kSlots; s++) {
+    if (!(fast >> s & 1u)) continue;
+    // Codes two at a time through the FP8x2 -> FP16x2 conversion (exact:
+    // E4M3 and E5M2 values are FP16 values), then op_value's FP32 product,
+    // rounded to BF16 two at a time (the same RN as one at a time).
+    float xs[8];
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+      const __nv_fp8x2_storage_t pair = (__nv_fp8x2_storage_t)(w[s][h >> 1] >> (16 * (h & 1)));
+      const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(pair, v.el ? __NV_E5M2 : __NV_E4M3);
+      const float2 f = __half22float2(__half2(hr));
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const int e = 2 * h + j;
+        const uint32_t b = CB ? (sb[s][CB ? e >> 2 : 0] >> (8 * (e & 3))) & 0xFFu : sb[s][0];
+        xs[e] = __fmul_rn(e8m0_decode(b), j ? f.y : f.x);  // op_value's product
+      }
+    }
+    OT *dst = x.out + (u0 + 32 * s) * 8;  // unit u's output: row r, columns 8q .. 8q+7 of pitch 8·upr
+    if constexpr (sizeof(OT) == 2) {
+      uint32_t o[4];
+#pragma unroll
+      for (int h = 0; h < 4; h++) {
+        const __nv_bfloat162 p2 = __floats2bfloat162_rn(xs[2 * h], xs[2 * h + 1]);
+        o[h] = *reinterpret_cast<const uint32_t *>(&p2);
+      }
+      store8(dst, o);
+    } else {
+      store8(dst, xs);
+    }
+  }
+  if (fast == (nslots == 32 ? ~0u : (1u << nslots) - 1u)) return;
+  r = r0, q = q0;
+#pragma unroll 1
+  for (int s = 0; s < nslots; s++) {
     if (s > 0) {
       q += 32;
       while (q >= x.upr) q -= x.upr, r++;
     }
-    if (s >= nslots) break;
-    const int n = v.C - 8 * q < 8 ? (int)(v.C - 8 * q) : 8;
+    if (fast >> s & 1u) continue;
     float xs[8];
 #pragma unroll
-    for (int e = 0; e < 8; e++) {
-      const uint8_t code = (uint8_t)(w[s][e >> 2] >> (8 * (e & 3)));
-      const uint32_t b = CB ? (sb[s][CB ? e >> 2 : 0] >> (8 * (e & 3))) & 0xFFu : sb[s][0];
-      const float val = v.el ? fp8_decode<Fp8::E5M2>(code) : fp8_decode<Fp8::E4M3>(code);
-      xs[e] = e < n ? __fmul_rn(e8m0_decode(b), val) : 0.0f;  // op_value's product
-    }
-    store8(x.out + (u0 + 32 * s) * 8, xs);  // unit u's output: row r, columns 8q .. 8q+7 of pitch 8·upr
+    for (int e = 0; e < 8; e++) xs[e] = 8 * q + e < v.C ? op_value(v, r, 8 * q + e) : 0.0f;
+    store8(x.out + (u0 + 32 * s) * 8, xs);
   }
 }
 
 // One operand per launch; CB: its blocks run along R (the columnwise copy),
 // so that each instance holds one scale lookup.
 template <typename OT, bool CB>
-__global__ void __launch_bounds__(256, CB ? 3 : 4) expand_phys_kernel(const __grid_constant__ PhysOp<OT> x, uint64_t tasks) {
+__global__ void __launch_bounds__(256, 3) expand_phys_kernel(const __grid_constant__ PhysOp<OT> x, uint64_t tasks) {
   const uint64_t lane = threadIdx.x & 31, stride = (uint64_t)gridDim.x * (blockDim.x / 32);
   for (uint64_t t = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; t < tasks; t += stride)
     phys_task<OT, CB>(x, t * (32 * kSlots) + lane);
