@@ -128,6 +128,113 @@ __device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
   for (int i = 0; i < 8; i++) v[i] = to_f32(h[i]);
 }
 
+// EDGE MXFP8, 16-bit rows at any even offset (spec §14): the rows w + 8i of
+// warp w share one 16-byte input offset and one 8-byte code offset (8 rows
+// are 16·K input bytes and 8·pitch code bytes apart), so a tile takes one
+// case of a switch on each for its four rows, and each case is straight code
+// with constant shifts (H100, 8191²: a switch per row, the offset computed
+// from each row's address, and store_run8_full, whose shifts and end bytes
+// are picked at run time, were about 300 of the 1165 instructions per warp
+// and tile against the aligned kernel's 680; with these the rowwise
+// instance executes 61.6 M warp instructions instead of 76.4 M, the aligned
+// one 44.4 M; bench/RESULTS.md).
+using StageRows = uint4[4][kTileC / 8 + 1];  // a warp's 4 rows as the 33 aligned 16-byte chunks under each
+
+// Copies the 33 aligned chunks under each of the warp's rows row0 + i·step
+// bytes (step a multiple of 16) into st: cp.async, in flight until a wait.
+__device__ __forceinline__ void stage_rows4(StageRows &st, const void *row0, int64_t step, int lane) {
+  const uintptr_t b0 = reinterpret_cast<uintptr_t>(row0) & ~(uintptr_t)15;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const uintptr_t base = b0 + i * step;
+    cp_async16(&st[i][lane], reinterpret_cast<const void *>(base + 16 * lane));
+    if (lane == 0) cp_async16(&st[i][32], reinterpret_cast<const void *>(base + 16 * 32));
+  }
+}
+
+// The 8 elements of lane `lane` in each of the 4 staged rows at input byte
+// offset OFF, as floats.
+template <typename T, int OFF>
+__device__ __forceinline__ void unstage_rows4_at(const StageRows &st, int lane, float (&v)[4][8]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const uint4 a = st[i][lane];
+    const uint4 b = OFF != 0 ? st[i][lane + 1] : make_uint4(0, 0, 0, 0);
+    const uint32_t raw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    Raw8<T> r;
+    shift_words<4, OFF>(raw, *reinterpret_cast<uint32_t(*)[4]>(&r.w[0]));
+    raw_convert<T>(r, v[i]);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void unstage_rows4(const StageRows &st, int lane, int off, float (&v)[4][8]) {
+  switch (off) {
+    case 0: unstage_rows4_at<T, 0>(st, lane, v); break;
+    case 2: unstage_rows4_at<T, 2>(st, lane, v); break;
+    case 4: unstage_rows4_at<T, 4>(st, lane, v); break;
+    case 6: unstage_rows4_at<T, 6>(st, lane, v); break;
+    case 8: unstage_rows4_at<T, 8>(st, lane, v); break;
+    case 10: unstage_rows4_at<T, 10>(st, lane, v); break;
+    case 12: unstage_rows4_at<T, 12>(st, lane, v); break;
+    default: unstage_rows4_at<T, 14>(st, lane, v); break;
+  }
+}
+
+// The N bytes of b (lowest first) at p ≡ A (mod 8), A + N ≤ 8, as stores
+// aligned to their size, chosen at compile time.
+template <int A, int N>
+__device__ __forceinline__ void put_const(uint8_t *p, uint64_t b) {
+  if constexpr (N > 0) {
+    constexpr int S = (A % 4 == 0 && N >= 4) ? 4 : (A % 2 == 0 && N >= 2) ? 2 : 1;
+    if constexpr (S == 4) *reinterpret_cast<uint32_t *>(p) = (uint32_t)b;
+    else if constexpr (S == 2) *reinterpret_cast<uint16_t *>(p) = (uint16_t)b;
+    else *p = (uint8_t)b;
+    put_const<A + S, N - S>(p + S, b >> (8 * S));
+  }
+}
+
+// store_run8_full (common.cuh) at a code offset OFF known at compile time:
+// lane l's 8 codes v at dst (a whole warp's run of 256 inside the tensor).
+// Each lane but the last writes the aligned word that begins in its piece;
+// lane 0 writes the run's head and lane 31 its tail as aligned pieces.
+template <int OFF>
+__device__ __forceinline__ void store_run8_at(uint8_t *dst, uint2 v, int lane) {
+  if constexpr (OFF == 0) {
+    *reinterpret_cast<uint2 *>(dst) = v;
+  } else {
+    constexpr int head = 8 - OFF;  // bytes of the piece before the next aligned word
+    const uint32_t n0 = __shfl_down_sync(0xFFFFFFFFu, v.x, 1);
+    const uint32_t n1 = OFF < 4 ? __shfl_down_sync(0xFFFFFFFFu, v.y, 1) : 0u;
+    const uint64_t me = (uint64_t)v.x | ((uint64_t)v.y << 32), nx = (uint64_t)n0 | ((uint64_t)n1 << 32);
+    if (lane != 31) *reinterpret_cast<uint64_t *>(dst + head) = (me >> (8 * head)) | (nx << (8 * OFF));
+    if (lane == 0) put_const<OFF, head>(dst, me);
+    if (lane == 31) put_const<0, OFF>(dst + head, me >> (8 * head));
+  }
+}
+
+// The warp's run v at dst: a switch on its offset (the warp's).
+__device__ __forceinline__ void store_run8_sw(uint8_t *dst, uint2 v, int lane) {
+  switch ((int)(reinterpret_cast<uintptr_t>(dst) & 7)) {
+    case 0: store_run8_at<0>(dst, v, lane); break;
+    case 1: store_run8_at<1>(dst, v, lane); break;
+    case 2: store_run8_at<2>(dst, v, lane); break;
+    case 3: store_run8_at<3>(dst, v, lane); break;
+    case 4: store_run8_at<4>(dst, v, lane); break;
+    case 5: store_run8_at<5>(dst, v, lane); break;
+    case 6: store_run8_at<6>(dst, v, lane); break;
+    default: store_run8_at<7>(dst, v, lane); break;
+  }
+}
+
+// CTAs per SM that the kernel's registers must allow (0: no bound): the
+// EDGE MXFP8 instance of one 16-bit tensor with both directions, with the
+// interior tiles' prefetch (kStagePre), asks for 2, as it ran before (128
+// registers, no spills); the others need no bound.
+constexpr int mx_min_ctas(int el, bool row, bool col, bool edge, int elem, bool group) {
+  return edge && el != kE2M1 && elem == 2 && !group && row && col ? 2 : 0;
+}
+
 // A persistent grid walks the tiles; with vector loads (an aligned input) the
 // next tile is loaded into registers before the current one is processed, so
 // that loads stay in flight through the compute and the stores.
@@ -153,7 +260,7 @@ __device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
 // every tensor of the group, numbered tensor after tensor; a tile's tensor
 // comes from grp.locate).
 template <typename T, int EL, bool ROW, bool COL, bool EDGE, bool RAGM, typename G>
-__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_constant__ G grp) {
+__global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int)sizeof(T), G::kGroup)) mx_quantize_kernel(const __grid_constant__ G grp) {
   static_assert(!(EDGE && RAGM) && !(RAGM && EL == kE2M1), "RAGM: the aligned MXFP8 instance");
   __shared__ uint32_t part[kThreads / 32][kTileC];
   __shared__ float colf[kTileC];
@@ -185,6 +292,18 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
     else return r0 + 4 * warp + i;
   };
   Raw8<T> next[4];
+  // EDGE MXFP8, 16-bit rows at any even offset: an interior tile, whose 32
+  // rows and 256 columns, and the 33rd chunk of every row, lie inside the
+  // tensor (uniform over the CTA).
+  auto interior = [&](const MxParams &q, int64_t r0, int64_t c0) -> bool {
+    return q.vec == kRowsShifted && r0 + kTileR <= q.m && c0 + kTileC <= q.k && (r0 + kTileR < q.m || c0 + kTileC + 8 <= q.k);
+  };
+  // kStagePre: the EDGE instance of one 16-bit tensor with both directions
+  // runs two tiles per CTA (launch_mx_tiles); while it processes the first,
+  // the second's chunks are in flight into the stage, if it is interior
+  // (pre: the stage holds this tile's chunks).
+  constexpr bool kStagePre = kSpread && sizeof(T) == 2 && !G::kGroup && ROW && COL;
+  bool pre = false;
   // Loads tile `tile` into next where its tensor's rows are vector-loadable
   // (the same test the tile's own pass makes before it reads next).
   auto prefetch = [&](int64_t tile) {
@@ -206,8 +325,17 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
       }
     }
   };
-  if (tile0 < end) prefetch(tile0);
+  // The EDGE instance of one tensor runs one CTA per tile (launch_mx_tiles):
+  // it loads its tile's aligned rows at the tile's start rather than the
+  // next tile's during this one, so that next is not live through the
+  // tile's work (with it, the straight-line interior code below took the
+  // bf16 instances from 80 / 102 / 128 registers to 90-96 / 87-96 / 134-148,
+  // rowwise / columnwise / both; without it 80 / 80 / 113, so columnwise
+  // runs 3 CTAs per SM instead of 2).
+  constexpr bool kAhead = !EDGE || G::kGroup;
+  if (kAhead && tile0 < end) prefetch(tile0);
   for (int64_t tile = tile0; tile < end; tile += step) {
+  if constexpr (!kAhead) prefetch(tile);
   int64_t lt;
   const MxParams &p = grp.locate_from(tile, &cur, &lt);
   const T *x = (const T *)p.in;
@@ -239,29 +367,24 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
   // inner (EDGE MXFP8, 16-bit rows at any even offset): an interior tile,
   // whose 32 rows and 256 columns, and the 33rd chunk of every row, lie
   // inside the tensor. The test is uniform over the CTA, so no warp
-  // diverges on it. Such a tile copies its chunks without bound checks and
-  // stores whole runs (store_run8_full: no lengths shuffled, no per-row
-  // checks, one offset for the warp's rows, kSpread); only the last tile row
-  // and column take the checked path (H100, 8191²: the checked path on every
-  // tile executed 2.4× the aligned instructions). The two paths share the
-  // shift and the store call sites: separate copies of the tile's code took
-  // the one-direction instance from 79 to 92 registers (2 CTAs per SM).
+  // diverges on it. Such a tile copies its chunks without bound checks,
+  // shifts its four rows out of them in one case of a switch on their
+  // shared offset (unstage_rows4) and stores whole runs with the shifts and
+  // end pieces of their code offset (store_run8_sw: no lengths shuffled, no
+  // per-row checks); only the last tile row and column take the checked
+  // path (H100, 8191²: the checked path on every tile executed 2.4× the
+  // aligned instructions).
   bool staged[4] = {false, false, false, false};
   bool inner = false;
-  if constexpr (kSpread && sizeof(T) == 2)
-    inner = p.vec == kRowsShifted && r0 + kTileR <= p.m && c0 + kTileC <= p.k && (r0 + kTileR < p.m || c0 + kTileC + 8 <= p.k);
+  if constexpr (kSpread && sizeof(T) == 2) inner = interior(p, r0, c0);
   if constexpr (EDGE && sizeof(T) == 2) {
     if (p.vec == kRowsShifted) {
       __syncwarp();  // the warp's last tile has read its chunks
       if (inner) {
-        const T *xr = x + (r0 + warp) * p.k + c0;  // row row_of(r0, i) is xr + 8·i·K
+        // Row row_of(r0, i) is x + (r0 + warp)·K + 8·i·K.
+        if (!pre) stage_rows4(stage[warp], x + (r0 + warp) * p.k + c0, 16 * p.k, lane);
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-          const uintptr_t base = reinterpret_cast<uintptr_t>(xr + 8 * i * p.k) & ~(uintptr_t)15;
-          cp_async16(&stage[warp][i][lane], reinterpret_cast<const void *>(base + 16 * lane));
-          if (lane == 0) cp_async16(&stage[warp][i][32], reinterpret_cast<const void *>(base + 16 * 32));
-          staged[i] = true;
-        }
+        for (int i = 0; i < 4; i++) staged[i] = true;
       } else {
         const uintptr_t end = reinterpret_cast<uintptr_t>(x + p.m * p.k);
 #pragma unroll
@@ -279,6 +402,10 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
       __syncwarp();
     }
   }
+  pre = false;
+  // An interior tile's rows share one offset: one switch for the four.
+  if (kSpread && sizeof(T) == 2 && inner) unstage_rows4<T>(stage[warp], lane, (int)(reinterpret_cast<uintptr_t>(x + row_of(r0, 0) * p.k + c0) & 15), v);
+  else
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     int64_t r = row_of(r0, i);
@@ -303,7 +430,17 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
     }
   }
-  if (tile + step < end) prefetch(tile + step);
+  if (kAhead && tile + step < end) prefetch(tile + step);
+  if constexpr (kStagePre) {
+    if (p.vec == kRowsShifted && tile + step < end) {
+      const int64_t nt = tile + step, qr0 = (nt / tiles_c) * kTileR, qc0 = (nt % tiles_c) * kTileC;
+      if (interior(p, qr0, qc0)) {
+        __syncwarp();  // every lane has read this tile's chunks
+        stage_rows4(stage[warp], x + (qr0 + warp) * p.k + qc0, 16 * p.k, lane);
+        pre = true;
+      }
+    }
+  }
   if (ROW) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -340,7 +477,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
       } else {
         const bool rin = r < p.m;
         if (EL != kE2M1) {
-          if (inner) store_run8_full(p.row + r * p.row_pitch + gc, q);
+          if (inner) store_run8_sw(p.row + r * p.row_pitch + gc, q, lane);
           else store_run8(p.row + r * p.row_pitch + gc, q, rin ? (int)ncols : 0);
         }
         if (valid && rin) {
@@ -434,7 +571,7 @@ __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(const __grid_cons
 #pragma unroll
           for (int j = 0; j < 4; j++) w[j] = fp8x2<F>(__fmul_rn(v[i][2 * j], f[2 * j]), __fmul_rn(v[i][2 * j + 1], f[2 * j + 1]));
           uint2 q = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
-          if (EDGE && inner) store_run8_full(p.col + r * p.col_pitch + gc, q);
+          if (EDGE && inner) store_run8_sw(p.col + r * p.col_pitch + gc, q, lane);
           else if (EDGE) store_run8(p.col + r * p.col_pitch + gc, q, r < p.m ? (int)ncols : 0);
           else if (row_in(i)) *reinterpret_cast<uint2 *>(p.col + r * p.k + gc) = q;
         }
@@ -711,6 +848,13 @@ void launch_mx_tiles(const G &grp, cudaStream_t s) {
   const bool persistent = G::kGroup || (ROW && COL && EL != kE2M1 && !EDGE);  // the EDGE instance does not prefetch
   const int64_t cap = persistent ? mx_resident<T, EL, ROW, COL, EDGE, RAGM, G>() : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
+  // The EDGE MXFP8 instance of one 16-bit tensor with both directions: two
+  // tiles per CTA, the second's chunks copied during the first (kStagePre).
+  // H100, 8191²: 4-5 % faster than one CTA per tile; one direction ran 2-3 %
+  // slower so, and a persistent grid (396 CTAs of about 21 tiles each, the
+  // next tile always in flight) 10-20 % slower in every direction (20 % of
+  // the SMs' cycles idle at its end).
+  if (EDGE && EL != kE2M1 && sizeof(T) == 2 && !G::kGroup && ROW && COL) g = (unsigned)((ntiles + 1) / 2);
   mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G><<<g, kThreads, 0, s>>>(grp);
 }
 
