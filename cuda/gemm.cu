@@ -1218,19 +1218,24 @@ unsigned grid_for(int64_t n) {
   return (unsigned)b;
 }
 
+// Blocks of 256 threads of kernel kern resident on the whole GPU at once
+// (grid_cap() allows 8 per SM); 4 per SM where the occupancy query fails.
+template <typename Kern>
+int resident_blocks(Kern kern) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 256, 0) != cudaSuccess || per_sm <= 0) {
+    cudaGetLastError();
+    per_sm = 4;
+  }
+  return per_sm * (grid_cap() / 8);
+}
+
 // The expansion's grid: one block of 256 threads per 256 groups, at most as
 // many as are resident at once (a grid-stride loop does the rest, so no
 // block waits for a second wave).
 template <typename OT>
 unsigned expand_grid(int64_t groups) {
-  static const int resident = [] {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, expand_kernel<OT>, 256, 0) != cudaSuccess || per_sm <= 0) {
-      cudaGetLastError();
-      per_sm = 4;
-    }
-    return per_sm * (grid_cap() / 8);  // grid_cap(): 8 blocks per SM
-  }();
+  static const int resident = resident_blocks(expand_kernel<OT>);
   int64_t b = ceil_div(groups > 0 ? groups : 1, 256);
   if (b > resident) b = resident;
   return (unsigned)b;
@@ -1277,14 +1282,7 @@ struct ContigCall {
 // resident at once (a grid-stride loop does the rest).
 template <typename OT, int KA, int KB>
 int32_t launch_contig(const ContigOp<OT> &a, const ContigOp<OT> &b, const ContigCall &c, cudaStream_t s, quant_plugin_error *err) {
-  static const int resident = [] {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, expand_contig_kernel<OT, KA, KB>, 256, 0) != cudaSuccess || per_sm <= 0) {
-      cudaGetLastError();
-      per_sm = 4;
-    }
-    return per_sm * (grid_cap() / 8);  // grid_cap(): 8 blocks per SM
-  }();
+  static const int resident = resident_blocks(expand_contig_kernel<OT, KA, KB>);
   constexpr uint64_t per_task = 32 * kSlots;
   const uint64_t ta = (a.units + per_task - 1) / per_task, tasks = ta + (b.units + per_task - 1) / per_task;
   uint64_t blocks = (tasks + 7) / 8;
@@ -1326,14 +1324,7 @@ PhysOp<OT> phys_op(const OpView &v, bool on, OT *out) {
 
 template <typename OT, bool CB>
 int32_t launch_phys1(const PhysOp<OT> &x, cudaStream_t s, quant_plugin_error *err) {
-  static const int resident = [] {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, expand_phys_kernel<OT, CB>, 256, 0) != cudaSuccess || per_sm <= 0) {
-      cudaGetLastError();
-      per_sm = 4;
-    }
-    return per_sm * (grid_cap() / 8);  // grid_cap(): 8 blocks per SM
-  }();
+  static const int resident = resident_blocks(expand_phys_kernel<OT, CB>);
   constexpr uint64_t per_task = 32 * kSlots;
   const uint64_t tasks = (x.units + per_task - 1) / per_task;
   if (tasks == 0) return QUANT_OK;

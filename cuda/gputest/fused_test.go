@@ -64,14 +64,7 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 				m, n, k := sh[0], sh[1], sh[2]
 				for tr := 0; tr < 4; tr++ {
 					ta, tb := tr&1 != 0, tr&2 != 0
-					ar, ac := m, k
-					if ta {
-						ar, ac = k, m
-					}
-					br, bc := k, n
-					if tb {
-						br, bc = n, k
-					}
+					ar, ac, br, bc := operandShapes(m, n, k, ta, tb)
 					seed := uint64(7000 + pi*100 + si*4 + tr)
 					a := makeGemmSide(t, byName[pr.a], ar, ac, seed)
 					b := makeGemmSide(t, byName[pr.b], br, bc, seed+50)

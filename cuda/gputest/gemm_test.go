@@ -226,6 +226,19 @@ type gemmEpilogue struct {
 	fusedBlock int
 }
 
+// operandShapes: the stored shapes of A and B for op(A) [m, k] and op(B)
+// [k, n] under the transposes ta, tb.
+func operandShapes(m, n, k int64, ta, tb bool) (ar, ac, br, bc int64) {
+	ar, ac, br, bc = m, k, k, n
+	if ta {
+		ar, ac = k, m
+	}
+	if tb {
+		br, bc = n, k
+	}
+	return ar, ac, br, bc
+}
+
 // runGPUGemm runs one GEMM on the CPU and on the GPU with the same operands
 // and epilogue and checks both against the exact result.
 func runGPUGemm(t *testing.T, what string, a, b gemmSide, ta, tb bool, out host.DType, ep gemmEpilogue, seed uint64) float64 {
@@ -337,14 +350,7 @@ func TestGemmMatchesCPU(t *testing.T) {
 					m, n, k := sh[0], sh[1], sh[2]
 					for tr := 0; tr < 4; tr++ {
 						ta, tb := tr&1 != 0, tr&2 != 0
-						ar, ac := m, k
-						if ta {
-							ar, ac = k, m
-						}
-						br, bc := k, n
-						if tb {
-							br, bc = n, k
-						}
+						ar, ac, br, bc := operandShapes(m, n, k, ta, tb)
 						seed := uint64(ai*1000 + bi*10 + si*4 + tr)
 						a := makeGemmSide(t, oa, ar, ac, seed)
 						b := makeGemmSide(t, ob, br, bc, seed+500)
@@ -413,14 +419,7 @@ func TestGemmPhysExpansionMatchesCPU(t *testing.T) {
 				m, n, k := sh[0], sh[1], sh[2]
 				for tr, tt := range [][2]bool{{true, false}, {true, true}, {false, false}} {
 					ta, tb := tt[0], tt[1]
-					ar, ac := m, k
-					if ta {
-						ar, ac = k, m
-					}
-					br, bc := k, n
-					if tb {
-						br, bc = n, k
-					}
+					ar, ac, br, bc := operandShapes(m, n, k, ta, tb)
 					seed := uint64(9500 + pi*100 + si*10 + tr)
 					a := makeGemmSide(t, byName[pr[0]], ar, ac, seed)
 					b := makeGemmSide(t, byName[pr[1]], br, bc, seed+1)
