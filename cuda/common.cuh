@@ -274,6 +274,21 @@ __device__ __forceinline__ uint32_t e2m1_fast_pack(const float *v, float f) {
   return h - bias;
 }
 
+// e2m1_fast_pack through lq_e2m1_capped: codes of 8 values v[i]·f, element i
+// in bits 4i, for any v[i]·f but NaN (saturating at 6, code 7).
+template <int N>
+__device__ __forceinline__ uint32_t e2m1_capped_pack(const float *v, float f) {
+  uint32_t h = 0, bias = 0;
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    float y = __fmul_rn(v[i], f);
+    uint32_t m = __float_as_uint(lq_e2m1_mag_m_capped(fabsf(y)));
+    h += (m << (4 * i)) + ((__float_as_uint(y) >> 31) << (4 * i + 3));
+    bias += LQ_E2M1_M_BITS << (4 * i);
+  }
+  return h - bias;
+}
+
 // numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6).
 __device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t rbits) {
   uint32_t b = __float_as_uint(x);
@@ -357,14 +372,9 @@ __device__ __forceinline__ uint16_t f32_to_f16_bits(float x) {
 // numeric.Float64ToBF16: one rounding from float64; every NaN is 0x7FC0.
 __device__ __forceinline__ uint16_t f64_to_bf16_bits(double x) {
   if (x != x) return 0x7FC0;
-  uint64_t b = (uint64_t)__double_as_longlong(x);
-  uint16_t sign = (uint16_t)((b >> 48) & 0x8000u);
-  uint64_t a = b & ~(1ull << 63);
-  if (a < 0x3810000000000000ull) return sign | (uint16_t)rint(__longlong_as_double((long long)a) * 0x1p133);
-  a += (1ull << 44) - 1 + ((a >> 45) & 1ull);
-  int e = (int)(a >> 52) - 1023 + 127;
-  if (e >= 255) return sign | 0x7F80u;
-  return sign | (uint16_t)(e << 7) | (uint16_t)((a >> 45) & 0x7Fu);
+  // cvt.rn.bf16.f64 (sm_90): IEEE round to nearest even into BF16, subnormals
+  // and overflow to infinity included, as the integer form it replaced.
+  return __bfloat16_as_ushort(__double2bfloat16(x));
 }
 
 // Stores a float into an output element with host.StoreFloat32's rounding.
