@@ -260,29 +260,16 @@ __device__ __forceinline__ uint32_t e2m1(float x) { return lq_e2m1(x); }
 
 // Codes of 8 values v[i]·f through lq_e2m1_fast, element i in bits 4i (low
 // 4·n bits valid for the first n): the caller checked no NaN and
-// fl(max|v|·f) < 7. lq_e2m1_mag_m's bias is removed once for the packed word.
-template <int N>
+// fl(max|v|·f) < 7 (CAPPED: through lq_e2m1_capped, for any v[i]·f but NaN,
+// saturating at 6, code 7). lq_e2m1_mag_m's bias is removed once for the
+// packed word.
+template <int N, bool CAPPED = false>
 __device__ __forceinline__ uint32_t e2m1_fast_pack(const float *v, float f) {
   uint32_t h = 0, bias = 0;
 #pragma unroll
   for (int i = 0; i < N; i++) {
     float y = __fmul_rn(v[i], f);
-    uint32_t m = __float_as_uint(lq_e2m1_mag_m(fabsf(y)));
-    h += (m << (4 * i)) + ((__float_as_uint(y) >> 31) << (4 * i + 3));
-    bias += LQ_E2M1_M_BITS << (4 * i);
-  }
-  return h - bias;
-}
-
-// e2m1_fast_pack through lq_e2m1_capped: codes of 8 values v[i]·f, element i
-// in bits 4i, for any v[i]·f but NaN (saturating at 6, code 7).
-template <int N>
-__device__ __forceinline__ uint32_t e2m1_capped_pack(const float *v, float f) {
-  uint32_t h = 0, bias = 0;
-#pragma unroll
-  for (int i = 0; i < N; i++) {
-    float y = __fmul_rn(v[i], f);
-    uint32_t m = __float_as_uint(lq_e2m1_mag_m_capped(fabsf(y)));
+    uint32_t m = __float_as_uint(CAPPED ? lq_e2m1_mag_m_capped(fabsf(y)) : lq_e2m1_mag_m(fabsf(y)));
     h += (m << (4 * i)) + ((__float_as_uint(y) >> 31) << (4 * i + 3));
     bias += LQ_E2M1_M_BITS << (4 * i);
   }

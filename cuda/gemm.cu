@@ -499,6 +499,21 @@ __device__ __forceinline__ uint64_t scale_row(const OpView &v, uint64_t i) {
 }
 __device__ __forceinline__ uint64_t scale_col(const OpView &v, uint64_t j) { return v.s_swizzled ? (j >> 2) * 512 + (j & 3) : j; }
 
+// A lane's first unit u0 of a warp task (units numbered along rows of upr
+// units): its row *i0 and unit *q0 within the row (32-bit division where the
+// units fit), and how many of its kSlots units (u0, u0 + 32, ..) exist.
+// (contig_task spells the same out: through this helper, NVCC compiled its
+// same-kind instances differently, and they were not re-measured.)
+__device__ __forceinline__ int task_start(uint64_t units, int64_t upr, uint64_t u0, int64_t *i0, int64_t *q0) {
+  if (units <= 0xFFFFFFFFull) {
+    const uint32_t u = (uint32_t)u0, r = (uint32_t)upr;
+    *i0 = u / r, *q0 = u % r;
+  } else {
+    *i0 = (int64_t)(u0 / (uint64_t)upr), *q0 = (int64_t)(u0 % (uint64_t)upr);
+  }
+  return units - u0 > 32 * (kSlots - 1) ? kSlots : (int)((units - u0 + 31) / 32);
+}
+
 // Units u0, u0 + 32, .., u0 + 32·(kSlots-1) of one operand: the whole ones'
 // loads first, then their conversions and stores, then the rest.
 template <int CK, typename OT>
@@ -642,13 +657,7 @@ __device__ __forceinline__ void phys_task(const PhysOp<OT> &x, uint64_t u0) {
   if (u0 >= x.units) return;
   const OpView &v = x.v;
   int64_t r0, q0;  // row and unit within the row of u0
-  if (x.units <= 0xFFFFFFFFull) {
-    const uint32_t u = (uint32_t)u0, n = (uint32_t)x.upr;
-    r0 = u / n, q0 = u % n;
-  } else {
-    r0 = (int64_t)(u0 / (uint64_t)x.upr), q0 = (int64_t)(u0 % (uint64_t)x.upr);
-  }
-  const int nslots = x.units - u0 > 32 * (kSlots - 1) ? kSlots : (int)((x.units - u0 + 31) / 32);
+  const int nslots = task_start(x.units, x.upr, u0, &r0, &q0);
   // Whole units of aligned rows (and, blocks along R, compact scales) load
   // here, all slots first; the others (a row's last unit, unaligned rows,
   // swizzled scales) go to op_value afterwards, in a loop not unrolled.

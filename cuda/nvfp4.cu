@@ -64,7 +64,7 @@ __device__ __forceinline__ uint32_t amax16(const float (&v)[16]) {
   return __float_as_uint(m);
 }
 
-// max |x| over 16 values, NaN if one is NaN (the test for e2m1_capped_pack).
+// max |x| over 16 values, NaN if one is NaN (the test for e2m1_fast_pack<8, true>).
 __device__ __forceinline__ float amax16_nan(const float (&v)[16]) {
   float m = 0.0f;
 #pragma unroll
@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
       uint4 w = make_uint4(0, 0, 0, 0);
       if (SRON) w = sr_bytes(p.sr, 0, (uint64_t)r * p.k + c);
       uint64_t q;
-      if (!SRON && !isnan(amax16_nan(v))) q = (uint64_t)e2m1_capped_pack<8>(v, enc) | ((uint64_t)e2m1_capped_pack<8>(v + 8, enc) << 32);
+      if (!SRON && !isnan(amax16_nan(v))) q = (uint64_t)e2m1_fast_pack<8, true>(v, enc) | ((uint64_t)e2m1_fast_pack<8, true>(v + 8, enc) << 32);
       else q = encode16<SRON>(v, enc, w);
       store_codes16(p.row + r * p.row_pitch + c / 2, q, c, p.k, p.row_pitch - c / 2);
       p.row_s.buf[p.row_s.index(r, c / 16)] = (uint8_t)code;
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
 #pragma unroll
       for (int i = 0; i < 16; i++) v[i] = tile[(16 * lb + i) * kStride + lc];
       // No NaN among the transformed values (an RHT of finite inputs):
-      // round to nearest through e2m1_capped_pack (lq_e2m1_capped: the same
+      // round to nearest through e2m1_fast_pack<8, true> (lq_e2m1_capped: the same
       // codes for every non-NaN value, most of the work on the FMA pipe; the
       // ALU pipe was 84 % busy here, H100 ncu: RHT columnwise 8192² 0.392 ->
       // 0.320 ms with the hardware f64 -> bf16 conversion, bench/RESULTS.md).
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
       uint4 w = make_uint4(0, 0, 0, 0);
       if (SRON) w = sr_bytes(p.sr, 1, (uint64_t)c * p.m + 16 * rb);
       uint64_t q;
-      if (!SRON && no_nan) q = (uint64_t)e2m1_capped_pack<8>(v, enc) | ((uint64_t)e2m1_capped_pack<8>(v + 8, enc) << 32);
+      if (!SRON && no_nan) q = (uint64_t)e2m1_fast_pack<8, true>(v, enc) | ((uint64_t)e2m1_fast_pack<8, true>(v + 8, enc) << 32);
       else q = encode16<SRON>(v, enc, w);
       store_codes16(p.col + c * p.col_pitch + rb * 8, q, 16 * rb, p.m, p.col_pitch - rb * 8);
       p.col_s.buf[p.col_s.index(c, rb)] = (uint8_t)code;
