@@ -390,6 +390,61 @@ def test_grouped_grads_equal_c_level_ops(kind: str, override: str | None, device
         assert torch.equal(m.weights()[g].grad, gws[g]) and torch.equal(m.biases()[g].grad, gbs[g])
 
 
+class _SeenOps(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the operators that reach the dispatcher below autograd (what a
+    tracer such as make_fx sees)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("kind", ["fp8_current", "mxfp8"])
+def test_eager_path_equals_the_operators(kind: str, device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain eager calls skip the custom operators' dispatch (_ops._eager: their
+    Python layers cost more host time per step than the library's C calls);
+    under a dispatch mode (FX tracing, fake tensors) the modules go through
+    libquant::linear_fwd / _bwd and the grouped ones. Both give the same bits."""
+    from libquant.torch import _ops
+
+    recipe = RECIPES[kind]()
+    torch.manual_seed(5)
+    lin = lqt.Linear(96, 64, name="fc", device=device, recipe=recipe)
+    grp = lqt.GroupedLinear(3, 64, 32, name="experts", device=device, recipe=recipe)
+    x1, x2 = torch.randn(64, 96, device=device), torch.randn(128, 64, device=device)
+    dy1, dy2 = torch.randn(64, 64, device=device), torch.randn(128, 32, device=device)
+
+    def step() -> list[torch.Tensor]:
+        out = []
+        for mod, x, dy, extra in ((lin, x1, dy1, ()), (grp, x2, dy2, (SPLITS,))):
+            mod.zero_grad(set_to_none=True)
+            xr = x.clone().requires_grad_(True)
+            y = call_or_skip(lambda: mod(xr, *extra), device)
+            y.backward(dy)
+            out += [y.detach(), xr.grad] + [p.grad for p in mod.parameters()]
+        return out
+
+    def refuse(*a: Any, **k: Any) -> Any:
+        raise AssertionError("an eager call reached a custom operator")
+
+    with monkeypatch.context() as mp:
+        for name in ("linear_fwd", "linear_bwd", "grouped_linear_fwd", "grouped_linear_bwd"):
+            mp.setattr(_ops, name, refuse)
+        eager = step()
+    seen = _SeenOps()
+    with seen:
+        traced = step()
+    for name in ("linear_fwd", "linear_bwd", "grouped_linear_fwd", "grouped_linear_bwd"):
+        assert "libquant.%s.default" % name in seen.ops
+    assert len(eager) == len(traced) == 2 * 2 + 2 + 2 * 3
+    for a, b in zip(eager, traced):
+        assert a is not None and torch.equal(a, b)
+
+
 # ---------------------------------------------------------------------------
 # 4. training under every recipe and backward mode within 2x the FP32 loss
 # ---------------------------------------------------------------------------

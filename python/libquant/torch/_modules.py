@@ -596,10 +596,8 @@ class Linear(_QuantizedModule, torch.nn.Linear):
         w_rg = grad and self.weight.requires_grad
         if grad and self.bias is not None and self.bias.requires_grad and not (x_rg or w_rg):
             x_rg = True  # only a context can give the bias gradient
-        y: torch.Tensor
-        y, _ = _ops.linear_fwd(input.contiguous(), self.weight, self.bias, self._lq_mid, recipe.rid, override,
-                               self.save_original_input, x_rg, w_rg)
-        return y
+        return _ops.linear(input.contiguous(), self.weight, self.bias, self._lq_mid, recipe.rid, override,
+                           self.save_original_input, x_rg, w_rg)
 
     def extra_repr(self) -> str:
         s = torch.nn.Linear.extra_repr(self)
@@ -679,10 +677,8 @@ class GroupedLinear(_QuantizedModule, torch.nn.Module):
         w_rg = grad and any(w.requires_grad for w in ws)
         if grad and any(b.requires_grad for b in bs) and not (x_rg or w_rg):
             x_rg = True
-        y: torch.Tensor
-        y, _ = _ops.grouped_linear_fwd(input.contiguous(), ws, bs, splits, self._lq_mid, recipe.rid, override,
-                                       self.save_original_input, x_rg, w_rg)
-        return y
+        return _ops.grouped_linear(input.contiguous(), ws, bs, splits, self._lq_mid, recipe.rid, override,
+                                   self.save_original_input, x_rg, w_rg)
 
     def extra_repr(self) -> str:
         s = "num_gemms=%d, in_features=%d, out_features=%d, bias=%s" % (

@@ -15,6 +15,14 @@ backward never runs, an activation checkpoint that drops it).
 The operators take the module and the recipe as integer ids (_state.MODULES,
 _state.RECIPES) and find the module's library layer for that recipe (a Slot)
 themselves, so the traced Python code stays free of ctypes calls.
+
+The modules call linear() / grouped_linear(). Traced (torch.compile, export,
+any torch function or dispatch mode, tensor subclasses) they go through the
+operators; in plain eager mode they call the operators' own functions under a
+torch.autograd.Function (or directly when no gradient is wanted): the same code
+and bits, without torch.library's Python layers, which cost more host time per
+training step than libquant's C calls (bench/RESULTS.md, "libquant.torch's
+eager path").
 """
 
 from __future__ import annotations
@@ -238,8 +246,7 @@ def _none() -> torch.Tensor:
 # ---------------------------------------------------------------------------
 
 
-@torch.library.custom_op("libquant::linear_fwd", mutates_args=())
-def linear_fwd(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid: int, rid: int, override: int,
+def _linear_fwd(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid: int, rid: int, override: int,
                save_original_input: bool, input_requires_grad: bool,
                weight_requires_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Y = X W^T + b through quant_linear_forward; returns (Y, context key)."""
@@ -262,6 +269,9 @@ def linear_fwd(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid:
     return y, _ctx_tensor(ctx)
 
 
+linear_fwd = torch.library.custom_op("libquant::linear_fwd", mutates_args=())(_linear_fwd)
+
+
 @linear_fwd.register_fake
 def _linear_fwd_fake(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid: int, rid: int,
                      override: int, save_original_input: bool, input_requires_grad: bool,
@@ -269,8 +279,7 @@ def _linear_fwd_fake(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]
     return x.new_empty(tuple(x.shape[:-1]) + (w.shape[0],)), torch.empty(1, dtype=torch.int64)
 
 
-@torch.library.custom_op("libquant::linear_bwd", mutates_args=())
-def linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, x_shape: list[int], x_dtype: torch.dtype,
+def _linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, x_shape: list[int], x_dtype: torch.dtype,
                w_shape: list[int], w_dtype: torch.dtype, b_dtype: torch.dtype, need_dx: bool, need_dw: bool,
                need_db: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dX, dW, db through quant_linear_backward (empty tensors for those not needed)."""
@@ -294,6 +303,9 @@ def linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, x_shape: l
     return dx, dw, db
 
 
+linear_bwd = torch.library.custom_op("libquant::linear_bwd", mutates_args=())(_linear_bwd)
+
+
 @linear_bwd.register_fake
 def _linear_bwd_fake(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, x_shape: list[int],
                      x_dtype: torch.dtype, w_shape: list[int], w_dtype: torch.dtype, b_dtype: torch.dtype,
@@ -310,23 +322,69 @@ def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor,
     ctx.meta = (mid, rid, list(x.shape), x.dtype, list(w.shape), w.dtype, b.dtype if b is not None else w.dtype)
 
 
-def _linear_backward(ctx: Any, dy: torch.Tensor, _dh: Any) -> tuple[Any, ...]:
+def _linear_grads(ctx: Any, dy: torch.Tensor, bwd: Any) -> tuple[Any, ...]:
     (h,) = ctx.saved_tensors
     mid, rid, xs, xd, ws, wd, bd = ctx.meta
     nx, nw, nb = ctx.needs_input_grad[:3]
-    dx, dw, db = linear_bwd(dy.contiguous(), h, mid, rid, xs, xd, ws, wd, bd, nx, nw, nb)
+    dx, dw, db = bwd(dy.contiguous(), h, mid, rid, xs, xd, ws, wd, bd, nx, nw, nb)
     return (dx if nx else None, dw if nw else None, db if nb else None) + (None,) * 6
 
 
+def _linear_backward(ctx: Any, dy: torch.Tensor, _dh: Any) -> tuple[Any, ...]:
+    return _linear_grads(ctx, dy, linear_bwd)
+
+
 linear_fwd.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+class _LinearFunction(torch.autograd.Function):
+    """The eager path of linear(): the custom operators' functions under a plain
+    autograd.Function (see _eager)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid: int, rid: int,
+                override: int, save_original_input: bool, x_rg: bool, w_rg: bool) -> torch.Tensor:
+        y, h = _linear_fwd(x, w, b, mid, rid, override, save_original_input, x_rg, w_rg)
+        _linear_setup(ctx, (x, w, b, mid, rid), (y, h))
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        return _linear_grads(ctx, dy, _linear_bwd)
+
+
+def _plain(t: Optional[torch.Tensor]) -> bool:
+    return t is None or type(t) is torch.Tensor or type(t) is torch.nn.Parameter
+
+
+def _eager(tensors: Sequence[Optional[torch.Tensor]]) -> bool:
+    """Whether a call can skip the custom operators' dispatch (torch.library's
+    Python layers cost a step more host time than libquant's C calls): plain
+    tensors, outside torch.compile / export tracing and any torch function or
+    dispatch mode (fake tensors, FX tracing), which see the operators."""
+    return (not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0
+            and not torch._C._is_torch_function_mode_enabled() and all(_plain(t) for t in tensors))
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], mid: int, rid: int, override: int,
+           save_original_input: bool, x_rg: bool, w_rg: bool) -> torch.Tensor:
+    """Y = X W^T + b: libquant::linear_fwd with its autograd; in eager mode the
+    same functions through _LinearFunction, or with no gradient wanted directly."""
+    if not _eager((x, w, b)):
+        y: torch.Tensor = linear_fwd(x, w, b, mid, rid, override, save_original_input, x_rg, w_rg)[0]
+        return y
+    if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
+        out: torch.Tensor = _LinearFunction.apply(  # type: ignore[no-untyped-call]
+            x, w, b, mid, rid, override, save_original_input, x_rg, w_rg)
+        return out
+    return _linear_fwd(x, w, b, mid, rid, override, save_original_input, x_rg, w_rg)[0]
 
 # ---------------------------------------------------------------------------
 # Grouped linear
 # ---------------------------------------------------------------------------
 
 
-@torch.library.custom_op("libquant::grouped_linear_fwd", mutates_args=())
-def grouped_linear_fwd(x: torch.Tensor, ws: list[torch.Tensor], bs: list[torch.Tensor], m_splits: list[int],
+def _grouped_linear_fwd(x: torch.Tensor, ws: list[torch.Tensor], bs: list[torch.Tensor], m_splits: list[int],
                        mid: int, rid: int, override: int, save_original_input: bool, input_requires_grad: bool,
                        weight_requires_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """The grouped forward (quant_grouped_linear_forward); bs empty for no biases."""
@@ -350,6 +408,9 @@ def grouped_linear_fwd(x: torch.Tensor, ws: list[torch.Tensor], bs: list[torch.T
     return y, _ctx_tensor(ctx)
 
 
+grouped_linear_fwd = torch.library.custom_op("libquant::grouped_linear_fwd", mutates_args=())(_grouped_linear_fwd)
+
+
 @grouped_linear_fwd.register_fake
 def _grouped_fwd_fake(x: torch.Tensor, ws: list[torch.Tensor], bs: list[torch.Tensor], m_splits: list[int],
                       mid: int, rid: int, override: int, save_original_input: bool, input_requires_grad: bool,
@@ -357,8 +418,7 @@ def _grouped_fwd_fake(x: torch.Tensor, ws: list[torch.Tensor], bs: list[torch.Te
     return x.new_empty(tuple(x.shape[:-1]) + (ws[0].shape[0],)), torch.empty(1, dtype=torch.int64)
 
 
-@torch.library.custom_op("libquant::grouped_linear_bwd", mutates_args=())
-def grouped_linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, num_gemms: int, x_shape: list[int],
+def _grouped_linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, num_gemms: int, x_shape: list[int],
                        x_dtype: torch.dtype, w_shape: list[int], w_dtype: torch.dtype, b_dtype: torch.dtype,
                        need_dx: bool, need_dw: bool,
                        need_db: bool) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
@@ -386,6 +446,9 @@ def grouped_linear_bwd(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, nu
     return dx, dws, dbs
 
 
+grouped_linear_bwd = torch.library.custom_op("libquant::grouped_linear_bwd", mutates_args=())(_grouped_linear_bwd)
+
+
 @grouped_linear_bwd.register_fake
 def _grouped_bwd_fake(dy: torch.Tensor, h: torch.Tensor, mid: int, rid: int, num_gemms: int, x_shape: list[int],
                       x_dtype: torch.dtype, w_shape: list[int], w_dtype: torch.dtype, b_dtype: torch.dtype,
@@ -404,18 +467,61 @@ def _grouped_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
                 bs[0].dtype if bs else ws[0].dtype, len(bs))
 
 
-def _grouped_backward(ctx: Any, dy: torch.Tensor, _dh: Any) -> tuple[Any, ...]:
+def _grouped_grads(ctx: Any, dy: torch.Tensor, nx: bool, nws: list[bool], nbs: list[bool],
+                   bwd: Any) -> tuple[Any, list[Any] | None, list[Any] | None]:
     (h,) = ctx.saved_tensors
-    mid, rid, n, xs, xd, wsh, wd, bd, nb_count = ctx.meta
+    mid, rid, n, xs, xd, wsh, wd, bd, _ = ctx.meta
+    nw, nb = any(nws), any(nbs)
+    dx, dws, dbs = bwd(dy.contiguous(), h, mid, rid, n, xs, xd, wsh, wd, bd, bool(nx), nw, nb)
+    gw = [d if f else None for d, f in zip(dws, nws)] if nw else None
+    gb = [d if f else None for d, f in zip(dbs, nbs)] if nb else None
+    return dx if nx else None, gw, gb
+
+
+def _grouped_backward(ctx: Any, dy: torch.Tensor, _dh: Any) -> tuple[Any, ...]:
+    n, nb_count = ctx.meta[2], ctx.meta[8]
     nx, nws, nbs = ctx.needs_input_grad[:3]
     # a Tensor[] input's entry is a list of flags, one per tensor
     nws = list(nws) if isinstance(nws, (list, tuple)) else [bool(nws)] * n
     nbs = list(nbs) if isinstance(nbs, (list, tuple)) else [bool(nbs)] * nb_count
-    nw, nb = any(nws), any(nbs)
-    dx, dws, dbs = grouped_linear_bwd(dy.contiguous(), h, mid, rid, n, xs, xd, wsh, wd, bd, bool(nx), nw, nb)
-    gw = [d if f else None for d, f in zip(dws, nws)] if nw else None
-    gb = [d if f else None for d, f in zip(dbs, nbs)] if nb else None
-    return (dx if nx else None, gw, gb) + (None,) * 7
+    return _grouped_grads(ctx, dy, nx, nws, nbs, grouped_linear_bwd) + (None,) * 7
 
 
 grouped_linear_fwd.register_autograd(_grouped_backward, setup_context=_grouped_setup)
+
+
+class _GroupedFunction(torch.autograd.Function):
+    """The eager path of grouped_linear(): the weights and biases travel as
+    separate arguments (autograd.Function sees no tensor inside a list)."""
+
+    @staticmethod
+    def forward(ctx: Any, args: tuple[Any, ...], x: torch.Tensor, *wb: torch.Tensor) -> torch.Tensor:
+        n, splits, mid, rid, override, save_original_input, x_rg, w_rg = args
+        ws, bs = list(wb[:n]), list(wb[n:])
+        y, h = _grouped_linear_fwd(x, ws, bs, splits, mid, rid, override, save_original_input, x_rg, w_rg)
+        _grouped_setup(ctx, (x, ws, bs, splits, mid, rid), (y, h))
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        n, nb_count = ctx.meta[2], ctx.meta[8]
+        flags = ctx.needs_input_grad
+        dx, gw, gb = _grouped_grads(ctx, dy, flags[1], list(flags[2:2 + n]), list(flags[2 + n:2 + n + nb_count]),
+                                    _grouped_linear_bwd)
+        return (None, dx) + tuple(gw if gw is not None else [None] * n) + tuple(gb if gb is not None else [None] * nb_count)
+
+
+def grouped_linear(x: torch.Tensor, weights: Sequence[torch.Tensor], biases: Sequence[torch.Tensor],
+                   m_splits: list[int], mid: int, rid: int, override: int, save_original_input: bool, x_rg: bool,
+                   w_rg: bool) -> torch.Tensor:
+    """The grouped forward: libquant::grouped_linear_fwd with its autograd; in
+    eager mode the same functions through _GroupedFunction, or directly."""
+    ws, bs = list(weights), list(biases)
+    if not _eager([x] + ws + bs):
+        y: torch.Tensor = grouped_linear_fwd(x, ws, bs, m_splits, mid, rid, override, save_original_input, x_rg, w_rg)[0]
+        return y
+    if torch.is_grad_enabled() and (x.requires_grad or any(t.requires_grad for t in ws + bs)):
+        args = (len(ws), m_splits, mid, rid, override, save_original_input, x_rg, w_rg)
+        out: torch.Tensor = _GroupedFunction.apply(args, x, *ws, *bs)  # type: ignore[no-untyped-call]
+        return out
+    return _grouped_linear_fwd(x, ws, bs, m_splits, mid, rid, override, save_original_input, x_rg, w_rg)[0]
