@@ -220,7 +220,7 @@ def _ctx_tensor(ctx: Any) -> torch.Tensor:
 
 
 def _take_ctx(h: torch.Tensor) -> Any:
-    cid = int(h[0])
+    cid = int(h.item())
     c = _CTXS.pop(cid, None)
     if c is None:
         raise LibquantError("libquant.torch: the forward context of this backward is gone (backward ran "
