@@ -615,13 +615,9 @@ int32_t launch_typed(InType t, const G &grp, bool row, bool col, bool two_d, int
 // A warp walks one row (or a segment of one: rows too few to fill the GPU
 // are cut into segments of several 512-element steps), 32 chunks per step:
 // lane l holds chunk 32t + l, lanes 8g .. 8g+7 block 4t + g. Block 4t+3's
-// amax also needs the first o elements of the next step's lane 0 chunk; the
-// chunks come through a ring of shared memory per warp (cp.async, three
-// steps ahead), so that no register waits on a load before its step (copies
-// into registers two steps ahead, rotated by moves, waited on every load a
-// step early: H100, 8191², 80 % of copy against 86 % at 8192²). Bytes of a
-// chunk that belong to another row or segment are left to it (narrow aligned
-// stores at the two ends).
+// amax also needs the first o elements of the next step's lane 0 chunk, so
+// the loads run two steps ahead. Bytes of a chunk that belong to another row
+// or segment are left to it (narrow aligned stores at the two ends).
 constexpr int kRowThreads = 256;
 
 struct RowParams {
@@ -697,38 +693,23 @@ __device__ __forceinline__ void with_offset(int o, F &&f) {
 #undef LQ_OFFSET_CASE
 }
 
-// Bytes a .. b−1 of the 16 at dst (16-byte aligned, 0 ≤ a ≤ b ≤ 16, not all 16) as
-// aligned stores: 1, 2, 4, 8 bytes up from a while a is not aligned to
-// them, then 8, 4, 2, 1 down to b (at most eight predicated stores, no loop).
+// Bytes a .. b−1 of the 16 at dst (16-byte aligned) as aligned 8/4/2/1-byte stores.
 __device__ __forceinline__ void store_bytes16(uint8_t *dst, uint4 v, int a, int b) {
   const uint64_t lo = (uint64_t)v.x | ((uint64_t)v.y << 32), hi = (uint64_t)v.z | ((uint64_t)v.w << 32);
-  auto piece = [&](int x) { return (x < 8 ? lo : hi) >> (8 * (x & 7)); };
-  if ((a & 1) && a + 1 <= b) dst[a] = (uint8_t)piece(a), a += 1;
-  if ((a & 2) && a + 2 <= b) *reinterpret_cast<uint16_t *>(dst + a) = (uint16_t)piece(a), a += 2;
-  if ((a & 4) && a + 4 <= b) *reinterpret_cast<uint32_t *>(dst + a) = (uint32_t)piece(a), a += 4;
-  if ((a & 8) && a + 8 <= b) *reinterpret_cast<uint64_t *>(dst + a) = piece(a), a += 8;
-  if (b - a >= 8) *reinterpret_cast<uint64_t *>(dst + a) = piece(a), a += 8;
-  if (b - a >= 4) *reinterpret_cast<uint32_t *>(dst + a) = (uint32_t)piece(a), a += 4;
-  if (b - a >= 2) *reinterpret_cast<uint16_t *>(dst + a) = (uint16_t)piece(a), a += 2;
-  if (b - a >= 1) dst[a] = (uint8_t)piece(a);
+#pragma unroll 1
+  for (int x = a; x < b;) {
+    const uint64_t u = (x < 8 ? lo : hi) >> (8 * (x & 7));
+    if ((x & 7) == 0 && x + 8 <= b) *reinterpret_cast<uint64_t *>(dst + x) = u, x += 8;
+    else if ((x & 3) == 0 && x + 4 <= b) *reinterpret_cast<uint32_t *>(dst + x) = (uint32_t)u, x += 4;
+    else if ((x & 1) == 0 && x + 2 <= b) *reinterpret_cast<uint16_t *>(dst + x) = (uint16_t)u, x += 2;
+    else dst[x] = (uint8_t)u, x += 1;
+  }
 }
-
-// Shared memory per warp: kRing steps of 32 chunks, each chunk as its
-// 16-byte pieces, piece h of all 32 chunks together (conflict-free reads).
-// The copies run three steps ahead: step t also reads step t+1's lane 0
-// chunk, so two steps of copies stay in flight while a step is cast.
-constexpr int kRing = 4;
-template <typename T>
-__host__ __device__ constexpr int row_pieces() { return (int)sizeof(T); }  // 16-byte pieces per chunk: 2 or 4
-template <typename T>
-__host__ __device__ constexpr size_t row_smem() { return (size_t)(kRowThreads / 32) * kRing * 32 * 16 * row_pieces<T>(); }
 
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_rows_kernel(const __grid_constant__ RowParams p) {
-  constexpr int CW = chunk_words<T>(), P = row_pieces<T>();
+  constexpr int CW = chunk_words<T>();
   constexpr uint32_t kAll = 0xFFFFFFFFu;
-  extern __shared__ __align__(16) uint8_t smem[];
-  uint4 *ring = reinterpret_cast<uint4 *>(smem) + (threadIdx.x / 32) * kRing * 32 * P;  // slot s, piece h, chunk l at (s·P + h)·32 + l
   const int lane = threadIdx.x & 31, g = lane >> 3, i = lane & 7;
   const int64_t warps = (int64_t)gridDim.x * (kRowThreads / 32), items = p.m * p.nseg;
   const int nb = (int)((p.k + kTile - 1) / kTile), steps = (nb + 3) / 4;
@@ -737,58 +718,44 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
     const int t0 = (int)(item - r * p.nseg) * p.seg_steps, t1 = min(t0 + p.seg_steps, steps);
     const int64_t f0 = p.phase + r * p.k;  // the row's first element, counted from in_al
     const int o = (int)(f0 & 15);
-    const int lim = (int)p.k + o;  // chunk c holds the row's elements at o−16c .. lim−16c−1 of it
-    const int nc = (lim + 15) >> 4;  // chunks the row touches
+    const int64_t lim = p.k + o;           // chunk c holds the row's elements at o−16c .. lim−16c−1 of it
+    const int64_t nc = (lim + 15) >> 4;    // chunks the row touches
     const T *in = (const T *)p.in_al + (f0 & ~(int64_t)15);
     uint8_t *out = p.out_al + (f0 & ~(int64_t)15);
-    // Starts the copy of step t's chunks into slot t mod kRing (the segment's
-    // own, and lane 0's of step t1: its first o elements end the segment's
-    // last block): instruction q copies the warp's bytes 512q .. 512q+511.
-    auto copy = [&](int t) {
-      if (t <= t1) {
-        uint4 *slot = ring + (t % kRing) * P * 32;
+    // Step t's chunks (the segment's own, and lane 0 of step t1: its first o
+    // elements end the segment's last block), zero where not loaded.
+    auto load = [&](int t, uint32_t(&w)[CW]) {
+      const int64_t c = 32 * (int64_t)t + lane;
+      const bool ok = c < nc && (t < t1 || (t == t1 && lane == 0));
 #pragma unroll
-        for (int q = 0; q < P; q++) {
-          const int x = 32 * q + lane, cl = x / P, h = x % P, c = 32 * t + cl;
-          if (c < nc && (t < t1 || cl == 0)) cp_async16(slot + h * 32 + cl, reinterpret_cast<const uint4 *>(in + 16 * c) + h);
-        }
-      }
-      cp_async_commit();
-    };
-    // Chunk l of step t from its slot, the elements past the row's end
-    // (the next row's, or not copied) zeroed so that they enter no maximum.
-    auto read = [&](int t, int l, uint32_t(&w)[CW]) {
-      const uint4 *slot = ring + (t % kRing) * P * 32;
-#pragma unroll
-      for (int h = 0; h < P; h++) {
-        const uint4 u = slot[h * 32 + l];
-        w[4 * h] = u.x, w[4 * h + 1] = u.y, w[4 * h + 2] = u.z, w[4 * h + 3] = u.w;
-      }
-      const int c = 32 * t + l;
-      if (16 * c + 16 > lim) {
-        const int b = lim - 16 * c, n = b > 0 ? b : 0;
-        if constexpr (sizeof(T) == 2) {
-#pragma unroll
-          for (int j = 0; j < 8; j++) w[j] = n >= 2 * j + 2 ? w[j] : n == 2 * j + 1 ? w[j] & 0xFFFFu : 0u;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 16; e++) w[e] = e < n ? w[e] : 0u;
-        }
+      for (int q = 0; q < CW / 4; q++) {
+        uint4 u = make_uint4(0, 0, 0, 0);
+        if (ok) u = __ldg(reinterpret_cast<const uint4 *>(in + 16 * c) + q);
+        w[4 * q] = u.x, w[4 * q + 1] = u.y, w[4 * q + 2] = u.z, w[4 * q + 3] = u.w;
       }
     };
-    __syncwarp();  // the last item's reads of the ring are done
-    copy(t0);
-    copy(t0 + 1);
-    copy(t0 + 2);
+    // Zeroes step t's elements past the row's end (the next row's), so that
+    // they enter no maximum.
+    auto clip = [&](int t, uint32_t(&w)[CW]) {
+      if (32 * (int64_t)t + 32 <= (lim >> 4)) return;  // every chunk whole (the warp's condition)
+      const int64_t b = lim - 16 * (32 * (int64_t)t + lane);
+      const int n = b >= 16 ? 16 : b > 0 ? (int)b : 0;
+      if constexpr (sizeof(T) == 2) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = n >= 2 * j + 2 ? w[j] : n == 2 * j + 1 ? w[j] & 0xFFFFu : 0u;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 16; e++) w[e] = e < n ? w[e] : 0u;
+      }
+    };
+    uint32_t cur[CW], nxt[CW], nn[CW];
+    load(t0, cur);
+    load(t0 + 1, nxt);
+    clip(t0, cur);
     float prev_s = 1.0f;  // block 4t−1's scale
-    uint32_t cur[CW];
     for (int t = t0; t < t1; t++) {
-      copy(t + 3);  // slot (t+3) mod kRing was last read in step t−1 (the __syncwarp at its end)
-      cp_async_wait_2();  // this lane's copies of steps t and t+1 have landed
-      __syncwarp();       // and every lane's
-      uint32_t nxt[CW];
-      read(t, lane, cur);
-      read(t + 1, 0, nxt);  // the next step's lane 0 chunk (its first o elements end block 4t+3)
+      load(t + 2, nn);
+      clip(t + 1, nxt);
       uint32_t lo, hi, lon, hin;
       with_offset(o, [&](auto oc) {
         chunk_max<T, decltype(oc)::value>(cur, &lo, &hi);
@@ -797,14 +764,18 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
       // Block 4t+g: its part of lanes 8g .. 8g+7 and the first o elements of
       // the next chunk (lane 8g+8, or the next step's lane 0).
       uint32_t a = i == 0 ? hi : max(lo, hi);
-      const uint32_t nlo = __shfl_down_sync(kAll, i == 0 ? lo : 0u, 8);
-      a = max(a, g == 3 ? lon : nlo);
+      const uint32_t nlo = __shfl_down_sync(kAll, i == 0 ? lo : 0u, 8), nlo_step = __shfl_sync(kAll, lon, 0);
+      a = max(a, g == 3 ? nlo_step : nlo);
       a = max(a, __shfl_xor_sync(kAll, a, 1));
       a = max(a, __shfl_xor_sync(kAll, a, 2));
       a = max(a, __shfl_xor_sync(kAll, a, 4));
       const float s = scale_from_amax(__uint_as_float(a), 448.0f, p.pow2 != 0, p.eps, p.vfi);
       const int j = 4 * t + g;
-      if (i == 0 && j < nb) p.s.buf[(int64_t)j * p.s.stride + r] = __frcp_rn(s);
+      if (i == 0 && j < nb) {
+        p.s.buf[(int64_t)j * p.s.stride + r] = __frcp_rn(s);
+        if (r == p.m - 1)  // the scale row's padding (zeroPadding)
+          for (int64_t x = p.s.valid; x < p.s.stride; x++) p.s.buf[(int64_t)j * p.s.stride + x] = 0.0f;
+      }
       // Lane 8g's first o elements are block 4t+g−1's.
       float sp = __shfl_up_sync(kAll, s, 8);
       if (g == 0) sp = prev_s;
@@ -812,26 +783,22 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
       prev_s = __shfl_sync(kAll, s, 31);
       uint4 v;
       with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value>(cur, sp, s); });
-      const int c = 32 * t + lane, left = lim - 16 * c;
-      const int sa = t == t0 && lane == 0 ? o : 0, sb = left >= 16 ? 16 : left > 0 ? left : 0;
+      const int64_t c = 32 * (int64_t)t + lane, left = lim - 16 * c;
+      const int sa = t == t0 && lane == 0 ? o : 0, sb = left >= 16 ? 16 : left > 0 ? (int)left : 0;
       if (sa == 0 && sb == 16) *reinterpret_cast<uint4 *>(out + 16 * c) = v;
       else if (sa < sb) store_bytes16(out + 16 * c, v, sa, sb);
-      __syncwarp();  // every lane has read slots t and t+1 before steps t+3 and t+4 copy into them
+#pragma unroll
+      for (int q = 0; q < CW; q++) cur[q] = nxt[q], nxt[q] = nn[q];
     }
     // Step t1's lane 0: its first o elements (clipped at the row's end) end
     // block 4·t1−1.
-    cp_async_wait_all();
-    if (lane == 0 && o != 0 && 32 * t1 < nc) {
-      read(t1, 0, cur);
-      const int left = lim - 16 * 32 * t1, sb = left >= o ? o : left > 0 ? left : 0;
+    if (lane == 0 && o != 0 && 32 * (int64_t)t1 < nc) {
+      const int64_t left = lim - 16 * 32 * (int64_t)t1;
+      const int sb = left >= o ? o : left > 0 ? (int)left : 0;
       uint4 v;
       with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value>(cur, prev_s, prev_s); });
-      if (sb > 0) store_bytes16(out + 16 * 32 * t1, v, 0, sb);
+      if (sb > 0) store_bytes16(out + 16 * 32 * (int64_t)t1, v, 0, sb);
     }
-    // The scale rows' padding (zeroPadding), by the last row's first segment.
-    if (r == p.m - 1 && t0 == 0)
-      for (int jj = lane; jj < nb; jj += 32)
-        for (int64_t x = p.s.valid; x < p.s.stride; x++) p.s.buf[(int64_t)jj * p.s.stride + x] = 0.0f;
   }
 }
 
@@ -840,8 +807,7 @@ template <typename T>
 int rows_resident() {
   static const int resident = [] {
     int per_sm = 0, dev = 0, sms = 0;
-    if (cudaFuncSetAttribute(fp8_block_rows_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)row_smem<T>()) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_block_rows_kernel<T>, kRowThreads, row_smem<T>()) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_block_rows_kernel<T>, kRowThreads, 0) != cudaSuccess ||
         cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
       cudaGetLastError();
       return 0;
@@ -857,7 +823,7 @@ int32_t launch_rows(InType t, const BlockParams &bp, cudaStream_t st, bool *done
   *done = false;
   const size_t sz = in_size(t);
   const uintptr_t ia = reinterpret_cast<uintptr_t>(bp.in), oa = reinterpret_cast<uintptr_t>(bp.row);
-  if (ia % sz != 0 || (ia / sz) % 16 != oa % 16 || bp.k > (1 << 30)) return QUANT_OK;
+  if (ia % sz != 0 || (ia / sz) % 16 != oa % 16) return QUANT_OK;
   RowParams p{};
   p.phase = (int)(oa % 16);
   p.in_al = reinterpret_cast<const void *>(ia - p.phase * sz);
@@ -879,8 +845,7 @@ int32_t launch_rows(InType t, const BlockParams &bp, cudaStream_t st, bool *done
   p.seg_steps = (int)ceil_div(steps, nseg);
   p.nseg = (int)ceil_div(steps, p.seg_steps);
   const int64_t ctas = ceil_div(p.m * p.nseg, kRowThreads / 32);
-  const size_t smem = t == InType::F32 ? row_smem<float>() : row_smem<__half>();
-  kern<<<(unsigned)(ctas < res ? ctas : res), kRowThreads, smem, st>>>(p);
+  kern<<<(unsigned)(ctas < res ? ctas : res), kRowThreads, 0, st>>>(p);
   LQ_LAUNCHED("fp8_block rowwise kernel launch");
   *done = true;
   return QUANT_OK;
