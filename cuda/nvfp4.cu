@@ -136,14 +136,14 @@ __device__ __forceinline__ uint64_t encode16(const float (&v)[16], float enc, ui
 // is exact, else in ascending i; times 1/4; a zero made +0. y holds the sums.
 __device__ __forceinline__ bool hadamard_neg(int i, int j) { return __popc(i & j) & 1; }
 
-// One butterfly stage of fwht16 (constant H, so y stays in registers).
-template <int H>
-__device__ __forceinline__ void wht_stage(double (&y)[16]) {
+// One butterfly stage of fwht16 (constant H, so y stays in registers), in F.
+template <int H, typename F>
+__device__ __forceinline__ void wht_stage(F (&y)[16]) {
 #pragma unroll
   for (int i = 0; i < 16; i += 2 * H)
 #pragma unroll
     for (int j = 0; j < H; j++) {
-      double a = y[i + j], b = y[i + j + H];
+      F a = y[i + j], b = y[i + j + H];
       y[i + j] = a + b;
       y[i + j + H] = a - b;
     }
@@ -747,31 +747,93 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
 // Columnwise amax with the RHT (rhtAmax): max |y| over the BF16-rounded
 // transform of every 16-row chunk of every column, NaN ignored. BF16 rounding
 // is monotone, so rounding each |y| before the max equals rounding the max.
-// The thread's part: (16-row chunk, column) pairs idx = chunk·k + column for
-// idx in [start, end) step stride; the BF16 bits of its max.
+// rht_chunk_max: max |y| of one chunk's 16 values (v zero-padded past M, spec
+// §14 item 2), folded into best. Where the nonzero inputs' exponents lie
+// within 12 of each other (and none is an infinity, a NaN or within 2^5 of
+// FP32's overflow), FP32 sums are exact too: every input is a multiple of
+// u = 2^(lo−134) (the ulp of a BF16 at the smallest exponent lo, 8
+// significant bits), every partial sum of at most 16 is below
+// 16·2^(hi−126) = 2^(hi−lo+12)·u ≤ 2^24·u, an integer multiple of u that
+// FP32's 24-bit significand holds. Then the FP32 butterfly's max |y| equals
+// rht_forward's float64 one, at a quarter of the FP64 pipe's cost (H100, 8192²
+// Gaussian BF16: 161 µs with float64 everywhere).
+__device__ __forceinline__ void rht_chunk_max(const float (&v)[16], uint32_t mask, double &best) {
+  uint32_t lo = 255, hi = 0;
+#pragma unroll
+  for (int i = 0; i < 16; i++) {
+    const uint32_t a = mag_bits(v[i]);
+    const uint32_t e = a >> 23 > 1 ? a >> 23 : 1;
+    lo = a != 0 ? min(lo, e) : lo;
+    hi = a != 0 ? max(hi, e) : hi;
+  }
+  if (hi <= lo + 12 && hi <= 250) {
+    float y[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++) y[i] = __uint_as_float(__float_as_uint(v[i]) ^ (((mask >> i) & 1u) << 31));
+    wht_stage<1>(y);
+    wht_stage<2>(y);
+    wht_stage<4>(y);
+    wht_stage<8>(y);
+    float m = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) m = fmaxf(m, fabsf(y[j]));
+    best = fmax(best, (double)m * 0.25);
+    return;
+  }
+  double y[16];
+  rht_forward(v, mask, y);
+#pragma unroll
+  for (int j = 0; j < 16; j++) {
+    double a = fabs(y[j]);
+    if (a > best) best = a;
+  }
+}
+
+// The grouped kernel's part: (chunk, column) pairs idx = chunk·k + column for
+// idx in [start, end) step stride; the BF16 bits of their max.
 __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k, uint32_t mask,
                                                   int64_t start, int64_t end, int64_t stride) {
   double best = 0.0;
   for (int64_t idx = start; idx < end; idx += stride) {
     int64_t c = idx % k, b = idx / k;
-    float v[16];  // a partial last group zero-padded (spec §14 item 2)
+    float v[16];
 #pragma unroll
     for (int i = 0; i < 16; i++) v[i] = 16 * b + i < m ? __bfloat162float(x[(16 * b + i) * k + c]) : 0.0f;
-    double y[16];
-    rht_forward(v, mask, y);
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-      double a = fabs(y[j]);
-      if (a > best) best = a;
-    }
+    rht_chunk_max(v, mask, best);
   }
   return (uint32_t)f64_to_bf16_bits(best) << 16;
 }
 
+// One tensor: thread t of CTA (bx, by) takes columns (bx·kThreads + t)·P ..
+// +P-1 (P = 2 where K is even: one 4-byte load per row gives both) and the
+// chunks by, by + gridDim.y, ... with no division in the loop; a warp's load
+// of one row is 64·P consecutive bytes, 16 rows in flight per chunk. (H100,
+// 8192²: the idx = chunk·k + column loop above, a 64-bit division and 16
+// two-byte loads per chunk, took 141 µs.)
+template <int P>
 __global__ void __launch_bounds__(kThreads) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
                                                            uint32_t mask, uint32_t *out) {
-  int64_t n = ceil_div(m, 16) * k, stride = (int64_t)gridDim.x * blockDim.x;
-  cta_max_atomic(rht_amax_bits(x, m, k, mask, (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, stride), out);
+  const int64_t chunks = (m + 15) / 16, c = ((int64_t)blockIdx.x * kThreads + threadIdx.x) * P;
+  double best = 0.0;
+  if (c < k)
+    for (int64_t b = blockIdx.y; b < chunks; b += gridDim.y) {
+      const __nv_bfloat16 *col = x + 16 * b * k + c;
+      const int rows = m - 16 * b < 16 ? (int)(m - 16 * b) : 16;
+      float v[P][16];
+#pragma unroll
+      for (int i = 0; i < 16; i++) {
+        if (P == 2) {
+          const __nv_bfloat162 t = i < rows ? *reinterpret_cast<const __nv_bfloat162 *>(col + i * k) : __floats2bfloat162_rn(0.0f, 0.0f);
+          v[0][i] = __low2float(t);
+          v[P - 1][i] = __high2float(t);
+        } else {
+          v[0][i] = i < rows ? __bfloat162float(col[i * k]) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < P; j++) rht_chunk_max(v[j], mask, best);
+    }
+  cta_max_atomic((uint32_t)f64_to_bf16_bits(best) << 16, out);
 }
 
 // The global amaxes of a grouped quantize, in one launch: an item is one
@@ -961,10 +1023,16 @@ void launch_nv(InType t, const G &grp, const NvSpec &sp, bool row, bool col, boo
 int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, cudaStream_t s, quant_plugin_error *err) {
   int64_t m = in.shape[0], k = in.shape[1];
   LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the columnwise amax");
-  int64_t n = (m / 16) * k;
-  int64_t blocks = ceil_div(n > 0 ? n : 1, kThreads);
-  if (blocks > grid_cap()) blocks = grid_cap();
-  rht_amax_kernel<<<(unsigned)blocks, kThreads, 0, s>>>((const __nv_bfloat16 *)in.data, m, k, mask, (uint32_t *)out);
+  // Pairs of columns where every row starts 4-byte aligned (K even, the base
+  // too); CTAs down the chunks until the GPU holds grid_cap() of them.
+  const bool pair = k % 2 == 0 && (reinterpret_cast<uintptr_t>(in.data) & 3) == 0;
+  const int64_t bx = ceil_div(k > 0 ? k : 1, (int64_t)kThreads * (pair ? 2 : 1)), chunks = ceil_div(m > 0 ? m : 1, 16);
+  int64_t by = grid_cap() / bx;
+  by = by < 1 ? 1 : by > chunks ? chunks : by > 65535 ? 65535 : by;
+  if (bx > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: %lld columns", (long long)k);
+  const dim3 grid((unsigned)bx, (unsigned)by);
+  if (pair) rht_amax_kernel<2><<<grid, kThreads, 0, s>>>((const __nv_bfloat16 *)in.data, m, k, mask, (uint32_t *)out);
+  else rht_amax_kernel<1><<<grid, kThreads, 0, s>>>((const __nv_bfloat16 *)in.data, m, k, mask, (uint32_t *)out);
   LQ_LAUNCHED("rht amax kernel launch");
   return QUANT_OK;
 }
