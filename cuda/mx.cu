@@ -220,24 +220,17 @@ __device__ __forceinline__ uint2 encode8f(const float (&v)[8], const float (&f)[
   return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
 }
 
-// Lane l's code word q in the flat frame; dst: the row's aligned code word
-// under tile column -a (8-byte aligned). Lane 0's bytes e ≥ a go to dst + e,
-// its bytes e < a (tile columns 256 - a + e) to dst + 256 + e.
+// Lane l's code word q in the flat frame (every lane of the warp calls it);
+// dst: the row's aligned code word under tile column -a (8-byte aligned).
+// Lane 0's word straddles the tile's ends where a ≠ 0: its byte e goes to
+// dst + e (e ≥ a) or dst + 256 + e (e < a, tile column 256 - a + e), one
+// byte from each of lanes 0-7, so that no lane runs a path of its own (H100,
+// 8191², both directions: lane 0 storing its two pieces alone took about
+// 50 of the tile's 1580 warp instructions per row and direction).
 __device__ __forceinline__ void store_flat8(uint8_t *dst, uint2 q, int lane, int a) {
-  if (lane != 0 || a == 0) {
-    *reinterpret_cast<uint2 *>(dst + 8 * lane) = q;
-    return;
-  }
-  const uint64_t v = (uint64_t)q.x | ((uint64_t)q.y << 32);
-  int s = a;  // bytes [a, 8) at dst: aligned pieces upwards
-  if (s & 1) { dst[s] = (uint8_t)(v >> (8 * s)); s++; }
-  if (s & 2) { *reinterpret_cast<uint16_t *>(dst + s) = (uint16_t)(v >> (8 * s)); s += 2; }
-  if (s & 4) *reinterpret_cast<uint32_t *>(dst + s) = (uint32_t)(v >> (8 * s));
-  uint8_t *d2 = dst + 256;  // bytes [0, a) at dst + 256: aligned pieces downwards
-  int t = 0;
-  if (a & 4) { *reinterpret_cast<uint32_t *>(d2) = (uint32_t)v; t = 4; }
-  if (a & 2) { *reinterpret_cast<uint16_t *>(d2 + t) = (uint16_t)(v >> (8 * t)); t += 2; }
-  if (a & 1) d2[t] = (uint8_t)(v >> (8 * t));
+  if (lane != 0 || a == 0) *reinterpret_cast<uint2 *>(dst + 8 * lane) = q;
+  const uint32_t x = __shfl_sync(0xFFFFFFFFu, q.x, 0), y = __shfl_sync(0xFFFFFFFFu, q.y, 0);
+  if (a != 0 && lane < 8) dst[(lane < a ? kTileC : 0) + lane] = (uint8_t)((lane < 4 ? x : y) >> (8 * (lane & 3)));
 }
 
 // An interior tile of the EDGE MXFP8 instance in the flat frame (see
@@ -257,6 +250,15 @@ __device__ __forceinline__ void mx8_flat_tile(const MxParams &p, const StageRows
   float pm[8];
 #pragma unroll
   for (int e = 0; e < 8; e++) pm[e] = 0.0f;
+  // The rowwise scale of block l/4 of row r0 + w + 8i at rs + i·rstep (the
+  // tile's rows lie in one 32-row group: 8 rows are 128 entries apart
+  // swizzled).
+  uint8_t *rs = nullptr;
+  int64_t rstep = 0;
+  if constexpr (ROW) {
+    rs = p.row_s.buf + p.row_s.index(r0 + warp, c0 / 32 + lane / 4);
+    rstep = p.row_s.swizzled ? 128 : 8 * p.row_s.pad_j;
+  }
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     float v[8];
@@ -276,7 +278,7 @@ __device__ __forceinline__ void mx8_flat_tile(const MxParams &p, const StageRows
 #pragma unroll
       for (int e = 0; e < 8; e++) f[e] = e < a ? fl : fh;
       store_flat8(p.row + f0 + 8 * i * p.k, encode8f<EL>(v, f), lane, a);
-      if ((lane & 3) == 0) p.row_s.buf[p.row_s.index(r0 + warp + 8 * i, c0 / 32 + lane / 4)] = (uint8_t)e8;
+      if ((lane & 3) == 0) rs[i * rstep] = (uint8_t)e8;
     }
     if constexpr (COL) {
 #pragma unroll
