@@ -314,9 +314,10 @@ __device__ __forceinline__ void mx8_flat_tile(const MxParams &p, const StageRows
 }
 
 // CTAs per SM that the kernel's registers must allow (0: no bound): the
-// EDGE MXFP8 instance of one 16-bit tensor with both directions, with the
-// interior tiles' prefetch (kStagePre), asks for 2, as it ran before (128
-// registers, no spills); the others need no bound.
+// EDGE MXFP8 instances of one 16-bit tensor ask for 3 (80 registers; the
+// flat frame's interior path has no spills there, the checked path a few):
+// H100, 8191², both directions, 3 CTAs per SM ran 0.170 ms, 2 (126
+// registers, no spills) 0.180 ms; the others need no bound.
 constexpr int mx_min_ctas(int el, bool row, bool col, bool edge, int elem, bool group) {
   return edge && el != kE2M1 && elem == 2 && !group ? 3 : 0;
 }
@@ -467,16 +468,15 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   // only where it ends inside the tensor; a lane whose chunks were not all
   // copied (the tensor's last bytes) loads element by element.
   //
-  // inner (EDGE MXFP8, 16-bit rows at any even offset): an interior tile,
-  // whose 32 rows and 256 columns, and the 33rd chunk of every row, lie
-  // inside the tensor. The test is uniform over the CTA, so no warp
-  // diverges on it. Such a tile copies its chunks without bound checks,
-  // shifts its four rows out of them in one case of a switch on their
-  // shared offset (unstage_rows4) and stores whole runs with the shifts and
-  // end pieces of their code offset (store_run8_sw: no lengths shuffled, no
-  // per-row checks); only the last tile row and column take the checked
-  // path (H100, 8191²: the checked path on every tile executed 2.4× the
-  // aligned instructions).
+  // inner (EDGE MXFP8, 16-bit rows at any even offset, code buffers in the
+  // input's flat alignment, MxParams::flat): an interior tile, whose 32 rows
+  // and 256 columns, and the 33rd chunk of every row, lie inside the tensor.
+  // The test is uniform over the CTA, so no warp diverges on it. Such a
+  // tile copies its chunks without bound checks and is quantized in the
+  // flat frame (mx8_flat_tile: aligned loads and code words, no shifts);
+  // only the last tile row and column, and tensors whose code buffers are
+  // not in the input's flat alignment, take the checked path (H100, 8191²:
+  // the checked path on every tile executed 2.4× the aligned instructions).
   bool staged[4] = {false, false, false, false};
   const int cb = buf;  // the stage buffer of this tile
   bool inner = false;
@@ -951,11 +951,15 @@ void launch_mx_tiles(const G &grp, cudaStream_t s) {
   const int64_t cap = persistent ? mx_resident<T, EL, ROW, COL, EDGE, RAGM, G>() : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
   // The EDGE MXFP8 instance of one 16-bit tensor with both directions: two
-  // tiles per CTA, the second's chunks copied during the first (kStagePre).
-  // H100, 8191²: 4-5 % faster than one CTA per tile; one direction ran 2-3 %
-  // slower so, and a persistent grid (396 CTAs of about 21 tiles each, the
-  // next tile always in flight) 10-20 % slower in every direction (20 % of
-  // the SMs' cycles idle at its end).
+  // tiles per CTA, the second's chunks copied into the other stage buffer
+  // during the first (kStagePre). H100, 8191² (before the flat frame): 4-5 %
+  // faster than one CTA per tile, and a persistent grid (396 CTAs of about
+  // 21 tiles each, the next tile always in flight) 10-20 % slower in every
+  // direction (20 % of the SMs' cycles idle at its end). With the flat frame
+  // (bench/RESULTS.md, branch mxboth): four tiles per CTA ran both
+  // directions in 0.188 ms against two's 0.170; two tiles per CTA for one
+  // direction as well ran rowwise the same (0.097 ms) and columnwise 0.090
+  // against 0.088 ms, so one direction keeps one CTA per tile.
   if (EDGE && EL != kE2M1 && sizeof(T) == 2 && !G::kGroup && ROW && COL) g = (unsigned)((ntiles + 1) / 2);
   mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G><<<g, kThreads, 0, s>>>(grp);
 }
