@@ -86,6 +86,7 @@ struct MxParams {
   int vec;   // RowLoad: how input rows may be loaded
   int fs;    // the fast MXFP4 kernel: 64-row sub-tiles per CTA
   int zpad;  // a scale buffer has padding for mx_quantize_kernel to zero (grouped: tile by tile)
+  int flat;  // MXFP8, rows kRowsShifted: code f of each code buffer is 8-byte aligned where element f is 16-byte aligned (mx8_flat_tile)
 };
 
 // Encodes 8 scaled values: 8 FP8 bytes (uint2) or 8 E2M1 nibbles (low 32
@@ -128,17 +129,30 @@ __device__ __forceinline__ void raw_convert(const Raw8<T> &r, float (&v)[8]) {
   for (int i = 0; i < 8; i++) v[i] = to_f32(h[i]);
 }
 
-// EDGE MXFP8, 16-bit rows at any even offset (spec §14): the rows w + 8i of
-// warp w share one 16-byte input offset and one 8-byte code offset (8 rows
-// are 16·K input bytes and 8·pitch code bytes apart), so a tile takes one
-// case of a switch on each for its four rows, and each case is straight code
-// with constant shifts (H100, 8191²: a switch per row, the offset computed
-// from each row's address, and store_run8_full, whose shifts and end bytes
-// are picked at run time, were about 300 of the 1165 instructions per warp
-// and tile against the aligned kernel's 680; with these the rowwise
-// instance executes 61.6 M warp instructions instead of 76.4 M, the aligned
-// one 44.4 M; bench/RESULTS.md).
+// EDGE MXFP8, 16-bit rows at any even offset (spec §14), interior tiles: the
+// flat frame. Both code buffers have the input's layout [M, K] (spec §4.5),
+// so code f of either is element f of the input in flat order, and an
+// aligned 16-byte input chunk (8 elements) gives an aligned 8-byte code
+// word whatever K is; only the 32-element blocks start at odd places. The
+// rows w + 8i of warp w share one offset a = (flat index of the row's
+// first tile element) mod 8 (8 rows are 8·K elements apart), and lane l
+// works on aligned chunk l under each of them: tile columns 8l - a ..
+// 8l - a + 7. Lane 0 takes its elements e < a from chunk 32 instead (tile
+// columns 256 - a + e), so that lane l's element e is tile column
+// (8l - a + e) mod 256 in every lane: its elements e ≥ a (the "high" part)
+// lie in row block l/4, its elements e < a (the "low" part) in block l/4 - 1
+// (mod 8) where l % 4 = 0 and in block l/4 otherwise. Loads and code stores
+// are aligned vectors with no shifts (lane 0 stores its word in two pieces);
+// the row block maxima combine the parts across lanes with shuffles; the
+// column maxima meet in shared memory at the rotated columns, padded one
+// word in nine (kPadC) so that those accesses are free of bank conflicts.
+// (H100, 8191², the previous interior code shifted each row out of its
+// chunks and each code run into place through switches on the offsets:
+// 9104 instructions of SASS for the both-direction kernel, 8 cases live in
+// a CTA at once, 0.204 ms.)
 using StageRows = uint4[4][kTileC / 8 + 1];  // a warp's 4 rows as the 33 aligned 16-byte chunks under each
+constexpr int kPadC = kTileC + kTileC / 8;    // the padded column arrays of the flat frame
+__device__ __forceinline__ int pad_col(int c) { return c + (c >> 3); }
 
 // Copies the 33 aligned chunks under each of the warp's rows row0 + i·step
 // bytes (step a multiple of 16) into st: cp.async, in flight until a wait.
@@ -152,87 +166,160 @@ __device__ __forceinline__ void stage_rows4(StageRows &st, const void *row0, int
   }
 }
 
-// The 8 elements of lane `lane` in each of the 4 staged rows at input byte
-// offset OFF, as floats.
-template <typename T, int OFF>
-__device__ __forceinline__ void unstage_rows4_at(const StageRows &st, int lane, float (&v)[4][8]) {
+// The bits of the 16-bit halves (elements 2w, 2w+1 of a chunk) of the low
+// part, elements e < a.
+__device__ __forceinline__ uint32_t low_half_mask(int w, int a) {
+  return (2 * w < a ? 0xFFFFu : 0u) | (2 * w + 1 < a ? 0xFFFF0000u : 0u);
+}
+
+// max |x| over the 16-bit pairs w & mask (mask within 0x7FFF7FFF), NaN
+// ignored, into m (max.{bf16,f16}x2 returns the other operand where one is
+// NaN; m starts at +0).
+template <typename T>
+__device__ __forceinline__ uint32_t hmax2_masked(uint32_t m, uint32_t w, uint32_t mask) {
+  uint32_t d, x = w & mask;
+  if constexpr (InTraits<T>::kind == InType::BF16) asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(m), "r"(x));
+  else asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(m), "r"(x));
+  return d;
+}
+
+// Lane l's 8 elements of one staged row in the flat frame, as floats; PARTS:
+// the row's low and high part maxima (float32 bits of magnitudes, NaN
+// ignored). sel: low_half_mask of the warp's offset.
+template <typename T, bool PARTS>
+__device__ __forceinline__ void flat_row(const uint4 (&row)[kTileC / 8 + 1], int lane, const uint32_t (&sel)[4], float (&v)[8],
+                                         uint32_t &lo, uint32_t &hi) {
+  using R = Raw16<T>;
+  const uint4 c = row[lane], d = row[32];
+  const uint32_t cw[4] = {c.x, c.y, c.z, c.w}, dw[4] = {d.x, d.y, d.z, d.w};
+  uint32_t l16 = 0, h16 = 0;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const uint32_t mk = lane == 0 ? sel[j] : 0u;
+    const uint32_t w = (dw[j] & mk) | (cw[j] & ~mk);
+    if constexpr (PARTS) {
+      l16 = hmax2_masked<T>(l16, w, sel[j] & 0x7FFF7FFFu);
+      h16 = hmax2_masked<T>(h16, w, ~sel[j] & 0x7FFF7FFFu);
+    }
+    v[2 * j] = R::lo(w);
+    v[2 * j + 1] = R::hi(w);
+  }
+  if constexpr (PARTS) {
+    lo = hmax2_bits<T>(l16);
+    hi = hmax2_bits<T>(h16);
+  }
+}
+
+// 8 codes of v[e]·f[e].
+template <int EL>
+__device__ __forceinline__ uint2 encode8f(const float (&v)[8], const float (&f)[8]) {
+  constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) w[j] = fp8x2<F>(__fmul_rn(v[2 * j], f[2 * j]), __fmul_rn(v[2 * j + 1], f[2 * j + 1]));
+  return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+}
+
+// Lane l's code word q in the flat frame (every lane of the warp calls it);
+// dst: the row's aligned code word under tile column -a (8-byte aligned).
+// Lane 0's word straddles the tile's ends where a ≠ 0: its byte e goes to
+// dst + e (e ≥ a) or dst + 256 + e (e < a, tile column 256 - a + e), one
+// byte from each of lanes 0-7, so that no lane runs a path of its own (H100,
+// 8191², both directions: lane 0 storing its two pieces alone took about
+// 50 of the tile's 1580 warp instructions per row and direction).
+__device__ __forceinline__ void store_flat8(uint8_t *dst, uint2 q, int lane, int a) {
+  if (lane != 0 || a == 0) *reinterpret_cast<uint2 *>(dst + 8 * lane) = q;
+  const uint32_t x = __shfl_sync(0xFFFFFFFFu, q.x, 0), y = __shfl_sync(0xFFFFFFFFu, q.y, 0);
+  if (a != 0 && lane < 8) dst[(lane < a ? kTileC : 0) + lane] = (uint8_t)((lane < 4 ? x : y) >> (8 * (lane & 3)));
+}
+
+// An interior tile of the EDGE MXFP8 instance in the flat frame (see
+// above): warp w's rows r0 + w + 8i are staged in st (the copies waited
+// for). Each row is read from the stage where it is used (once for the
+// rowwise codes and the column maxima, once more for the columnwise codes),
+// so that no row's values stay live across the tile: registers for 3 CTAs
+// per SM in every direction. part, colf: the CTA's padded column arrays.
+template <typename T, int EL, bool ROW, bool COL>
+__device__ __forceinline__ void mx8_flat_tile(const MxParams &p, const StageRows &st, int64_t r0, int64_t c0, int warp, int lane,
+                                              uint32_t (*part)[kPadC], float *colf) {
+  const int a = (int)(((r0 + warp) * p.k + c0) & 7);
+  const int64_t f0 = (r0 + warp) * p.k + c0 - a;  // flat index of row r0 + w's chunk 0
+  uint32_t sel[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) sel[j] = low_half_mask(j, a);
+  float pm[8];
+#pragma unroll
+  for (int e = 0; e < 8; e++) pm[e] = 0.0f;
+  // The rowwise scale of block l/4 of row r0 + w + 8i at rs + i·rstep (the
+  // tile's rows lie in one 32-row group: 8 rows are 128 entries apart
+  // swizzled).
+  uint8_t *rs = nullptr;
+  int64_t rstep = 0;
+  if constexpr (ROW) {
+    rs = p.row_s.buf + p.row_s.index(r0 + warp, c0 / 32 + lane / 4);
+    rstep = p.row_s.swizzled ? 128 : 8 * p.row_s.pad_j;
+  }
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    const uint4 a = st[i][lane];
-    const uint4 b = OFF != 0 ? st[i][lane + 1] : make_uint4(0, 0, 0, 0);
-    const uint32_t raw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    Raw8<T> r;
-    shift_words<4, OFF>(raw, *reinterpret_cast<uint32_t(*)[4]>(&r.w[0]));
-    raw_convert<T>(r, v[i]);
+    float v[8];
+    uint32_t lo, hi;
+    flat_row<T, ROW>(st[i], lane, sel, v, lo, hi);
+    if constexpr (ROW) {
+      // Block l/4 of the quad: the high parts of its first lane, both parts
+      // of the other three, the low part of the next quad's first lane.
+      uint32_t m = (lane & 3) ? max(lo, hi) : hi;
+      m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
+      m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
+      m = max(m, __shfl_sync(0xFFFFFFFFu, lo, (lane + 4) & 28));
+      const uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
+      const float fh = e8m0_rcp(e8);
+      const float fl = __shfl_sync(0xFFFFFFFFu, fh, (lane & 3) ? lane : (lane + 31) & 31);  // l % 4 = 0: block l/4 - 1's
+      float f[8];
+#pragma unroll
+      for (int e = 0; e < 8; e++) f[e] = e < a ? fl : fh;
+      store_flat8(p.row + f0 + 8 * i * p.k, encode8f<EL>(v, f), lane, a);
+      if ((lane & 3) == 0) rs[i * rstep] = (uint8_t)e8;
+    }
+    if constexpr (COL) {
+#pragma unroll
+      for (int e = 0; e < 8; e++) pm[e] = amax_f(pm[e], v[e]);
+    }
   }
-}
-
-template <typename T>
-__device__ __forceinline__ void unstage_rows4(const StageRows &st, int lane, int off, float (&v)[4][8]) {
-  switch (off) {
-    case 0: unstage_rows4_at<T, 0>(st, lane, v); break;
-    case 2: unstage_rows4_at<T, 2>(st, lane, v); break;
-    case 4: unstage_rows4_at<T, 4>(st, lane, v); break;
-    case 6: unstage_rows4_at<T, 6>(st, lane, v); break;
-    case 8: unstage_rows4_at<T, 8>(st, lane, v); break;
-    case 10: unstage_rows4_at<T, 10>(st, lane, v); break;
-    case 12: unstage_rows4_at<T, 12>(st, lane, v); break;
-    default: unstage_rows4_at<T, 14>(st, lane, v); break;
-  }
-}
-
-// The N bytes of b (lowest first) at p ≡ A (mod 8), A + N ≤ 8, as stores
-// aligned to their size, chosen at compile time.
-template <int A, int N>
-__device__ __forceinline__ void put_const(uint8_t *p, uint64_t b) {
-  if constexpr (N > 0) {
-    constexpr int S = (A % 4 == 0 && N >= 4) ? 4 : (A % 2 == 0 && N >= 2) ? 2 : 1;
-    if constexpr (S == 4) *reinterpret_cast<uint32_t *>(p) = (uint32_t)b;
-    else if constexpr (S == 2) *reinterpret_cast<uint16_t *>(p) = (uint16_t)b;
-    else *p = (uint8_t)b;
-    put_const<A + S, N - S>(p + S, b >> (8 * S));
-  }
-}
-
-// store_run8_full (common.cuh) at a code offset OFF known at compile time:
-// lane l's 8 codes v at dst (a whole warp's run of 256 inside the tensor).
-// Each lane but the last writes the aligned word that begins in its piece;
-// lane 0 writes the run's head and lane 31 its tail as aligned pieces.
-template <int OFF>
-__device__ __forceinline__ void store_run8_at(uint8_t *dst, uint2 v, int lane) {
-  if constexpr (OFF == 0) {
-    *reinterpret_cast<uint2 *>(dst) = v;
-  } else {
-    constexpr int head = 8 - OFF;  // bytes of the piece before the next aligned word
-    const uint32_t n0 = __shfl_down_sync(0xFFFFFFFFu, v.x, 1);
-    const uint32_t n1 = OFF < 4 ? __shfl_down_sync(0xFFFFFFFFu, v.y, 1) : 0u;
-    const uint64_t me = (uint64_t)v.x | ((uint64_t)v.y << 32), nx = (uint64_t)n0 | ((uint64_t)n1 << 32);
-    if (lane != 31) *reinterpret_cast<uint64_t *>(dst + head) = (me >> (8 * head)) | (nx << (8 * OFF));
-    if (lane == 0) put_const<OFF, head>(dst, me);
-    if (lane == 31) put_const<0, OFF>(dst + head, me >> (8 * head));
-  }
-}
-
-// The warp's run v at dst: a switch on its offset (the warp's).
-__device__ __forceinline__ void store_run8_sw(uint8_t *dst, uint2 v, int lane) {
-  switch ((int)(reinterpret_cast<uintptr_t>(dst) & 7)) {
-    case 0: store_run8_at<0>(dst, v, lane); break;
-    case 1: store_run8_at<1>(dst, v, lane); break;
-    case 2: store_run8_at<2>(dst, v, lane); break;
-    case 3: store_run8_at<3>(dst, v, lane); break;
-    case 4: store_run8_at<4>(dst, v, lane); break;
-    case 5: store_run8_at<5>(dst, v, lane); break;
-    case 6: store_run8_at<6>(dst, v, lane); break;
-    default: store_run8_at<7>(dst, v, lane); break;
+  if constexpr (COL) {
+    // Lane l's element e is tile column (8l - a + e) mod 256.
+#pragma unroll
+    for (int e = 0; e < 8; e++) part[warp][pad_col((8 * lane - a + e) & (kTileC - 1))] = __float_as_uint(pm[e]);
+    __syncthreads();
+    {
+      const int t = threadIdx.x, ct = pad_col(t);
+      uint32_t m = part[0][ct];
+#pragma unroll
+      for (int w = 1; w < kThreads / 32; w++) m = max(m, part[w][ct]);
+      const uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
+      colf[ct] = e8m0_rcp(e8);
+      p.col_s.buf[p.col_s.index(c0 + t, r0 / 32)] = (uint8_t)e8;
+    }
+    __syncthreads();
+    float f[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) f[e] = colf[pad_col((8 * lane - a + e) & (kTileC - 1))];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float v[8];
+      uint32_t lo, hi;
+      flat_row<T, false>(st[i], lane, sel, v, lo, hi);
+      store_flat8(p.col + f0 + 8 * i * p.k, encode8f<EL>(v, f), lane, a);
+    }
   }
 }
 
 // CTAs per SM that the kernel's registers must allow (0: no bound): the
-// EDGE MXFP8 instance of one 16-bit tensor with both directions, with the
-// interior tiles' prefetch (kStagePre), asks for 2, as it ran before (128
-// registers, no spills); the others need no bound.
+// EDGE MXFP8 instances of one 16-bit tensor ask for 3 (80 registers; the
+// flat frame's interior path has no spills there, the checked path a few):
+// H100, 8191², both directions, 3 CTAs per SM ran 0.170 ms, 2 (126
+// registers, no spills) 0.180 ms; the others need no bound.
 constexpr int mx_min_ctas(int el, bool row, bool col, bool edge, int elem, bool group) {
-  return edge && el != kE2M1 && elem == 2 && !group && row && col ? 2 : 0;
+  return edge && el != kE2M1 && elem == 2 && !group ? 3 : 0;
 }
 
 // A persistent grid walks the tiles; with vector loads (an aligned input) the
@@ -262,10 +349,15 @@ constexpr int mx_min_ctas(int el, bool row, bool col, bool edge, int elem, bool 
 template <typename T, int EL, bool ROW, bool COL, bool EDGE, bool RAGM, typename G>
 __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int)sizeof(T), G::kGroup)) mx_quantize_kernel(const __grid_constant__ G grp) {
   static_assert(!(EDGE && RAGM) && !(RAGM && EL == kE2M1), "RAGM: the aligned MXFP8 instance");
-  __shared__ uint32_t part[kThreads / 32][kTileC];
-  __shared__ float colf[kTileC];
+  // kFlat: the EDGE MXFP8 instance of 16-bit rows, whose interior tiles work
+  // in the flat frame (mx8_flat_tile), their column arrays padded (kPadC).
+  constexpr bool kFlat = EDGE && EL != kE2M1 && sizeof(T) == 2;
+  __shared__ __align__(16) uint32_t part[kThreads / 32][kFlat ? kPadC : kTileC];
+  __shared__ __align__(16) float colf[kFlat ? kPadC : kTileC];
   __shared__ uint16_t colb[EL == kE2M1 ? kTileC : 1][kTileR / 4 + 1];
-  __shared__ uint4 stage[EDGE && sizeof(T) == 2 ? kThreads / 32 : 1][4][kTileC / 8 + 1];  // EDGE: a warp's rows as aligned chunks
+  // EDGE: a warp's rows as aligned chunks; kFlat: two buffers, the next
+  // tile's chunks copied into one while the tile reads the other.
+  __shared__ __align__(16) uint4 stage[kFlat && !G::kGroup && ROW && COL ? 2 : 1][EDGE && sizeof(T) == 2 ? kThreads / 32 : 1][4][kTileC / 8 + 1];
   const int64_t ntiles = grp.total();
   // The tiles of this CTA: blockIdx.x, + gridDim.x, ... for one tensor; a
   // group's CTA takes a run of consecutive tiles instead, so that it moves
@@ -296,14 +388,15 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   // rows and 256 columns, and the 33rd chunk of every row, lie inside the
   // tensor (uniform over the CTA).
   auto interior = [&](const MxParams &q, int64_t r0, int64_t c0) -> bool {
-    return q.vec == kRowsShifted && r0 + kTileR <= q.m && c0 + kTileC <= q.k && (r0 + kTileR < q.m || c0 + kTileC + 8 <= q.k);
+    return q.vec == kRowsShifted && q.flat && r0 + kTileR <= q.m && c0 + kTileC <= q.k && (r0 + kTileR < q.m || c0 + kTileC + 8 <= q.k);
   };
   // kStagePre: the EDGE instance of one 16-bit tensor with both directions
   // runs two tiles per CTA (launch_mx_tiles); while it processes the first,
-  // the second's chunks are in flight into the stage, if it is interior
-  // (pre: the stage holds this tile's chunks).
-  constexpr bool kStagePre = kSpread && sizeof(T) == 2 && !G::kGroup && ROW && COL;
+  // the second's chunks are in flight into the other stage buffer, if it is
+  // interior (pre: stage buffer buf holds this tile's chunks).
+  constexpr bool kStagePre = kFlat && !G::kGroup && ROW && COL;
   bool pre = false;
+  int buf = 0;
   // Loads tile `tile` into next where its tensor's rows are vector-loadable
   // (the same test the tile's own pass makes before it reads next).
   auto prefetch = [&](int64_t tile) {
@@ -333,6 +426,17 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   // rowwise / columnwise / both; without it 80 / 80 / 113, so columnwise
   // runs 3 CTAs per SM instead of 2).
   constexpr bool kAhead = !EDGE || G::kGroup;
+  // A group: each tile zeroes its share of its tensor's padding (a loop over
+  // the whole group in every CTA cost more than the quantize).
+  auto group_zpad = [&](const MxParams &q, int64_t lt, int64_t tiles_c) {
+    if constexpr (G::kGroup) {
+      if (q.zpad) {
+        const int64_t parts = ((q.m + kTileR - 1) / kTileR) * tiles_c;
+        zero_scale_padding(q.row_s, lt, parts);
+        zero_scale_padding(q.col_s, lt, parts);
+      }
+    }
+  };
   if (kAhead && tile0 < end) prefetch(tile0);
   for (int64_t tile = tile0; tile < end; tile += step) {
   if constexpr (!kAhead) prefetch(tile);
@@ -364,27 +468,25 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   // only where it ends inside the tensor; a lane whose chunks were not all
   // copied (the tensor's last bytes) loads element by element.
   //
-  // inner (EDGE MXFP8, 16-bit rows at any even offset): an interior tile,
-  // whose 32 rows and 256 columns, and the 33rd chunk of every row, lie
-  // inside the tensor. The test is uniform over the CTA, so no warp
-  // diverges on it. Such a tile copies its chunks without bound checks,
-  // shifts its four rows out of them in one case of a switch on their
-  // shared offset (unstage_rows4) and stores whole runs with the shifts and
-  // end pieces of their code offset (store_run8_sw: no lengths shuffled, no
-  // per-row checks); only the last tile row and column take the checked
-  // path (H100, 8191²: the checked path on every tile executed 2.4× the
-  // aligned instructions).
+  // inner (EDGE MXFP8, 16-bit rows at any even offset, code buffers in the
+  // input's flat alignment, MxParams::flat): an interior tile, whose 32 rows
+  // and 256 columns, and the 33rd chunk of every row, lie inside the tensor.
+  // The test is uniform over the CTA, so no warp diverges on it. Such a
+  // tile copies its chunks without bound checks and is quantized in the
+  // flat frame (mx8_flat_tile: aligned loads and code words, no shifts);
+  // only the last tile row and column, and tensors whose code buffers are
+  // not in the input's flat alignment, take the checked path (H100, 8191²:
+  // the checked path on every tile executed 2.4× the aligned instructions).
   bool staged[4] = {false, false, false, false};
+  const int cb = buf;  // the stage buffer of this tile
   bool inner = false;
-  if constexpr (kSpread && sizeof(T) == 2) inner = interior(p, r0, c0);
+  if constexpr (kFlat) inner = interior(p, r0, c0);
   if constexpr (EDGE && sizeof(T) == 2) {
     if (p.vec == kRowsShifted) {
       __syncwarp();  // the warp's last tile has read its chunks
       if (inner) {
         // Row row_of(r0, i) is x + (r0 + warp)·K + 8·i·K.
-        if (!pre) stage_rows4(stage[warp], x + (r0 + warp) * p.k + c0, 16 * p.k, lane);
-#pragma unroll
-        for (int i = 0; i < 4; i++) staged[i] = true;
+        if (!pre) stage_rows4(stage[cb][warp], x + (r0 + warp) * p.k + c0, 16 * p.k, lane);
       } else {
         const uintptr_t end = reinterpret_cast<uintptr_t>(x + p.m * p.k);
 #pragma unroll
@@ -392,20 +494,42 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
           int64_t r = row_of(r0, i);
           const uintptr_t base = reinterpret_cast<uintptr_t>(x + r * p.k + c0) & ~(uintptr_t)15;
           if (r < p.m) {
-            if (base + 16 * (lane + 1) <= end) cp_async16(&stage[warp][i][lane], reinterpret_cast<const void *>(base + 16 * lane));
-            if (lane == 0 && base + 16 * 33 <= end) cp_async16(&stage[warp][i][32], reinterpret_cast<const void *>(base + 16 * 32));
+            if (base + 16 * (lane + 1) <= end) cp_async16(&stage[cb][warp][i][lane], reinterpret_cast<const void *>(base + 16 * lane));
+            if (lane == 0 && base + 16 * 33 <= end) cp_async16(&stage[cb][warp][i][32], reinterpret_cast<const void *>(base + 16 * 32));
           }
           staged[i] = r < p.m && full && base + 16 * (lane + 2) <= end;
         }
       }
-      cp_async_wait_all();
+      cp_async_commit();
+      // kStagePre: the next tile's chunks into the other buffer, in flight
+      // through this tile (the warp read that buffer in its last tile).
+      bool next_pre = false;
+      if constexpr (kStagePre) {
+        if (tile + step < end) {
+          const int64_t nt = tile + step, qr0 = (nt / tiles_c) * kTileR, qc0 = (nt % tiles_c) * kTileC;
+          if (interior(p, qr0, qc0)) {
+            stage_rows4(stage[cb ^ 1][warp], x + (qr0 + warp) * p.k + qc0, 16 * p.k, lane);
+            cp_async_commit();
+            next_pre = true;
+          }
+        }
+      }
+      if (next_pre) cp_async_wait_1();
+      else cp_async_wait_all();
       __syncwarp();
+      pre = next_pre;
+      if (next_pre) buf ^= 1;
     }
   }
-  pre = false;
-  // An interior tile's rows share one offset: one switch for the four.
-  if (kSpread && sizeof(T) == 2 && inner) unstage_rows4<T>(stage[warp], lane, (int)(reinterpret_cast<uintptr_t>(x + row_of(r0, 0) * p.k + c0) & 15), v);
-  else
+  if constexpr (kFlat) {
+    if (inner) {
+      if (kAhead && tile + step < end) prefetch(tile + step);
+      mx8_flat_tile<T, EL, ROW, COL>(p, stage[cb][warp], r0, c0, warp, lane, part, colf);
+      if (COL) __syncthreads();  // the next tile reuses the shared arrays
+      group_zpad(p, lt, tiles_c);
+      continue;
+    }
+  }
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     int64_t r = row_of(r0, i);
@@ -416,7 +540,7 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
     } else if (rin && full && vec) raw_convert<T>(next[i], v[i]);
     else if (staged[i]) {
-      const uint4 a = stage[warp][i][lane], b = stage[warp][i][lane + 1];
+      const uint4 a = stage[cb][warp][i][lane], b = stage[cb][warp][i][lane + 1];
       const uint32_t raw8[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
       Raw8<T> raw;
       shift_uniform<4>(raw8, (int)(reinterpret_cast<uintptr_t>(x + r * p.k + gc) & 15), *reinterpret_cast<uint32_t(*)[4]>(&raw.w[0]));
@@ -431,16 +555,6 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
     }
   }
   if (kAhead && tile + step < end) prefetch(tile + step);
-  if constexpr (kStagePre) {
-    if (p.vec == kRowsShifted && tile + step < end) {
-      const int64_t nt = tile + step, qr0 = (nt / tiles_c) * kTileR, qc0 = (nt % tiles_c) * kTileC;
-      if (interior(p, qr0, qc0)) {
-        __syncwarp();  // every lane has read this tile's chunks
-        stage_rows4(stage[warp], x + (qr0 + warp) * p.k + qc0, 16 * p.k, lane);
-        pre = true;
-      }
-    }
-  }
   if (ROW) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -476,10 +590,7 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
         }
       } else {
         const bool rin = r < p.m;
-        if (EL != kE2M1) {
-          if (inner) store_run8_sw(p.row + r * p.row_pitch + gc, q, lane);
-          else store_run8(p.row + r * p.row_pitch + gc, q, rin ? (int)ncols : 0);
-        }
+        if (EL != kE2M1) store_run8(p.row + r * p.row_pitch + gc, q, rin ? (int)ncols : 0);
         if (valid && rin) {
           if (EL == kE2M1) {
             uint32_t w1[1] = {q.x};
@@ -571,23 +682,14 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
 #pragma unroll
           for (int j = 0; j < 4; j++) w[j] = fp8x2<F>(__fmul_rn(v[i][2 * j], f[2 * j]), __fmul_rn(v[i][2 * j + 1], f[2 * j + 1]));
           uint2 q = make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
-          if (EDGE && inner) store_run8_sw(p.col + r * p.col_pitch + gc, q, lane);
-          else if (EDGE) store_run8(p.col + r * p.col_pitch + gc, q, r < p.m ? (int)ncols : 0);
+          if (EDGE) store_run8(p.col + r * p.col_pitch + gc, q, r < p.m ? (int)ncols : 0);
           else if (row_in(i)) *reinterpret_cast<uint2 *>(p.col + r * p.k + gc) = q;
         }
       }
     }
   }
   if (COL) __syncthreads();  // the next tile reuses the shared arrays
-  if constexpr (G::kGroup) {
-    // A group: each tile zeroes its share of its tensor's padding (a loop
-    // over the whole group in every CTA cost more than the quantize).
-    if (p.zpad) {
-      const int64_t parts = ((p.m + kTileR - 1) / kTileR) * tiles_c;
-      zero_scale_padding(p.row_s, lt, parts);
-      zero_scale_padding(p.col_s, lt, parts);
-    }
-  }
+  group_zpad(p, lt, tiles_c);
   }
   if constexpr (!G::kGroup) {
     // Last, where no tile's registers are live any more.
@@ -849,11 +951,15 @@ void launch_mx_tiles(const G &grp, cudaStream_t s) {
   const int64_t cap = persistent ? mx_resident<T, EL, ROW, COL, EDGE, RAGM, G>() : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
   // The EDGE MXFP8 instance of one 16-bit tensor with both directions: two
-  // tiles per CTA, the second's chunks copied during the first (kStagePre).
-  // H100, 8191²: 4-5 % faster than one CTA per tile; one direction ran 2-3 %
-  // slower so, and a persistent grid (396 CTAs of about 21 tiles each, the
-  // next tile always in flight) 10-20 % slower in every direction (20 % of
-  // the SMs' cycles idle at its end).
+  // tiles per CTA, the second's chunks copied into the other stage buffer
+  // during the first (kStagePre). H100, 8191² (before the flat frame): 4-5 %
+  // faster than one CTA per tile, and a persistent grid (396 CTAs of about
+  // 21 tiles each, the next tile always in flight) 10-20 % slower in every
+  // direction (20 % of the SMs' cycles idle at its end). With the flat frame
+  // (bench/RESULTS.md, branch mxboth): four tiles per CTA ran both
+  // directions in 0.188 ms against two's 0.170; two tiles per CTA for one
+  // direction as well ran rowwise the same (0.097 ms) and columnwise 0.090
+  // against 0.088 ms, so one direction keeps one CTA per tile.
   if (EDGE && EL != kE2M1 && sizeof(T) == 2 && !G::kGroup && ROW && COL) g = (unsigned)((ntiles + 1) / 2);
   mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G><<<g, kThreads, 0, s>>>(grp);
 }
@@ -1044,6 +1150,10 @@ int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &
   // the scale padding itself (no memset per call); the fast MXFP4 kernel,
   // capped at 64 registers, would spill with that loop, so it keeps the memset.
   p.vec = row_load_mode(a->input.data, k, in_size(t));
+  // The flat frame (EDGE MXFP8 interior tiles): the input base is 16-byte
+  // aligned (kRowsShifted), each code buffer 8-byte aligned with rows of K.
+  auto flat_out = [&](const uint8_t *d, int64_t pitch) { return d == nullptr || (pitch == k && (reinterpret_cast<uintptr_t>(d) & 7) == 0); };
+  p.flat = !g.packed && p.vec == kRowsShifted && flat_out(p.row, p.row_pitch) && flat_out(p.col, p.col_pitch);
   p.zpad = !fast && (padded[0] || padded[1]);
   if (fast) {
     if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
