@@ -28,15 +28,6 @@
 #include <string>
 #include <vector>
 
-#define LT(x)                                                                               \
-  do {                                                                                      \
-    cublasStatus_t s_ = (x);                                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-      fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);            \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
-
 // Random E4M3 codes without NaN (0x7F, 0xFF).
 __global__ void fill_codes(uint8_t *p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {

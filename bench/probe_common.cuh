@@ -1,5 +1,6 @@
-// What the standalone cuBLASLt probes in bench/ share: the CUDA status check
-// and the hash that fills their operands.
+// What the standalone probes in bench/ share: the CUDA and cuBLASLt status
+// checks (LT needs <cublasLt.h> where it is used) and the hash that fills
+// their operands.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,6 +15,15 @@
       fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
       exit(1);                                                                           \
     }                                                                                    \
+  } while (0)
+
+#define LT(x)                                                                               \
+  do {                                                                                      \
+    cublasStatus_t s_ = (x);                                                                \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+      fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);            \
+      exit(1);                                                                              \
+    }                                                                                       \
   } while (0)
 
 // A well-mixed 32-bit hash of element i (the operands' pseudo-random fill).

@@ -18,29 +18,14 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "probe_common.cuh"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <vector>
-
-#define CK(x)                                                                               \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
-#define LK(x)                                                                               \
-  do {                                                                                      \
-    cublasStatus_t s_ = (x);                                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-      fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);            \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
 
 // 8 codes (8 bytes) -> 8 BF16 (16 bytes), scale 2^(s-127) per 32 codes.
 __global__ void __launch_bounds__(1024) expand(const uint2 *codes, const uint8_t *scales, uint4 *out, size_t units) {
@@ -81,20 +66,20 @@ struct Gemm {
   size_t wsz = 64 << 20;
   // D[n, m] (col-major m x n) = A[m, k]ᵀ-stored · B[n, k]: opA T, opB N, all K-contiguous.
   Gemm(cublasLtHandle_t hh, int m, int n, int k, int sms, void *w) : h(hh), ws(w) {
-    LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
-    LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-    LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn));
-    if (sms > 0) LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
-    LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
-    LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
-    LK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
+    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn));
+    if (sms > 0) LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
+    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
+    LT(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
     cublasLtMatmulPreference_t pref;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz));
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz));
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
-    LK(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &r, &found));
+    LT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &r, &found));
     if (!found) {
       fprintf(stderr, "no algo\n");
       exit(1);
@@ -108,7 +93,7 @@ struct Gemm {
   }
   void run(const void *a, const void *b, void *d, cudaStream_t s) {
     const float one = 1, zero = 0;
-    LK(cublasLtMatmul(h, op, &one, a, la, b, lb, &zero, d, ld, d, ld, &algo, ws, wsz, s));
+    LT(cublasLtMatmul(h, op, &one, a, la, b, lb, &zero, d, ld, d, ld, &algo, ws, wsz, s));
   }
 };
 
@@ -141,7 +126,7 @@ int main(int argc, char **argv) {
   CK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, lo));
   CK(cudaStreamCreateWithPriority(&shi, cudaStreamNonBlocking, hi));
   cublasLtHandle_t h;
-  LK(cublasLtCreate(&h));
+  LT(cublasLtCreate(&h));
   uint8_t *ca, *cb, *sa, *sb;
   __nv_bfloat16 *ea, *eb, *d;
   void *ws, *ws2;

@@ -63,9 +63,10 @@ __host__ __device__ constexpr int stage_pitch() { return sizeof(T) == 2 ? kTile 
 template <typename T>
 __host__ __device__ constexpr int words_of() { return sizeof(T) == 2 ? 4 : 8; }
 
-// Element e (0..7) of a row of words, widened to float32 (exact: to_f32).
-template <typename T>
-__device__ __forceinline__ float elem(const uint32_t (&w)[words_of<T>()], int e) {
+// Element e of a row of words (words_of<T>() of them here, chunk_words<T>()
+// in the flat rowwise kernel), widened to float32 (exact: to_f32).
+template <typename T, int N>
+__device__ __forceinline__ float elem(const uint32_t (&w)[N], int e) {
   if constexpr (sizeof(T) == 4) {
     return __uint_as_float(w[e]);
   } else {
@@ -637,17 +638,6 @@ __host__ __device__ constexpr int chunk_words() { return 4 * (int)sizeof(T); }
 template <typename T>
 __host__ __device__ constexpr int row_min_blocks() { return sizeof(T) == 2 ? 4 : 2; }
 
-template <typename T>
-__device__ __forceinline__ float chunk_elem(const uint32_t (&w)[chunk_words<T>()], int e) {
-  if constexpr (sizeof(T) == 4) {
-    return __uint_as_float(w[e]);
-  } else {
-    const uint32_t x = w[e >> 1];
-    if constexpr (InTraits<T>::kind == InType::BF16) return __uint_as_float((e & 1) ? (x & 0xFFFF0000u) : (x << 16));
-    else return __half2float(__ushort_as_half((unsigned short)((e & 1) ? (x >> 16) : (x & 0xFFFFu))));
-  }
-}
-
 // max |x| (NaN ignored, float32 bits) of elements 0 .. O−1 (lo) and O .. 15 (hi).
 template <typename T, int O>
 __device__ __forceinline__ void chunk_max(const uint32_t (&w)[chunk_words<T>()], uint32_t *lo, uint32_t *hi) {
@@ -676,7 +666,7 @@ __device__ __forceinline__ uint4 chunk_codes(const uint32_t (&w)[chunk_words<T>(
   uint32_t c[8];
 #pragma unroll
   for (int j = 0; j < 8; j++)
-    c[j] = fp8x2<Fp8::E4M3>(__fmul_rn(chunk_elem<T>(w, 2 * j), 2 * j < O ? sp : s), __fmul_rn(chunk_elem<T>(w, 2 * j + 1), 2 * j + 1 < O ? sp : s));
+    c[j] = fp8x2<Fp8::E4M3>(__fmul_rn(elem<T>(w, 2 * j), 2 * j < O ? sp : s), __fmul_rn(elem<T>(w, 2 * j + 1), 2 * j + 1 < O ? sp : s));
   return make_uint4(c[0] | (c[1] << 16), c[2] | (c[3] << 16), c[4] | (c[5] << 16), c[6] | (c[7] << 16));
 }
 
