@@ -5,6 +5,8 @@ libquant.torch.Linear on CUDA tensors) per recipe, and where it goes
 into libquant included as their C functions' names).
 
     python3 bench/linear_host.py [--lib build/libquant.so] [--shape 8192x4096x4096] [--steps 40]
+    python3 bench/linear_host.py --device cpu --shape 16x64x64 --steps 200   (CPU tensors: the
+        Python and torch layers around the library's calls, which then include the CPU work)
 
 The GPU is kept from filling its queue by a synchronization every 4 steps;
 the host time of a step is perf_counter around the step alone (enqueue, no
@@ -32,7 +34,14 @@ def main():
     ap.add_argument("--shape", default="8192x4096x4096", help="MxKxN")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--recipes", default="bf16,fp8_delayed,fp8_current,fp8_block,mxfp8,nvfp4")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = ap.parse_args()
+    dev = args.device
+    cuda = dev == "cuda"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
     os.environ.setdefault("LIBQUANT_LIBRARY", args.lib)
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import libquant.torch as lqt
@@ -40,14 +49,14 @@ def main():
                "mxfp8": lqt.MXFP8BlockScaling, "nvfp4": lqt.NVFP4BlockScaling}
     m, k, n = (int(d) for d in args.shape.split("x"))
     torch.manual_seed(0)
-    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-    print("host ms per step (enqueue only), M%d K%d N%d, %d steps: median / min / max; GPU ms per step" % (m, k, n, args.steps))
+    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+    print("host ms per step (enqueue only), M%d K%d N%d on %s, %d steps: median / min / max; wall ms per step (GPU events on cuda)" % (m, k, n, dev, args.steps))
     for name in args.recipes.split(","):
         if name == "bf16":
-            mod = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
+            mod = torch.nn.Linear(k, n, bias=False, device=dev, dtype=torch.bfloat16)
         else:
-            mod = lqt.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16, recipe=presets[name]())
+            mod = lqt.Linear(k, n, bias=False, device=dev, dtype=torch.bfloat16, recipe=presets[name]())
 
         def step():
             x.grad = None
@@ -56,27 +65,30 @@ def main():
 
         for _ in range(5):
             step()
-        torch.cuda.synchronize()
+        sync()
         host = []
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
+        if cuda:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+        w0 = time.perf_counter()
         for i in range(args.steps):
             t0 = time.perf_counter()
             step()
             host.append((time.perf_counter() - t0) * 1e3)
             if i % 4 == 3:
-                torch.cuda.synchronize()
-        e.record()
-        torch.cuda.synchronize()
-        gpu = s.elapsed_time(e) / args.steps
-        print("%-12s host %.3f / %.3f / %.3f ms, wall %.3f ms per step" % (name, statistics.median(host), min(host), max(host), gpu), flush=True)
+                sync()
+        if cuda:
+            e.record()
+        sync()
+        wall = s.elapsed_time(e) / args.steps if cuda else (time.perf_counter() - w0) * 1e3 / args.steps
+        print("%-12s host %.3f / %.3f / %.3f ms, wall %.3f ms per step" % (name, statistics.median(host), min(host), max(host), wall), flush=True)
         if name != "bf16":
             pr = cProfile.Profile()
             pr.enable()
             for i in range(8):
                 step()
                 if i % 4 == 3:
-                    torch.cuda.synchronize()
+                    sync()
             pr.disable()
             out = io.StringIO()
             pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(12)
