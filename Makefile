@@ -20,7 +20,7 @@ HEADERS_HASH := $(shell cat include/quant.h include/quant_plugin.h | sha256sum |
 export CGO_CFLAGS ?= -g -O2 -DLIBQUANT_HEADERS_$(HEADERS_HASH)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check plugins test-cuda-host
+.PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check e2m1-bf16x2-check plugins test-cuda-host
 
 all: demo
 
@@ -131,6 +131,14 @@ fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh
 	@mkdir -p $(BUILD)
 	$(NVCC) -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o $(BUILD)/fused_check cuda/gputest/fused_check.cu
 	$(BUILD)/fused_check check
+
+# The packed BF16 E2M1 encoding of the MXFP4 fast kernel (cuda/common.cuh
+# e2m1_bf16x2_codes) against lq_e2m1, every BF16 value at every scale it is
+# used with (needs nvcc and an sm_90 GPU).
+e2m1-bf16x2-check: cuda/gputest/e2m1_bf16x2_check.cu cuda/common.cuh cuda/e2m1.h
+	@mkdir -p $(BUILD)
+	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Icuda -o $(BUILD)/e2m1_bf16x2_check cuda/gputest/e2m1_bf16x2_check.cu
+	$(BUILD)/e2m1_bf16x2_check
 
 # Device codecs that compile for the host too, checked exhaustively without a GPU.
 test-cuda-host: $(BUILD)/e2m1_exhaustive

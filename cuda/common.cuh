@@ -276,6 +276,43 @@ __device__ __forceinline__ uint32_t e2m1_fast_pack(const float *v, float f) {
   return h - bias;
 }
 
+// E2M1 codes of the two BF16 values of word x times f = 2^k (f1: f as
+// BF16 in both halves, f/2 and f/4 normal BF16 numbers too), lq_e2m1 of
+// fl32(x·f) for |x·f| < 7 and no NaN: the code of the low half in bits 0-3,
+// of the high half in bits 16-19. lq_e2m1_mag_m's three roundings
+// (M + rne(2u), M + 2 + rne(u), M + 4 + rne(u/2), u = |x·f|, M = 2^23)
+// halved into [64, 128), where BF16's spacing is 0.5 and ties go to the
+// even mantissa as they go to the even integer there: 64 + rne(2u)/2,
+// 65 + rne(u)/2, 66 + rne(u/2)/2, each one fma.rn.bf16x2 (the product exact;
+// an x·f that is not a normal FP32 number is under 2^-126 and rounds to 64,
+// 65, 66 as its FP32 form rounds to M, M+2, M+4). Their minimum is 64 +
+// code/2, whose BF16 bits are 0x4280 + code. The sign is x's (f > 0), as
+// lq_e2m1 takes it from fl32(x·f). Subnormal x are exact operands of the
+// BF16 fma (no flush). cuda/gputest/e2m1_bf16x2_check.cu checks every BF16 x
+// in either half at every f = 2^(127-e8), e8 in [0, 251], against lq_e2m1
+// (H100: 16.5 M codes, 0 wrong).
+__device__ __forceinline__ uint32_t e2m1_bf16x2_codes(uint32_t x, uint32_t f1) {
+  const uint32_t a = x & 0x7FFF7FFFu, f2 = f1 - 0x00800080u, f4 = f2 - 0x00800080u;
+  uint32_t p, q, r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(p) : "r"(a), "r"(f1), "r"(0x42804280u));  // 64 + u
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(q) : "r"(a), "r"(f2), "r"(0x42824282u));  // 65 + u/2
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(f4), "r"(0x42844284u));  // 66 + u/4
+  asm("min.bf16x2 %0, %0, %1;" : "+r"(p) : "r"(q));
+  asm("min.bf16x2 %0, %0, %1;" : "+r"(p) : "r"(r));
+  return (p & 0x00070007u) | ((x >> 12) & 0x00080008u);
+}
+
+// Codes of the 8 BF16 values of words w[0..3] (element i half i%2 of w[i/2])
+// times f (e2m1_bf16x2_codes' f1 and conditions), element i in bits 4i.
+__device__ __forceinline__ uint32_t e2m1_bf16x2_pack8(const uint32_t *w, uint32_t f1) {
+  uint32_t c[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) c[j] = e2m1_bf16x2_codes(w[j], f1);
+  const uint32_t m01 = __byte_perm(c[0], c[1], 0x6240), m23 = __byte_perm(c[2], c[3], 0x6240);  // bytes 0, 2 of each
+  const uint32_t lo = __byte_perm(m01, m23, 0x5410), hi = __byte_perm(m01, m23, 0x7632);  // even / odd elements, one a byte
+  return lo | (hi << 4);
+}
+
 // numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6).
 __device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t rbits) {
   uint32_t b = __float_as_uint(x);

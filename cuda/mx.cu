@@ -720,18 +720,39 @@ __device__ __forceinline__ uint32_t e2m1_ref_pack8(const float (&v)[8], float f)
 }
 
 // 32 codes of one block held as 16 words of element pairs (element i is half
-// i%2 of word w[i/2]): element i in bits 4(i%8) of word i/8.
+// i%2 of word w[i/2]): element i in bits 4(i%8) of word i/8. e8: the block's
+// scale, f = e8m0_rcp(e8).
+//
+// BF16 with e8 <= 251 (f, f/2 and f/4 normal BF16 numbers), no NaN and
+// fl(amax·f) < 7: two elements an instruction (e2m1_bf16x2_codes: 3 fma + 2
+// min per pair against 2 × (3 FP32 ops + 2 min + conversion and packing);
+// H100, 8192², mxfp4 both, see bench/RESULTS.md, branch mx4both); every
+// other block through the reference encoding, as FP16 blocks that fail the
+// FP32 fast form's test.
 template <typename T>
-__device__ __forceinline__ uint4 mx4_encode32(const uint32_t *w, float f, float amax, bool nan) {
+__device__ __forceinline__ uint4 mx4_encode32(const uint32_t *w, uint32_t e8, float amax, bool nan) {
   using R = Raw16<T>;
   uint32_t o[4];
-  const bool fast = !nan && __fmul_rn(amax, f) < 7.0f;
+  const float f = e8m0_rcp(e8);
+  if constexpr (InTraits<T>::kind == InType::BF16) {
+    const bool packed = !nan && e8 <= 251u && __fmul_rn(amax, f) < 7.0f;
+    const uint32_t f1 = (254u - e8) * 0x00800080u;
 #pragma unroll
-  for (int g = 0; g < 4; g++) {
-    float v[8];
+    for (int g = 0; g < 4; g++) {
+      float v[8];
 #pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = (i & 1) ? R::hi(w[4 * g + i / 2]) : R::lo(w[4 * g + i / 2]);
-    o[g] = fast ? e2m1_fast_pack<8>(v, f) : e2m1_ref_pack8(v, f);
+      for (int i = 0; i < 8; i++) v[i] = (i & 1) ? R::hi(w[4 * g + i / 2]) : R::lo(w[4 * g + i / 2]);
+      o[g] = packed ? e2m1_bf16x2_pack8(&w[4 * g], f1) : e2m1_ref_pack8(v, f);
+    }
+  } else {
+    const bool fast = !nan && __fmul_rn(amax, f) < 7.0f;
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      float v[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) v[i] = (i & 1) ? R::hi(w[4 * g + i / 2]) : R::lo(w[4 * g + i / 2]);
+      o[g] = fast ? e2m1_fast_pack<8>(v, f) : e2m1_ref_pack8(v, f);
+    }
   }
   return make_uint4(o[0], o[1], o[2], o[3]);
 }
@@ -803,7 +824,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
       uint32_t m16 = max(mag16(&w[0]), mag16(&w[8]));
       float amax = mx4_amax<T>(w, m16);
       uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
-      uint4 o = mx4_encode32<T>(w, e8m0_rcp(e8), amax, m16 > R::kInf);
+      uint4 o = mx4_encode32<T>(w, e8, amax, m16 > R::kInf);
       if (EDGE) {
         uint32_t ow[4] = {o.x, o.y, o.z, o.w};
         if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
@@ -827,10 +848,17 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
 #pragma unroll
           for (int i = 0; i < 16; i++)
             wp[i] = (uint32_t)tile[swz<EDGE>(32 * hb + 2 * i, col)] | ((uint32_t)tile[swz<EDGE>(32 * hb + 2 * i + 1, col)] << 16);
+          // BF16: the words opaque, so that the packed encode (words) and
+          // the reference one (values) share them instead of keeping the 32
+          // halves as well (that spilled 130-220 bytes at 64 registers).
+          if constexpr (InTraits<T>::kind == InType::BF16) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) asm("" : "+r"(wp[i]));
+          }
           uint32_t m16 = max(mag16(&wp[0]), mag16(&wp[8]));
           float amax = mx4_amax<T>(wp, m16);
           uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
-          ccodes[hb][col] = mx4_encode32<T>(wp, e8m0_rcp(e8), amax, m16 > R::kInf);
+          ccodes[hb][col] = mx4_encode32<T>(wp, e8, amax, m16 > R::kInf);
           csc[2 * sub + hb][col] = (uint8_t)e8;
         }
       }
