@@ -8,7 +8,7 @@
 #                                     4096³ and the decode shape, and the torch
 #                                     CUDA module suite (about 250 s).
 # Expects in build/final/ (carried): libquant.so.xz, libquant_cuda.so.xz,
-# gputest.test.xz, demo, mlp_train, built here from main (bench/RESULTS.md,
+# gputest.test.xz, demo, mlp_train (and e2m1_bf16x2_check), built here from main (bench/RESULTS.md,
 # "Merged main ..., end of session", lists the commands).
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PYTHONUNBUFFERED=1
@@ -30,6 +30,9 @@ tests)
   (cd $W && ./demo) > $OUT/demo.log 2>&1; echo "demo rc=$?"; grep -iE "mxfp8 .*mxfp8|nvfp4 .*nvfp4" $OUT/demo.log | grep -i cuda | head -3
   log mlp
   timeout 100 $W/mlp_train device=cuda > $OUT/mlp.log 2>&1; echo "mlp rc=$?"; grep -iE "fail|within|runs" $OUT/mlp.log | tail -4
+  if [ -f $F/e2m1_bf16x2_check ]; then  # make e2m1-bf16x2-check's binary, built here
+    log e2m1_bf16x2_check; cp $F/e2m1_bf16x2_check $W/ && chmod +x $W/e2m1_bf16x2_check && timeout 60 $W/e2m1_bf16x2_check 2>&1 | tail -2
+  fi
   ;;
 bench)
   log quantize
