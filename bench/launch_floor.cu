@@ -1,10 +1,18 @@
-// Host time per CUDA runtime call on this machine (issue #15: what a quantize
-// call cannot go below): each call enqueued 20000 times on one stream, no
-// synchronization inside the timed loop. Built and run on the GPU machine:
+// Host time per CUDA launch on this machine (issue #15: what a quantize call
+// cannot go below). Each figure is the host's enqueue time per call over
+// batches of 100 calls, the GPU idle before each batch (a longer loop would
+// fill the launch queue and time the GPU instead); the fastest and the median
+// of 50 batches. Launch paths compared: the runtime's <<<>>>, the runtime's
+// cudaLaunchKernel, and the driver's cuLaunchKernel on a CUfunction resolved
+// once (cudaGetFuncBySymbol; the driver entry through cudaGetDriverEntryPointByVersion,
+// so no -lcuda). Built and run on the GPU machine:
 //   nvcc -O2 -arch=sm_90 -o build/launch_floor bench/launch_floor.cu && build/launch_floor
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <vector>
 
 template <int N>
 struct Params {
@@ -19,16 +27,23 @@ __global__ void params_kernel(Params<N> p, int *never) {
 }
 
 template <typename F>
-static double per_call_us(cudaStream_t s, F f) {
-  const int n = 20000;
+static void per_call_us(const char *name, cudaStream_t s, F f) {
+  const int batches = 50, n = 100;
+  std::vector<double> t;
   for (int i = 0; i < 200; i++) f();
+  for (int b = 0; b < batches; b++) {
+    cudaStreamSynchronize(s);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; i++) f();
+    auto t1 = std::chrono::steady_clock::now();
+    t.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
+  }
   cudaStreamSynchronize(s);
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; i++) f();
-  auto t1 = std::chrono::steady_clock::now();
-  cudaStreamSynchronize(s);
-  return std::chrono::duration<double, std::micro>(t1 - t0).count() / n;
+  std::sort(t.begin(), t.end());
+  printf("%-44s fastest %.2f us  median %.2f us\n", name, t[0], t[t.size() / 2]);
 }
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
 
 int main() {
   cudaStream_t s;
@@ -39,19 +54,26 @@ int main() {
   int *never = nullptr;
   cudaMalloc(&never, 4);
   Params<16> p16{};
-  Params<64> p64{};
-  Params<128> p128{};
-  Params<192> p192{};
   Params<256> p256{};
-  printf("empty kernel launch         %.2f us\n", per_call_us(s, [&] { empty_kernel<<<1, 32, 0, s>>>(); }));
-  printf("kernel, 16+8 parameter bytes  %.2f us\n", per_call_us(s, [&] { params_kernel<<<1, 256, 0, s>>>(p16, never); }));
-  printf("kernel, 64+8 parameter bytes  %.2f us\n", per_call_us(s, [&] { params_kernel<<<1, 256, 0, s>>>(p64, never); }));
-  printf("kernel, 128+8 parameter bytes %.2f us\n", per_call_us(s, [&] { params_kernel<<<1, 256, 0, s>>>(p128, never); }));
-  printf("kernel, 192+8 parameter bytes %.2f us\n", per_call_us(s, [&] { params_kernel<<<1, 256, 0, s>>>(p192, never); }));
-  printf("kernel, 256+8 parameter bytes %.2f us\n", per_call_us(s, [&] { params_kernel<<<1, 256, 0, s>>>(p256, never); }));
-  printf("cudaMemsetAsync 4 bytes     %.2f us\n", per_call_us(s, [&] { cudaMemsetAsync(d, 0, 4, s); }));
-  printf("cudaMemcpyAsync D2D 4 bytes %.2f us\n", per_call_us(s, [&] { cudaMemcpyAsync(d + 1, d, 4, cudaMemcpyDeviceToDevice, s); }));
-  printf("cudaGetDevice               %.2f us\n", per_call_us(s, [&] { cudaGetDevice(&dev); }));
-  printf("cudaGetLastError            %.2f us\n", per_call_us(s, [&] { (void)cudaGetLastError(); }));
+  per_call_us("empty kernel <<<>>>", s, [&] { empty_kernel<<<1, 32, 0, s>>>(); });
+  per_call_us("kernel, 16+8 parameter bytes <<<>>>", s, [&] { params_kernel<<<1, 256, 0, s>>>(p16, never); });
+  per_call_us("kernel, 256+8 parameter bytes <<<>>>", s, [&] { params_kernel<<<1, 256, 0, s>>>(p256, never); });
+  void *args256[] = {&p256, &never};
+  per_call_us("kernel, 256+8 bytes cudaLaunchKernel", s, [&] {
+    cudaLaunchKernel((const void *)params_kernel<256>, dim3(1), dim3(256), args256, 0, s);
+  });
+  CUfunction fn = nullptr;
+  launch_fn launch = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  if (cudaGetFuncBySymbol(&fn, (const void *)params_kernel<256>) == cudaSuccess &&
+      cudaGetDriverEntryPointByVersion("cuLaunchKernel", (void **)&launch, 12000, cudaEnableDefault, &q) == cudaSuccess && launch != nullptr) {
+    per_call_us("kernel, 256+8 bytes cuLaunchKernel (driver)", s, [&] { launch(fn, 1, 1, 1, 256, 1, 1, 0, (CUstream)s, args256, nullptr); });
+  } else {
+    printf("driver entry point not available\n");
+  }
+  per_call_us("cudaMemsetAsync 4 bytes", s, [&] { cudaMemsetAsync(d, 0, 4, s); });
+  per_call_us("cudaMemcpyAsync D2D 4 bytes", s, [&] { cudaMemcpyAsync(d + 1, d, 4, cudaMemcpyDeviceToDevice, s); });
+  per_call_us("cudaGetDevice", s, [&] { cudaGetDevice(&dev); });
+  per_call_us("cudaGetLastError", s, [&] { (void)cudaGetLastError(); });
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

@@ -229,6 +229,11 @@ struct NvParams {
   int fs;      // fast kernel: 64-row sub-tiles per CTA (1 .. kFS)
   int row_s2;  // the rowwise scale buffer is 2-byte aligned
   int col_s4;  // the columnwise scale buffer is 4-byte aligned
+  // Small tensors (nv_self_amax): every CTA reduces the input's global amax
+  // itself instead of reading row_amax / col_amax, and the tensor's first CTA
+  // stores it into self_dst[i] where set: one launch per quantize, not two.
+  int self_amax;
+  float *self_dst[2];
   SR sr;
 };
 
@@ -238,6 +243,32 @@ __device__ __forceinline__ void copy_scalars(const NvParams &p, int64_t unit) {
     if (p.amax_dst[0]) *p.amax_dst[0] = *p.amax_src[0];
     if (p.amax_dst[1]) *p.amax_dst[1] = *p.amax_src[1];
   }
+}
+
+// The global amaxes a CTA quantizes with (*ar rowwise, *ac columnwise):
+// read from row_amax / col_amax, or with self_amax reduced over the whole
+// input by this CTA (max |x|, NaN ignored: the amax pass's rule, amax_range),
+// which the tensor's first CTA also stores. Every thread of the CTA calls it
+// (a barrier when self_amax).
+template <typename T>
+__device__ __forceinline__ void nv_amaxes(const NvParams &p, int64_t unit, bool row, bool col, float *ar, float *ac) {
+  if (p.self_amax) {
+    __shared__ uint32_t red[kThreads / 32];
+    uint32_t v = warp_max(amax_range<T>((const T *)p.in, 0, p.m * p.k));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; w++) v = max(v, red[w]);
+    const float a = __uint_as_float(v);
+    if (unit == 0 && threadIdx.x == 0) {
+      if (p.self_dst[0]) *p.self_dst[0] = a;
+      if (p.self_dst[1]) *p.self_dst[1] = a;
+    }
+    *ar = *ac = a;
+    return;
+  }
+  if (row) *ar = *p.row_amax;
+  if (col) *ac = *p.col_amax;
 }
 
 // Loads input elements c .. c+15 of row r as float32, zeros outside the
@@ -304,8 +335,10 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
   int64_t r0 = (unit / tiles_c) * kTileR, c0 = (unit % tiles_c) * kTileC;
   GlobalScale grow, gcol;
-  if (ROW) grow = global_scale(*p.row_amax);
-  if (COL) gcol = global_scale(*p.col_amax);
+  float arow = 0.0f, acol = 0.0f;
+  nv_amaxes<T>(p, unit, ROW, COL, &arow, &acol);
+  if (ROW) grow = global_scale(arow);
+  if (COL) gcol = global_scale(acol);
   const int64_t mb = ceil_div(p.m, 16);
 #pragma unroll
   for (int it = 0; it < 2; it++) {
@@ -382,7 +415,9 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(const __grid_constan
   const T *x = (const T *)p.in;
   int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
   int64_t r0 = (unit / tiles_c) * kTileR, c0 = (unit % tiles_c) * kTileC;
-  GlobalScale g = global_scale(ROW ? *p.row_amax : *p.col_amax);
+  float arow = 0.0f, acol = 0.0f;
+  nv_amaxes<T>(p, unit, ROW, !ROW, &arow, &acol);
+  GlobalScale g = global_scale(ROW ? arow : acol);
   const int64_t mb = ceil_div(p.m, 16);
   float v[2][16];
 #pragma unroll
@@ -550,8 +585,10 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
   load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   // Global scales and the enc_b tables (rowwise in [0], columnwise in [1]).
-  const float s_row = global_s_enc(*(ROW ? p.row_amax : p.col_amax));
-  const float s_col = (COL && !TWO_D) ? global_s_enc(*p.col_amax) : s_row;
+  float arow = 0.0f, acol = 0.0f;
+  nv_amaxes<T>(p, strip, ROW, !ROW || (COL && !TWO_D), &arow, &acol);
+  const float s_row = global_s_enc(ROW ? arow : acol);
+  const float s_col = (COL && !TWO_D) ? global_s_enc(acol) : s_row;
   const float sd6_row = __fmul_rn(s_row, __uint_as_float(0x3E2AAAABu));
   const float sd6_col = __fmul_rn(s_col, __uint_as_float(0x3E2AAAABu));
   {
@@ -964,6 +1001,21 @@ bool nv_edge(const NvParams &p) {
            (!p.row || p.row_pitch == p.k / 2) && (!p.col || p.col_pitch == p.m / 2));
 }
 
+// Whether the quantize kernel reduces the global amax in every CTA
+// (NvParams::self_amax) instead of a separate amax launch: small inputs (a
+// one-CTA amax pass, kSmallNvAmax elements at most: decode batches, MoE
+// experts, where the launches are the cost, issue #15) over at most one wave
+// of CTAs, each of which then reads the whole input once more (from L2), and
+// no RHT on a columnwise copy (its amax is of the transformed columns).
+constexpr int64_t kSmallNvAmax = 65536;
+constexpr int64_t kSelfAmaxUnits = 132;
+bool nv_self_amax(const NvParams &p, const NvSpec &sp, bool has_col, bool fast) {
+  const int64_t n = p.m * p.k;
+  if (n == 0 || n > kSmallNvAmax || (sp.rht && has_col)) return false;
+  const int64_t units = fast ? nv_strips(p.m, p.k, 1) : ceil_div(p.m, kTileR) * ceil_div(p.k, kTileC);
+  return units <= kSelfAmaxUnits;
+}
+
 // The fast kernel's launch: MINB 4 without register prefetch, the fastest of
 // the variants measured on the H100 (cudaperf run 3, 8192² BF16, ms row / col /
 // both: (2, prefetch: 104-127 registers, 2 CTAs/SM) 0.126 / 0.139 / 0.176;
@@ -1196,6 +1248,10 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
       copy_amax(col.amax, col_src);
       p.col_amax = col_src;
     }
+  } else if (nv_self_amax(p, sp, has_col, nv_fast(t, sp, has_col))) {
+    p.self_amax = 1;
+    p.self_dst[0] = has_row ? row.amax : nullptr;
+    p.self_dst[1] = has_col ? col.amax : nullptr;
   } else {
     if (has_row) {
       LQ_TRY(global_amax(a->input, t, row.amax, s, err));
