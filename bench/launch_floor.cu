@@ -4,7 +4,8 @@
 // fill the launch queue and time the GPU instead); the fastest and the median
 // of 50 batches. Launch paths compared: the runtime's <<<>>>, the runtime's
 // cudaLaunchKernel, and the driver's cuLaunchKernel on a CUfunction resolved
-// once (cudaGetFuncBySymbol; the driver entry through cudaGetDriverEntryPointByVersion,
+// once (cudaGetFuncBySymbol, or the context-independent CUkernel of
+// cudaGetKernel; the driver entry through cudaGetDriverEntryPointByVersion,
 // so no -lcuda). Built and run on the GPU machine:
 //   nvcc -O2 -arch=sm_90 -o build/launch_floor bench/launch_floor.cu && build/launch_floor
 #include <algorithm>
@@ -70,6 +71,11 @@ int main() {
     per_call_us("kernel, 256+8 bytes cuLaunchKernel (driver)", s, [&] { launch(fn, 1, 1, 1, 256, 1, 1, 0, (CUstream)s, args256, nullptr); });
   } else {
     printf("driver entry point not available\n");
+  }
+  cudaKernel_t kh = nullptr;
+  if (launch != nullptr && cudaGetKernel(&kh, (const void *)params_kernel<256>) == cudaSuccess) {
+    per_call_us("kernel, 256+8 bytes cuLaunchKernel (CUkernel)", s,
+                [&] { launch((CUfunction)kh, 1, 1, 1, 256, 1, 1, 0, (CUstream)s, args256, nullptr); });
   }
   per_call_us("cudaMemsetAsync 4 bytes", s, [&] { cudaMemsetAsync(d, 0, 4, s); });
   per_call_us("cudaMemcpyAsync D2D 4 bytes", s, [&] { cudaMemcpyAsync(d + 1, d, 4, cudaMemcpyDeviceToDevice, s); });
