@@ -6,7 +6,11 @@
 #   bash bench/final_check.sh bench   every format's quantize at 8192², 8191²
 #                                     and 8191×8192, the GEMM and linear rows at
 #                                     4096³ and the decode shape, and the torch
-#                                     CUDA module suite (about 250 s).
+#                                     CUDA module suite (about 250 s);
+#   bash bench/final_check.sh bench2  every format at 8192² and 2048×7168, the
+#                                     MoE batch and the host time per call
+#                                     (issue #15's table), the GEMM rows at
+#                                     8192³ and the LLM shape (about 400 s).
 # Expects in build/final/ (carried): libquant.so.xz, libquant_cuda.so.xz,
 # gputest.test.xz, demo, mlp_train (and e2m1_bf16x2_check), built here from main (bench/RESULTS.md,
 # "Merged main ..., end of session", lists the commands).
@@ -45,6 +49,15 @@ bench)
   log pytest
   timeout 200 python3 -m pytest -q -rfsx python/tests/test_torch_cuda.py python/tests/test_torch_modules.py python/tests/test_torch_compile.py -k cuda > $OUT/pytest.log 2>&1
   echo "pytest rc=$?"; tail -2 $OUT/pytest.log
+  ;;
+bench2)
+  log quantize
+  timeout 330 python3 bench/gpu_quantize.py --lib $W/libquant.so --shapes 8192x8192,2048x7168 --compile-budget 0 \
+    --out $OUT/q2 > $OUT/q2.log 2>&1; echo "quantize rc=$?"; tail -12 $OUT/q2.log
+  log gemm
+  timeout 200 python3 bench/gpu_gemm.py --lib $W/libquant.so --shapes 8192x8192x8192,16384x28672x8192 --linear '' --quick \
+    --out $OUT/g2 > $OUT/g2.log 2>&1
+  echo "gemm rc=$?"; grep -E "libquant (mxfp8|mxfp4|nvfp4|mxfp8 x nvfp4) \|" $OUT/g2/bench_gemm.md | cut -c1-200
   ;;
 esac
 log done
