@@ -570,8 +570,15 @@ int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_err
   if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the quantize kernel does not fit this GPU (%zu bytes of shared memory)", smem);
   // Every resident CTA, even where the last round is part full (8192²: 4096
   // tiles over 396 CTAs; as few CTAs as keep the 11 rounds, 373, ran 1-4 %
-  // slower at 8192² and 4-11 % at 8191² on the H100).
+  // slower at 8192² and 4-11 % at 8191² on the H100). A tensor of at most 8
+  // rounds of tiles takes one CTA per tile instead: with few rounds the
+  // persistent grid's last one runs a third of the SMs' CTAs, while the
+  // hardware hands single tiles to whichever CTA slot frees first (H100,
+  // 2048×7168 1x128 rowwise / columnwise / both: 74 / 69 / 72 % of copy ->
+  // 79 / 75 / 78 %; 4096×8192 85 / 82 / 82 -> 88 / 84 / 86; 8192² unchanged;
+  // bench/RESULTS.md). Groups keep the persistent grid (tile lookups).
   unsigned g = (unsigned)(ntiles < resident ? ntiles : resident);
+  if (std::is_same<G, OneTensor>::value && ntiles <= 8 * (int64_t)resident) g = (unsigned)ntiles;
   kern<<<g, kThreads, smem, s>>>(grp);
   LQ_LAUNCHED("fp8_block quantize kernel launch");
   return QUANT_OK;
