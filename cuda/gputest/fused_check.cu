@@ -501,7 +501,8 @@ int main(int argc, char **argv) {
              {129, 17, 45, kE2M1, kE5M2, false, true, kAdversarial, false},
              {3, 200, 160, kE4M3, kE2M1, false, false, kNormal, false},
              {7, 100, 96, kE2M1, kE2M1, true, true, kNormal, true},
-             {5, 70, 96, kE4M3, kE2M1, false, false, kAdversarial, false, 1}};
+             {5, 70, 96, kE4M3, kE2M1, false, false, kAdversarial, false, 1},
+             {12, 300, 352, kE4M3, kE5M2, false, true, kAdversarial, false}};  // decode, MXFP8, K % 128 != 0
   } else {
     cases = {
         {256, 256, 512, kE4M3, kE4M3, false, false, kNormal, false},
@@ -530,6 +531,15 @@ int main(int argc, char **argv) {
         {300, 20, 256, kE2M1, kE4M3, true, false, kNormal, true, 0},    // decode swapped, NVFP4 x MXFP8
         {1, 300, 70, kE2M1, kE2M1, true, false, kNormal, false},       // one row, NVFP4
         {33, 64, 4096, kE4M3, kE4M3, false, true, kAdversarial, true},
+        // Decode, MXFP8 x MXFP8 at <= 16 tokens: one token and 8, 13, 16,
+        // long K (K % 128 != 0 too), adversarial scales, the operands swapped
+        // (D transposed).
+        {16, 5000, 2080, kE4M3, kE4M3, false, false, kNormal, false},
+        {1, 3000, 8192, kE4M3, kE5M2, false, true, kAdversarial, false},
+        {8, 1234, 4000, kE5M2, kE4M3, false, false, kAdversarial, true},
+        {13, 517, 96, kE5M2, kE5M2, false, true, kNormal, false},
+        {700, 5, 1056, kE4M3, kE4M3, false, false, kAdversarial, true},
+        {2100, 16, 512, kE4M3, kE5M2, false, true, kNormal, false},
         {512, 512, 2048, kE4M3, kE4M3, false, false, kNormal, false},
     };
   }
