@@ -10,7 +10,9 @@
 //
 // Current scaling reads the input twice (amax, then cast); delayed scaling
 // casts and reduces the amax in one pass. Rowwise + columnwise come from one
-// cast kernel that stages 128×64 tiles in shared memory.
+// cast kernel over 128×128 tiles, or, at a token count M that is not a
+// multiple of 16, from one that walks strips of 64 columns down M
+// (cast_strip_kernel) so that the transposed rows go out as aligned stores.
 #include <float.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -441,6 +443,290 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
   if (AMAX) block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
 }
 
+// Rowwise and/or columnwise at a token count M that is not a multiple of 16
+// (spec §14: any M) with 16-byte aligned input rows, where the transposed
+// rows [K, M] start at every offset mod 16 and the tile kernel's column runs
+// each need shifted partial stores at both ends (H100, 8191×8192, delayed
+// scaling: 52 % of copy columnwise and 57 % both against 88 % at 8192²).
+// Here a CTA owns a strip of kSW input columns (kSW output rows) over a
+// segment of M and walks down it kSH rows at a time: the strip's output is
+// one contiguous range per output row, and output row r's offset
+// o = addr(r, s0) mod 16 is the same for every chunk (chunks start at
+// multiples of 16), so each output row goes out as whole aligned 16-byte
+// stores in the global frame; only where a row's segment begins and ends
+// does a partial 16-byte chunk go out byte by byte.
+//
+// Per chunk: each thread loads 4 rows × 8 columns (a warp's load covers
+// four rows' kSW elements), casts, transposes 4×4 bytes
+// and writes one word per column into T; a warp then writes four output
+// rows, lane j the aligned 16 bytes that hold the chunk's bytes
+// [16j − o, 16j − o + 16): a 4-byte and a 16-byte shared load and four
+// funnel shifts. T's row holds the previous chunk's last 16 bytes before
+// the chunk's (the prefix: the bytes of chunk j = 0 before the chunk), and
+// is shifted by 4·⌊o/4⌋ bytes so that the 16-byte load is aligned; its
+// 16-byte granules are XOR-swizzled by the row's group of 8 so that a
+// warp's transposed words (8 rows, 4 words each) hit 32 banks. Two T
+// buffers (one barrier per chunk) and two chunks' loads in flight per thread.
+// (Measured and not kept, same run: one chunk in flight, 78 / 74 % of copy
+// at 8191×8192 against 80 / 77 %; 16-bit rows at an odd K through shifted
+// loads, 44 % columnwise and 27 % both at 8191² against the tile kernel's
+// 52 / 40 %: those keep the tile kernel.)
+constexpr int kSW = 64, kSH = 128;
+constexpr int kStripRowWords = 64;  // 16 granules per T row (the swizzle keeps granule indices < 16)
+constexpr int kStripDepth = 2;      // chunks whose loads are in flight
+
+// The physical word in T of row cc's logical word lw (lw = data word + 4 +
+// ⌊o/4⌋: the prefix is logical words ⌊o/4⌋ .. ⌊o/4⌋ + 3).
+__device__ __forceinline__ int strip_word(int cc, int lw) { return cc * kStripRowWords + 4 * ((lw >> 2) ^ ((cc >> 3) & 7)) + (lw & 3); }
+
+// Row R, columns c .. c+7 of the input (rows 16-byte aligned) as raw words:
+// 16-bit input in r[0..3] (pairs), fp32 in r[0..7]; zeros outside the tensor.
+template <typename T>
+__device__ __forceinline__ void strip_load(const T *x, int64_t m, int64_t k, int64_t R, int64_t c, uint32_t (&r)[8]) {
+  const bool in = R < m;
+  const T *src = x + R * k + c;
+  if (in && c + 8 <= k) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(src));
+    r[0] = u.x; r[1] = u.y; r[2] = u.z; r[3] = u.w;
+    if constexpr (sizeof(T) == 4) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4 *>(src) + 1);
+      r[4] = v.x; r[5] = v.y; r[6] = v.z; r[7] = v.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++) {
+    uint32_t b = 0;
+    if (in && c + e < k) {
+      if constexpr (sizeof(T) == 2) b = *reinterpret_cast<const uint16_t *>(src + e);
+      else b = __float_as_uint(src[e]);
+    }
+    if constexpr (sizeof(T) == 2) {
+      if (e & 1) r[e >> 1] |= b << 16;
+      else r[e >> 1] = b;
+    } else {
+      r[e] = b;
+    }
+  }
+}
+
+// Bytes [lo, hi) (0 ≤ lo ≤ hi ≤ 16) of the 16 bytes w at dst, one by one (a
+// row's first and last chunk of the segment).
+__device__ __forceinline__ void strip_put_partial(uint8_t *dst, const uint32_t (&w)[4], int lo, int hi) {
+#pragma unroll
+  for (int b = 0; b < 16; b++)
+    if (b >= lo && b < hi) dst[b] = (uint8_t)(w[b >> 2] >> (8 * (b & 3)));
+}
+
+template <typename T, Fp8 F, bool ROW, bool AMAX>
+__global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int strips, int64_t seg_rows) {
+  // Two T buffers: chunk n is written into tw[n & 1] while slower warps
+  // still store chunk n − 1 from the other, so one barrier per chunk.
+  __shared__ __align__(16) uint32_t tw[2][kSW * kStripRowWords];
+  float scale = cast_scale(p);
+  write_scalars(p, scale);
+  const T *x = (const T *)p.in;
+  const int64_t M = p.m, K = p.k;
+  const int strip = (int)(blockIdx.x % (unsigned)strips);
+  const int64_t c0 = (int64_t)strip * kSW, s0 = (int64_t)(blockIdx.x / (unsigned)strips) * seg_rows;
+  const int64_t L = (s0 + seg_rows < M ? s0 + seg_rows : M) - s0;  // rows of this segment
+  const int nchunks = (int)((L + kSH - 1) / kSH);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // Rows 4g .. 4g+3 of each chunk, columns 8cg .. 8cg+7. A warp's four row
+  // groups are 2 apart, so that its rows 4g + i are 8 apart: one offset mod 8
+  // for the whole warp's rowwise codes where K is not a multiple of 8
+  // (store_run's ends then do not diverge within a row piece's lanes).
+  const int q = lane >> 3, cg = lane & 7, g = 8 * (warp >> 1) + 2 * q + (warp & 1);
+  const int rl = 4 * g;  // the thread's first row within a chunk
+  const uintptr_t colbase = reinterpret_cast<uintptr_t>(p.col);
+  auto o_of = [&](int cc) { return (int)((colbase + (uintptr_t)((c0 + cc) * M + s0)) & 15); };
+  // Writer: the T words of the thread's 8 columns (the same every chunk).
+  int wa[8];
+#pragma unroll
+  for (int e = 0; e < 8; e++) {
+    const int cc = 8 * cg + e;
+    wa[e] = strip_word(cc, g + 4 + (o_of(cc) >> 2));
+  }
+  // Store phase: lane j of row slot rho writes chunk j of output rows
+  // cc = 32s + 4·warp + rho, s = 0, 1.
+  const int rho = lane >> 3, j = lane & 7;
+  int ra32[2], ra128[2], sh[2], ot[2];
+  uint8_t *gb[2];
+  bool rv[2];
+#pragma unroll
+  for (int s = 0; s < 2; s++) {
+    const int cc = 32 * s + 4 * warp + rho, o = o_of(cc);
+    ra128[s] = strip_word(cc, 4 * (j + 1));
+    ra32[s] = strip_word(cc, 4 * j + 3);
+    sh[s] = 32 - 8 * (o & 3);
+    ot[s] = 16 * j - o;  // the chunk's first byte, relative to the segment's first row
+    gb[s] = p.col + (c0 + cc) * M + s0 + ot[s];
+    rv[s] = c0 + cc < K;
+  }
+  const bool rowvec = ROW && (K % 8) == 0 && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
+  uint32_t m2 = 0;  // amax, 16-bit input: packed magnitudes (as amax_kernel)
+  float mf = 0.0f;  // amax, fp32 input
+  uint32_t raw[kStripDepth][4][8];
+#pragma unroll
+  for (int d = 0; d < kStripDepth; d++)
+    if (d < nchunks) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) strip_load<T>(x, M, K, s0 + (int64_t)d * kSH + rl + i, c0 + 8 * cg, raw[d][i]);
+    }
+  for (int n0 = 0; n0 < nchunks; n0 += kStripDepth) {
+#pragma unroll
+    for (int d = 0; d < kStripDepth; d++) {
+      const int n = n0 + d;
+      if (n >= nchunks) break;
+      const int64_t r0 = s0 + (int64_t)n * kSH;
+      uint32_t rw[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        float v[8];
+        if constexpr (sizeof(T) == 2) {
+          if (AMAX) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) m2 = hmax2_mag<T>(m2, raw[d][i][k]);
+          }
+          const T *h = reinterpret_cast<const T *>(&raw[d][i][0]);
+#pragma unroll
+          for (int e = 0; e < 8; e++) v[e] = to_f32(h[e]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; e++) {
+            v[e] = __uint_as_float(raw[d][i][e]);
+            if (AMAX) mf = amax_f(mf, v[e]);
+          }
+        }
+        uint32_t unused = 0;
+        rw[i][0] = cast4<F, false>(&v[0], scale, unused);
+        rw[i][1] = cast4<F, false>(&v[4], scale, unused);
+      }
+      if (n + kStripDepth < nchunks) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) strip_load<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl + i, c0 + 8 * cg, raw[d][i]);
+      }
+      if constexpr (ROW) {
+        const int64_t c = c0 + 8 * cg;
+        const int64_t left = K - c;
+        const int nk = left >= 8 ? 8 : left > 0 ? (int)left : 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const int64_t R = r0 + rl + i;
+          const uint64_t me = (uint64_t)rw[i][0] | ((uint64_t)rw[i][1] << 32);
+          uint8_t *dst = p.row + R * K + c;
+          const int nn = R < M ? nk : 0;
+          if (rowvec) {
+            if (nn == 8) *reinterpret_cast<uint64_t *>(dst) = me;
+            else put_bytes(dst, me, nn);
+          } else {
+            store_run<8>(dst, me, nn, 1, cg == 0, cg == 7);
+          }
+        }
+      }
+      uint32_t *t = tw[n & 1];
+      const uint32_t *prev = tw[(n & 1) ^ 1];
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        uint32_t cw[4];
+        transpose4x4_bytes(rw[0][h], rw[1][h], rw[2][h], rw[3][h], cw);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int a = wa[4 * h + e];
+          if (g >= kSH / 4 - 4) {
+            // The last chunk's last 16 bytes are this chunk's prefix
+            // (logical word lw − kSH/4, from the other buffer).
+            const int cc = 8 * cg + 4 * h + e;
+            t[strip_word(cc, g + 4 + (o_of(cc) >> 2) - kSH / 4)] = prev[a];
+          }
+          t[a] = cw[e];
+        }
+      }
+      __syncthreads();
+      const int64_t nb = (int64_t)n * kSH;
+#pragma unroll
+      for (int s = 0; s < 2; s++) {
+        if (!rv[s]) continue;
+        const uint4 u = *reinterpret_cast<const uint4 *>(&t[ra128[s]]);
+        const uint32_t pw = t[ra32[s]];
+        uint32_t w[4];
+        w[0] = __funnelshift_rc(pw, u.x, sh[s]);
+        w[1] = __funnelshift_rc(u.x, u.y, sh[s]);
+        w[2] = __funnelshift_rc(u.y, u.z, sh[s]);
+        w[3] = __funnelshift_rc(u.z, u.w, sh[s]);
+        const int64_t tt = nb + ot[s];
+        if (tt >= 0 && tt + 16 <= L) *reinterpret_cast<uint4 *>(gb[s] + nb) = make_uint4(w[0], w[1], w[2], w[3]);
+        else strip_put_partial(gb[s] + nb, w, tt >= 0 ? 0 : (int)-tt, tt + 16 <= L ? 16 : (int)(L - tt));
+      }
+    }
+  }
+  // The bytes after the last chunk's last whole 16-byte chunk: chunk j = 8
+  // of the last chunk (o of them in T, the rest past the segment).
+  if (j == 0) {
+    const uint32_t *t = tw[(nchunks - 1) & 1];
+    const int64_t nb = (int64_t)(nchunks - 1) * kSH + kSH;
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+      const int cc = 32 * s + 4 * warp + rho;
+      const int64_t tt = nb + ot[s];
+      if (!rv[s] || tt >= L) continue;
+      const uint4 u = *reinterpret_cast<const uint4 *>(&t[strip_word(cc, 4 * (kSH / 16 + 1))]);
+      const uint32_t pw = t[strip_word(cc, 4 * (kSH / 16) + 3)];
+      uint32_t w[4];
+      w[0] = __funnelshift_rc(pw, u.x, sh[s]);
+      w[1] = __funnelshift_rc(u.x, u.y, sh[s]);
+      w[2] = __funnelshift_rc(u.y, u.z, sh[s]);
+      w[3] = __funnelshift_rc(u.z, u.w, sh[s]);
+      strip_put_partial(gb[s] + nb, w, 0, (int)(L - tt < 16 ? L - tt : 16));
+    }
+  }
+  if constexpr (AMAX) {
+    uint32_t m;
+    if constexpr (sizeof(T) == 2) m = hmax2_bits<T>(m2);
+    else m = __float_as_uint(mf);
+    block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
+  }
+}
+
+// Below this M the tile kernel serves every shape (one chunk of kSH rows per
+// strip would be mostly padding).
+constexpr int64_t kStripMinM = 256;
+
+// Whether the strip kernel takes a cast-transpose (the tile kernel's vector
+// condition vec_ok being false).
+inline bool use_strip(const CastParams &p, size_t elem) {
+  return p.m % 16 != 0 && p.m >= kStripMinM && row_load_mode(p.in, p.k, elem) == kRowsAligned;
+}
+
+// One wave: as many segments per strip as the resident CTAs allow (the work
+// per CTA is uniform, so a second partial wave would cost a whole CTA time).
+template <typename T, Fp8 F, bool ROW, bool AMAX>
+void launch_strip_inst(const CastParams &p, cudaStream_t s) {
+  static int per_sm = 0;
+  if (per_sm == 0) {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, cast_strip_kernel<T, F, ROW, AMAX>, kThreads, 0) != cudaSuccess || b < 1) b = 1;
+    per_sm = b;
+  }
+  const int64_t strips = ceil_div(p.k, (int64_t)kSW), slots = (int64_t)per_sm * (grid_cap() / 8);
+  int64_t segs = slots / strips;
+  if (segs < 1) segs = 1;
+  int64_t seg_rows = ceil_div(ceil_div(p.m, segs), (int64_t)kSH) * kSH;
+  segs = ceil_div(p.m, seg_rows);
+  cast_strip_kernel<T, F, ROW, AMAX><<<(unsigned)(strips * segs), kThreads, 0, s>>>(p, (int)strips, seg_rows);
+}
+
+template <typename T, Fp8 F>
+void launch_strip(const CastParams &p, cudaStream_t s) {
+  if (p.row != nullptr) {
+    if (p.delayed) launch_strip_inst<T, F, true, true>(p, s);
+    else launch_strip_inst<T, F, true, false>(p, s);
+  } else {
+    if (p.delayed) launch_strip_inst<T, F, false, true>(p, s);
+    else launch_strip_inst<T, F, false, false>(p, s);
+  }
+}
+
 // Small tensors (at most kSmallN elements, where the host's launch costs
 // exceed the GPU's work: decode batches, MoE experts): the whole quantize in
 // one launch of one CTA. It reduces the amax itself (current scaling without a
@@ -551,6 +837,11 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
   if (tiles < 1) tiles = 1;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: [%lld, %lld] has too many tiles", (long long)p.m, (long long)p.k);
   int vec_ok = transpose_vec_ok(p);
+  if (!vec_ok && use_strip(p, sizeof(T)) && ceil_div(p.k, (int64_t)kSW) <= 0x7FFFFFFF) {
+    launch_strip<T, F>(p, s);
+    LQ_LAUNCHED("fp8 cast-transpose strip kernel launch");
+    return QUANT_OK;
+  }
   unsigned g = (unsigned)tiles;
   // The RAGGED instance serves both directions; columnwise alone keeps the
   // checked path for every tile (H100, 8191²: its interior path ran 3-10 %

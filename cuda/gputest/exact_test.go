@@ -332,9 +332,12 @@ type config struct {
 // §14) ragged ones: for MX and NVFP4 the dims of issue #18 as M and as K.
 // [259, 389] gives fp8 and fp8_block interior 128×128 tiles of a ragged
 // tensor (their unchecked path) at every row offset mod 8 and every 16-bit
-// input offset mod 16.
+// input offset mod 16. fp8's M ≥ 256 that are not multiples of 16, with
+// 16-byte aligned input rows, take the strip kernel (cast_strip_kernel):
+// [257, 1000] and [2049, 1000] (several segments per strip, a partial last
+// strip and chunk), [1031, 2052] in fp32 (rowwise codes at K ≡ 4 mod 8).
 var shapes = map[string][][2]int64{
-	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}},
+	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2052}, {2049, 1000}},
 	"mxfp8":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
 	"mxfp4":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
 	"nvfp4":     append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
@@ -582,6 +585,7 @@ func TestDelayedScalingMatchesCPU(t *testing.T) {
 				{"large max", [2]int64{300, 260}, 4, host.AmaxMax},
 				{"small most_recent long", [2]int64{64, 96}, 1500, host.AmaxMostRecent},
 				{"large max long", [2]int64{520, 300}, 2100, host.AmaxMax},
+				{"large odd M", [2]int64{1031, 264}, 4, host.AmaxMax}, // the strip kernel's delayed instances
 			} {
 				t.Run(fmt.Sprintf("%s/%s/%s", el, usage, c.name), func(t *testing.T) {
 					p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, Element: el, AmaxHistoryLen: c.hist, Margin: 1, AmaxAlgo: c.algo}
