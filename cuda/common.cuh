@@ -1301,8 +1301,9 @@ struct StripCols {
 
   __device__ __forceinline__ int o_of(int cc) const { return (int)((colbase + (uintptr_t)((c0 + cc) * M + s0)) & 15); }
 
-  __device__ __forceinline__ StripCols(uint8_t *col, int64_t m, int64_t k, int64_t c0_, int64_t s0_) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // tid: the thread's index among the strip's 256 threads.
+  __device__ __forceinline__ StripCols(uint8_t *col, int64_t m, int64_t k, int64_t c0_, int64_t s0_, unsigned tid) {
+    const int warp = tid >> 5, lane = tid & 31;
     const int q = lane >> 3;
     cg = lane & 7;
     g = 8 * (warp >> 1) + 2 * q + (warp & 1);
@@ -1372,8 +1373,8 @@ struct StripCols {
   // The bytes after the last chunk's last whole 16-byte chunk: chunk j = 8
   // of the last chunk (o of them in T t, the last chunk's, the rest past the
   // segment).
-  __device__ __forceinline__ void flush(const uint32_t *t, int nchunks, int64_t L) const {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rho = lane >> 3, j = lane & 7;
+  __device__ __forceinline__ void flush(const uint32_t *t, int nchunks, int64_t L, unsigned tid) const {
+    const int warp = tid >> 5, lane = tid & 31, rho = lane >> 3, j = lane & 7;
     if (j != 0) return;
     const int64_t nb = (int64_t)(nchunks - 1) * kSH + kSH;
 #pragma unroll
@@ -1395,9 +1396,10 @@ struct StripCols {
 
 // One wave of strip CTAs (per_sm resident per SM: the work per CTA is
 // uniform, so a second partial wave would cost a whole CTA time): as many
-// segments per strip as the slots allow, each a multiple of kSH rows.
-inline void strip_grid(int64_t m, int64_t k, int per_sm, int64_t *strips, int64_t *segs, int64_t *seg_rows) {
-  *strips = ceil_div(k, (int64_t)kSW);
+// segments per strip as the slots allow, each a multiple of kSH rows; strips
+// of width columns (a multiple of kSW).
+inline void strip_grid(int64_t m, int64_t k, int per_sm, int64_t *strips, int64_t *segs, int64_t *seg_rows, int width = kSW) {
+  *strips = ceil_div(k, (int64_t)width);
   const int64_t slots = (int64_t)per_sm * (grid_cap() / 8);
   int64_t sg = slots / *strips;
   if (sg < 1) sg = 1;

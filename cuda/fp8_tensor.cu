@@ -488,7 +488,7 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
   const int64_t c0 = (int64_t)strip * kSW, s0 = (int64_t)(blockIdx.x / (unsigned)strips) * seg_rows;
   const int64_t L = (s0 + seg_rows < M ? s0 + seg_rows : M) - s0;  // rows of this segment
   const int nchunks = (int)((L + kSH - 1) / kSH);
-  const StripCols sc(p.col, M, K, c0, s0);
+  const StripCols sc(p.col, M, K, c0, s0, threadIdx.x);
   const int g = sc.g, cg = sc.cg;
   const int rl = 4 * g;  // the thread's first row within a chunk
   const bool rowvec = ROW && (K % 8) == 0 && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
       sc.store(tw[n & 1], n, L);
     }
   }
-  sc.flush(tw[(nchunks - 1) & 1], nchunks, L);
+  sc.flush(tw[(nchunks - 1) & 1], nchunks, L, threadIdx.x);
   if constexpr (AMAX) {
     uint32_t m;
     if constexpr (sizeof(T) == 2) m = hmax2_bits<T>(m2);
