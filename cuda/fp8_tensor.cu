@@ -472,8 +472,8 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
 // loads, 44 % columnwise and 27 % both at 8191² against the tile kernel's
 // 52 / 40 %: those keep the tile kernel.)
 // kSW, kSH, the T layout (strip_word), the loads and the column stores
-// (StripCols) are common.cuh's: fp8_block's columnwise strip kernel walks the
-// same way.
+// (StripCols) are common.cuh's: fp8_block_strip_kernel (cuda/fp8_block.cu)
+// walks the same way.
 
 template <typename T, Fp8 F, bool ROW, bool AMAX>
 __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int strips, int64_t seg_rows) {
