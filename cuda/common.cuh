@@ -1212,3 +1212,199 @@ int32_t lq_identity_derive(const quant_plugin_derive_args *a, quant_plugin_error
 int32_t lq_gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err);
 int32_t lq_gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err);
 }
+
+namespace lq {
+
+// ---- Strips walked down M (fp8's cast_strip_kernel, fp8_block's
+// fp8_block_col_strip_kernel) ----
+//
+// At a token count M that is not a multiple of 16 the transposed rows [K, M]
+// start at every offset mod 16. A CTA of 256 threads owns a strip of kSW
+// input columns (kSW output rows) over a segment of M (a multiple of kSH
+// rows) and walks down it kSH rows at a time: the strip's output is one
+// contiguous range per output row, and output row r's offset o = addr(r, s0)
+// mod 16 is the same for every chunk (chunks start at multiples of 16), so
+// each output row goes out as whole aligned 16-byte stores in the global
+// frame; only where a row's segment begins and ends does a partial 16-byte
+// chunk go out byte by byte.
+//
+// Per chunk each thread holds 4 rows × 8 columns, casts them, transposes 4×4
+// bytes and writes one word per column into T (StripCols::put); a warp then
+// writes four output rows, lane j the aligned 16 bytes that hold the chunk's
+// bytes [16j − o, 16j − o + 16): a 4-byte and a 16-byte shared load and four
+// funnel shifts (StripCols::store). T's row holds the previous chunk's last
+// 16 bytes before the chunk's (the prefix: the bytes of chunk j = 0 before
+// the chunk), and is shifted by 4·⌊o/4⌋ bytes so that the 16-byte load is
+// aligned; its 16-byte granules are XOR-swizzled by the row's group of 8 so
+// that a warp's transposed words (8 rows, 4 words each) hit 32 banks. T is
+// double-buffered (the prefix comes from the other buffer).
+constexpr int kSW = 64, kSH = 128;
+constexpr int kStripRowWords = 64;  // 16 granules per T row (the swizzle keeps granule indices < 16)
+constexpr int kStripDepth = 2;      // chunks whose loads are in flight
+
+// The physical word in T of row cc's logical word lw (lw = data word + 4 +
+// ⌊o/4⌋: the prefix is logical words ⌊o/4⌋ .. ⌊o/4⌋ + 3).
+__device__ __forceinline__ int strip_word(int cc, int lw) { return cc * kStripRowWords + 4 * ((lw >> 2) ^ ((cc >> 3) & 7)) + (lw & 3); }
+
+// Row R, columns c .. c+7 of the input (rows 16-byte aligned) as raw words:
+// 16-bit input in r[0..3] (pairs), fp32 in r[0..7]; zeros outside the tensor.
+template <typename T>
+__device__ __forceinline__ void strip_load(const T *x, int64_t m, int64_t k, int64_t R, int64_t c, uint32_t (&r)[8]) {
+  const bool in = R < m;
+  const T *src = x + R * k + c;
+  if (in && c + 8 <= k) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(src));
+    r[0] = u.x; r[1] = u.y; r[2] = u.z; r[3] = u.w;
+    if constexpr (sizeof(T) == 4) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4 *>(src) + 1);
+      r[4] = v.x; r[5] = v.y; r[6] = v.z; r[7] = v.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++) {
+    uint32_t b = 0;
+    if (in && c + e < k) {
+      if constexpr (sizeof(T) == 2) b = *reinterpret_cast<const uint16_t *>(src + e);
+      else b = __float_as_uint(src[e]);
+    }
+    if constexpr (sizeof(T) == 2) {
+      if (e & 1) r[e >> 1] |= b << 16;
+      else r[e >> 1] = b;
+    } else {
+      r[e] = b;
+    }
+  }
+}
+
+// Bytes [lo, hi) (0 ≤ lo ≤ hi ≤ 16) of the 16 bytes w at dst, one by one (a
+// row's first and last chunk of the segment).
+__device__ __forceinline__ void strip_put_partial(uint8_t *dst, const uint32_t (&w)[4], int lo, int hi) {
+#pragma unroll
+  for (int b = 0; b < 16; b++)
+    if (b >= lo && b < hi) dst[b] = (uint8_t)(w[b >> 2] >> (8 * (b & 3)));
+}
+
+// One thread's share of a strip's column side. Rows 4g .. 4g+3 of each
+// chunk, columns 8cg .. 8cg+7: a warp's four row groups are 2 apart, so that
+// its rows 4g + i are 8 apart (one offset mod 8 for the whole warp's rowwise
+// codes where K is not a multiple of 8). Store phase: lane j of row slot rho
+// writes chunk j of output rows cc = 32s + 4·warp + rho, s = 0, 1.
+struct StripCols {
+  int g, cg;
+  uintptr_t colbase;
+  int64_t M, c0, s0;
+  int wa[8];  // the T words of the thread's 8 columns (the same every chunk)
+  int ra32[2], ra128[2], sh[2], ot[2];
+  uint8_t *gb[2];
+  bool rv[2];
+
+  __device__ __forceinline__ int o_of(int cc) const { return (int)((colbase + (uintptr_t)((c0 + cc) * M + s0)) & 15); }
+
+  // tid: the thread's index among the strip's 256 threads.
+  __device__ __forceinline__ StripCols(uint8_t *col, int64_t m, int64_t k, int64_t c0_, int64_t s0_, unsigned tid) {
+    const int warp = tid >> 5, lane = tid & 31;
+    const int q = lane >> 3;
+    cg = lane & 7;
+    g = 8 * (warp >> 1) + 2 * q + (warp & 1);
+    colbase = reinterpret_cast<uintptr_t>(col);
+    M = m;
+    c0 = c0_;
+    s0 = s0_;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+      const int cc = 8 * cg + e;
+      wa[e] = strip_word(cc, g + 4 + (o_of(cc) >> 2));
+    }
+    const int rho = lane >> 3, j = lane & 7;
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+      const int cc = 32 * s + 4 * warp + rho, o = o_of(cc);
+      ra128[s] = strip_word(cc, 4 * (j + 1));
+      ra32[s] = strip_word(cc, 4 * j + 3);
+      sh[s] = 32 - 8 * (o & 3);
+      ot[s] = 16 * j - o;  // the chunk's first byte, relative to the segment's first row
+      gb[s] = col + (c0 + cc) * M + s0 + ot[s];
+      rv[s] = c0 + cc < k;
+    }
+  }
+
+  // The chunk's codes of the thread's rows 4g+i, columns 8cg+4h .. +3 in
+  // rw[i][h] (byte e: column 8cg+4h+e) into T t, the prefix from prev.
+  __device__ __forceinline__ void put(uint32_t *t, const uint32_t *prev, const uint32_t (&rw)[4][2]) const {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      uint32_t cw[4];
+      transpose4x4_bytes(rw[0][h], rw[1][h], rw[2][h], rw[3][h], cw);
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int a = wa[4 * h + e];
+        if (g >= kSH / 4 - 4) {
+          // The last chunk's last 16 bytes are this chunk's prefix
+          // (logical word lw − kSH/4, from the other buffer).
+          const int cc = 8 * cg + 4 * h + e;
+          t[strip_word(cc, g + 4 + (o_of(cc) >> 2) - kSH / 4)] = prev[a];
+        }
+        t[a] = cw[e];
+      }
+    }
+  }
+
+  // Chunk n's output rows from T t (after the barrier that closes put); L:
+  // rows of the segment.
+  __device__ __forceinline__ void store(const uint32_t *t, int n, int64_t L) const {
+    const int64_t nb = (int64_t)n * kSH;
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+      if (!rv[s]) continue;
+      const uint4 u = *reinterpret_cast<const uint4 *>(&t[ra128[s]]);
+      const uint32_t pw = t[ra32[s]];
+      uint32_t w[4];
+      w[0] = __funnelshift_rc(pw, u.x, sh[s]);
+      w[1] = __funnelshift_rc(u.x, u.y, sh[s]);
+      w[2] = __funnelshift_rc(u.y, u.z, sh[s]);
+      w[3] = __funnelshift_rc(u.z, u.w, sh[s]);
+      const int64_t tt = nb + ot[s];
+      if (tt >= 0 && tt + 16 <= L) *reinterpret_cast<uint4 *>(gb[s] + nb) = make_uint4(w[0], w[1], w[2], w[3]);
+      else strip_put_partial(gb[s] + nb, w, tt >= 0 ? 0 : (int)-tt, tt + 16 <= L ? 16 : (int)(L - tt));
+    }
+  }
+
+  // The bytes after the last chunk's last whole 16-byte chunk: chunk j = 8
+  // of the last chunk (o of them in T t, the last chunk's, the rest past the
+  // segment).
+  __device__ __forceinline__ void flush(const uint32_t *t, int nchunks, int64_t L, unsigned tid) const {
+    const int warp = tid >> 5, lane = tid & 31, rho = lane >> 3, j = lane & 7;
+    if (j != 0) return;
+    const int64_t nb = (int64_t)(nchunks - 1) * kSH + kSH;
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+      const int cc = 32 * s + 4 * warp + rho;
+      const int64_t tt = nb + ot[s];
+      if (!rv[s] || tt >= L) continue;
+      const uint4 u = *reinterpret_cast<const uint4 *>(&t[strip_word(cc, 4 * (kSH / 16 + 1))]);
+      const uint32_t pw = t[strip_word(cc, 4 * (kSH / 16) + 3)];
+      uint32_t w[4];
+      w[0] = __funnelshift_rc(pw, u.x, sh[s]);
+      w[1] = __funnelshift_rc(u.x, u.y, sh[s]);
+      w[2] = __funnelshift_rc(u.y, u.z, sh[s]);
+      w[3] = __funnelshift_rc(u.z, u.w, sh[s]);
+      strip_put_partial(gb[s] + nb, w, 0, (int)(L - tt < 16 ? L - tt : 16));
+    }
+  }
+};
+
+// One wave of strip CTAs (per_sm resident per SM: the work per CTA is
+// uniform, so a second partial wave would cost a whole CTA time): as many
+// segments per strip as the slots allow, each a multiple of kSH rows; strips
+// of width columns (a multiple of kSW).
+inline void strip_grid(int64_t m, int64_t k, int per_sm, int64_t *strips, int64_t *segs, int64_t *seg_rows, int width = kSW) {
+  *strips = ceil_div(k, (int64_t)width);
+  const int64_t slots = (int64_t)per_sm * (grid_cap() / 8);
+  int64_t sg = slots / *strips;
+  if (sg < 1) sg = 1;
+  *seg_rows = ceil_div(ceil_div(m, sg), (int64_t)kSH) * kSH;
+  *segs = ceil_div(m, *seg_rows);
+}
+
+}  // namespace lq

@@ -471,52 +471,9 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
 // at 8191×8192 against 80 / 77 %; 16-bit rows at an odd K through shifted
 // loads, 44 % columnwise and 27 % both at 8191² against the tile kernel's
 // 52 / 40 %: those keep the tile kernel.)
-constexpr int kSW = 64, kSH = 128;
-constexpr int kStripRowWords = 64;  // 16 granules per T row (the swizzle keeps granule indices < 16)
-constexpr int kStripDepth = 2;      // chunks whose loads are in flight
-
-// The physical word in T of row cc's logical word lw (lw = data word + 4 +
-// ⌊o/4⌋: the prefix is logical words ⌊o/4⌋ .. ⌊o/4⌋ + 3).
-__device__ __forceinline__ int strip_word(int cc, int lw) { return cc * kStripRowWords + 4 * ((lw >> 2) ^ ((cc >> 3) & 7)) + (lw & 3); }
-
-// Row R, columns c .. c+7 of the input (rows 16-byte aligned) as raw words:
-// 16-bit input in r[0..3] (pairs), fp32 in r[0..7]; zeros outside the tensor.
-template <typename T>
-__device__ __forceinline__ void strip_load(const T *x, int64_t m, int64_t k, int64_t R, int64_t c, uint32_t (&r)[8]) {
-  const bool in = R < m;
-  const T *src = x + R * k + c;
-  if (in && c + 8 <= k) {
-    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(src));
-    r[0] = u.x; r[1] = u.y; r[2] = u.z; r[3] = u.w;
-    if constexpr (sizeof(T) == 4) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4 *>(src) + 1);
-      r[4] = v.x; r[5] = v.y; r[6] = v.z; r[7] = v.w;
-    }
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < 8; e++) {
-    uint32_t b = 0;
-    if (in && c + e < k) {
-      if constexpr (sizeof(T) == 2) b = *reinterpret_cast<const uint16_t *>(src + e);
-      else b = __float_as_uint(src[e]);
-    }
-    if constexpr (sizeof(T) == 2) {
-      if (e & 1) r[e >> 1] |= b << 16;
-      else r[e >> 1] = b;
-    } else {
-      r[e] = b;
-    }
-  }
-}
-
-// Bytes [lo, hi) (0 ≤ lo ≤ hi ≤ 16) of the 16 bytes w at dst, one by one (a
-// row's first and last chunk of the segment).
-__device__ __forceinline__ void strip_put_partial(uint8_t *dst, const uint32_t (&w)[4], int lo, int hi) {
-#pragma unroll
-  for (int b = 0; b < 16; b++)
-    if (b >= lo && b < hi) dst[b] = (uint8_t)(w[b >> 2] >> (8 * (b & 3)));
-}
+// kSW, kSH, the T layout (strip_word), the loads and the column stores
+// (StripCols) are common.cuh's: fp8_block_strip_kernel (cuda/fp8_block.cu)
+// walks the same way.
 
 template <typename T, Fp8 F, bool ROW, bool AMAX>
 __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int strips, int64_t seg_rows) {
@@ -531,38 +488,9 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
   const int64_t c0 = (int64_t)strip * kSW, s0 = (int64_t)(blockIdx.x / (unsigned)strips) * seg_rows;
   const int64_t L = (s0 + seg_rows < M ? s0 + seg_rows : M) - s0;  // rows of this segment
   const int nchunks = (int)((L + kSH - 1) / kSH);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // Rows 4g .. 4g+3 of each chunk, columns 8cg .. 8cg+7. A warp's four row
-  // groups are 2 apart, so that its rows 4g + i are 8 apart: one offset mod 8
-  // for the whole warp's rowwise codes where K is not a multiple of 8
-  // (store_run's ends then do not diverge within a row piece's lanes).
-  const int q = lane >> 3, cg = lane & 7, g = 8 * (warp >> 1) + 2 * q + (warp & 1);
+  const StripCols sc(p.col, M, K, c0, s0, threadIdx.x);
+  const int g = sc.g, cg = sc.cg;
   const int rl = 4 * g;  // the thread's first row within a chunk
-  const uintptr_t colbase = reinterpret_cast<uintptr_t>(p.col);
-  auto o_of = [&](int cc) { return (int)((colbase + (uintptr_t)((c0 + cc) * M + s0)) & 15); };
-  // Writer: the T words of the thread's 8 columns (the same every chunk).
-  int wa[8];
-#pragma unroll
-  for (int e = 0; e < 8; e++) {
-    const int cc = 8 * cg + e;
-    wa[e] = strip_word(cc, g + 4 + (o_of(cc) >> 2));
-  }
-  // Store phase: lane j of row slot rho writes chunk j of output rows
-  // cc = 32s + 4·warp + rho, s = 0, 1.
-  const int rho = lane >> 3, j = lane & 7;
-  int ra32[2], ra128[2], sh[2], ot[2];
-  uint8_t *gb[2];
-  bool rv[2];
-#pragma unroll
-  for (int s = 0; s < 2; s++) {
-    const int cc = 32 * s + 4 * warp + rho, o = o_of(cc);
-    ra128[s] = strip_word(cc, 4 * (j + 1));
-    ra32[s] = strip_word(cc, 4 * j + 3);
-    sh[s] = 32 - 8 * (o & 3);
-    ot[s] = 16 * j - o;  // the chunk's first byte, relative to the segment's first row
-    gb[s] = p.col + (c0 + cc) * M + s0 + ot[s];
-    rv[s] = c0 + cc < K;
-  }
   const bool rowvec = ROW && (K % 8) == 0 && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
   uint32_t m2 = 0;  // amax, 16-bit input: packed magnitudes (as amax_kernel)
   float mf = 0.0f;  // amax, fp32 input
@@ -624,62 +552,12 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
           }
         }
       }
-      uint32_t *t = tw[n & 1];
-      const uint32_t *prev = tw[(n & 1) ^ 1];
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        uint32_t cw[4];
-        transpose4x4_bytes(rw[0][h], rw[1][h], rw[2][h], rw[3][h], cw);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int a = wa[4 * h + e];
-          if (g >= kSH / 4 - 4) {
-            // The last chunk's last 16 bytes are this chunk's prefix
-            // (logical word lw − kSH/4, from the other buffer).
-            const int cc = 8 * cg + 4 * h + e;
-            t[strip_word(cc, g + 4 + (o_of(cc) >> 2) - kSH / 4)] = prev[a];
-          }
-          t[a] = cw[e];
-        }
-      }
+      sc.put(tw[n & 1], tw[(n & 1) ^ 1], rw);
       __syncthreads();
-      const int64_t nb = (int64_t)n * kSH;
-#pragma unroll
-      for (int s = 0; s < 2; s++) {
-        if (!rv[s]) continue;
-        const uint4 u = *reinterpret_cast<const uint4 *>(&t[ra128[s]]);
-        const uint32_t pw = t[ra32[s]];
-        uint32_t w[4];
-        w[0] = __funnelshift_rc(pw, u.x, sh[s]);
-        w[1] = __funnelshift_rc(u.x, u.y, sh[s]);
-        w[2] = __funnelshift_rc(u.y, u.z, sh[s]);
-        w[3] = __funnelshift_rc(u.z, u.w, sh[s]);
-        const int64_t tt = nb + ot[s];
-        if (tt >= 0 && tt + 16 <= L) *reinterpret_cast<uint4 *>(gb[s] + nb) = make_uint4(w[0], w[1], w[2], w[3]);
-        else strip_put_partial(gb[s] + nb, w, tt >= 0 ? 0 : (int)-tt, tt + 16 <= L ? 16 : (int)(L - tt));
-      }
+      sc.store(tw[n & 1], n, L);
     }
   }
-  // The bytes after the last chunk's last whole 16-byte chunk: chunk j = 8
-  // of the last chunk (o of them in T, the rest past the segment).
-  if (j == 0) {
-    const uint32_t *t = tw[(nchunks - 1) & 1];
-    const int64_t nb = (int64_t)(nchunks - 1) * kSH + kSH;
-#pragma unroll
-    for (int s = 0; s < 2; s++) {
-      const int cc = 32 * s + 4 * warp + rho;
-      const int64_t tt = nb + ot[s];
-      if (!rv[s] || tt >= L) continue;
-      const uint4 u = *reinterpret_cast<const uint4 *>(&t[strip_word(cc, 4 * (kSH / 16 + 1))]);
-      const uint32_t pw = t[strip_word(cc, 4 * (kSH / 16) + 3)];
-      uint32_t w[4];
-      w[0] = __funnelshift_rc(pw, u.x, sh[s]);
-      w[1] = __funnelshift_rc(u.x, u.y, sh[s]);
-      w[2] = __funnelshift_rc(u.y, u.z, sh[s]);
-      w[3] = __funnelshift_rc(u.z, u.w, sh[s]);
-      strip_put_partial(gb[s] + nb, w, 0, (int)(L - tt < 16 ? L - tt : 16));
-    }
-  }
+  sc.flush(tw[(nchunks - 1) & 1], nchunks, L, threadIdx.x);
   if constexpr (AMAX) {
     uint32_t m;
     if constexpr (sizeof(T) == 2) m = hmax2_bits<T>(m2);
@@ -708,11 +586,8 @@ void launch_strip_inst(const CastParams &p, cudaStream_t s) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, cast_strip_kernel<T, F, ROW, AMAX>, kThreads, 0) != cudaSuccess || b < 1) b = 1;
     per_sm = b;
   }
-  const int64_t strips = ceil_div(p.k, (int64_t)kSW), slots = (int64_t)per_sm * (grid_cap() / 8);
-  int64_t segs = slots / strips;
-  if (segs < 1) segs = 1;
-  int64_t seg_rows = ceil_div(ceil_div(p.m, segs), (int64_t)kSH) * kSH;
-  segs = ceil_div(p.m, seg_rows);
+  int64_t strips, segs, seg_rows;
+  strip_grid(p.m, p.k, per_sm, &strips, &segs, &seg_rows);
   cast_strip_kernel<T, F, ROW, AMAX><<<(unsigned)(strips * segs), kThreads, 0, s>>>(p, (int)strips, seg_rows);
 }
 

@@ -336,12 +336,17 @@ type config struct {
 // 16-byte aligned input rows, take the strip kernel (cast_strip_kernel):
 // [257, 1000] and [2049, 1000] (several segments per strip, a partial last
 // strip and chunk), [1031, 2052] in fp32 (rowwise codes at K ≡ 4 mod 8).
+// fp8_block with a columnwise direction takes its strip kernel
+// (fp8_block_strip_kernel: 1x128 and 128x128, columnwise and both) at
+// [257, 1000] (a partial last strip), [1031, 2048], [2049, 1024] (several
+// segments per strip), and in fp32 at [1031, 2052] (a last column group of
+// 4, rowwise codes at K ≡ 4 mod 8).
 var shapes = map[string][][2]int64{
 	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2052}, {2049, 1000}},
 	"mxfp8":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
 	"mxfp4":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
 	"nvfp4":     append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
-	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}},
+	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2048}, {2049, 1024}, {1031, 2052}},
 	"identity":  {{1, 1}, {3, 5}, {17, 130}, {257, 1000}},
 }
 
