@@ -1277,6 +1277,14 @@ __device__ __forceinline__ void strip_load(const T *x, int64_t m, int64_t k, int
   }
 }
 
+// Rows R .. R+3 (a thread's four rows of a chunk), columns c .. c+7, as
+// strip_load: the loads a strip kernel keeps in flight per chunk.
+template <typename T>
+__device__ __forceinline__ void strip_load4(const T *x, int64_t m, int64_t k, int64_t R, int64_t c, uint32_t (&r)[4][8]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) strip_load<T>(x, m, k, R + i, c, r[i]);
+}
+
 // Bytes [lo, hi) (0 ≤ lo ≤ hi ≤ 16) of the 16 bytes w at dst, one by one (a
 // row's first and last chunk of the segment).
 __device__ __forceinline__ void strip_put_partial(uint8_t *dst, const uint32_t (&w)[4], int lo, int hi) {

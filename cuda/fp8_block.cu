@@ -657,10 +657,7 @@ __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __g
   uint32_t raw[kStripDepth][4][8];
 #pragma unroll
   for (int d = 0; d < kStripDepth; d++)
-    if (d < nchunks) {
-#pragma unroll
-      for (int i = 0; i < 4; i++) strip_load<T>(x, M, K, s0 + (int64_t)d * kSH + rl + i, c0 + 8 * cg, raw[d][i]);
-    }
+    if (d < nchunks) strip_load4<T>(x, M, K, s0 + (int64_t)d * kSH + rl, c0 + 8 * cg, raw[d]);
   for (int n0 = 0; n0 < nchunks; n0 += kStripDepth) {
 #pragma unroll
     for (int d = 0; d < kStripDepth; d++) {
@@ -830,10 +827,7 @@ __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __g
           }
         }
       }
-      if (n + kStripDepth < nchunks) {
-#pragma unroll
-        for (int i = 0; i < 4; i++) strip_load<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl + i, c0 + 8 * cg, raw[d][i]);
-      }
+      if (n + kStripDepth < nchunks) strip_load4<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl, c0 + 8 * cg, raw[d]);
       sc.put(tw[half * NB + n % NB], tw[half * NB + (n + 1) % NB], rw);
       __syncthreads();
       sc.store(tw[half * NB + n % NB], n, L);

@@ -497,10 +497,7 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
   uint32_t raw[kStripDepth][4][8];
 #pragma unroll
   for (int d = 0; d < kStripDepth; d++)
-    if (d < nchunks) {
-#pragma unroll
-      for (int i = 0; i < 4; i++) strip_load<T>(x, M, K, s0 + (int64_t)d * kSH + rl + i, c0 + 8 * cg, raw[d][i]);
-    }
+    if (d < nchunks) strip_load4<T>(x, M, K, s0 + (int64_t)d * kSH + rl, c0 + 8 * cg, raw[d]);
   for (int n0 = 0; n0 < nchunks; n0 += kStripDepth) {
 #pragma unroll
     for (int d = 0; d < kStripDepth; d++) {
@@ -530,10 +527,7 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
         rw[i][0] = cast4<F, false>(&v[0], scale, unused);
         rw[i][1] = cast4<F, false>(&v[4], scale, unused);
       }
-      if (n + kStripDepth < nchunks) {
-#pragma unroll
-        for (int i = 0; i < 4; i++) strip_load<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl + i, c0 + 8 * cg, raw[d][i]);
-      }
+      if (n + kStripDepth < nchunks) strip_load4<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl, c0 + 8 * cg, raw[d]);
       if constexpr (ROW) {
         const int64_t c = c0 + 8 * cg;
         const int64_t left = K - c;
