@@ -1,8 +1,8 @@
 #!/bin/bash
 # The device check of merged main (lead, 2026-11-25), in two calls that fit the
 # 600 s limit:
-#   bash bench/final_check.sh tests   the GPU test suite, the demo, the MLP on
-#                                     CUDA tensors (about 350 s);
+#   bash bench/final_check.sh tests   the GPU test suite (RUN=pattern: part of it), the demo, the MLP on
+#                                     CUDA tensors (about 350-450 s);
 #   bash bench/final_check.sh bench   every format's quantize at 8192², 8191²
 #                                     and 8191×8192, the GEMM and linear rows at
 #                                     4096³ and the decode shape, and the torch
@@ -27,7 +27,7 @@ export LIBQUANT_CUDA_PLUGIN=$W/libquant_cuda.so LIBQUANT_LIBRARY=$W/libquant.so
 case "${1:-tests}" in
 tests)
   log gputest
-  timeout 330 $W/gputest.test -test.count=1 -test.v > $OUT/gputest.log 2>&1; echo "gputest rc=$?"
+  timeout 500 $W/gputest.test -test.count=1 -test.v -test.run "${RUN:-.}" > $OUT/gputest.log 2>&1; echo "gputest rc=$?"
   echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest.log)"
   grep -E '^\s*--- FAIL' $OUT/gputest.log | head -10; tail -2 $OUT/gputest.log
   log demo
