@@ -847,12 +847,16 @@ inline bool use_strip(const BlockParams &p) {
 
 template <typename T, int H, bool ROW, bool TWO_D>
 void launch_strip_t(const BlockParams &p, cudaStream_t s) {
-  static int per_sm = 0;
-  if (per_sm == 0) {
+  // Once per instance (a thread-safe static); an occupancy query that fails
+  // leaves no error behind for the launch check.
+  static const int per_sm = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fp8_block_strip_kernel<T, H, ROW, TWO_D>, kThreads * H, 0) != cudaSuccess || b < 1) b = 1;
-    per_sm = b;
-  }
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fp8_block_strip_kernel<T, H, ROW, TWO_D>, kThreads * H, 0) != cudaSuccess || b < 1) {
+      cudaGetLastError();
+      b = 1;
+    }
+    return b;
+  }();
   int64_t strips, segs, seg_rows;
   strip_grid(p.m, p.k, per_sm, &strips, &segs, &seg_rows, kSW * H);
   fp8_block_strip_kernel<T, H, ROW, TWO_D><<<(unsigned)(strips * segs), kThreads * H, 0, s>>>(p, (int)strips, seg_rows);

@@ -574,12 +574,16 @@ inline bool use_strip(const CastParams &p, size_t elem) {
 // per CTA is uniform, so a second partial wave would cost a whole CTA time).
 template <typename T, Fp8 F, bool ROW, bool AMAX>
 void launch_strip_inst(const CastParams &p, cudaStream_t s) {
-  static int per_sm = 0;
-  if (per_sm == 0) {
+  // Once per instance (a thread-safe static); an occupancy query that fails
+  // leaves no error behind for the launch check.
+  static const int per_sm = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, cast_strip_kernel<T, F, ROW, AMAX>, kThreads, 0) != cudaSuccess || b < 1) b = 1;
-    per_sm = b;
-  }
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, cast_strip_kernel<T, F, ROW, AMAX>, kThreads, 0) != cudaSuccess || b < 1) {
+      cudaGetLastError();
+      b = 1;
+    }
+    return b;
+  }();
   int64_t strips, segs, seg_rows;
   strip_grid(p.m, p.k, per_sm, &strips, &segs, &seg_rows);
   cast_strip_kernel<T, F, ROW, AMAX><<<(unsigned)(strips * segs), kThreads, 0, s>>>(p, (int)strips, seg_rows);
