@@ -977,14 +977,13 @@ __device__ __forceinline__ int64_t swizzle_index(int64_t i, int64_t j, int64_t c
 
 // Launch geometry helper: enough blocks to fill the GPU a few times.
 inline int grid_cap() {
-  static int sms = 0;
-  if (sms == 0) {
+  static const int sms = [] {  // once per process (a thread-safe static)
     int dev = 0, n = 0;
     if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0)
-      sms = n;
-    else
-      sms = 132;
-  }
+      return n;
+    cudaGetLastError();  // leave no error for the next launch check
+    return 132;
+  }();
   return sms * 8;
 }
 

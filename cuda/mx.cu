@@ -948,8 +948,7 @@ void launch_mx4_fast(const G &grp, bool edge, cudaStream_t s) {
 // CTAs of mx_quantize_kernel<..., EDGE, RAGM, G> that fit on the GPU at once.
 template <typename T, int EL, bool ROW, bool COL, bool EDGE, bool RAGM, typename G>
 int mx_resident() {
-  static int resident = 0;
-  if (resident == 0) {
+  static const int resident = [] {  // once per instance (a thread-safe static)
     int per_sm = 0, dev = 0, sms = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G>, kThreads, 0) != cudaSuccess ||
         cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
@@ -957,8 +956,8 @@ int mx_resident() {
       cudaGetLastError();
       per_sm = 2, sms = 132;
     }
-    resident = per_sm * sms;
-  }
+    return per_sm * sms;
+  }();
   return resident;
 }
 
