@@ -374,6 +374,29 @@ struct RsMmaRows {
   int kb;                   // the group's first block
 };
 
+// The rs kernels' epilogue: D[i, r0 + c] = alpha · Σ_x red[x][i][c] over the
+// PARTS partial tiles of ROWS tokens × COLS weight rows (row pitch CP floats),
+// added in a fixed order, stored FP32 or BF16, transposed where P.d_trans
+// (tokens fastest, so that stores are contiguous).
+template <int ROWS, int COLS, int PARTS, int CP>
+__device__ __forceinline__ void store_partials(const Params &P, const float *red, int64_t r0, int64_t M, int64_t N, int nthreads) {
+  const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
+  for (int o = threadIdx.x; o < ROWS * COLS; o += nthreads) {
+    const int m = P.d_trans ? o % ROWS : o / COLS, c = P.d_trans ? o / ROWS : o % COLS;
+    const int64_t i = m, j = r0 + c;
+    if (i >= M || j >= N) continue;
+    float v = red[m * CP + c];
+#pragma unroll
+    for (int x = 1; x < PARTS; x++) v += red[(x * ROWS + m) * CP + c];
+    v *= alpha;
+    const int64_t idx = P.d_trans ? j * P.ldd + i : i * P.ldd + j;
+    if (P.d_bf16)
+      reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
+    else
+      reinterpret_cast<float *>(P.d)[idx] = v;
+  }
+}
+
 template <int NT, int RT, int D, int W, int TA, int TB>
 __global__ void __launch_bounds__(W * 32, 1) rs_mma_kernel(const Params P) {
   using L = RsMmaLayout<NT, RT, W>;
@@ -571,23 +594,7 @@ __global__ void __launch_bounds__(W * 32, 1) rs_mma_kernel(const Params P) {
                 acc[rt][nt][e] = 0.f;
               }
           __syncthreads();
-          const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
-          constexpr int ROWS = NT * 8, COLS = RT * 16;
-          for (int o = threadIdx.x; o < ROWS * COLS; o += W * 32) {
-            // d_trans (D written transposed): tokens fastest, so that stores are contiguous.
-            const int m = P.d_trans ? o % ROWS : o / COLS, c = P.d_trans ? o / ROWS : o % COLS;
-            const int64_t i = m, j = r0 + c;
-            if (i >= M || j >= N) continue;
-            float v = red[m * L::CP + c];
-#pragma unroll
-            for (int x = 1; x < W; x++) v += red[(x * ROWS + m) * L::CP + c];
-            v *= alpha;
-            const int64_t idx = P.d_trans ? j * P.ldd + i : i * P.ldd + j;
-            if (P.d_bf16)
-              reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
-            else
-              reinterpret_cast<float *>(P.d)[idx] = v;
-          }
+          store_partials<NT * 8, RT * 16, W, L::CP>(P, red, r0, M, N, W * 32);
         }
       }
     }
@@ -832,23 +839,7 @@ __global__ void __launch_bounds__(kRsWG * 128, 1) rs_wgmma_kernel(const Params P
               acc[nt][e] = 0.f;
             }
           __syncthreads();
-          const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
-          constexpr int ROWS = 16, COLS = 64;
-          for (int o = threadIdx.x; o < ROWS * COLS; o += kRsWG * 128) {
-            // d_trans (D written transposed): tokens fastest, so that stores are contiguous.
-            const int mm = P.d_trans ? o % ROWS : o / COLS, c = P.d_trans ? o / ROWS : o % COLS;
-            const int64_t i = mm, j = r0 + c;
-            if (i >= M || j >= N) continue;
-            float v = red[mm * L::CP + c];
-#pragma unroll
-            for (int x = 1; x < kRsWG; x++) v += red[(x * ROWS + mm) * L::CP + c];
-            v *= alpha;
-            const int64_t idx = P.d_trans ? j * P.ldd + i : i * P.ldd + j;
-            if (P.d_bf16)
-              reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
-            else
-              reinterpret_cast<float *>(P.d)[idx] = v;
-          }
+          store_partials<16, 64, kRsWG, L::CP>(P, red, r0, M, N, kRsWG * 128);
         }
       }
     }
