@@ -11,11 +11,20 @@
 #                                     MoE batch and the host time per call
 #                                     (issue #15's table), the GEMM rows at
 #                                     8192³ and the LLM shape (about 400 s).
+#   bash bench/final_check.sh ptests  the tests mode with the GPU suite split into three
+#                                     processes run side by side (quantize / GEMM / linear),
+#                                     beside `make cuda` from the checkout, the demo and the
+#                                     MLP (about 250-350 s where tests takes 450)
+#   bash bench/final_check.sh bench3  the GEMM and linear rows at all four shapes of issue #11
+#                                     (8192³, 4096³, the LLM and the decode shape), every
+#                                     format's quantize at 8192² and 8191² with the host time
+#                                     per call from Python, and from C (bench_dispatch) next
+#                                     to one bare launch (launch_floor) (about 450 s).
 # Expects in build/final/ (carried): libquant.so.xz, libquant_cuda.so.xz,
 # gputest.test.xz, demo, mlp_train (and e2m1_bf16x2_check), built here from main (bench/RESULTS.md,
 # "Merged main ..., end of session", lists the commands).
 set -u
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PYTHONUNBUFFERED=1
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 F=${FINAL:-$PWD/build/final}
 W=/tmp/final
 log() { echo "== $(date -u +%T) [${SECONDS}s] $*"; }
@@ -58,6 +67,45 @@ bench2)
   timeout 200 python3 bench/gpu_gemm.py --lib $W/libquant.so --shapes 8192x8192x8192,16384x28672x8192 --linear '' --quick \
     --out $OUT/g2 > $OUT/g2.log 2>&1
   echo "gemm rc=$?"; grep -E "libquant (mxfp8|mxfp4|nvfp4|mxfp8 x nvfp4) \|" $OUT/g2/bench_gemm.md | cut -c1-200
+  ;;
+ptests)
+  # make cuda from the checkout on the machine itself (issue #11's "make cuda builds"), beside the tests.
+  (make -j8 cuda BUILD=/tmp/mk > $OUT/make_cuda.log 2>&1; echo "make cuda rc=$?" >> $OUT/make_cuda.log) &
+  mk=$!
+  log "gputest in three processes"
+  G1='TestQuantize|TestRagged|TestAmax|TestDelayed|TestDerive|TestMixed|TestDevice'
+  G2='TestGemm'
+  G3='TestLinear|TestGroupedLinear'
+  i=0; pids=""
+  for g in "$G1" "$G2" "$G3"; do
+    i=$((i+1))
+    (timeout 480 $W/gputest.test -test.count=1 -test.v -test.run "$g" > $OUT/gputest$i.log 2>&1; echo "gputest$i rc=$?" >> $OUT/gputest$i.log) &
+    pids="$pids $!"
+  done
+  (cd $W && ./demo) > $OUT/demo.log 2>&1; echo "demo rc=$?"; grep -A7 "GEMM support on cuda" $OUT/demo.log
+  timeout 150 $W/mlp_train device=cuda > $OUT/mlp.log 2>&1; echo "mlp rc=$?"; grep -iE "fail|within|runs" $OUT/mlp.log | tail -4
+  if [ -f $F/e2m1_bf16x2_check ]; then
+    cp $F/e2m1_bf16x2_check $W/ && chmod +x $W/e2m1_bf16x2_check && timeout 60 $W/e2m1_bf16x2_check 2>&1 | tail -2
+  fi
+  wait $pids
+  log "gputest done"
+  for i in 1 2 3; do tail -1 $OUT/gputest$i.log; grep -E '^(ok|FAIL|PASS)' $OUT/gputest$i.log | tail -1; done
+  cat $OUT/gputest?.log > $OUT/gputest.log && rm $OUT/gputest?.log  # at most 8 files come back
+  echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest.log)"
+  grep -E '^\s*--- FAIL' $OUT/gputest.log | head -10
+  wait $mk; tail -1 $OUT/make_cuda.log; ls -la /tmp/mk/libquant_cuda.so 2>&1 | tail -1
+  ;;
+bench3)
+  log gemm
+  timeout 330 python3 bench/gpu_gemm.py --lib $W/libquant.so --quick --out $OUT/g3 > $OUT/g3.log 2>&1
+  echo "gemm rc=$?"; grep -E "^\| (M|[0-9])|BF16|libquant (mxfp8|mxfp4|nvfp4|mxfp8 x nvfp4|fp8|fp8_block)|Linear |torch" $OUT/g3/bench_gemm.md | cut -c1-160 | head -60
+  log quantize
+  timeout 200 python3 bench/gpu_quantize.py --lib $W/libquant.so --shapes 8192x8192,8191x8191 --quick --compile-budget 0 \
+    --out $OUT/q3 > $OUT/q3.log 2>&1; echo "quantize rc=$?"; tail -12 $OUT/q3.log
+  log "host time from C"
+  for f in launch_floor bench_dispatch; do [ -f $F/$f ] && cp $F/$f $W/ && chmod +x $W/$f; done
+  [ -x $W/launch_floor ] && timeout 30 $W/launch_floor > $OUT/launch_floor.log 2>&1; tail -8 $OUT/launch_floor.log
+  [ -x $W/bench_dispatch ] && (cd $W && timeout 30 ./bench_dispatch $W/libquant_cuda.so libcudart.so.13) > $OUT/dispatch.log 2>&1; tail -8 $OUT/dispatch.log
   ;;
 esac
 log done
