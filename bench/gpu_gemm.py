@@ -223,6 +223,9 @@ def main():
                     seq_t, seq_l = res[base], time_gpu(f, iters=iters)
                     res[base], res["libquant " + name] = time_paired(tfns[base], f, iters=2 * iters)
                     order.append(("M%d N%d K%d" % (m, n, k), name, seq_t, seq_l, res[base], res["libquant " + name]))
+                    # Which cuBLASLt kernel each side runs (the same one, where the ratio is 1.00).
+                    breakdown.append(("M%d N%d K%d" % (m, n, k), base, kernel_times(tfns[base])))
+                    breakdown.append(("M%d N%d K%d" % (m, n, k), name, kernel_times(f)))
                 else:
                     # Against BF16 torch.matmul, likewise in alternation.
                     bf16_pair["libquant " + name], res["libquant " + name] = time_paired(bf16_fn, f, iters=iters)
@@ -298,7 +301,7 @@ def main():
                   "| shape | GEMM | extra ms | expansion GB | GB/s if all expansion |", "| --- | --- | --- | --- | --- |"]
         lines += ["| %s | %s | %.3f | %.3f | %.0f |" % e for e in expansion]
     if breakdown:
-        lines += ["", "Kernels per quant_gemm call (torch.profiler, mean of 5 calls, us):", "",
+        lines += ["", "Kernels per call (torch.profiler, mean of 5 calls, us): the exact MX/NVFP4 rows, the hybrid, and each FP8 row next to its torch baseline:", "",
                   "| shape | GEMM | kernels |", "| --- | --- | --- |"]
         lines += ["| %s | %s | %s |" % b for b in breakdown]
     if linear:
@@ -349,7 +352,7 @@ def kernel_times(f, calls=5):
                 if short in key:
                     key = short
                     break
-            out.append("%s %.1f us" % (key[:48], us))
+            out.append("%s %.1f us" % (key[:64], us))
         return ", ".join(out) or "no kernels seen"
     except Exception as e:  # noqa: BLE001 - the profile is extra information
         return "profiler: %s" % str(e).split("\n")[0][:100]
