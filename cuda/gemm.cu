@@ -910,6 +910,13 @@ const char *lt_status(cublasStatus_t s) {
   } while (0)
 
 constexpr size_t kWorkspace = 32u << 20;
+// The workspace the heuristic may plan for on the FP8 tensor-core paths: 1 MiB,
+// the cap torch's FP8 GEMMs give it (CUBLASLT_WORKSPACE_SIZE's default). With
+// 32 MiB it picked, for M16 N8192 K8192 1x128 x 128x128 on the H200, a split-K
+// algorithm (two K halves and a reduction kernel) at 0.030 ms over the
+// unsplit one it picks under 1 MiB, 0.027 ms; for every other FP8 pair and
+// shape probed both caps give the same pick (bench/RESULTS.md, "lt_probe").
+constexpr size_t kFp8HeuristicWorkspace = 1u << 20;
 
 // One cuBLASLt matmul in column-major terms: D'[m', n'] = alpha·op(A')·op(B')
 // + beta·C', where A' is op(B) of the row-major problem and B' op(A).
@@ -1053,7 +1060,8 @@ int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p
   cublasLtMatmulPreference_t pref = nullptr;
   LQ_LT(cublasLtMatmulPreferenceCreate(&pref), "preference");
   auto body = [&]() -> int32_t {
-    size_t wsz = kWorkspace;
+    const bool fp8 = c.ta == CUDA_R_8F_E4M3 || c.ta == CUDA_R_8F_E5M2;
+    size_t wsz = fp8 ? kFp8HeuristicWorkspace : kWorkspace;
     LQ_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz), "workspace size");
     // Split-K partial sums only in the compute type (FP32): a reduction in
     // D's type or in place in D rounds partial sums to BF16/FP16 (H100 run 3:
