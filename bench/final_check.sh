@@ -21,7 +21,7 @@
 #                                     per call from Python, and from C (bench_dispatch) next
 #                                     to one bare launch (launch_floor) (about 450 s).
 # Expects in build/final/ (carried): libquant.so.xz, libquant_cuda.so.xz,
-# gputest.test.xz, demo, mlp_train (and e2m1_bf16x2_check), built here from main (bench/RESULTS.md,
+# gputest.test.xz, demo, mlp_train (and e2m1_bf16x2_check; for bench3 launch_floor and bench_dispatch), built here from main (bench/RESULTS.md,
 # "Merged main ..., end of session", lists the commands).
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin

@@ -18,11 +18,9 @@ wait
 cat $OUT/t1.log $OUT/t2.log > $OUT/tests.log && rm $OUT/t1.log $OUT/t2.log
 echo "tests: passed $(grep -c -E '^\s*--- PASS' $OUT/tests.log) failed $(grep -c -E '^\s*--- FAIL' $OUT/tests.log); $(grep '^rc=' $OUT/tests.log | tr '\n' ' ')"
 for r in 1 2 3; do
-  for v in new; do
-    LIBQUANT_CUDA_PLUGIN=/tmp/$v/libquant_cuda.so timeout 60 python3 bench/gpu_gemm.py --lib /tmp/$v/libquant.so --shapes 16x8192x8192 --linear '' --out /tmp/d$v$r > /dev/null 2>&1
-    echo "decode $v run $r: $(grep -E '^\| M16 N8192 K8192 \| (torch scaled_mm|torch._scaled|libquant fp8)' /tmp/d$v$r/bench_gemm.md | grep -v us | awk -F'|' '{printf "%s %s %s; ", $3, $4, $7}')"
-    [ $r = 1 ] && cp /tmp/d$v$r/bench_gemm.md $OUT/decode_$v$r.md 2>/dev/null
-  done
+  timeout 60 python3 bench/gpu_gemm.py --lib /tmp/new/libquant.so --shapes 16x8192x8192 --linear '' --out /tmp/d$r > /dev/null 2>&1
+  echo "decode new run $r: $(grep -E '^\| M16 N8192 K8192 \| (torch scaled_mm|torch._scaled|libquant fp8)' /tmp/d$r/bench_gemm.md | grep -v us | awk -F'|' '{printf "%s %s %s; ", $3, $4, $7}')"
+  [ $r = 1 ] && cp /tmp/d$r/bench_gemm.md $OUT/decode_new1.md 2>/dev/null
 done
 timeout 200 python3 bench/gpu_gemm.py --lib /tmp/new/libquant.so --quick --out $OUT/all > $OUT/all.log 2>&1; echo "all shapes rc=$?"
 grep -E "fp8|vs BF16" $OUT/all/bench_gemm.md | grep -v " us" | cut -c1-120 | head -30

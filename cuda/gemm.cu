@@ -915,7 +915,7 @@ constexpr size_t kWorkspace = 32u << 20;
 // 32 MiB it picked, for M16 N8192 K8192 1x128 x 128x128 on the H200, a split-K
 // algorithm (two K halves and a reduction kernel) at 0.030 ms over the
 // unsplit one it picks under 1 MiB, 0.027 ms. With this cap every FP8 pair
-// at bench/gpu_gemm.py's four shapes runs the kernel torch's runs (its kernel
+// at bench/gpu_gemm.py's four shapes runs the kernel torch runs (its kernel
 // table; bench/RESULTS.md, "the FP8 heuristic's workspace cap").
 constexpr size_t kFp8HeuristicWorkspace = 1u << 20;
 
