@@ -313,13 +313,22 @@ __device__ __forceinline__ void mx8_flat_tile(const MxParams &p, const StageRows
   }
 }
 
-// CTAs per SM that the kernel's registers must allow (0: no bound): the
-// EDGE MXFP8 instances of one 16-bit tensor ask for 3 (80 registers; the
-// flat frame's interior path has no spills there, the checked path a few):
-// H100, 8191², both directions, 3 CTAs per SM ran 0.170 ms, 2 (126
-// registers, no spills) 0.180 ms; the others need no bound.
+// CTAs per SM that the kernel's registers must allow (0: no bound), for the
+// MXFP8 instances of one 16-bit tensor. H100, 8191², both directions, EDGE:
+// 3 CTAs per SM (80 registers; the flat frame's interior path has no spills
+// there, the checked path a few) ran 0.170 ms, 2 (126 registers, no spills)
+// 0.180 ms. H200 (bench/RESULTS.md, 2026-11-28), ms, bound against none or
+// the previous one: one direction asks for 4 (64 registers, 24-220 bytes of
+// spills) in the EDGE instance (8191², rowwise 0.086 against 0.094 at 3,
+// columnwise 0.074 against 0.081) and the aligned rowwise one (8192², 0.060
+// against 0.065 at 72 registers), while the aligned columnwise one runs
+// faster unbounded (0.057 at 75 registers against 0.061 at 4); both
+// directions ask for 3 (RAGM at 8191×8192: 0.081 against 0.085 at 94
+// registers, 2 CTAs; aligned: 76-80 registers either way).
 constexpr int mx_min_ctas(int el, bool row, bool col, bool edge, int elem, bool group) {
-  return edge && el != kE2M1 && elem == 2 && !group ? 3 : 0;
+  if (el == kE2M1 || elem != 2 || group) return 0;
+  if (row && col) return 3;
+  return edge || row ? 4 : 0;
 }
 
 // A persistent grid walks the tiles; with vector loads (an aligned input) the
@@ -560,8 +569,10 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
     for (int i = 0; i < 4; i++) {
       int64_t r = row_of(r0, i);
       // MXFP4: one max per element (NaN propagated); only a lane that saw a
-      // NaN recomputes its amax with NaN ignored. MXFP8 keeps the integer
-      // form (with the float one, "both" ran slower on the H100: run 1).
+      // NaN recomputes its amax with NaN ignored. MXFP8: one max per element
+      // with NaN ignored (amax_f, one FMNMX; the integer compare-and-select
+      // it replaced took about four instructions an element, where the
+      // kernel is issue-bound on the H200).
       float mn = 0.0f;
       uint32_t m = 0;
       if constexpr (EL == kE2M1) {
@@ -575,8 +586,10 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
         }
         m = __float_as_uint(ml);
       } else {
+        float mf = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 8; e++) m = amax_bits_nan_ignored(m, v[i][e]);
+        for (int e = 0; e < 8; e++) mf = amax_f(mf, v[i][e]);
+        m = __float_as_uint(mf);
       }
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
       m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
@@ -619,9 +632,10 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
         }
         pm[e] = __float_as_uint(ml);
       } else {
-        pm[e] = 0;
+        float mf = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 4; i++) pm[e] = amax_bits_nan_ignored(pm[e], v[i][e]);
+        for (int i = 0; i < 4; i++) mf = amax_f(mf, v[i][e]);
+        pm[e] = __float_as_uint(mf);
       }
     }
     uint4 *pp = reinterpret_cast<uint4 *>(&part[warp][8 * lane]);
