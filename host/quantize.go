@@ -22,6 +22,9 @@ type InputSpec interface {
 
 // specsFor resolves q's specs for an input dtype.
 func (q *Quantizer) specsFor(dt DType) [2]Spec {
+	if !q.inputSpecs {
+		return q.specs // no interface assertions per call (issue #15)
+	}
 	var out [2]Spec
 	for d, s := range q.specs {
 		if is, ok := s.(InputSpec); ok {
@@ -142,53 +145,63 @@ func (q *Quantizer) QuantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTen
 }
 
 // run quantizes in for usage into storages, reusing those in reuse (same layout)
-// and allocating the rest. On error it frees what it allocated.
-func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, opts QuantizeOptions) (out [2]*Storage, err error) {
+// and allocating the rest. On error it frees what it allocated. It has no
+// defer: a function whose defers cannot be open-coded (too many returns) pays
+// the runtime's defer machinery on every call (issue #15: host time per call).
+func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, opts QuantizeOptions) ([2]*Storage, error) {
 	if usage == 0 {
-		return out, Errorf(ErrInvalidArgument, "quantizer: usage is empty")
+		return [2]*Storage{}, Errorf(ErrInvalidArgument, "quantizer: usage is empty")
 	}
 	r := runState{q: q, in: in, m: m, k: k, reuse: reuse, opts: opts, specs: q.specsFor(in.DType)}
-	defer func() {
-		if err != nil {
-			r.undo()
-			out = [2]*Storage{}
-		}
-	}()
-	specs := r.specs
-	storage := r.storage
-	quantize := r.quantize
-
-	if !q.hybrid {
-		if sharesStorage(specs[0]) {
-			s, err := storage(DirRowwise)
-			if err != nil {
-				return out, err
-			}
-			if err := quantize(DirRowwise, in, [2]*Storage{s, nil}); err != nil {
-				return out, err
-			}
-			return [2]*Storage{s, s}, nil
-		}
-		for _, d := range []Direction{DirRowwise, DirColumnwise} {
-			if usage.Has(d.Usage()) {
-				if out[d], err = storage(d); err != nil {
-					return out, err
-				}
-			}
-		}
-		// Both directions in one call: kernels that can read the input once do.
-		return out, quantize(DirRowwise, in, out)
+	var out [2]*Storage
+	var err error
+	if q.hybrid {
+		out, err = r.hybrid(usage)
+	} else {
+		out, err = r.plain(usage)
 	}
+	if err != nil {
+		r.undo()
+		return [2]*Storage{}, err
+	}
+	return out, nil
+}
 
-	// Hybrid (spec §8.3): each side runs its own quantizer.
+// plain is run for a plain quantizer.
+func (r *runState) plain(usage Usage) (out [2]*Storage, err error) {
+	if sharesStorage(r.specs[0]) {
+		s, err := r.storage(DirRowwise)
+		if err != nil {
+			return out, err
+		}
+		if err := r.quantize(DirRowwise, r.in, [2]*Storage{s, nil}); err != nil {
+			return out, err
+		}
+		return [2]*Storage{s, s}, nil
+	}
+	for _, d := range []Direction{DirRowwise, DirColumnwise} {
+		if usage.Has(d.Usage()) {
+			if out[d], err = r.storage(d); err != nil {
+				return out, err
+			}
+		}
+	}
+	// Both directions in one call: kernels that can read the input once do.
+	return out, r.quantize(DirRowwise, r.in, out)
+}
+
+// hybrid is run for a hybrid quantizer (spec §8.3): each side runs its own
+// quantizer.
+func (r *runState) hybrid(usage Usage) (out [2]*Storage, err error) {
+	q, in, m, k, opts := r.q, r.in, r.m, r.k, r.opts
 	needRow := usage.Has(Rowwise) || (usage.Has(Columnwise) && q.source == SourceRowwiseDequantized)
 	var row *Storage
 	if needRow {
 		if usage.Has(Rowwise) {
-			row, err = storage(DirRowwise)
+			row, err = r.storage(DirRowwise)
 			out[DirRowwise] = row
 		} else {
-			row, err = newStorage(specs[DirRowwise], DirRowwise, m, k, in.Device, opts.Stream)
+			row, err = newStorage(r.specs[DirRowwise], DirRowwise, m, k, in.Device, opts.Stream)
 			if err == nil {
 				defer row.Free(opts.Stream)
 			}
@@ -196,7 +209,7 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 		if err != nil {
 			return out, err
 		}
-		if err := quantize(DirRowwise, in, [2]*Storage{row, nil}); err != nil {
+		if err := r.quantize(DirRowwise, in, [2]*Storage{row, nil}); err != nil {
 			return out, err
 		}
 	}
@@ -210,12 +223,12 @@ func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, o
 			defer FreeTensor(tmp, opts.Stream)
 			src = tmp
 		}
-		col, err := storage(DirColumnwise)
+		col, err := r.storage(DirColumnwise)
 		if err != nil {
 			return out, err
 		}
 		out[DirColumnwise] = col
-		if err := quantize(DirColumnwise, src, [2]*Storage{nil, col}); err != nil {
+		if err := r.quantize(DirColumnwise, src, [2]*Storage{nil, col}); err != nil {
 			return out, err
 		}
 	}

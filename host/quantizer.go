@@ -1,9 +1,6 @@
 package host
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // ColumnwiseSource is where a hybrid quantizer's columnwise input comes from (spec §8.3).
 type ColumnwiseSource int32
@@ -17,14 +14,17 @@ const (
 // direction (the same one for a plain quantizer, two for a hybrid), usage flags
 // and the specs' state.
 type Quantizer struct {
-	mu     sync.Mutex
 	specs  [2]Spec
 	states [2]State
-	usage  Usage
+	// usage is read on every quantize: an atomic, not a lock (issue #15).
+	usage  atomic.Uint32
 	hybrid bool
-	source ColumnwiseSource
-	subs   [2]*Quantizer // a hybrid's sub-quantizers, which own the states
-	refs   atomic.Int32
+	// inputSpecs is whether a spec depends on the input's dtype (InputSpec),
+	// fixed at construction like specs: specsFor resolves only then.
+	inputSpecs bool
+	source     ColumnwiseSource
+	subs       [2]*Quantizer // a hybrid's sub-quantizers, which own the states
+	refs       atomic.Int32
 	// resolved caches each direction's kernels (Quantizer.kernels).
 	resolved [2]atomic.Pointer[resolvedKernels]
 }
@@ -46,8 +46,8 @@ func NewQuantizer(p Params, usage Usage) (*Quantizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &Quantizer{specs: [2]Spec{spec, spec}, states: [2]State{st, st}, usage: usage}
-	q.refs.Store(1)
+	q := &Quantizer{specs: [2]Spec{spec, spec}, states: [2]State{st, st}}
+	q.init(usage)
 	return q, nil
 }
 
@@ -72,10 +72,10 @@ func NewHybridQuantizer(row, col *Quantizer, source ColumnwiseSource) (*Quantize
 	q := &Quantizer{
 		specs:  [2]Spec{row.specs[DirRowwise], col.specs[DirColumnwise]},
 		states: [2]State{row.states[DirRowwise], col.states[DirColumnwise]},
-		usage:  BothUsages, hybrid: true, source: source,
+		hybrid: true, source: source,
 		subs: [2]*Quantizer{row, col},
 	}
-	q.refs.Store(1)
+	q.init(BothUsages)
 	return q, nil
 }
 
@@ -98,16 +98,28 @@ func (q *Quantizer) Clone() (*Quantizer, error) {
 		if err != nil {
 			return nil, err
 		}
-		h.usage = q.Usage()
+		h.usage.Store(uint32(q.Usage()))
 		return h, nil
 	}
 	st, err := q.specs[DirRowwise].NewState()
 	if err != nil {
 		return nil, err
 	}
-	c := &Quantizer{specs: q.specs, states: [2]State{st, st}, usage: q.Usage()}
-	c.refs.Store(1)
+	c := &Quantizer{specs: q.specs, states: [2]State{st, st}}
+	c.init(q.Usage())
 	return c, nil
+}
+
+// init sets what a new quantizer derives from its specs, its usage and its
+// first reference.
+func (q *Quantizer) init(usage Usage) {
+	for _, s := range q.specs {
+		if _, ok := s.(InputSpec); ok {
+			q.inputSpecs = true
+		}
+	}
+	q.usage.Store(uint32(usage))
+	q.refs.Store(1)
 }
 
 // ColumnwiseSource is a hybrid's columnwise source (SourceOriginal otherwise).
@@ -146,17 +158,13 @@ func (q *Quantizer) SetUsage(u Usage) error {
 	if u == 0 {
 		return Errorf(ErrInvalidArgument, "usage: must name at least one direction")
 	}
-	q.mu.Lock()
-	q.usage = u
-	q.mu.Unlock()
+	q.usage.Store(uint32(u))
 	return nil
 }
 
 // Usage returns the current usage flags.
 func (q *Quantizer) Usage() Usage {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.usage
+	return Usage(q.usage.Load())
 }
 
 // Spec returns the spec of a direction.
