@@ -7,9 +7,11 @@ package native
 
 // lq_call calls a plugin function of the (args, err) shape every table entry
 // has. A cgo call allocates nothing, where purego.SyscallN's variadic
-// arguments do (issue #15: host time per call).
-static int32_t lq_call(void *fn, void *args, quant_plugin_error *err) {
-  return ((int32_t (*)(void *, quant_plugin_error *))fn)(args, err);
+// arguments do (issue #15: host time per call). The pointers come as
+// integers: all three are C memory, and a pointer argument would make cgo
+// check on every call whether it points into Go memory.
+static int32_t lq_call(uintptr_t fn, uintptr_t args, uintptr_t err) {
+  return ((int32_t (*)(void *, quant_plugin_error *))(void *)fn)((void *)args, (quant_plugin_error *)err);
 }
 */
 import "C"
@@ -322,7 +324,7 @@ func (c callArgs) invokeOp(plugin string, fn unsafe.Pointer, o op) error {
 	if fn == nil {
 		return host.Errorf(host.ErrUnsupported, "plugin %s: provides no %s", plugin, o)
 	}
-	if status := int32(C.lq_call(fn, c.args, c.err)); status != 0 {
+	if status := int32(C.lq_call(C.uintptr_t(uintptr(fn)), C.uintptr_t(uintptr(c.args)), C.uintptr_t(uintptr(unsafe.Pointer(c.err))))); status != 0 {
 		return statusError(plugin, status, fmt.Sprintf("%s: %s", o, errMessage(c.err)))
 	}
 	return nil
