@@ -24,27 +24,31 @@ const (
 	dlFloat6E3M2FN  = 16
 )
 
-type dlType struct{ code, bits uint8 }
-
-var dtypeOf = map[dlType]host.DType{
-	{dlFloat, 32}:        host.Float32,
-	{dlFloat, 16}:        host.Float16,
-	{dlBfloat, 16}:       host.BFloat16,
-	{dlFloat, 64}:        host.Float64,
-	{dlUInt, 8}:          host.Uint8,
-	{dlInt, 32}:          host.Int32,
-	{dlInt, 64}:          host.Int64,
-	{dlFloat8E4M3FN, 8}:  host.E4M3,
-	{dlFloat8E5M2, 8}:    host.E5M2,
-	{dlFloat8E8M0FNU, 8}: host.E8M0,
-	{dlFloat6E2M3FN, 6}:  host.Float6E2M3,
-	{dlFloat6E3M2FN, 6}:  host.Float6E3M2,
+// dtypeOf pairs DLPack (code, bits) with libquant's dtypes. A slice scanned
+// in order, not a map: dtypeFromDL runs on every call, where hashing the key
+// cost more than scanning a dozen entries (issue #15: host time per call).
+var dtypeOf = []struct {
+	code, bits uint8
+	dt         host.DType
+}{
+	{dlBfloat, 16, host.BFloat16},
+	{dlFloat, 32, host.Float32},
+	{dlFloat, 16, host.Float16},
+	{dlFloat, 64, host.Float64},
+	{dlUInt, 8, host.Uint8},
+	{dlInt, 32, host.Int32},
+	{dlInt, 64, host.Int64},
+	{dlFloat8E4M3FN, 8, host.E4M3},
+	{dlFloat8E5M2, 8, host.E5M2},
+	{dlFloat8E8M0FNU, 8, host.E8M0},
+	{dlFloat6E2M3FN, 6, host.Float6E2M3},
+	{dlFloat6E3M2FN, 6, host.Float6E3M2},
 }
 
 func dlDTypeOf(d host.DType) C.DLDataType {
-	for k, v := range dtypeOf {
-		if v == d {
-			return C.DLDataType{code: C.uint8_t(k.code), bits: C.uint8_t(k.bits), lanes: 1}
+	for _, e := range dtypeOf {
+		if e.dt == d {
+			return C.DLDataType{code: C.uint8_t(e.code), bits: C.uint8_t(e.bits), lanes: 1}
 		}
 	}
 	return C.DLDataType{}
@@ -54,11 +58,13 @@ func dtypeFromDL(arg string, t C.DLDataType) (host.DType, error) {
 	if t.lanes != 1 {
 		return 0, invalid("%s: dtype lanes %d not supported (want 1)", arg, t.lanes)
 	}
-	d, ok := dtypeOf[dlType{uint8(t.code), uint8(t.bits)}]
-	if !ok {
-		return 0, host.Errorf(host.ErrUnsupported, "%s: DLPack dtype (code %d, bits %d) not supported", arg, t.code, t.bits)
+	code, bits := uint8(t.code), uint8(t.bits)
+	for _, e := range dtypeOf {
+		if e.code == code && e.bits == bits {
+			return e.dt, nil
+		}
 	}
-	return d, nil
+	return 0, host.Errorf(host.ErrUnsupported, "%s: DLPack dtype (code %d, bits %d) not supported", arg, t.code, t.bits)
 }
 
 func deviceFromDL(arg string, d C.DLDevice) (host.Device, error) {
