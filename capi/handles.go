@@ -6,40 +6,87 @@ package main
 import "C"
 
 import (
-	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"libquant/host"
 	"libquant/internal/cmem"
 )
 
-// Handles are runtime/cgo.Handle values: no Go pointer reaches C. cgo.Handle's
-// Value panics on a stale handle, so a set of live handles is checked first,
-// which turns a double free, a use after free or a foreign pointer into an
-// error instead of a crash.
-var handles = struct {
-	sync.RWMutex
-	live map[uintptr]struct{}
-}{live: map[uintptr]struct{}{}}
+// A handle is an index into a table of live objects and that slot's
+// generation (index | generation<<32), never a Go pointer. A slot freed by a
+// *_free call gets a new generation when it is reused, so a double free, a use
+// after free or a foreign pointer finds no live slot of its generation and is
+// an error instead of a crash.
+//
+// Lookups, on every call, take no lock: they read the table and the slot
+// atomically (issue #15: host time per call; a map under a lock and
+// runtime/cgo.Handle's sync.Map cost ~8% of a quantize_into). Creating and
+// retiring handles is serialized by mu.
+type handleSlot struct {
+	gen uint32
+	v   any
+}
+
+var handles struct {
+	mu    sync.Mutex
+	table atomic.Pointer[[]atomic.Pointer[handleSlot]] // grows by copying; slots are never moved back
+	gens  []uint32                                     // each slot's last generation, under mu
+	free  []uint32                                     // indexes of retired slots, under mu
+}
 
 func newHandle(v any) uintptr {
-	h := cgo.NewHandle(v)
-	handles.Lock()
-	handles.live[uintptr(h)] = struct{}{}
-	handles.Unlock()
-	return uintptr(h)
+	handles.mu.Lock()
+	defer handles.mu.Unlock()
+	var idx uint32
+	if n := len(handles.free); n > 0 {
+		idx = handles.free[n-1]
+		handles.free = handles.free[:n-1]
+	} else {
+		idx = uint32(len(handles.gens))
+		handles.gens = append(handles.gens, 0)
+		var tbl []atomic.Pointer[handleSlot]
+		if p := handles.table.Load(); p != nil {
+			tbl = *p
+		}
+		if int(idx) >= len(tbl) {
+			grown := make([]atomic.Pointer[handleSlot], max(64, 2*len(tbl)))
+			for i := range tbl {
+				grown[i].Store(tbl[i].Load())
+			}
+			handles.table.Store(&grown)
+		}
+	}
+	gen := handles.gens[idx] + 1
+	if gen == 0 {
+		gen = 1 // a handle is never 0 (NULL)
+	}
+	handles.gens[idx] = gen
+	(*handles.table.Load())[idx].Store(&handleSlot{gen: gen, v: v})
+	return uintptr(idx) | uintptr(gen)<<32
+}
+
+// slotOf returns the slot a handle names while it is live.
+func slotOf(p unsafe.Pointer) (*atomic.Pointer[handleSlot], *handleSlot) {
+	h := uint64(uintptr(p))
+	idx, gen := h&(1<<32-1), uint32(h>>32)
+	tbl := handles.table.Load()
+	if tbl == nil || idx >= uint64(len(*tbl)) {
+		return nil, nil
+	}
+	slot := &(*tbl)[idx]
+	if e := slot.Load(); e != nil && e.gen == gen {
+		return slot, e
+	}
+	return nil, nil
 }
 
 func lookupHandle(p unsafe.Pointer) (any, bool) {
-	h := uintptr(p)
-	handles.RLock()
-	_, ok := handles.live[h]
-	handles.RUnlock()
-	if !ok {
-		return nil, false
+	if _, e := slotOf(p); e != nil {
+		return e.v, true
 	}
-	return cgo.Handle(h).Value(), true
+	return nil, false
 }
 
 // quantizerEntry is what a quant_quantizer handle holds.
@@ -136,20 +183,20 @@ func takeEntry[T any](p unsafe.Pointer, arg, what string) (*T, error) {
 	if p == nil {
 		return nil, invalid("%s: is NULL", arg)
 	}
-	h := uintptr(p)
-	handles.Lock()
-	defer handles.Unlock()
-	if _, ok := handles.live[h]; !ok {
+	handles.mu.Lock()
+	defer handles.mu.Unlock()
+	slot, e := slotOf(p)
+	if e == nil {
 		return nil, host.Errorf(errInvalidHandle, "%s: %p is not a live %s (freed, or not from libquant)", arg, p, what)
 	}
-	v := cgo.Handle(h).Value()
-	e, ok := v.(*T)
+	v, ok := e.v.(*T)
 	if !ok {
-		return nil, kindMismatch(arg, "a "+what, v)
+		return nil, kindMismatch(arg, "a "+what, e.v)
 	}
-	delete(handles.live, h)
-	cgo.Handle(h).Delete()
-	return e, nil
+	// Under mu the table is the one slotOf read (it only grows under mu).
+	slot.Store(nil)
+	handles.free = append(handles.free, uint32(uintptr(p)))
+	return v, nil
 }
 
 func quantizerHandle(e *quantizerEntry) *C.quant_quantizer {

@@ -98,6 +98,16 @@ static void test_quantizer_create(void) {
   EXPECT_ERR(quant_quantizer_free(q), QUANT_ERROR_INVALID_HANDLE, "not a live quantizer");
   EXPECT_ERR(quant_quantizer_free((quant_quantizer *)(void *)&usage), QUANT_ERROR_INVALID_HANDLE, "quantizer");
   EXPECT_OK(quant_quantizer_free(NULL));
+  /* A new object may take the freed one's slot: the old handle stays dead. */
+  {
+    quant_quantizer *q2 = NULL;
+    EXPECT_OK(quant_quantizer_create(&c, &q2));
+    CHECK(q2 != q);
+    EXPECT_ERR(quant_quantizer_set_usage(q, 1), QUANT_ERROR_INVALID_HANDLE, "not a live quantizer");
+    EXPECT_ERR(quant_quantizer_free(q), QUANT_ERROR_INVALID_HANDLE, "not a live quantizer");
+    EXPECT_OK(quant_quantizer_set_usage(q2, QUANT_USAGE_ROWWISE));
+    EXPECT_OK(quant_quantizer_free(q2));
+  }
 }
 
 static void test_layout(void) {
