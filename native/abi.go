@@ -156,8 +156,24 @@ func cBool(b bool) C.int32_t {
 	return 0
 }
 
+// dlDTypes is dlDType as a table indexed by dtype (lanes 0: no DLPack code):
+// the per-buffer lookup on every kernel call (issue #15: host time per call).
+var dlDTypes = func() (t [256]C.DLDataType) {
+	for d := range t {
+		if dt, err := dlDType(host.DType(d)); err == nil {
+			t[d] = dt
+		}
+	}
+	return t
+}()
+
 // tensorToC describes t.
 func tensorToC(t host.Tensor, c *C.quant_plugin_tensor) error {
+	return tensorRefToC(&t, c)
+}
+
+// tensorRefToC is tensorToC of a tensor it does not copy (a storage's buffers).
+func tensorRefToC(t *host.Tensor, c *C.quant_plugin_tensor) error {
 	if len(t.Shape) > C.QUANT_PLUGIN_MAX_DIMS {
 		return host.Errorf(host.ErrUnsupported, "tensor of rank %d: plugins take at most %d dims", len(t.Shape), C.QUANT_PLUGIN_MAX_DIMS)
 	}
@@ -173,7 +189,7 @@ func tensorToC(t host.Tensor, c *C.quant_plugin_tensor) error {
 
 // tensor2DToC describes t as its 2-D view [m, k] (an input).
 func tensor2DToC(t host.Tensor, m, k int64, c *C.quant_plugin_tensor) error {
-	if err := tensorHeadToC(t, c); err != nil {
+	if err := tensorHeadToC(&t, c); err != nil {
 		return err
 	}
 	c.ndim = 2
@@ -181,9 +197,10 @@ func tensor2DToC(t host.Tensor, m, k int64, c *C.quant_plugin_tensor) error {
 	return nil
 }
 
-func tensorHeadToC(t host.Tensor, c *C.quant_plugin_tensor) error {
-	dt, err := dlDType(t.DType)
-	if err != nil {
+func tensorHeadToC(t *host.Tensor, c *C.quant_plugin_tensor) error {
+	dt := dlDTypes[t.DType]
+	if dt.lanes == 0 {
+		_, err := dlDType(t.DType)
 		return err
 	}
 	c.data = t.Ptr
@@ -201,9 +218,10 @@ func storageToC(st *host.Storage, c *C.quant_plugin_storage) error {
 		return host.Errorf(host.ErrUnsupported, "storage of %s has %d buffers: plugins take at most %d", st.FormatName(), len(st.Buffers), C.QUANT_PLUGIN_MAX_BUFFERS)
 	}
 	c.num_buffers = C.uint32_t(len(st.Buffers))
-	for i, b := range st.Buffers {
+	for i := range st.Buffers {
+		b := &st.Buffers[i] // not a copy of each Buffer
 		c.kinds[i] = C.int32_t(b.Kind)
-		if err := tensorToC(b.Tensor, &c.buffers[i]); err != nil {
+		if err := tensorRefToC(&b.Tensor, &c.buffers[i]); err != nil {
 			return err
 		}
 	}
