@@ -17,6 +17,10 @@ type QTensor struct {
 	// hybrid tensors came from a hybrid quantizer: a missing direction cannot be
 	// derived from the other one, whose format differs (spec §7.4).
 	hybrid bool
+	// req is the kernels' request of a quantize into t, used under mu (or
+	// before t is published): a pointer the kernels' interface call would
+	// otherwise allocate or take from a pool on every call (issue #15).
+	req QuantizeRequest
 }
 
 // Shape returns a copy of the logical shape.

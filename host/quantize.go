@@ -1,7 +1,5 @@
 package host
 
-import "sync"
-
 // SharedStorage is implemented by specs whose one buffer serves both directions
 // (identity, spec §8.4): a plain quantizer of such a spec allocates one storage.
 type SharedStorage interface {
@@ -53,7 +51,7 @@ func (q *Quantizer) QuantizeUsage(in Tensor, opts QuantizeOptions, usage Usage) 
 	m, k := Flatten2D(in.Shape)
 	t := &QTensor{shape: append([]int64(nil), in.Shape...), m: m, k: k, device: in.Device,
 		srcDType: in.DType, persistent: opts.Persistent, hybrid: q.hybrid}
-	dirs, err := q.run(in, m, k, usage, [2]*Storage{}, opts)
+	dirs, err := q.run(in, m, k, usage, [2]*Storage{}, opts, &t.req)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +124,7 @@ func (q *Quantizer) QuantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTen
 			reuse[d] = nil
 		}
 	}
-	dirs, err := q.run(in, m, k, usage, reuse, opts)
+	dirs, err := q.run(in, m, k, usage, reuse, opts, &dst.req)
 	if err != nil {
 		return err
 	}
@@ -148,11 +146,11 @@ func (q *Quantizer) QuantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTen
 // and allocating the rest. On error it frees what it allocated. It has no
 // defer: a function whose defers cannot be open-coded (too many returns) pays
 // the runtime's defer machinery on every call (issue #15: host time per call).
-func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, opts QuantizeOptions) ([2]*Storage, error) {
+func (q *Quantizer) run(in Tensor, m, k int64, usage Usage, reuse [2]*Storage, opts QuantizeOptions, req *QuantizeRequest) ([2]*Storage, error) {
 	if usage == 0 {
 		return [2]*Storage{}, Errorf(ErrInvalidArgument, "quantizer: usage is empty")
 	}
-	r := runState{q: q, in: in, m: m, k: k, reuse: reuse, opts: opts, specs: q.specsFor(in.DType)}
+	r := runState{q: q, in: in, m: m, k: k, reuse: reuse, opts: opts, specs: q.specsFor(in.DType), req: req}
 	var out [2]*Storage
 	var err error
 	if q.hybrid {
@@ -310,6 +308,9 @@ type runState struct {
 	respecified [2]*Storage
 	oldSpecs    [2]Spec
 	nrespec     int
+	// req is the request the kernels get: the destination tensor's, which the
+	// run holds exclusively (issue #15: no pool, no allocation per call).
+	req *QuantizeRequest
 }
 
 func (r *runState) storage(d Direction) (*Storage, error) {
@@ -339,19 +340,16 @@ func (r *runState) undo() {
 	}
 }
 
-var requests = sync.Pool{New: func() any { return new(QuantizeRequest) }}
-
 func (r *runState) quantize(d Direction, src Tensor, outs [2]*Storage) error {
 	spec := r.specs[d]
 	kern, err := r.q.kernels(d, spec, r.in.Device)
 	if err != nil {
 		return err
 	}
-	req := requests.Get().(*QuantizeRequest)
+	req := r.req
 	*req = QuantizeRequest{Spec: spec, Input: src, M: r.m, K: r.k, Out: outs,
 		AmaxIn: r.opts.AmaxIn, State: r.q.states[d], Stream: r.opts.Stream}
 	err = kern.Quantize(req)
-	*req = QuantizeRequest{}
-	requests.Put(req)
+	*req = QuantizeRequest{} // holds no references past the call
 	return err
 }
