@@ -1,6 +1,8 @@
 /* The C-level cost of the calls bench/python_overhead.py times from Python:
- * quant_quantize (+ quant_qtensor_free) of a 128x256 FP32 tensor and a small
- * quant_gemm, with the same inputs. Prints "name ns_per_call" lines.
+ * quant_quantize (+ quant_qtensor_free) of a 128x256 FP32 tensor, a
+ * quant_quantize_into of a 1x32 one (the per-call cost of a re-quantize,
+ * the kernel's work negligible) and a small quant_gemm, with the same inputs.
+ * Prints "name ns_per_call" lines.
  * Built and run by bench/python_overhead.py. */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -46,7 +48,7 @@ static int cmp(const void *a, const void *b) {
 int main(int argc, char **argv) {
   const char *fmt = argc > 1 ? argv[1] : "fp8";
   int iters = argc > 2 ? atoi(argv[2]) : 2000, reps = 15, r, i;
-  int64_t xs[2] = {128, 256}, as[2] = {32, 64}, bs[2] = {32, 64}, ds[2] = {32, 32};
+  int64_t xs[2] = {128, 256}, ss[2] = {1, 32}, as[2] = {32, 64}, bs[2] = {32, 64}, ds[2] = {32, 32};
   float *x = malloc(sizeof(float) * 128 * 256), a[32 * 64], b[32 * 64], d[32 * 32];
   double t[15];
   quant_quantizer_config c;
@@ -72,6 +74,17 @@ int main(int argc, char **argv) {
   }
   qsort(t, reps, sizeof t[0], cmp);
   printf("quantize %.1f\n", t[0]);
+
+  xt = f32(x, 2, ss);
+  CHECK(quant_quantize(q, &xt, NULL, &qt));
+  for (r = 0; r < reps; r++) {
+    double t0 = now_ns();
+    for (i = 0; i < iters; i++) CHECK(quant_quantize_into(q, &xt, NULL, qt));
+    t[r] = (now_ns() - t0) / iters;
+  }
+  qsort(t, reps, sizeof t[0], cmp);
+  printf("quantize_into %.1f\n", t[0]);
+  CHECK(quant_qtensor_free(qt));
 
   at = f32(a, 2, as);
   bt = f32(b, 2, bs);

@@ -6,6 +6,8 @@ same calls from a C program), then times from Python, on the same inputs:
   - quantize of a 128x256 FP32 tensor (Quantizer.quantize on a NumPy array and
     on a torch CPU tensor; the QTensor is freed when dropped, as the C loop
     frees it);
+  - quantize_into of a 1x32 FP32 tensor into a QTensor made once (the per-call
+    cost of a re-quantize: the kernel's work is negligible there);
   - gemm of small quantized operands (32x64 x (32x64)^T into a preallocated out);
   - an empty ctypes call (quant_abi_version), the floor of any ctypes binding;
 and each call once more through bare ctypes (a prebuilt DLTensor, no package
@@ -119,6 +121,17 @@ def main() -> None:
         rows.append(("quantize 128x256 fp32 (torch CPU)", "quantize", pt, bt))
     except ImportError:
         pass
+    xs = x.reshape(-1)[:32].reshape(1, 32).copy()
+    ts = q.quantize(xs)
+    xsd = _dlpack.as_dltensor(xs)
+    tsh = ts.handle
+    quantize_into = lib.quant_quantize_into
+
+    def bare_quantize_into() -> None:
+        quantize_into(qh, C.byref(xsd.dl), None, tsh)
+
+    pi, bi = interleaved([lambda: q.quantize_into(xs, ts), bare_quantize_into], iters)
+    rows.append(("quantize_into 1x32 fp32 (NumPy), dst given", "quantize_into", pi, bi))
     pg, bg = interleaved([lambda: lq.gemm(qa, qb, trans_b=True, out=d), bare_gemm], iters)
     rows.append(("gemm 32x64 x (32x64)^T, out given", "gemm", pg, bg))
     (pe,) = interleaved([empty], iters * 10)
