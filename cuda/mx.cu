@@ -792,7 +792,12 @@ __device__ __forceinline__ float mx4_amax(const uint32_t *w, uint32_t m16) {
 template <typename T, bool ROW, bool COL, int MINB, bool PREF, bool EDGE, typename G>
 __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid_constant__ G grp) {
   using R = Raw16<T>;
-  __shared__ __align__(16) uint16_t tile[COL ? kXR * kXC : 8];
+  // kAsync: the aligned instance with a columnwise direction copies each
+  // sub-tile into shared memory with cp.async, the next one while the CTA
+  // works on this one (two buffers): bytes in flight without registers. The
+  // row phase reads its chunk back from there.
+  constexpr bool kAsync = !EDGE && COL;
+  __shared__ __align__(16) uint16_t tile[COL ? (kAsync ? 2 : 1) * kXR * kXC : 8];
   __shared__ __align__(16) uint4 ccodes[COL ? 2 : 1][kXC + 4];      // [32-row half][column]: 32 codes
   __shared__ __align__(4) uint8_t csc[COL ? 2 * kXS : 1][kXC + 4];  // [32-row block of the strip][column]
   __shared__ __align__(16) uint4 stage[EDGE && ROW && COL ? kThreads / 32 * 8 * kRowChunks : 1];  // EDGE interior: each warp's next rows
@@ -821,11 +826,43 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
   const bool inner = EDGE && ROW && COL && p.vec != kRowsScalar && c0 + kXC <= p.k && rs + (int64_t)kXR * nsub < p.m;
   // (Addresses recomputed where used: live across the loop, they made the
   // both-directions instance spill.)
-  if (inner) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], (const T *)p.in + (rs + (t >> 5)) * p.k + c0, 16 * p.k);
+  // kAsync: sub-tile rows r0s .. into buffer b; the 1024 chunks of 16 bytes
+  // lane after lane, so that one warp instruction copies two whole rows.
+  auto issue = [&](int64_t r0s, int b) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int ci = 256 * i + t, row = ci >> 4, ch = ci & 15;
+      if (r0s + row < p.m && c0 + 8 * ch < p.k)
+        cp_async16(&tile[b * kXR * kXC + swz(row, 8 * ch)], (const T *)p.in + (r0s + row) * p.k + c0 + 8 * ch);
+    }
+    cp_async_commit();
+  };
+  if (kAsync) issue(rs, 0);
+  else if (inner) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], (const T *)p.in + (rs + (t >> 5)) * p.k + c0, 16 * p.k);
   else load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   for (int sub = 0; sub < nsub; sub++) {
     const int64_t r0 = rs + (int64_t)sub * kXR, r = r0 + lr;
+    const uint16_t *cur = &tile[kAsync ? (sub & 1) * kXR * kXC : 0];
+    if (kAsync) {
+      // The buffer the next copy overwrites was last read before the
+      // previous sub-tile's second barrier.
+      if (sub + 1 < nsub) {
+        issue(r0 + kXR, (sub + 1) & 1);
+        cp_async_wait_1();
+      } else {
+        cp_async_wait_all();
+      }
+      __syncthreads();
+      if (ROW && r < p.m && c < p.k) {
+        const int x = ((q >> 1) & 1) | ((lr & 1) << 1);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          uint4 u = *reinterpret_cast<const uint4 *>(&cur[lr * 128 + 32 * q + 8 * (j ^ x)]);
+          w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
+        }
+      }
+    }
     if (inner) {
       // The warp's rows r0 + w + 8i share one offset.
       const T *row0 = (const T *)p.in + (r0 + (t >> 5)) * p.k + c0;
@@ -833,7 +870,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
       if (sub + 1 < nsub) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], row0 + kXR * p.k, 16 * p.k);
     }
     if (PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kXR, c, wn);
-    if (COL) store_chunk_swz<EDGE>(tile, lr, q, w);
+    if (COL && !kAsync) store_chunk_swz<EDGE>(tile, lr, q, w);
     if (ROW && r < p.m && c < p.k) {
       uint32_t m16 = max(mag16(&w[0]), mag16(&w[8]));
       float amax = mx4_amax<T>(w, m16);
@@ -849,7 +886,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
       p.row_s.buf[p.row_s.index(r, c / 32)] = (uint8_t)e8;
     }
     if (COL) {
-      __syncthreads();
+      if (!kAsync) __syncthreads();
       // Thread t: column t%128 of the sub-tile, rows 32·hb .. 32·hb+31 (hb =
       // t/128), gathered as 16 words of row pairs so that the block is
       // handled exactly as a row block (16 registers; with column pairs of
@@ -861,7 +898,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
           uint32_t wp[16];
 #pragma unroll
           for (int i = 0; i < 16; i++)
-            wp[i] = (uint32_t)tile[swz<EDGE>(32 * hb + 2 * i, col)] | ((uint32_t)tile[swz<EDGE>(32 * hb + 2 * i + 1, col)] << 16);
+            wp[i] = (uint32_t)cur[swz<EDGE>(32 * hb + 2 * i, col)] | ((uint32_t)cur[swz<EDGE>(32 * hb + 2 * i + 1, col)] << 16);
           // BF16: the words opaque, so that the packed encode (words) and
           // the reference one (values) share them instead of keeping the 32
           // halves as well (that spilled 130-220 bytes at 64 registers).
@@ -891,7 +928,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
         }
       }
     }
-    if (sub + 1 < nsub && !inner) {
+    if (sub + 1 < nsub && !inner && !kAsync) {
       if (PREF) {
 #pragma unroll
         for (int j = 0; j < 16; j++) w[j] = wn[j];

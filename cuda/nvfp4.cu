@@ -561,7 +561,12 @@ template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool 
 __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid_constant__ G grp) {
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
-  __shared__ __align__(16) uint16_t tile[COL ? kFR * kFC : 8];
+  // kAsync: the aligned instance with a columnwise direction copies each
+  // sub-tile into shared memory with cp.async, the next one while the CTA
+  // works on this one (two buffers): bytes in flight without registers. The
+  // row phase reads its chunk back from there.
+  constexpr bool kAsync = !EDGE && COL;
+  __shared__ __align__(16) uint16_t tile[COL ? (kAsync ? 2 : 1) * kFR * kFC : 8];
   __shared__ float enc_tab[2][128];
   __shared__ uint32_t red[TWO_D && !EDGE ? kThreads / 32 : 1][8];
   __shared__ __align__(16) uint32_t redx[TWO_D && EDGE ? kFR / 16 : 1][8][kThreads / 32];
@@ -582,7 +587,19 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
   const int lr = EDGE ? (t >> 5) + 8 * ((t & 31) >> 2) : t >> 2, q = t & 3;
   const int64_t c = c0 + 32 * q;
   uint32_t w[16], wn[16];
-  load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
+  // kAsync: sub-tile rows r0s .. into buffer b; the 1024 chunks of 16 bytes
+  // lane after lane, so that one warp instruction copies two whole rows.
+  auto issue = [&](int64_t r0s, int b) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int ci = 256 * i + t, row = ci >> 4, ch = ci & 15;
+      if (r0s + row < p.m && c0 + 8 * ch < p.k)
+        cp_async16(&tile[b * kFR * kFC + swz(row, 8 * ch)], (const T *)p.in + (r0s + row) * p.k + c0 + 8 * ch);
+    }
+    cp_async_commit();
+  };
+  if (kAsync) issue(rs, 0);
+  else load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   // Global scales and the enc_b tables (rowwise in [0], columnwise in [1]).
   float arow = 0.0f, acol = 0.0f;
@@ -599,10 +616,29 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
   for (int sub = 0; sub < nsub; sub++) {
     const int64_t r0 = rs + (int64_t)sub * kFR, r = r0 + lr;
     const bool b0 = r < p.m && c < p.k, b1 = r < p.m && c + 16 < p.k;
-    if (PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
+    const uint16_t *cur = &tile[kAsync ? (sub & 1) * kFR * kFC : 0];
+    if (kAsync) {
+      // The buffer the next copy overwrites was last read before the
+      // previous sub-tile's second barrier.
+      if (sub + 1 < nsub) {
+        issue(r0 + kFR, (sub + 1) & 1);
+        cp_async_wait_1();
+      } else {
+        cp_async_wait_all();
+      }
+      __syncthreads();
+      // (Rows and columns outside the tensor: stale, never used.)
+      const int x = ((q >> 1) & 1) | ((lr & 1) << 1);
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        uint4 u = *reinterpret_cast<const uint4 *>(&cur[lr * 128 + 32 * q + 8 * (j ^ x)]);
+        w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
+      }
+    }
+    if (!kAsync && PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
 
     // The raw sub-tile into shared memory for the columnwise pass.
-    if (COL) store_chunk_swz<EDGE>(tile, lr, q, w);
+    if (COL && !kAsync) store_chunk_swz<EDGE>(tile, lr, q, w);
 
     // Row blocks: amax (NaN ignored) and NaN flags.
     float bam[2];
@@ -648,7 +684,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
         red[t >> 5][2 * q + 1] = m1;
       }
     }
-    if (COL || TWO_D || sub == 0) __syncthreads();  // the tile, red; enc_tab the first time
+    if ((COL && !kAsync) || TWO_D || (sub == 0 && !kAsync)) __syncthreads();  // the tile, red; enc_tab the first time
 
     // Rowwise: 16 bytes of codes and 2 scale bytes per thread.
     if (ROW && b0) {
@@ -699,7 +735,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
       if (c0 + 2 * pp < p.k && r0 + 16 * rb < p.m) {
         uint32_t wc[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&tile[swz<EDGE>(16 * rb + i, 2 * pp)]);
+        for (int i = 0; i < 16; i++) wc[i] = *reinterpret_cast<const uint32_t *>(&cur[swz<EDGE>(16 * rb + i, 2 * pp)]);
         uint32_t mm = wc[0] & 0x7FFF7FFFu;
 #pragma unroll
         for (int i = 1; i < 16; i++) mm = vmax_u16x2(mm, wc[i] & 0x7FFF7FFFu);
@@ -746,7 +782,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
       }
     }
     if (TWO_D && !COL) __syncthreads();  // red/redx is rewritten next round
-    if (sub + 1 < nsub) {
+    if (sub + 1 < nsub && !kAsync) {
       if (PREF) {
 #pragma unroll
         for (int j = 0; j < 16; j++) w[j] = wn[j];

@@ -525,6 +525,52 @@ func TestRaggedShapesMatchCPU(t *testing.T) {
 	}
 }
 
+// alignedStripShapes: whole 32-element blocks (the fast kernels' aligned
+// instance) over enough 64×128 sub-tiles that the mxfp4 and nvfp4 fast
+// kernels run strips of 4 ([4128, 2144]) and 2 ([2080, 2304]) sub-tiles,
+// whose columnwise instances copy the next sub-tile into shared memory
+// (cp.async, two buffers) while they process the current one; each last
+// strip holds one sub-tile of 32 rows, and [4128, 2144]'s last column of
+// sub-tiles 96 columns. (The first shapes all run strips of one.)
+var alignedStripShapes = [][2]int64{{4128, 2144}, {2080, 2304}}
+
+// TestAlignedStripsMatchCPU: GPU bytes = CPU bytes at alignedStripShapes for
+// the MXFP4 and NVFP4 configs the fast kernels serve with a columnwise
+// direction (16-bit input, no stochastic rounding, no RHT).
+func TestAlignedStripsMatchCPU(t *testing.T) {
+	needGPU(t)
+	all := configs()
+	for _, format := range []string{"mxfp4", "nvfp4"} {
+		if _, err := host.LookupFormat(format); err != nil {
+			t.Logf("SKIP %s: not registered", format)
+			continue
+		}
+		for _, c := range all[format] {
+			if c.p.StochasticRounding || c.p.RHT != host.RHTOff {
+				continue
+			}
+			for _, usage := range []host.Usage{host.BothUsages, host.Columnwise} {
+				for _, dt := range []host.DType{host.BFloat16, host.Float16} {
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", format, c.name, usage, dt), func(t *testing.T) {
+						p := c.p
+						p.Format = format
+						q, err := host.NewQuantizer(p, usage)
+						require.NoError(t, err)
+						defer q.Release()
+						for si, sh := range alignedStripShapes {
+							kind := []string{"wide", "adversarial"}[si]
+							x := input(t, dt, kind, sh[0], sh[1], uint64(2000+si))
+							what := fmt.Sprintf("%v %s", sh, kind)
+							cq, gq := quantizeBoth(t, q, q, x, byte(0x3C+si), nil)
+							compareTensors(t, what, cq, gq)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestAmaxAndCallerAmaxMatchCPU: the amax pass, and quantize with a caller's
 // amax (options.amax, e.g. after an all-reduce).
 func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {

@@ -1,0 +1,46 @@
+#!/bin/bash
+# A/B of CUDA plugin variants linked on the device from objects built here
+# (the carry limit leaves no room for two whole plugins beside libquant.so):
+#
+#   VARIANTS="A B" TEST_VARIANT=B RUN='TestX|TestY' BENCH='...' bash bench/ab_plugins.sh
+#
+# Expects build/ab/common.tar.xz (the objects every variant shares),
+# build/ab/<V>.tar.xz (each variant's own objects), build/final/libquant.so.xz
+# and build/final/gputest.test.xz. Runs the GPU tests matching RUN against
+# TEST_VARIANT's plugin (if RUN is set), then BENCH's gpu_quantize.py
+# arguments (if set) for every variant in turn, ROUNDS times (default 2),
+# each row labelled with its variant. Logs under $OUT.
+set -u
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
+W=/tmp/ab
+log() { echo "== $(date -u +%T) [${SECONDS}s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
+mkdir -p $W
+xz -dc build/final/libquant.so.xz > $W/libquant.so
+xz -dc build/final/gputest.test.xz > $W/gputest.test && chmod +x $W/gputest.test
+for v in common $VARIANTS; do mkdir -p $W/obj_$v && tar -xJf build/ab/$v.tar.xz -C $W/obj_$v; done
+for v in $VARIANTS; do
+  mkdir -p $W/$v && cp $W/libquant.so $W/$v/
+  nvcc -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 -shared -cudart static \
+    -Xlinker --version-script=$PWD/cuda/libquant_cuda.map -o $W/$v/libquant_cuda.so $W/obj_common/*.o $W/obj_$v/*.o \
+    -L/usr/local/cuda/lib64 -lcublasLt -Xlinker -rpath,/usr/local/cuda/lib64 || { echo "link $v failed"; exit 1; }
+  log "linked $v"
+done
+if [ -n "${RUN:-}" ]; then
+  log "gputest ${TEST_VARIANT} ${RUN}"
+  LIBQUANT_CUDA_PLUGIN=$W/${TEST_VARIANT}/libquant_cuda.so LIBQUANT_LIBRARY=$W/${TEST_VARIANT}/libquant.so \
+    timeout ${TEST_TIMEOUT:-300} $W/gputest.test -test.count=1 -test.v -test.run "$RUN" > $OUT/gputest.log 2>&1
+  echo "gputest rc=$?"
+  echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest.log)"
+  grep -E '^\s*--- FAIL' $OUT/gputest.log | head -10; tail -2 $OUT/gputest.log
+fi
+if [ -n "${BENCH:-}" ]; then
+  for round in $(seq 1 ${ROUNDS:-2}); do
+    for v in $VARIANTS; do
+      log "bench round $round $v"; mkdir -p $W/q_${v}_$round
+      eval "timeout ${BENCH_TIMEOUT:-200} python3 bench/gpu_quantize.py --lib $W/$v/libquant.so --label $v --out $W/q_${v}_$round $BENCH" \
+        > $OUT/q_${v}_$round.log 2>&1
+      echo "rc=$?"; grep -E "exact=|MoE|copy|host|launch" $OUT/q_${v}_$round.log | cut -c1-200
+    done
+  done
+fi
