@@ -2,14 +2,15 @@
 # A/B of CUDA plugin variants linked on the device from objects built here
 # (the carry limit leaves no room for two whole plugins beside libquant.so):
 #
-#   VARIANTS="A B" TEST_VARIANT=B RUN='TestX|TestY' BENCH='...' bash bench/ab_plugins.sh
+#   VARIANTS="A B" TEST_VARIANT=B RUN='TestX|TestY' BENCH='...' EXTRA='...' bash bench/ab_plugins.sh
 #
 # Expects build/ab/common.tar.xz (the objects every variant shares),
 # build/ab/<V>.tar.xz (each variant's own objects), build/final/libquant.so.xz
 # and build/final/gputest.test.xz. Runs the GPU tests matching RUN against
 # TEST_VARIANT's plugin (if RUN is set), then BENCH's gpu_quantize.py
 # arguments (if set) for every variant in turn, ROUNDS times (default 2),
-# each row labelled with its variant. Logs under $OUT.
+# each row labelled with its variant, then EXTRA's arguments once against
+# TEST_VARIANT's plugin (if set). Logs under $OUT.
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 W=/tmp/ab
@@ -43,4 +44,9 @@ if [ -n "${BENCH:-}" ]; then
       echo "rc=$?"; grep -E "exact=|MoE|copy|host|launch" $OUT/q_${v}_$round.log | cut -c1-200
     done
   done
+fi
+if [ -n "${EXTRA:-}" ]; then  # one more gpu_quantize.py run, against TEST_VARIANT's plugin
+  log "extra ${TEST_VARIANT}"; mkdir -p $W/extra
+  eval "timeout ${EXTRA_TIMEOUT:-300} python3 bench/gpu_quantize.py --lib $W/${TEST_VARIANT}/libquant.so --out $W/extra $EXTRA" > $OUT/extra.log 2>&1
+  echo "rc=$?"; grep -E "exact=|MoE|copy|host|launch" $OUT/extra.log | cut -c1-200
 fi

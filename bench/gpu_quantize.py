@@ -225,8 +225,8 @@ def time_gpu(fn, iters=50, warmup=5, min_ms=0.2):
     return statistics.median(s.elapsed_time(e) for s, e in times) / reps
 
 
-def copy_bandwidth():
-    n = 512 * 1024 * 1024  # 1 GiB of bf16
+def copy_bandwidth(n=512 * 1024 * 1024):
+    """Read+write GB/s of a device-to-device copy of n BF16 elements (default 1 GiB)."""
     x = torch.randn(n, dtype=torch.bfloat16, device="cuda")
     y = torch.empty_like(x)
     ms = time_gpu(lambda i: y.copy_(x), iters=30)
@@ -378,6 +378,11 @@ def main():
     shapes = [(8192, 8192), (2048, 7168)] if not args.quick else [(8192, 8192)]
     if args.shapes:
         shapes = [tuple(int(d) for d in sh.split("x")) for sh in args.shapes.split(",")]
+    # The same copy at each shape's size: what a kernel of that size reaches
+    # at best (a short kernel pays its launch, ramp and tail on fewer bytes).
+    shape_copy = {sh: copy_bandwidth(sh[0] * sh[1]) for sh in shapes}
+    for sh, bw in shape_copy.items():
+        print("copy of a %dx%d BF16 tensor: %.0f GB/s (%.0f%% of the large copy)" % (sh[0], sh[1], bw, 100 * bw / copy_bw))
     compile_left = args.compile_budget
     for name, fmt, fields, reads in FORMATS:
         if wanted and name not in wanted:
@@ -528,6 +533,8 @@ def main():
              "| shape | format | usage | exact vs CPU | ms | GB/s | of copy | of two-read bound | amax pass ms | torch.compile ms | speedup |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines.insert(1, "\"exact vs CPU\": GPU bytes = CPU bytes at (256 + M mod 256) x (512 + K mod 512), the row's raggedness (exact_shape).")
+    lines.insert(2, "Copy of one tensor of the shape (same run; \"of copy\" is against the large copy): " + ", ".join(
+        "%dx%d %.0f GB/s (%.0f%%)" % (sh[0], sh[1], bw, 100 * bw / copy_bw) for sh, bw in shape_copy.items()) + ".")
     for r in rows:
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["shape"], r["format"], r["usage"], r.get("exact"), f2(r.get("ms"), 3), f2(r.get("gbs"), 0),
@@ -555,7 +562,7 @@ def main():
     with open(os.path.join(args.out, "bench_gpu.md"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(args.out, "bench_gpu.json"), "w") as f:
-        json.dump({"device": dev, "date": date, "copy_gbs": copy_bw, "rows": rows, "moe": moe,
+        json.dump({"device": dev, "date": date, "copy_gbs": copy_bw, "shape_copy_gbs": {"%dx%d" % sh: bw for sh, bw in shape_copy.items()}, "rows": rows, "moe": moe,
                    "overhead_us": overhead, "command": " ".join(sys.argv)}, f, indent=1, default=str)
 
 

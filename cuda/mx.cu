@@ -792,12 +792,13 @@ __device__ __forceinline__ float mx4_amax(const uint32_t *w, uint32_t m16) {
 template <typename T, bool ROW, bool COL, int MINB, bool PREF, bool EDGE, typename G>
 __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid_constant__ G grp) {
   using R = Raw16<T>;
-  // kAsync: the aligned instance with a columnwise direction copies each
-  // sub-tile into shared memory with cp.async, the next one while the CTA
-  // works on this one (two buffers): bytes in flight without registers. The
-  // row phase reads its chunk back from there.
-  constexpr bool kAsync = !EDGE && COL;
-  __shared__ __align__(16) uint16_t tile[COL ? (kAsync ? 2 : 1) * kXR * kXC : 8];
+  // kAsync: the aligned instance copies each sub-tile into shared memory
+  // with cp.async, the next one while the CTA works on this one (two
+  // buffers): bytes in flight without registers. The row phase reads its
+  // chunk back from there. Warp w copies the rows its row phase holds (8w ..
+  // 8w+7), so that without a columnwise pass a warp barrier orders them.
+  constexpr bool kAsync = !EDGE;
+  __shared__ __align__(16) uint16_t tile[COL || kAsync ? (kAsync ? 2 : 1) * kXR * kXC : 8];
   __shared__ __align__(16) uint4 ccodes[COL ? 2 : 1][kXC + 4];      // [32-row half][column]: 32 codes
   __shared__ __align__(4) uint8_t csc[COL ? 2 * kXS : 1][kXC + 4];  // [32-row block of the strip][column]
   __shared__ __align__(16) uint4 stage[EDGE && ROW && COL ? kThreads / 32 * 8 * kRowChunks : 1];  // EDGE interior: each warp's next rows
@@ -826,12 +827,12 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
   const bool inner = EDGE && ROW && COL && p.vec != kRowsScalar && c0 + kXC <= p.k && rs + (int64_t)kXR * nsub < p.m;
   // (Addresses recomputed where used: live across the loop, they made the
   // both-directions instance spill.)
-  // kAsync: sub-tile rows r0s .. into buffer b; the 1024 chunks of 16 bytes
-  // lane after lane, so that one warp instruction copies two whole rows.
+  // kAsync: sub-tile rows r0s .. into buffer b; warp w's 128 chunks of 16
+  // bytes lane after lane, so that one warp instruction copies two whole rows.
   auto issue = [&](int64_t r0s, int b) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      const int ci = 256 * i + t, row = ci >> 4, ch = ci & 15;
+      const int ci = 32 * i + (t & 31), row = 8 * (t >> 5) + (ci >> 4), ch = ci & 15;
       if (r0s + row < p.m && c0 + 8 * ch < p.k)
         cp_async16(&tile[b * kXR * kXC + swz(row, 8 * ch)], (const T *)p.in + (r0s + row) * p.k + c0 + 8 * ch);
     }
@@ -848,12 +849,14 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
       // The buffer the next copy overwrites was last read before the
       // previous sub-tile's second barrier.
       if (sub + 1 < nsub) {
+        if (!COL) __syncwarp();  // (with COL: the previous sub-tile's barriers)
         issue(r0 + kXR, (sub + 1) & 1);
         cp_async_wait_1();
       } else {
         cp_async_wait_all();
       }
-      __syncthreads();
+      if (COL) __syncthreads();
+      else __syncwarp();
       if (ROW && r < p.m && c < p.k) {
         const int x = ((q >> 1) & 1) | ((lr & 1) << 1);
 #pragma unroll

@@ -528,15 +528,15 @@ func TestRaggedShapesMatchCPU(t *testing.T) {
 // alignedStripShapes: whole 32-element blocks (the fast kernels' aligned
 // instance) over enough 64×128 sub-tiles that the mxfp4 and nvfp4 fast
 // kernels run strips of 4 ([4128, 2144]) and 2 ([2080, 2304]) sub-tiles,
-// whose columnwise instances copy the next sub-tile into shared memory
+// whose aligned instances copy the next sub-tile into shared memory
 // (cp.async, two buffers) while they process the current one; each last
 // strip holds one sub-tile of 32 rows, and [4128, 2144]'s last column of
 // sub-tiles 96 columns. (The first shapes all run strips of one.)
 var alignedStripShapes = [][2]int64{{4128, 2144}, {2080, 2304}}
 
 // TestAlignedStripsMatchCPU: GPU bytes = CPU bytes at alignedStripShapes for
-// the MXFP4 and NVFP4 configs the fast kernels serve with a columnwise
-// direction (16-bit input, no stochastic rounding, no RHT).
+// the MXFP4 and NVFP4 configs the fast kernels serve (16-bit input, no
+// stochastic rounding, no RHT; a rowwise-only RHT quantize is the plain one).
 func TestAlignedStripsMatchCPU(t *testing.T) {
 	needGPU(t)
 	all := configs()
@@ -549,7 +549,7 @@ func TestAlignedStripsMatchCPU(t *testing.T) {
 			if c.p.StochasticRounding || c.p.RHT != host.RHTOff {
 				continue
 			}
-			for _, usage := range []host.Usage{host.BothUsages, host.Columnwise} {
+			for _, usage := range []host.Usage{host.BothUsages, host.Columnwise, host.Rowwise} {
 				for _, dt := range []host.DType{host.BFloat16, host.Float16} {
 					t.Run(fmt.Sprintf("%s/%s/%s/%s", format, c.name, usage, dt), func(t *testing.T) {
 						p := c.p
