@@ -713,15 +713,18 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
 }
 
 // ---------------------------------------------------------------------------
-// MXFP4 with BF16/FP16 input: the fast kernel. nvfp4.cu's nvfp4_fast_kernel
-// (see there) adapted to 32-element blocks and E8M0 scales: a CTA walks a
-// strip of 64×128 sub-tiles; a row-phase thread holds one
-// 32-element block (16 words of raw pairs, its amax and NaN test from
-// max.u16x2); the transpose goes through shared memory; every store instruction
-// writes whole 32-byte sectors (H100 run 2: the old kernel's columnwise pass,
-// with 16-byte stores of lanes in different rows and single scale bytes, made
-// six L2 write sectors per useful one). Same bytes as mx_quantize_kernel<T,
-// kE2M1>, which keeps FP32 input and misaligned buffers.
+// MXFP4 with BF16/FP16 input, and MXFP8 rowwise-only with aligned BF16/FP16
+// rows of whole blocks: the fast kernel. nvfp4.cu's nvfp4_fast_kernel (see
+// there) adapted to 32-element blocks and E8M0 scales: a CTA walks a strip of
+// 64×128 sub-tiles; a row-phase thread holds one 32-element block (16 words
+// of raw pairs, its amax and NaN test from max.u16x2); the transpose goes
+// through shared memory; every store instruction writes whole 32-byte
+// sectors (H100 run 2: the old kernel's columnwise pass, with 16-byte stores
+// of lanes in different rows and single scale bytes, made six L2 write
+// sectors per useful one). Same bytes as mx_quantize_kernel<T, EL>, which
+// keeps FP32 input, misaligned buffers and MXFP8's other cases. (MXFP8
+// rowwise there: a block is four lanes' 8 elements, so its amax takes two
+// shuffles and each lane derives the scale; here one thread has the block.)
 // ---------------------------------------------------------------------------
 constexpr int kXR = 64, kXC = 128, kXS = 8;
 
@@ -783,14 +786,34 @@ __device__ __forceinline__ float mx4_amax(const uint32_t *w, uint32_t m16) {
   return a;
 }
 
+// The 32 FP8 codes of one such block (spec §4: fl(x·f) rounded to the
+// element, f = e8m0_rcp(e8)), code i in byte i of o.
+template <typename T, int EL>
+__device__ __forceinline__ void mx8_encode32(const uint32_t *w, uint32_t e8, uint4 (&o)[2]) {
+  using R = Raw16<T>;
+  constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
+  const float f = e8m0_rcp(e8);
+  uint32_t c[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    c[i] = fp8x2<F>(__fmul_rn(R::lo(w[2 * i]), f), __fmul_rn(R::hi(w[2 * i]), f)) |
+           (fp8x2<F>(__fmul_rn(R::lo(w[2 * i + 1]), f), __fmul_rn(R::hi(w[2 * i + 1]), f)) << 16);
+  o[0] = make_uint4(c[0], c[1], c[2], c[3]);
+  o[1] = make_uint4(c[4], c[5], c[6], c[7]);
+}
+
 // EDGE: the instance for partial blocks or rows at any offset (spec §14):
 // rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one 16-byte
 // offset (shifted loads, load_chunk), and stores that check bounds and
 // alignment; without it the aligned code as measured.
 //
+// EL: kE2M1 (MXFP4, every instance), or kE4M3 / kE5M2 (MXFP8: rowwise only,
+// the aligned instance at any M; codes [M, K], spec §4.5).
+//
 // G: as mx_quantize_kernel's, with strips (of p.fs sub-tiles) as units.
-template <typename T, bool ROW, bool COL, int MINB, bool PREF, bool EDGE, typename G>
-__global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid_constant__ G grp) {
+template <typename T, int EL, bool ROW, bool COL, int MINB, bool PREF, bool EDGE, typename G>
+__global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_constant__ G grp) {
+  static_assert(EL == kE2M1 || (ROW && !COL && !EDGE), "MXFP8: the rowwise aligned instance");
   using R = Raw16<T>;
   // kAsync: the aligned instance copies each sub-tile into shared memory
   // with cp.async, the next one while the CTA works on this one (two
@@ -877,14 +900,22 @@ __global__ void __launch_bounds__(kThreads, MINB) mxfp4_fast_kernel(const __grid
     if (ROW && r < p.m && c < p.k) {
       uint32_t m16 = max(mag16(&w[0]), mag16(&w[8]));
       float amax = mx4_amax<T>(w, m16);
-      uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
-      uint4 o = mx4_encode32<T>(w, e8, amax, m16 > R::kInf);
-      if (EDGE) {
-        uint32_t ow[4] = {o.x, o.y, o.z, o.w};
-        if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
-        store_bytes(p.row + r * p.row_pitch + c / 2, ow, p.row_pitch - c / 2);
+      uint32_t e8 = mx_exponent<EL>(amax, p.floor);
+      if constexpr (EL != kE2M1) {
+        uint4 o[2];
+        mx8_encode32<T, EL>(w, e8, o);
+        uint4 *d = reinterpret_cast<uint4 *>(p.row + r * p.k + c);
+        d[0] = o[0];
+        d[1] = o[1];
       } else {
-        *reinterpret_cast<uint4 *>(p.row + (r * p.k + c) / 2) = o;
+        uint4 o = mx4_encode32<T>(w, e8, amax, m16 > R::kInf);
+        if (EDGE) {
+          uint32_t ow[4] = {o.x, o.y, o.z, o.w};
+          if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
+          store_bytes(p.row + r * p.row_pitch + c / 2, ow, p.row_pitch - c / 2);
+        } else {
+          *reinterpret_cast<uint4 *>(p.row + (r * p.k + c) / 2) = o;
+        }
       }
       p.row_s.buf[p.row_s.index(r, c / 32)] = (uint8_t)e8;
     }
@@ -988,15 +1019,21 @@ int mx4_subtiles(const G &grp) {
   }
 }
 
-// The fast MXFP4 kernel's launch (16-bit input): 4 CTAs/SM (64 registers), no
-// prefetch: the fastest of the variants measured on the H100 (cudaperf run 3,
-// bench/RESULTS.md; the others were removed with their benchmark switches).
-// One CTA per strip (grp's units).
-template <typename T, bool ROW, bool COL, typename G>
-void launch_mx4_fast(const G &grp, bool edge, cudaStream_t s) {
+// The fast kernel's launch (16-bit input): 4 CTAs/SM (64 registers), no
+// register prefetch: the fastest of the variants measured on the H100
+// (cudaperf run 3, bench/RESULTS.md; the others were removed with their
+// benchmark switches). One CTA per strip (grp's units). edge: MXFP4's EDGE
+// instance (MXFP8 takes this kernel only where it needs none).
+template <typename T, int EL, bool ROW, bool COL, typename G>
+void launch_mx_fast(const G &grp, bool edge, cudaStream_t s) {
   unsigned g = (unsigned)grp.total();
-  if (edge) mxfp4_fast_kernel<T, ROW, COL, 4, false, true, G><<<g, kThreads, 0, s>>>(grp);
-  else mxfp4_fast_kernel<T, ROW, COL, 4, false, false, G><<<g, kThreads, 0, s>>>(grp);
+  if constexpr (EL == kE2M1) {
+    if (edge) {
+      mx_fast_kernel<T, EL, ROW, COL, 4, false, true, G><<<g, kThreads, 0, s>>>(grp);
+      return;
+    }
+  }
+  mx_fast_kernel<T, EL, ROW, COL, 4, false, false, G><<<g, kThreads, 0, s>>>(grp);
 }
 
 // CTAs of mx_quantize_kernel<..., EDGE, RAGM, G> that fit on the GPU at once.
@@ -1051,9 +1088,9 @@ enum MxMode { kMxAligned = 0, kMxRaggedRows = 1, kMxEdge = 2 };
 
 template <typename T, int EL, bool ROW, bool COL, typename G>
 void launch_mx3(const G &grp, int mode, bool fast, cudaStream_t s) {
-  if constexpr (EL == kE2M1 && sizeof(T) == 2) {
+  if constexpr (sizeof(T) == 2 && (EL == kE2M1 || (ROW && !COL))) {
     if (fast) {
-      launch_mx4_fast<T, ROW, COL>(grp, mode != kMxAligned, s);
+      launch_mx_fast<T, EL, ROW, COL>(grp, mode != kMxAligned, s);
       return;
     }
   }
@@ -1197,11 +1234,22 @@ using namespace lq;
 
 namespace {
 
-// Whether an input takes the fast MXFP4 kernel (16-bit rows that load as
-// vectors, aligned or shifted).
-bool mx_fast(InType t, const MxGeom &g, const quant_plugin_tensor &in) {
-  return g.el == kE2M1 && t != InType::F32 && row_load_mode(in.data, in.shape[1], in_size(t)) != kRowsScalar;
+// Whether a quantize may take the fast kernel: MXFP4 with 16-bit rows that
+// load as vectors (aligned or shifted); MXFP8 rowwise only with aligned
+// 16-bit rows of whole blocks (mx_use_fast then asks for the aligned layout).
+bool mx_fast(InType t, const MxGeom &g, const quant_plugin_quantize_args &a) {
+  if (t == InType::F32) return false;
+  const int64_t k = a.input.shape[1];
+  const int mode = row_load_mode(a.input.data, k, in_size(t));
+  if (g.el == kE2M1) return mode != kRowsScalar;
+  return a.out[1].num_buffers == 0 && k % 32 == 0 && mode == kRowsAligned;
 }
+
+// Whether the kernel chosen (mode, after mx_prepare) is the fast one: MXFP4
+// wherever mx_fast says so, MXFP8 where its aligned instance serves (the
+// EDGE instance is MXFP4's alone; a misaligned or padded code buffer keeps
+// mx_quantize_kernel).
+bool mx_use_fast(bool fast, const MxGeom &g, int mode) { return fast && (g.el == kE2M1 || mode != kMxEdge); }
 
 // One tensor's parameters, checks and padding (zeroPadding), shared by the
 // single and the grouped quantize: *mode, the instance (MxMode) of the
@@ -1266,11 +1314,12 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
   LQ_TRY(check_device(a->input, "input", err));
   MxGeom g;
   LQ_TRY(mx_geom(a->params, &g, err));
-  const bool fast = mx_fast(t, g, a->input);
+  const bool may = mx_fast(t, g, *a);
   Single<MxParams> one;
   int mode;
-  LQ_TRY(mx_prepare(a, t, g, fast, &one.p, &mode, &one.n, err));
+  LQ_TRY(mx_prepare(a, t, g, may, &one.p, &mode, &one.n, err));
   if (one.n == 0) return QUANT_OK;
+  const bool fast = mx_use_fast(may, g, mode);
   if (fast) {
     one.p.fs = mx4_subtiles(one);
     one.n = mx4_strips(one.p.m, one.p.k, one.p.fs);
@@ -1291,8 +1340,8 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
   const quant_plugin_params *p0 = a->items[0].params;
   MxGeom g;
   LQ_TRY(mx_geom(p0, &g, err));
-  // The fast MXFP4 kernel serves the group where it serves every tensor.
-  bool fast = true;
+  // The fast kernel serves the group where it serves every tensor.
+  bool may = true;
   for (uint32_t i = 0; i < a->count; i++) {
     const quant_plugin_quantize_args *q = &a->items[i];
     InType ti;
@@ -1303,7 +1352,7 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
                      pi->scale_rounding != p0->scale_rounding || pi->gemm_swizzled_scales != p0->gemm_swizzled_scales))
       return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].params: another format, element, scale rounding or scale layout than items[0]", i);
     if (q->stream != a->stream) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].stream: not the group's stream", i);
-    fast = fast && mx_fast(t, g, q->input);
+    may = may && mx_fast(t, g, *q);
   }
   static MxGroup grp;  // ~22 KB: not on the stack; guarded by mu
   static std::mutex mu;
@@ -1320,7 +1369,7 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
       MxParams p;
       int e;
       int64_t tiles;
-      LQ_TRY(mx_prepare(q, t, g, fast, &p, &e, &tiles, err));
+      LQ_TRY(mx_prepare(q, t, g, may, &p, &e, &tiles, err));
       const bool row = q->out[0].num_buffers > 0, col = q->out[1].num_buffers > 0;
       if (base + j == 0) row0 = row, col0 = col;
       else if (row != row0 || col != col0)
@@ -1330,6 +1379,7 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
       grp.add(p, tiles);
     }
     if (grp.count == 0) continue;
+    const bool fast = mx_use_fast(may, g, mode);
     if (fast) {
       const int fs = mx4_subtiles(grp);
       for (int i = 0; i < grp.count; i++) {

@@ -526,7 +526,7 @@ func TestRaggedShapesMatchCPU(t *testing.T) {
 }
 
 // alignedStripShapes: whole 32-element blocks (the fast kernels' aligned
-// instance) over enough 64×128 sub-tiles that the mxfp4 and nvfp4 fast
+// instance) over enough 64×128 sub-tiles that the MX and NVFP4 fast
 // kernels run strips of 4 ([4128, 2144]) and 2 ([2080, 2304]) sub-tiles,
 // whose aligned instances copy the next sub-tile into shared memory
 // (cp.async, two buffers) while they process the current one; each last
@@ -536,11 +536,12 @@ var alignedStripShapes = [][2]int64{{4128, 2144}, {2080, 2304}}
 
 // TestAlignedStripsMatchCPU: GPU bytes = CPU bytes at alignedStripShapes for
 // the MXFP4 and NVFP4 configs the fast kernels serve (16-bit input, no
-// stochastic rounding, no RHT; a rowwise-only RHT quantize is the plain one).
+// stochastic rounding, no RHT; a rowwise-only RHT quantize is the plain one)
+// and MXFP8 rowwise (its one fast instance).
 func TestAlignedStripsMatchCPU(t *testing.T) {
 	needGPU(t)
 	all := configs()
-	for _, format := range []string{"mxfp4", "nvfp4"} {
+	for _, format := range []string{"mxfp4", "nvfp4", "mxfp8"} {
 		if _, err := host.LookupFormat(format); err != nil {
 			t.Logf("SKIP %s: not registered", format)
 			continue
@@ -550,6 +551,9 @@ func TestAlignedStripsMatchCPU(t *testing.T) {
 				continue
 			}
 			for _, usage := range []host.Usage{host.BothUsages, host.Columnwise, host.Rowwise} {
+				if format == "mxfp8" && usage != host.Rowwise {
+					continue
+				}
 				for _, dt := range []host.DType{host.BFloat16, host.Float16} {
 					t.Run(fmt.Sprintf("%s/%s/%s/%s", format, c.name, usage, dt), func(t *testing.T) {
 						p := c.p
@@ -557,8 +561,12 @@ func TestAlignedStripsMatchCPU(t *testing.T) {
 						q, err := host.NewQuantizer(p, usage)
 						require.NoError(t, err)
 						defer q.Release()
-						for si, sh := range alignedStripShapes {
-							kind := []string{"wide", "adversarial"}[si]
+						shs := alignedStripShapes
+						if format == "mxfp8" { // any M: a token count, the last sub-tile 61 rows
+							shs = append(append([][2]int64(nil), shs...), [2]int64{4157, 2144})
+						}
+						for si, sh := range shs {
+							kind := []string{"wide", "adversarial", "wide"}[si]
 							x := input(t, dt, kind, sh[0], sh[1], uint64(2000+si))
 							what := fmt.Sprintf("%v %s", sh, kind)
 							cq, gq := quantizeBoth(t, q, q, x, byte(0x3C+si), nil)
