@@ -727,6 +727,7 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
 // shuffles and each lane derives the scale; here one thread has the block.)
 // ---------------------------------------------------------------------------
 constexpr int kXR = 64, kXC = 128, kXS = 8;
+constexpr int kHS = 4;  // sub-tiles per strip at most (mx4_subtiles)
 
 // Codes of 8 values v[i]·f (lq_e2m1), element i in bits 4i.
 __device__ __forceinline__ uint32_t e2m1_ref_pack8(const float (&v)[8], float f) {
@@ -821,7 +822,14 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   // chunk back from there. Warp w copies the rows its row phase holds (8w ..
   // 8w+7), so that without a columnwise pass a warp barrier orders them.
   constexpr bool kAsync = !EDGE;
+  // kHoriz: the aligned rowwise-only instance walks strips of sub-tiles side
+  // by side (64 rows × 128·fs columns) rather than stacked, so that a row's
+  // 4·fs compact scale bytes are adjacent: they gather in rsc and leave as
+  // one store per row (a store per row and sub-tile wrote 4 bytes into its
+  // own 32-byte sector).
+  constexpr bool kHoriz = ROW && !COL && !EDGE;
   __shared__ __align__(16) uint16_t tile[COL || kAsync ? (kAsync ? 2 : 1) * kXR * kXC : 8];
+  __shared__ __align__(16) uint8_t rsc[kHoriz ? kXR : 1][4 * kHS];
   __shared__ __align__(16) uint4 ccodes[COL ? 2 : 1][kXC + 4];      // [32-row half][column]: 32 codes
   __shared__ __align__(4) uint8_t csc[COL ? 2 * kXS : 1][kXC + 4];  // [32-row block of the strip][column]
   __shared__ __align__(16) uint4 stage[EDGE && ROW && COL ? kThreads / 32 * 8 * kRowChunks : 1];  // EDGE interior: each warp's next rows
@@ -830,9 +838,11 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   const MxParams &p = grp.locate(blockIdx.x, &strip);
   const int fs = p.fs;
   const int64_t tiles_c = (p.k + kXC - 1) / kXC;
-  const int64_t rs = (strip / tiles_c) * (kXR * fs), c0 = (strip % tiles_c) * kXC;
-  const int64_t rows_left = p.m - rs;
-  const int nsub = rows_left >= kXR * fs ? fs : (int)((rows_left + kXR - 1) / kXR);
+  const int64_t strips_c = kHoriz ? (tiles_c + fs - 1) / fs : tiles_c;  // strips across the columns
+  const int64_t rs = (strip / strips_c) * (kHoriz ? kXR : kXR * fs), c0 = (strip % strips_c) * (kHoriz ? kXC * fs : kXC);
+  const int64_t rows_left = p.m - rs, tiles_left = tiles_c - c0 / kXC;
+  const int nsub = kHoriz ? (tiles_left >= fs ? fs : (int)tiles_left) : rows_left >= kXR * fs ? fs : (int)((rows_left + kXR - 1) / kXR);
+  const bool stage_s = kHoriz && !p.row_s.swizzled && !p.row_s.j_major;  // compact rowwise scales: through rsc
   // Row phase: thread t holds row lr = t/4 of the sub-tile (EDGE: row
   // w + 8·(lane/4) of warp w), the block of columns 32q .. 32q+31 (q = t%4).
   const int lr = EDGE ? (t >> 5) + 8 * ((t & 31) >> 2) : t >> 2, q = t & 3;
@@ -850,30 +860,34 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   const bool inner = EDGE && ROW && COL && p.vec != kRowsScalar && c0 + kXC <= p.k && rs + (int64_t)kXR * nsub < p.m;
   // (Addresses recomputed where used: live across the loop, they made the
   // both-directions instance spill.)
-  // kAsync: sub-tile rows r0s .. into buffer b; warp w's 128 chunks of 16
-  // bytes lane after lane, so that one warp instruction copies two whole rows.
-  auto issue = [&](int64_t r0s, int b) {
+  // kAsync: the sub-tile at rows r0s .., columns c0s .. into buffer b; warp
+  // w's 128 chunks of 16 bytes lane after lane, so that one warp instruction
+  // copies two whole rows.
+  auto issue = [&](int64_t r0s, int64_t c0s, int b) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const int ci = 32 * i + (t & 31), row = 8 * (t >> 5) + (ci >> 4), ch = ci & 15;
-      if (r0s + row < p.m && c0 + 8 * ch < p.k)
-        cp_async16(&tile[b * kXR * kXC + swz(row, 8 * ch)], (const T *)p.in + (r0s + row) * p.k + c0 + 8 * ch);
+      if (r0s + row < p.m && c0s + 8 * ch < p.k)
+        cp_async16(&tile[b * kXR * kXC + swz(row, 8 * ch)], (const T *)p.in + (r0s + row) * p.k + c0s + 8 * ch);
     }
     cp_async_commit();
   };
-  if (kAsync) issue(rs, 0);
+  if (kAsync) issue(rs, c0, 0);
   else if (inner) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], (const T *)p.in + (rs + (t >> 5)) * p.k + c0, 16 * p.k);
   else load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
   for (int sub = 0; sub < nsub; sub++) {
-    const int64_t r0 = rs + (int64_t)sub * kXR, r = r0 + lr;
+    const int64_t r0 = kHoriz ? rs : rs + (int64_t)sub * kXR, r = r0 + lr;
+    const int64_t cs = kHoriz ? c0 + (int64_t)sub * kXC : c0;  // the sub-tile's first column
+    const int64_t c = cs + 32 * q;
     const uint16_t *cur = &tile[kAsync ? (sub & 1) * kXR * kXC : 0];
     if (kAsync) {
       // The buffer the next copy overwrites was last read before the
       // previous sub-tile's second barrier.
       if (sub + 1 < nsub) {
         if (!COL) __syncwarp();  // (with COL: the previous sub-tile's barriers)
-        issue(r0 + kXR, (sub + 1) & 1);
+        if (kHoriz) issue(r0, cs + kXC, (sub + 1) & 1);
+        else issue(r0 + kXR, c0, (sub + 1) & 1);
         cp_async_wait_1();
       } else {
         cp_async_wait_all();
@@ -917,7 +931,8 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
           *reinterpret_cast<uint4 *>(p.row + (r * p.k + c) / 2) = o;
         }
       }
-      p.row_s.buf[p.row_s.index(r, c / 32)] = (uint8_t)e8;
+      if (kHoriz && stage_s) rsc[lr][4 * sub + q] = (uint8_t)e8;
+      else p.row_s.buf[p.row_s.index(r, c / 32)] = (uint8_t)e8;
     }
     if (COL) {
       if (!kAsync) __syncthreads();
@@ -972,6 +987,25 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
     }
   }
 
+  if (kHoriz && stage_s) {
+    // Lane i < 8 of warp w: row 8w + i's scale bytes of the strip (its warp
+    // wrote them), as one 16-byte store where the layout allows.
+    __syncwarp();
+    const int lane = t & 31, lrw = 8 * (t >> 5) + lane;
+    const int64_t r = rs + lrw, j0 = c0 / 32, nbj = ceil_div(p.k, 32) - j0;
+    const int nb = nbj < 4 * nsub ? (int)nbj : 4 * nsub;
+    if (lane < 8 && r < p.m) {
+      uint8_t *dst = p.row_s.buf + p.row_s.index(r, j0);
+      const uint8_t *src = rsc[lrw];
+      if (nb == 16 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+      } else if ((nb & 3) == 0 && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+        for (int i = 0; i < nb / 4; i++) reinterpret_cast<uint32_t *>(dst)[i] = reinterpret_cast<const uint32_t *>(src)[i];
+      } else {
+        for (int i = 0; i < nb; i++) dst[i] = src[i];
+      }
+    }
+  }
   if (COL) {
     // The strip's columnwise scales: column cc's blocks j0 .. are consecutive
     // bytes (compact layout; 4 at a time swizzled); thread t writes bytes
@@ -1002,18 +1036,20 @@ constexpr int kMaxGroup = 128;
 using MxGroup = Group<MxParams, kMaxGroup>;
 static_assert(sizeof(MxGroup) <= kMaxKernelParams, "an MX group must fit in a kernel's parameters");
 
-// The fast MXFP4 kernel's strips (units) of an [m, k] tensor at fs sub-tiles
-// per strip.
-int64_t mx4_strips(int64_t m, int64_t k, int fs) { return ceil_div(ceil_div(m, kXR), fs) * ceil_div(k, kXC); }
+// The fast kernel's strips (units) of an [m, k] tensor at fs sub-tiles per
+// strip, stacked, or side by side (horiz: its kHoriz instance).
+int64_t mx4_strips(int64_t m, int64_t k, int fs, bool horiz) {
+  return horiz ? ceil_div(m, kXR) * ceil_div(ceil_div(k, kXC), fs) : ceil_div(ceil_div(m, kXR), fs) * ceil_div(k, kXC);
+}
 
-// Sub-tiles per strip for tensors shapes[0 .. n): 4, fewer where that would
-// leave under two CTAs per SM's worth of work in all.
+// Sub-tiles per strip for the group's tensors: kHS (4), fewer where that
+// would leave under two CTAs per SM's worth of work in all.
 template <typename G>
-int mx4_subtiles(const G &grp) {
-  int fs = 4;
+int mx4_subtiles(const G &grp, bool horiz) {
+  int fs = kHS;
   for (;;) {
     int64_t strips = 0;
-    for (int i = 0; i < grp.size(); i++) strips += mx4_strips(grp.tensor(i).m, grp.tensor(i).k, fs);
+    for (int i = 0; i < grp.size(); i++) strips += mx4_strips(grp.tensor(i).m, grp.tensor(i).k, fs, horiz);
     if (fs == 1 || strips >= 2 * 132) return fs;
     fs /= 2;
   }
@@ -1085,6 +1121,10 @@ void launch_mx_tiles(const G &grp, cudaStream_t s) {
 // Which instance of the tiles' kernel (or of the fast MXFP4 one) a tensor or
 // a group needs: the most general one any of its tensors needs.
 enum MxMode { kMxAligned = 0, kMxRaggedRows = 1, kMxEdge = 2 };
+
+// Whether the fast kernel's instance for these directions and mode is
+// kHoriz (rowwise only, not MXFP4's EDGE instance).
+bool mx4_horiz(bool fp4, bool row, bool col, int mode) { return row && !col && !(fp4 && mode != kMxAligned); }
 
 template <typename T, int EL, bool ROW, bool COL, typename G>
 void launch_mx3(const G &grp, int mode, bool fast, cudaStream_t s) {
@@ -1321,8 +1361,9 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
   if (one.n == 0) return QUANT_OK;
   const bool fast = mx_use_fast(may, g, mode);
   if (fast) {
-    one.p.fs = mx4_subtiles(one);
-    one.n = mx4_strips(one.p.m, one.p.k, one.p.fs);
+    const bool horiz = mx4_horiz(g.el == kE2M1, one.p.row != nullptr, one.p.col != nullptr, mode);
+    one.p.fs = mx4_subtiles(one, horiz);
+    one.n = mx4_strips(one.p.m, one.p.k, one.p.fs, horiz);
   }
   launch_mx(t, one, g.el, one.p.row != nullptr, one.p.col != nullptr, mode, fast, stream_of(a->stream));
   LQ_LAUNCHED("mx quantize kernel launch");
@@ -1381,10 +1422,11 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
     if (grp.count == 0) continue;
     const bool fast = mx_use_fast(may, g, mode);
     if (fast) {
-      const int fs = mx4_subtiles(grp);
+      const bool horiz = mx4_horiz(g.el == kE2M1, row0, col0, mode);
+      const int fs = mx4_subtiles(grp, horiz);
       for (int i = 0; i < grp.count; i++) {
         grp.t[i].fs = fs;
-        grp.first[i + 1] = grp.first[i] + mx4_strips(grp.t[i].m, grp.t[i].k, fs);
+        grp.first[i + 1] = grp.first[i] + mx4_strips(grp.t[i].m, grp.t[i].k, fs, horiz);
       }
     }
     if (grp.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
