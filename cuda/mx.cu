@@ -85,7 +85,7 @@ struct MxParams {
   int floor;
   int vec;   // RowLoad: how input rows may be loaded
   int fs;    // the fast MXFP4 kernel: 64-row sub-tiles per CTA
-  int zpad;  // a scale buffer has padding for mx_quantize_kernel to zero (grouped: tile by tile)
+  int zpad;  // which scale buffers have padding (bit 0 rowwise, 1 columnwise), for the kernel or mx_zero_padding to zero
   int flat;  // MXFP8, rows kRowsShifted: code f of each code buffer is 8-byte aligned where element f is 16-byte aligned (mx8_flat_tile)
 };
 
@@ -933,6 +933,12 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
       }
       if (kHoriz && stage_s) rsc[lr][4 * sub + q] = (uint8_t)e8;
       else p.row_s.buf[p.row_s.index(r, c / 32)] = (uint8_t)e8;
+    } else if (kHoriz && r < p.row_s.pad_i && c / 32 < p.row_s.pad_j) {
+      // A padding scale (rows M .. pad_i, whose strips mx4_strips adds, or
+      // blocks past K): 0 (plugins/mxfp8 zeroPadding), so that no memset
+      // runs per call (a decode batch's scales are padded to 128 rows).
+      if (stage_s) rsc[lr][4 * sub + q] = 0;
+      else p.row_s.buf[p.row_s.index(r, c / 32)] = 0;
     }
     if (COL) {
       if (!kAsync) __syncthreads();
@@ -992,9 +998,9 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
     // wrote them), as one 16-byte store where the layout allows.
     __syncwarp();
     const int lane = t & 31, lrw = 8 * (t >> 5) + lane;
-    const int64_t r = rs + lrw, j0 = c0 / 32, nbj = ceil_div(p.k, 32) - j0;
+    const int64_t r = rs + lrw, j0 = c0 / 32, nbj = p.row_s.pad_j - j0;  // padding included
     const int nb = nbj < 4 * nsub ? (int)nbj : 4 * nsub;
-    if (lane < 8 && r < p.m) {
+    if (lane < 8 && r < p.row_s.pad_i) {
       uint8_t *dst = p.row_s.buf + p.row_s.index(r, j0);
       const uint8_t *src = rsc[lrw];
       if (nb == 16 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
@@ -1036,10 +1042,13 @@ constexpr int kMaxGroup = 128;
 using MxGroup = Group<MxParams, kMaxGroup>;
 static_assert(sizeof(MxGroup) <= kMaxKernelParams, "an MX group must fit in a kernel's parameters");
 
-// The fast kernel's strips (units) of an [m, k] tensor at fs sub-tiles per
-// strip, stacked, or side by side (horiz: its kHoriz instance).
-int64_t mx4_strips(int64_t m, int64_t k, int fs, bool horiz) {
-  return horiz ? ceil_div(m, kXR) * ceil_div(ceil_div(k, kXC), fs) : ceil_div(ceil_div(m, kXR), fs) * ceil_div(k, kXC);
+// The fast kernel's strips (units) of tensor p at fs sub-tiles per strip,
+// stacked, or side by side (horiz: its kHoriz instance, whose strips also
+// cover the rowwise scales' padding rows, which it zeroes).
+int64_t mx4_strips(const MxParams &p, int fs, bool horiz) {
+  if (!horiz) return ceil_div(ceil_div(p.m, kXR), fs) * ceil_div(p.k, kXC);
+  const int64_t rows = p.row_s.pad_i > p.m ? p.row_s.pad_i : p.m;
+  return ceil_div(rows, kXR) * ceil_div(ceil_div(p.k, kXC), fs);
 }
 
 // Sub-tiles per strip for the group's tensors: kHS (4), fewer where that
@@ -1049,7 +1058,7 @@ int mx4_subtiles(const G &grp, bool horiz) {
   int fs = kHS;
   for (;;) {
     int64_t strips = 0;
-    for (int i = 0; i < grp.size(); i++) strips += mx4_strips(grp.tensor(i).m, grp.tensor(i).k, fs, horiz);
+    for (int i = 0; i < grp.size(); i++) strips += mx4_strips(grp.tensor(i), fs, horiz);
     if (fs == 1 || strips >= 2 * 132) return fs;
     fs /= 2;
   }
@@ -1291,6 +1300,20 @@ bool mx_fast(InType t, const MxGeom &g, const quant_plugin_quantize_args &a) {
 // mx_quantize_kernel).
 bool mx_use_fast(bool fast, const MxGeom &g, int mode) { return fast && (g.el == kE2M1 || mode != kMxEdge); }
 
+// Whether the kernel chosen zeroes p's scale padding itself: all but the
+// fast kernel's instances with a columnwise direction or MXFP4's EDGE one.
+bool mx_kernel_zeroes(bool fast, const MxGeom &g, bool row, bool col, int mode) {
+  return !fast || mx4_horiz(g.el == kE2M1, row, col, mode);
+}
+
+// The scale padding of p (mx_prepare's p.zpad) zeroed by memsets, for a
+// kernel that does not zero it.
+int32_t mx_zero_padding(const MxParams &p, cudaStream_t s, quant_plugin_error *err) {
+  if (p.zpad & 1) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
+  if (p.zpad & 2) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
+  return QUANT_OK;
+}
+
 // One tensor's parameters, checks and padding (zeroPadding), shared by the
 // single and the grouped quantize: *mode, the instance (MxMode) of the
 // kernel that fast picks it needs; *tiles, its 32×256 tiles.
@@ -1315,19 +1338,20 @@ int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &
   // all the same.)
   if (!a->out[0].num_buffers && !a->out[1].num_buffers) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "out: no direction asked");
   // Padding scales are 0 (plugins/mxfp8 zeroPadding), and so are the bytes of
-  // a padded row pitch; the kernel writes the rest. mx_quantize_kernel zeroes
-  // the scale padding itself (no memset per call); the fast MXFP4 kernel,
-  // capped at 64 registers, would spill with that loop, so it keeps the memset.
+  // a padded row pitch; the kernel writes the rest. p.zpad says which
+  // directions' scales have padding (bit 0 rowwise, bit 1 columnwise):
+  // mx_quantize_kernel zeroes it after its work, the fast kernel's
+  // rowwise-only instance writes zeros there as scales of its own (no memset
+  // per call: a decode batch's scales are padded to 128 rows); the fast
+  // kernel's other instances, capped at 64 registers, would spill with a
+  // zeroing loop, and the caller zeroes theirs with mx_zero_padding once it
+  // knows the instance.
   p.vec = row_load_mode(a->input.data, k, in_size(t));
   // The flat frame (EDGE MXFP8 interior tiles): the input base is 16-byte
   // aligned (kRowsShifted), each code buffer 8-byte aligned with rows of K.
   auto flat_out = [&](const uint8_t *d, int64_t pitch) { return d == nullptr || (pitch == k && (reinterpret_cast<uintptr_t>(d) & 7) == 0); };
   p.flat = !g.packed && p.vec == kRowsShifted && flat_out(p.row, p.row_pitch) && flat_out(p.col, p.col_pitch);
-  p.zpad = !fast && (padded[0] || padded[1]);
-  if (fast) {
-    if (padded[0]) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
-    if (padded[1]) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
-  }
+  p.zpad = (padded[0] ? 1 : 0) | (padded[1] ? 2 : 0);
   if (p.row && p.row_pitch != (g.packed ? ceil_div(k, 2) : k))
     LQ_CUDA(cudaMemsetAsync(p.row, 0, m * p.row_pitch, s), "zeroing the rowwise row padding");
   if (p.col && p.col_pitch != (g.packed ? ceil_div(m, 2) : k))
@@ -1360,10 +1384,11 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
   LQ_TRY(mx_prepare(a, t, g, may, &one.p, &mode, &one.n, err));
   if (one.n == 0) return QUANT_OK;
   const bool fast = mx_use_fast(may, g, mode);
+  if (!mx_kernel_zeroes(fast, g, one.p.row != nullptr, one.p.col != nullptr, mode)) LQ_TRY(mx_zero_padding(one.p, stream_of(a->stream), err));
   if (fast) {
     const bool horiz = mx4_horiz(g.el == kE2M1, one.p.row != nullptr, one.p.col != nullptr, mode);
     one.p.fs = mx4_subtiles(one, horiz);
-    one.n = mx4_strips(one.p.m, one.p.k, one.p.fs, horiz);
+    one.n = mx4_strips(one.p, one.p.fs, horiz);
   }
   launch_mx(t, one, g.el, one.p.row != nullptr, one.p.col != nullptr, mode, fast, stream_of(a->stream));
   LQ_LAUNCHED("mx quantize kernel launch");
@@ -1421,12 +1446,15 @@ extern "C" int32_t lq_mx_quantize_grouped(const quant_plugin_quantize_grouped_ar
     }
     if (grp.count == 0) continue;
     const bool fast = mx_use_fast(may, g, mode);
+    if (!mx_kernel_zeroes(fast, g, row0, col0, mode)) {
+      for (int i = 0; i < grp.count; i++) LQ_TRY(mx_zero_padding(grp.t[i], s, err));
+    }
     if (fast) {
       const bool horiz = mx4_horiz(g.el == kE2M1, row0, col0, mode);
       const int fs = mx4_subtiles(grp, horiz);
       for (int i = 0; i < grp.count; i++) {
         grp.t[i].fs = fs;
-        grp.first[i + 1] = grp.first[i] + mx4_strips(grp.t[i].m, grp.t[i].k, fs, horiz);
+        grp.first[i + 1] = grp.first[i] + mx4_strips(grp.t[i], fs, horiz);
       }
     }
     if (grp.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
