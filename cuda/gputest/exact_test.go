@@ -480,21 +480,22 @@ var edgeShapes = [][2]int64{{257, 1001}, {130, 1537}, {65, 2049}, {33, 100}, {40
 // last strip row and column are not interior.
 var stripShapes = [][2]int64{{600, 11265}, {520, 8191}}
 
-// TestRaggedShapesMatchCPU: GPU bytes = CPU bytes where the largest magnitude
-// of each row and column sits at the last valid element, next to the padding
-// (issue #18), for every MX and NVFP4 config, usage and input dtype.
-func TestRaggedShapesMatchCPU(t *testing.T) {
-	needGPU(t)
+// eachBlockConfig runs f as subtest "format/config/usage/dtype" with a
+// quantizer of that config and usage, for every registered format of
+// formats, every config of configs(), usage and dtype that keep accepts.
+func eachBlockConfig(t *testing.T, formats []string, usages []host.Usage, dts []host.DType,
+	keep func(format string, c config, usage host.Usage, dt host.DType) bool,
+	f func(t *testing.T, format string, dt host.DType, q *host.Quantizer)) {
 	all := configs()
-	for _, format := range []string{"mxfp8", "mxfp4", "nvfp4"} {
+	for _, format := range formats {
 		if _, err := host.LookupFormat(format); err != nil {
 			t.Logf("SKIP %s: not registered", format)
 			continue
 		}
 		for _, c := range all[format] {
-			for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
-				for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
-					if c.p.RHT != host.RHTOff && dt != host.BFloat16 {
+			for _, usage := range usages {
+				for _, dt := range dts {
+					if !keep(format, c, usage, dt) {
 						continue
 					}
 					t.Run(fmt.Sprintf("%s/%s/%s/%s", format, c.name, usage, dt), func(t *testing.T) {
@@ -503,26 +504,41 @@ func TestRaggedShapesMatchCPU(t *testing.T) {
 						q, err := host.NewQuantizer(p, usage)
 						require.NoError(t, err)
 						defer q.Release()
-						shs := append(append([][2]int64(nil), raggedShapes...), edgeShapes...)
-						if format != "mxfp8" && dt != host.Float32 { // the fast kernels' input
-							shs = append(shs, stripShapes...)
-						}
-						for si, sh := range shs {
-							for ki, kind := range []string{"last-max"} {
-								x := input(t, dt, kind, sh[0], sh[1], uint64(1000+si*10+ki))
-								what := fmt.Sprintf("%v %s", sh, kind)
-								cq, gq := quantizeBoth(t, q, q, x, byte(0x5A+si), nil)
-								compareTensors(t, what, cq, gq)
-								if si%4 == 0 {
-									dequantizeBoth(t, what, cq, gq)
-								}
-							}
-						}
+						f(t, format, dt, q)
 					})
 				}
 			}
 		}
 	}
+}
+
+// TestRaggedShapesMatchCPU: GPU bytes = CPU bytes where the largest magnitude
+// of each row and column sits at the last valid element, next to the padding
+// (issue #18), for every MX and NVFP4 config, usage and input dtype.
+func TestRaggedShapesMatchCPU(t *testing.T) {
+	needGPU(t)
+	eachBlockConfig(t, []string{"mxfp8", "mxfp4", "nvfp4"}, []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise},
+		[]host.DType{host.BFloat16, host.Float16, host.Float32},
+		func(_ string, c config, _ host.Usage, dt host.DType) bool {
+			return c.p.RHT == host.RHTOff || dt == host.BFloat16
+		},
+		func(t *testing.T, format string, dt host.DType, q *host.Quantizer) {
+			shs := append(append([][2]int64(nil), raggedShapes...), edgeShapes...)
+			if format != "mxfp8" && dt != host.Float32 { // the fast kernels' input
+				shs = append(shs, stripShapes...)
+			}
+			for si, sh := range shs {
+				for ki, kind := range []string{"last-max"} {
+					x := input(t, dt, kind, sh[0], sh[1], uint64(1000+si*10+ki))
+					what := fmt.Sprintf("%v %s", sh, kind)
+					cq, gq := quantizeBoth(t, q, q, x, byte(0x5A+si), nil)
+					compareTensors(t, what, cq, gq)
+					if si%4 == 0 {
+						dequantizeBoth(t, what, cq, gq)
+					}
+				}
+			}
+		})
 }
 
 // alignedStripShapes: whole 32-element blocks (the fast kernels' aligned
@@ -544,43 +560,24 @@ var alignedStripShapes = [][2]int64{{4128, 2144}, {2080, 2304}, {2112, 4096}}
 // and MXFP8 rowwise (its one fast instance).
 func TestAlignedStripsMatchCPU(t *testing.T) {
 	needGPU(t)
-	all := configs()
-	for _, format := range []string{"mxfp4", "nvfp4", "mxfp8"} {
-		if _, err := host.LookupFormat(format); err != nil {
-			t.Logf("SKIP %s: not registered", format)
-			continue
-		}
-		for _, c := range all[format] {
-			if c.p.StochasticRounding || c.p.RHT != host.RHTOff {
-				continue
+	eachBlockConfig(t, []string{"mxfp4", "nvfp4", "mxfp8"}, []host.Usage{host.BothUsages, host.Columnwise, host.Rowwise},
+		[]host.DType{host.BFloat16, host.Float16},
+		func(format string, c config, usage host.Usage, _ host.DType) bool {
+			return !c.p.StochasticRounding && c.p.RHT == host.RHTOff && (format != "mxfp8" || usage == host.Rowwise)
+		},
+		func(t *testing.T, format string, dt host.DType, q *host.Quantizer) {
+			shs := alignedStripShapes
+			if format == "mxfp8" { // any M: a token count, the last sub-tile 61 rows
+				shs = append(append([][2]int64(nil), shs...), [2]int64{4157, 2144})
 			}
-			for _, usage := range []host.Usage{host.BothUsages, host.Columnwise, host.Rowwise} {
-				if format == "mxfp8" && usage != host.Rowwise {
-					continue
-				}
-				for _, dt := range []host.DType{host.BFloat16, host.Float16} {
-					t.Run(fmt.Sprintf("%s/%s/%s/%s", format, c.name, usage, dt), func(t *testing.T) {
-						p := c.p
-						p.Format = format
-						q, err := host.NewQuantizer(p, usage)
-						require.NoError(t, err)
-						defer q.Release()
-						shs := alignedStripShapes
-						if format == "mxfp8" { // any M: a token count, the last sub-tile 61 rows
-							shs = append(append([][2]int64(nil), shs...), [2]int64{4157, 2144})
-						}
-						for si, sh := range shs {
-							kind := []string{"wide", "adversarial"}[si%2]
-							x := input(t, dt, kind, sh[0], sh[1], uint64(2000+si))
-							what := fmt.Sprintf("%v %s", sh, kind)
-							cq, gq := quantizeBoth(t, q, q, x, byte(0x3C+si), nil)
-							compareTensors(t, what, cq, gq)
-						}
-					})
-				}
+			for si, sh := range shs {
+				kind := []string{"wide", "adversarial"}[si%2]
+				x := input(t, dt, kind, sh[0], sh[1], uint64(2000+si))
+				what := fmt.Sprintf("%v %s", sh, kind)
+				cq, gq := quantizeBoth(t, q, q, x, byte(0x3C+si), nil)
+				compareTensors(t, what, cq, gq)
 			}
-		}
-	}
+		})
 }
 
 // TestAmaxAndCallerAmaxMatchCPU: the amax pass, and quantize with a caller's
