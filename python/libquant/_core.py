@@ -218,22 +218,33 @@ class _UsageLock:
     sees the temporary usage. Waiting writers block new readers (no starvation).
     Not re-entrant: code holding it calls the C library directly."""
 
-    __slots__ = ("_cond", "_readers", "_writer", "_writers_waiting", "__weakref__")
+    __slots__ = ("_mutex", "_cond", "_readers", "_writer", "_writers_waiting", "__weakref__")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0
 
+    # The shared side takes the condition's lock itself (acquire / release of
+    # the Lock, not the Condition's context manager: half the cost per call,
+    # bench/python_overhead.py) and waits on the condition only when a writer
+    # holds or waits for the lock.
     def acquire_shared(self) -> None:
-        with self._cond:
+        m = self._mutex
+        m.acquire()
+        try:
             while self._writer or self._writers_waiting:
                 self._cond.wait()
             self._readers += 1
+        finally:
+            m.release()
 
     def release_shared(self) -> None:
-        with self._cond:
+        m = self._mutex
+        m.acquire()
+        try:
             self._readers -= 1
             # Only a writer waits for the readers to drain (readers wait only
             # while a writer holds or waits for the lock), so the common case
@@ -241,6 +252,8 @@ class _UsageLock:
             # tenth of a quantize_into call's.
             if not self._readers and self._writers_waiting:
                 self._cond.notify_all()
+        finally:
+            m.release()
 
     def acquire_exclusive(self) -> None:
         with self._cond:
