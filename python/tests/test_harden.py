@@ -16,6 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -374,3 +375,25 @@ def test_cuda_consumer_stream_waits_for_libquant_stream(consumer_kind: str) -> N
     torch.cuda.synchronize()
     assert done.query()
     assert t.data_ptr() == buf.ptr  # zero-copy
+
+
+@pytest.mark.parametrize("make", [
+    lambda b: b, lambda b: b[1:], lambda b: b[:, 2:], lambda b: b[..., ::2], lambda b: b.T, lambda b: b[::2],
+    lambda b: np.zeros((0, 3), np.float32), lambda b: np.array(3.0, np.float32), lambda b: np.ones((5,), np.float16),
+    lambda b: np.ones((3, 4), ml_dtypes.bfloat16)[:, 1:], lambda b: b[:, :, 1],
+    lambda b: np.ones((7, 1), np.float32)[::2],
+])
+def test_numpy_import_matches_array_interface(make: Any) -> None:
+    """as_dltensor reads a NumPy array's pointer from __array_struct__: it must be
+    __array_interface__'s, and the strides those the interface gives (None when
+    C-contiguous), for offset views, strided slices, transposes, 0-d and empty."""
+    a = make(np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8))
+    ai = a.__array_interface__
+    t = _dlpack.as_dltensor(a)
+    assert (t.dl.data or 0) == ai["data"][0]
+    assert t.dl.ndim == a.ndim
+    assert tuple(t.dl.shape[i] for i in range(a.ndim)) == a.shape
+    if ai["strides"] is None:
+        assert not t.dl.strides
+    else:
+        assert tuple(t.dl.strides[i] * a.itemsize for i in range(a.ndim)) == ai["strides"]
