@@ -6,8 +6,9 @@ same calls from a C program), then times from Python, on the same inputs:
   - quantize of a 128x256 FP32 tensor (Quantizer.quantize on a NumPy array and
     on a torch CPU tensor; the QTensor is freed when dropped, as the C loop
     frees it);
-  - quantize_into of a 1x32 FP32 tensor into a QTensor made once (the per-call
-    cost of a re-quantize: the kernel's work is negligible there);
+  - quantize_into of a 1x32 FP32 tensor (NumPy, and torch CPU) into a QTensor
+    made once (the per-call cost of a re-quantize: the kernel's work is
+    negligible there);
   - gemm of small quantized operands (32x64 x (32x64)^T into a preallocated out);
   - an empty ctypes call (quant_abi_version), the floor of any ctypes binding;
 and each call once more through bare ctypes (a prebuilt DLTensor, no package
@@ -132,6 +133,14 @@ def main() -> None:
 
     pi, bi = interleaved([lambda: q.quantize_into(xs, ts), bare_quantize_into], iters)
     rows.append(("quantize_into 1x32 fp32 (NumPy), dst given", "quantize_into", pi, bi))
+    try:
+        import torch
+
+        xst = torch.from_numpy(xs)
+        pit, bit = interleaved([lambda: q.quantize_into(xst, ts), bare_quantize_into], iters)
+        rows.append(("quantize_into 1x32 fp32 (torch CPU), dst given", "quantize_into", pit, bit))
+    except ImportError:
+        pass
     pg, bg = interleaved([lambda: lq.gemm(qa, qb, trans_b=True, out=d), bare_gemm], iters)
     rows.append(("gemm 32x64 x (32x64)^T, out given", "gemm", pg, bg))
     (pe,) = interleaved([empty], iters * 10)

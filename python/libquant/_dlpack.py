@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes as C
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import ml_dtypes
 import numpy as np
@@ -268,6 +268,19 @@ def _from_capsule(obj: Any) -> Tensor:
     return Tensor(dl, (cap, obj), None, shape, "dlpack", obj)
 
 
+_from_torch: Callable[[Any], Tensor] | None = None
+
+
+def _torch_import() -> Callable[[Any], Tensor]:
+    """_torch.from_torch, imported once (an import statement per call cost ~0.9 µs)."""
+    global _from_torch
+    if _from_torch is None:
+        from . import _torch
+
+        _from_torch = _torch.from_torch
+    return _from_torch
+
+
 def as_dltensor(x: Any) -> Tensor:
     """A DLTensor over x (NumPy array, torch tensor, or any ``__dlpack__`` object), not copied."""
     if type(x) is np.ndarray:
@@ -277,9 +290,7 @@ def as_dltensor(x: Any) -> Tensor:
     if isinstance(x, np.ndarray):
         return _from_numpy(x)
     if "torch" in sys.modules and isinstance(x, sys.modules["torch"].Tensor):
-        from . import _torch
-
-        return _torch.from_torch(x)
+        return _torch_import()(x)
     if isinstance(x, Buffer):
         return x._as_tensor()
     if hasattr(x, "__dlpack__"):
