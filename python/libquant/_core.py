@@ -168,7 +168,7 @@ def _device_stream(explicit: int | None, device: Device) -> int | None:
     if device.device_type == L.kDLCUDA and "torch" in sys.modules:
         from . import _torch
 
-        return _torch.current_stream(_torch.cuda_device(device.index))
+        return _torch.current_stream(device.index)
     return None
 
 

@@ -66,21 +66,16 @@ def torch_dtype(code: int, bits: int) -> torch.dtype:
     return t
 
 
-def cuda_device(index: int) -> torch.device:
-    """torch.device("cuda", index)."""
-    return torch.device("cuda", index)
-
-
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def current_stream(device: torch.device) -> int:
-    """The cudaStream_t of torch's current stream on a CUDA device (the raw
+def current_stream(index: int) -> int:
+    """The cudaStream_t of torch's current stream on CUDA device `index` (the raw
     pointer torch's own generated code reads: torch.cuda.current_stream builds
     a Stream object per call, which cost tens of µs per tensor on the GPU VM)."""
     if _RAW_STREAM is not None:
-        return int(_RAW_STREAM(device.index if device.index is not None else torch.cuda.current_device()))
-    return int(torch.cuda.current_stream(device).cuda_stream)
+        return int(_RAW_STREAM(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
 
 
 def _stream(device: torch.device, ptr: int) -> Any:
@@ -150,9 +145,7 @@ def from_torch(x: torch.Tensor) -> "Tensor":
         tmpl = _template(x, key)
     dl = _copy_dl(tmpl[0])
     dl.data = x.data_ptr()
-    stream = None
-    if cuda:
-        stream = int(_RAW_STREAM(dev)) if _RAW_STREAM is not None else current_stream(x.device)
+    stream = current_stream(dev) if cuda else None
     return Tensor(dl, (tmpl, x), stream, tmpl[2], "torch", x)
 
 
