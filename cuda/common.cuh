@@ -694,6 +694,8 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 __device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait_n() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // The interior strips of the mxfp4 fast kernel's EDGE instance with both
 // directions (spec §14: rows at any even offset): a warp holds eight rows 8
@@ -1311,6 +1313,86 @@ template <typename T>
 __device__ __forceinline__ void strip_load4(const T *x, int64_t m, int64_t k, int64_t R, int64_t c, uint32_t (&r)[4][8]) {
 #pragma unroll
   for (int i = 0; i < 4; i++) strip_load<T>(x, m, k, R + i, c, r[i]);
+}
+
+// ---- Strips over 16-bit rows at any even offset (kRowsShifted: an odd K) ----
+//
+// There (spec §14: any K) a row starts at any even offset mod 16, so a
+// thread's 8 elements straddle two aligned chunks, and shifting them out of
+// registers cost the strip kernels more than the tile kernel's checked path
+// (H100, 8191², fp8 columnwise: 44 % of copy against 52 %). Instead each
+// chunk's kSH rows of the strip are copied into shared memory as the
+// kStripStageG aligned 16-byte granules under the row's kSW columns
+// (cp.async, every granule once, consecutive lanes on consecutive granules: no
+// registers held while in flight), kStripStages chunks ahead; each thread
+// then reads its 8 elements of a row from the two granules that hold them
+// and shifts them by the row's offset. A warp's rows 4g + i (one i) lie 8 apart
+// (StripCols: g = 8(warp/2) + 2q + warp%2), 8·K elements, a multiple of 16
+// bytes, so the offset is the warp's and the shift one straight run of
+// funnel shifts per case (shift_uniform). Granules past the tensor's end
+// are zero-filled, so nothing outside it is read.
+//
+// The kernel's loop per chunk n: unstage chunk n (strip_unstage4); ...;
+// cp_async_wait_n<kStripStages − 2> (chunk n + 1 has landed for this
+// thread: the later ones may be in flight); the barrier that
+// closes T; stage chunk n + kStripStages into the buffer of chunk n (every
+// thread has read it: the barrier), commit; store from T. (H200, 8191²:
+// three stages, two chunks in flight, ran the same in every fp8 and
+// fp8_block direction but 128x128 columnwise, 0.109 ms against 0.102 with
+// two, which leave more CTAs per SM.)
+constexpr int kStripStageG = kSW / 8 + 1;                               // granules per staged row
+constexpr int kStripStages = 2;                                         // staged chunks: the one read and one in flight
+constexpr int kStripStageChunk = kSH * kStripStageG;                    // granules per staged chunk
+constexpr int kStripStageBytes = kStripStages * kStripStageChunk * 16;  // dynamic shared memory per 256 threads
+
+// cp.async of the first bytes (0..16) of the 16 at gmem, the rest zeros.
+__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, int bytes) {
+  uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(gmem), "r"(bytes) : "memory");
+}
+
+// Copies chunk rows r0 .. r0 + kSH − 1, columns c0 .. c0 + kSW − 1 (and the
+// granule around them) of the [m, k] 16-bit input x into st (one staged
+// chunk); tid: the thread's index among the strip's 256. Rows past m copy
+// nothing (unstage gives zeros there). Does not commit.
+template <typename T>
+__device__ __forceinline__ void strip_stage(uint4 *st, const T *x, int64_t m, int64_t k, int64_t r0, int64_t c0, unsigned tid) {
+  static_assert(sizeof(T) == 2, "staged rows are 16-bit");
+  const uintptr_t xb = reinterpret_cast<uintptr_t>(x), end = xb + (uintptr_t)(m * k) * 2;
+#pragma unroll
+  for (int u = 0; u < (kStripStageChunk + 255) / 256; u++) {
+    const int idx = (int)tid + 256 * u;
+    if (idx < kStripStageChunk) {
+      const int rr = idx / kStripStageG, j = idx - rr * kStripStageG;
+      const int64_t R = r0 + rr;
+      const uintptr_t a = ((xb + (uintptr_t)(R * k + c0) * 2) & ~(uintptr_t)15) + 16 * (uintptr_t)j;
+      const int bytes = R < m && a < end ? (end - a >= 16 ? 16 : (int)(end - a)) : 0;
+      cp_async16_zfill(st + idx, bytes > 0 ? reinterpret_cast<const void *>(a) : reinterpret_cast<const void *>(xb), bytes);
+    }
+  }
+}
+
+// strip_load4 from a staged chunk (strip_stage at r0, c0, landed and
+// visible): rows r0 + rl + i, columns c0 + 8cg .. +7 as pairs in r[i][0..3],
+// zeros outside the tensor. Every lane of the warp calls it (the offset's
+// switch is the warp's).
+template <typename T>
+__device__ __forceinline__ void strip_unstage4(const uint4 *st, const T *x, int64_t m, int64_t k, int64_t r0, int rl, int64_t c0, int cg, uint32_t (&r)[4][8]) {
+  static_assert(sizeof(T) == 2, "staged rows are 16-bit");
+  const int64_t left = k - (c0 + 8 * cg);  // valid columns of the thread's 8
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int rr = rl + i;
+    const int64_t R = r0 + rr;
+    const int off = (int)((reinterpret_cast<uintptr_t>(x) + (uintptr_t)(R * k + c0) * 2) & 15);
+    const uint4 a = st[rr * kStripStageG + cg], b = st[rr * kStripStageG + cg + 1];
+    const uint32_t w8[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    uint32_t w[4];
+    shift_uniform<4>(w8, off, w);
+    const int nv = R < m ? (left >= 8 ? 8 : left > 0 ? (int)left : 0) : 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) r[i][j] = 2 * j + 1 < nv ? w[j] : 2 * j < nv ? (w[j] & 0xFFFFu) : 0u;
+  }
 }
 
 // Bytes [lo, hi) (0 ≤ lo ≤ hi ≤ 16) of the 16 bytes w at dst, one by one (a

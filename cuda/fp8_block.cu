@@ -631,11 +631,15 @@ int32_t launch_typed(InType t, const G &grp, bool row, bool col, bool two_d, int
 // One barrier closes the reductions and one the transposed codes in T; the
 // first also orders chunk n's stores from T before chunk n + 1's codes, so
 // one T buffer per half would do; columnwise 1×128 alone (H = 1) keeps two.
-template <typename T, int H, bool ROW, bool TWO_D>
+// SHIFTED: 16-bit rows at any even offset (an odd K): each half's chunks
+// come staged through shared memory (common.cuh: strip_stage), kStripStages
+// ahead, instead of kStripDepth chunks of loads held in registers.
+template <typename T, int H, bool ROW, bool TWO_D, bool SHIFTED>
 __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __grid_constant__ BlockParams p, int strips, int64_t seg_rows) {
   constexpr int NB = H == 1 ? 2 : 1;  // T buffers per half
   constexpr int NW = kThreads / 32;   // warps per half
   __shared__ __align__(16) uint32_t tw[H * NB][kSW * kStripRowWords];
+  extern __shared__ __align__(16) uint4 stage_all[];  // SHIFTED: each half's kStripStages staged chunks
   // 1-D: per warp, the chunk's column maxima (16-bit input: packed column
   // pairs, words 0 .. kSW/2 − 1; fp32: float bits); 2-D: word 0, the warp's
   // maximum.
@@ -654,16 +658,29 @@ __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __g
   const StripCols sc(p.col, M, K, c0, s0, tid);
   const int g = sc.g, cg = sc.cg, rl = 4 * g;
   const int warp = tid >> 5, lane = tid & 31, q = lane >> 3, gw = threadIdx.x >> 5;
-  uint32_t raw[kStripDepth][4][8];
+  constexpr int D = SHIFTED ? 1 : kStripDepth;  // chunks held in registers
+  uint32_t raw[D][4][8];
+  uint4 *const stage = stage_all + (SHIFTED ? half * kStripStages * kStripStageChunk : 0);
+  if constexpr (SHIFTED) {
 #pragma unroll
-  for (int d = 0; d < kStripDepth; d++)
-    if (d < nchunks) strip_load4<T>(x, M, K, s0 + (int64_t)d * kSH + rl, c0 + 8 * cg, raw[d]);
-  for (int n0 = 0; n0 < nchunks; n0 += kStripDepth) {
+    for (int d = 0; d < kStripStages; d++) {
+      if (d < nchunks) strip_stage<T>(stage + d * kStripStageChunk, x, M, K, s0 + (int64_t)d * kSH, c0, tid);
+      cp_async_commit();
+    }
+    cp_async_wait_n<kStripStages - 1>();  // chunk 0
+    __syncthreads();
+  } else {
 #pragma unroll
-    for (int d = 0; d < kStripDepth; d++) {
+    for (int d = 0; d < kStripDepth; d++)
+      if (d < nchunks) strip_load4<T>(x, M, K, s0 + (int64_t)d * kSH + rl, c0 + 8 * cg, raw[d]);
+  }
+  for (int n0 = 0; n0 < nchunks; n0 += D) {
+#pragma unroll
+    for (int d = 0; d < D; d++) {
       const int n = n0 + d;
       if (n >= nchunks) break;
       const int64_t r0 = s0 + (int64_t)n * kSH, blk = r0 / kSH;
+      if constexpr (SHIFTED) strip_unstage4<T>(stage + (n % kStripStages) * kStripStageChunk, x, M, K, r0, rl, c0, cg, raw[d]);
       if (threadIdx.x == 0) {
         // Scale padding (zeroPadding), as the tile kernel's rule: the chunk
         // that writes a scale row's last entry zeroes the row's padding.
@@ -827,9 +844,14 @@ __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __g
           }
         }
       }
-      if (n + kStripDepth < nchunks) strip_load4<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl, c0 + 8 * cg, raw[d]);
+      if (!SHIFTED && n + kStripDepth < nchunks) strip_load4<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl, c0 + 8 * cg, raw[d]);
       sc.put(tw[half * NB + n % NB], tw[half * NB + (n + 1) % NB], rw);
+      if constexpr (SHIFTED) cp_async_wait_n<kStripStages - 2>();  // chunk n + 1, this thread's copies
       __syncthreads();
+      if constexpr (SHIFTED) {
+        if (n + kStripStages < nchunks) strip_stage<T>(stage + (n % kStripStages) * kStripStageChunk, x, M, K, r0 + (int64_t)kStripStages * kSH, c0, tid);
+        cp_async_commit();
+      }
       sc.store(tw[half * NB + n % NB], n, L);
     }
   }
@@ -840,18 +862,23 @@ __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __g
 // strip would be mostly padding).
 constexpr int64_t kStripMinM = 256;
 
-// Whether a quantize with a columnwise direction takes the strip kernel.
+// Whether a quantize with a columnwise direction takes the strip kernel:
+// aligned rows at an M not a multiple of 16, and 16-bit rows at any even
+// offset (an odd K) at any M.
 inline bool use_strip(const BlockParams &p) {
-  return p.m % 16 != 0 && p.m >= kStripMinM && p.vec == kRowsAligned && p.k % 4 == 0 && ceil_div(p.k, (int64_t)kSW) <= 0x7FFFFFFF;
+  if (p.m < kStripMinM || ceil_div(p.k, (int64_t)kSW) > 0x7FFFFFFF) return false;
+  return p.vec == kRowsShifted || (p.vec == kRowsAligned && p.m % 16 != 0);
 }
 
-template <typename T, int H, bool ROW, bool TWO_D>
+template <typename T, int H, bool ROW, bool TWO_D, bool SHIFTED>
 void launch_strip_t(const BlockParams &p, cudaStream_t s) {
-  // Once per instance (a thread-safe static); an occupancy query that fails
-  // leaves no error behind for the launch check.
+  constexpr int smem = SHIFTED ? H * kStripStageBytes : 0;
+  // Once per instance (a thread-safe static); a query that fails leaves no
+  // error behind for the launch check.
   static const int per_sm = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fp8_block_strip_kernel<T, H, ROW, TWO_D>, kThreads * H, 0) != cudaSuccess || b < 1) {
+    if ((smem > 0 && cudaFuncSetAttribute(fp8_block_strip_kernel<T, H, ROW, TWO_D, SHIFTED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fp8_block_strip_kernel<T, H, ROW, TWO_D, SHIFTED>, kThreads * H, smem) != cudaSuccess || b < 1) {
       cudaGetLastError();
       b = 1;
     }
@@ -859,20 +886,28 @@ void launch_strip_t(const BlockParams &p, cudaStream_t s) {
   }();
   int64_t strips, segs, seg_rows;
   strip_grid(p.m, p.k, per_sm, &strips, &segs, &seg_rows, kSW * H);
-  fp8_block_strip_kernel<T, H, ROW, TWO_D><<<(unsigned)(strips * segs), kThreads * H, 0, s>>>(p, (int)strips, seg_rows);
+  fp8_block_strip_kernel<T, H, ROW, TWO_D, SHIFTED><<<(unsigned)(strips * segs), kThreads * H, smem, s>>>(p, (int)strips, seg_rows);
 }
 
 // Columnwise 1×128 alone in strips of 64 columns; with rowwise data or
 // 128×128 tiles, strips of 128.
+template <typename T, bool SHIFTED>
+void launch_strip_s(const BlockParams &p, bool row, bool two_d, cudaStream_t s) {
+  if (two_d) {
+    if (row) launch_strip_t<T, 2, true, true, SHIFTED>(p, s);
+    else launch_strip_t<T, 2, false, true, SHIFTED>(p, s);
+  } else {
+    if (row) launch_strip_t<T, 2, true, false, SHIFTED>(p, s);
+    else launch_strip_t<T, 1, false, false, SHIFTED>(p, s);
+  }
+}
+
 template <typename T>
 void launch_strip_d(const BlockParams &p, bool row, bool two_d, cudaStream_t s) {
-  if (two_d) {
-    if (row) launch_strip_t<T, 2, true, true>(p, s);
-    else launch_strip_t<T, 2, false, true>(p, s);
-  } else {
-    if (row) launch_strip_t<T, 2, true, false>(p, s);
-    else launch_strip_t<T, 1, false, false>(p, s);
+  if constexpr (sizeof(T) == 2) {
+    if (p.vec == kRowsShifted) return launch_strip_s<T, true>(p, row, two_d, s);
   }
+  launch_strip_s<T, false>(p, row, two_d, s);
 }
 
 int32_t launch_strip(InType t, const BlockParams &p, bool row, bool two_d, cudaStream_t s, quant_plugin_error *err) {
@@ -1258,11 +1293,22 @@ extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_
     LQ_TRY(launch_rows(t, one.p, stream_of(a->stream), &done, err));
     if (done) return QUANT_OK;
   }
-  // A columnwise direction at M not a multiple of 16: the strip kernel
-  // (both directions in one pass; H100, 8191×8192, 1x128 both: 0.124 ms
-  // against 0.170 for the flat rowwise kernel plus the strips and 0.191 for
-  // the tile kernel).
-  if (col && use_strip(one.p)) return launch_strip(t, one.p, row, two_d, stream_of(a->stream), err);
+  // A columnwise direction at M not a multiple of 16, or from rows at any
+  // even offset: the strip kernel (both directions in one pass; H100,
+  // 8191×8192, 1x128 both: 0.124 ms against 0.170 for the flat rowwise
+  // kernel plus the strips and 0.191 for the tile kernel).
+  if (col && use_strip(one.p)) {
+    if (row && !two_d && one.p.vec == kRowsShifted) {
+      // 1x128 both directions from 16-bit rows at any even offset (an odd
+      // K): the rows in flat order, then the columns by the staged strips,
+      // two launches (H200, 8191²: 0.068 + 0.088 ms against 0.19 for the
+      // strips writing both, whose rowwise codes go out as unaligned runs).
+      bool done;
+      LQ_TRY(launch_rows(t, one.p, stream_of(a->stream), &done, err));
+      if (done) return launch_strip(t, one.p, false, two_d, stream_of(a->stream), err);
+    }
+    return launch_strip(t, one.p, row, two_d, stream_of(a->stream), err);
+  }
   return launch_typed(t, one, row, col, two_d, one.ntiles, stream_of(a->stream), err);
 }
 

@@ -476,12 +476,17 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
 // kSW, kSH, the T layout (strip_word), the loads and the column stores
 // (StripCols) are common.cuh's: fp8_block_strip_kernel (cuda/fp8_block.cu)
 // walks the same way.
-
-template <typename T, Fp8 F, bool ROW, bool AMAX>
+//
+// SHIFTED: 16-bit rows at any even offset (an odd K), columnwise alone (see
+// use_strip): the chunks come staged through shared memory (common.cuh:
+// strip_stage), kStripStages ahead, instead of kStripDepth chunks of loads
+// held in registers.
+template <typename T, Fp8 F, bool ROW, bool AMAX, bool SHIFTED>
 __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int strips, int64_t seg_rows) {
   // Two T buffers: chunk n is written into tw[n & 1] while slower warps
   // still store chunk n − 1 from the other, so one barrier per chunk.
   __shared__ __align__(16) uint32_t tw[2][kSW * kStripRowWords];
+  extern __shared__ __align__(16) uint4 stage[];  // SHIFTED: kStripStages staged chunks
   float scale = cast_scale(p);
   write_scalars(p, scale);
   const T *x = (const T *)p.in;
@@ -496,16 +501,28 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
   const bool rowvec = ROW && (K % 8) == 0 && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
   uint32_t m2 = 0;  // amax, 16-bit input: packed magnitudes (as amax_kernel)
   float mf = 0.0f;  // amax, fp32 input
-  uint32_t raw[kStripDepth][4][8];
+  constexpr int D = SHIFTED ? 1 : kStripDepth;  // chunks held in registers
+  uint32_t raw[D][4][8];
+  if constexpr (SHIFTED) {
 #pragma unroll
-  for (int d = 0; d < kStripDepth; d++)
-    if (d < nchunks) strip_load4<T>(x, M, K, s0 + (int64_t)d * kSH + rl, c0 + 8 * cg, raw[d]);
-  for (int n0 = 0; n0 < nchunks; n0 += kStripDepth) {
+    for (int d = 0; d < kStripStages; d++) {
+      if (d < nchunks) strip_stage<T>(stage + d * kStripStageChunk, x, M, K, s0 + (int64_t)d * kSH, c0, threadIdx.x);
+      cp_async_commit();
+    }
+    cp_async_wait_n<kStripStages - 1>();  // chunk 0
+    __syncthreads();
+  } else {
 #pragma unroll
-    for (int d = 0; d < kStripDepth; d++) {
+    for (int d = 0; d < kStripDepth; d++)
+      if (d < nchunks) strip_load4<T>(x, M, K, s0 + (int64_t)d * kSH + rl, c0 + 8 * cg, raw[d]);
+  }
+  for (int n0 = 0; n0 < nchunks; n0 += D) {
+#pragma unroll
+    for (int d = 0; d < D; d++) {
       const int n = n0 + d;
       if (n >= nchunks) break;
       const int64_t r0 = s0 + (int64_t)n * kSH;
+      if constexpr (SHIFTED) strip_unstage4<T>(stage + (n % kStripStages) * kStripStageChunk, x, M, K, r0, rl, c0, cg, raw[d]);
       uint32_t rw[4][2];
 #pragma unroll
       for (int i = 0; i < 4; i++) {
@@ -529,7 +546,7 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
         rw[i][0] = cast4<F, false>(&v[0], scale, unused);
         rw[i][1] = cast4<F, false>(&v[4], scale, unused);
       }
-      if (n + kStripDepth < nchunks) strip_load4<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl, c0 + 8 * cg, raw[d]);
+      if (!SHIFTED && n + kStripDepth < nchunks) strip_load4<T>(x, M, K, r0 + (int64_t)kStripDepth * kSH + rl, c0 + 8 * cg, raw[d]);
       if constexpr (ROW) {
         const int64_t c = c0 + 8 * cg;
         const int64_t left = K - c;
@@ -549,7 +566,12 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
         }
       }
       sc.put(tw[n & 1], tw[(n & 1) ^ 1], rw);
+      if constexpr (SHIFTED) cp_async_wait_n<kStripStages - 2>();  // chunk n + 1, this thread's copies
       __syncthreads();
+      if constexpr (SHIFTED) {
+        if (n + kStripStages < nchunks) strip_stage<T>(stage + (n % kStripStages) * kStripStageChunk, x, M, K, r0 + (int64_t)kStripStages * kSH, c0, threadIdx.x);
+        cp_async_commit();
+      }
       sc.store(tw[n & 1], n, L);
     }
   }
@@ -567,20 +589,28 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
 constexpr int64_t kStripMinM = 256;
 
 // Whether the strip kernel takes a cast-transpose (the tile kernel's vector
-// condition vec_ok being false).
+// condition vec_ok being false): aligned rows at an M not a multiple of 16,
+// and columnwise alone from 16-bit rows at any even offset (an odd K) at any
+// M. Both directions from such rows take the flat cast and a byte transpose
+// (launch_cast; H200, 8191², delayed scaling: 0.152 ms against 0.164 for
+// the staged strips writing the rowwise codes as unaligned runs).
 inline bool use_strip(const CastParams &p, size_t elem) {
-  return p.m % 16 != 0 && p.m >= kStripMinM && row_load_mode(p.in, p.k, elem) == kRowsAligned;
+  if (p.m < kStripMinM) return false;
+  const int mode = row_load_mode(p.in, p.k, elem);
+  return (mode == kRowsShifted && p.row == nullptr) || (mode == kRowsAligned && p.m % 16 != 0);
 }
 
 // One wave: as many segments per strip as the resident CTAs allow (the work
 // per CTA is uniform, so a second partial wave would cost a whole CTA time).
-template <typename T, Fp8 F, bool ROW, bool AMAX>
+template <typename T, Fp8 F, bool ROW, bool AMAX, bool SHIFTED>
 void launch_strip_inst(const CastParams &p, cudaStream_t s) {
-  // Once per instance (a thread-safe static); an occupancy query that fails
-  // leaves no error behind for the launch check.
+  constexpr int smem = SHIFTED ? kStripStageBytes : 0;
+  // Once per instance (a thread-safe static); a query that fails leaves no
+  // error behind for the launch check.
   static const int per_sm = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, cast_strip_kernel<T, F, ROW, AMAX>, kThreads, 0) != cudaSuccess || b < 1) {
+    if ((smem > 0 && cudaFuncSetAttribute(cast_strip_kernel<T, F, ROW, AMAX, SHIFTED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, cast_strip_kernel<T, F, ROW, AMAX, SHIFTED>, kThreads, smem) != cudaSuccess || b < 1) {
       cudaGetLastError();
       b = 1;
     }
@@ -588,17 +618,24 @@ void launch_strip_inst(const CastParams &p, cudaStream_t s) {
   }();
   int64_t strips, segs, seg_rows;
   strip_grid(p.m, p.k, per_sm, &strips, &segs, &seg_rows);
-  cast_strip_kernel<T, F, ROW, AMAX><<<(unsigned)(strips * segs), kThreads, 0, s>>>(p, (int)strips, seg_rows);
+  cast_strip_kernel<T, F, ROW, AMAX, SHIFTED><<<(unsigned)(strips * segs), kThreads, smem, s>>>(p, (int)strips, seg_rows);
 }
 
 template <typename T, Fp8 F>
 void launch_strip(const CastParams &p, cudaStream_t s) {
+  if constexpr (sizeof(T) == 2) {
+    if (row_load_mode(p.in, p.k, sizeof(T)) == kRowsShifted) {  // columnwise alone (use_strip)
+      if (p.delayed) launch_strip_inst<T, F, false, true, true>(p, s);
+      else launch_strip_inst<T, F, false, false, true>(p, s);
+      return;
+    }
+  }
   if (p.row != nullptr) {
-    if (p.delayed) launch_strip_inst<T, F, true, true>(p, s);
-    else launch_strip_inst<T, F, true, false>(p, s);
+    if (p.delayed) launch_strip_inst<T, F, true, true, false>(p, s);
+    else launch_strip_inst<T, F, true, false, false>(p, s);
   } else {
-    if (p.delayed) launch_strip_inst<T, F, false, true>(p, s);
-    else launch_strip_inst<T, F, false, false>(p, s);
+    if (p.delayed) launch_strip_inst<T, F, false, true, false>(p, s);
+    else launch_strip_inst<T, F, false, false, false>(p, s);
   }
 }
 
@@ -736,6 +773,19 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
     // 0.142 (the transpose about 0.09 of it).
     launch_flat<T, F>(p, s);  // writes both directions' scalars, the rowwise codes only
     LQ_LAUNCHED("fp8 cast kernel launch");
+    if constexpr (sizeof(T) == 2) {
+      CastParams c = p;
+      c.row = nullptr;
+      if (use_strip(c, sizeof(T)) && ceil_div(p.k, (int64_t)kSW) <= 0x7FFFFFFF) {
+        // 16-bit rows at M ≥ kStripMinM: the columnwise codes cast again
+        // from the input by the staged strips, without a second amax
+        // (the flat kernel reduced it): H200, 8191², delayed scaling,
+        // 0.053 + 0.074 ms against the transpose's 0.053 + 0.088.
+        launch_strip_inst<T, F, false, false, true>(c, s);
+        LQ_LAUNCHED("fp8 cast-transpose strip kernel launch");
+        return QUANT_OK;
+      }
+    }
     return transpose_bytes(p.row, p.col, p.m, p.k, s, err);
   }
   unsigned g = (unsigned)tiles;

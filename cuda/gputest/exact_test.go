@@ -340,14 +340,21 @@ type config struct {
 // (fp8_block_strip_kernel: 1x128 and 128x128, columnwise and both) at
 // [257, 1000] (a partial last strip), [1031, 2048], [2049, 1024] (several
 // segments per strip), and in fp32 at [1031, 2052] (a last column group of
-// 4, rowwise codes at K ≡ 4 mod 8).
+// 4, rowwise codes at K ≡ 4 mod 8). Both strip kernels take 16-bit rows at
+// an odd K staged through shared memory (common.cuh: strip_stage) at M ≥
+// 256: [257, 1001] (a partial last strip, rows at every offset mod 16, the
+// tensor's last granule past its end), [2049, 1001] (several segments per
+// strip), [1024, 777] (M a multiple of 16: aligned transposed rows), [1031,
+// 33] (one strip, narrower than kSW); fp32 rows there keep the tile kernel.
 var shapes = map[string][][2]int64{
-	"fp8":       {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2052}, {2049, 1000}},
-	"mxfp8":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
-	"mxfp4":     append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
-	"nvfp4":     append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
-	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2048}, {2049, 1024}, {1031, 2052}},
-	"identity":  {{1, 1}, {3, 5}, {17, 130}, {257, 1000}},
+	"fp8": {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2052}, {2049, 1000},
+		{257, 1001}, {2049, 1001}, {1024, 777}, {1031, 33}},
+	"mxfp8": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
+	"mxfp4": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
+	"nvfp4": append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
+	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2048}, {2049, 1024}, {1031, 2052},
+		{257, 1001}, {2049, 1001}, {1024, 777}, {1031, 33}},
+	"identity": {{1, 1}, {3, 5}, {17, 130}, {257, 1000}},
 }
 
 // raggedShapes: every M and every K of issue #18's set {1, 2, 15, 16, 17, 31,
@@ -646,6 +653,7 @@ func TestDelayedScalingMatchesCPU(t *testing.T) {
 				{"small most_recent long", [2]int64{64, 96}, 1500, host.AmaxMostRecent},
 				{"large max long", [2]int64{520, 300}, 2100, host.AmaxMax},
 				{"large odd M", [2]int64{1031, 264}, 4, host.AmaxMax}, // the strip kernel's delayed instances
+				{"large odd K", [2]int64{1031, 263}, 4, host.AmaxMax}, // and its staged ones (16-bit rows at odd offsets)
 			} {
 				t.Run(fmt.Sprintf("%s/%s/%s", el, usage, c.name), func(t *testing.T) {
 					p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, Element: el, AmaxHistoryLen: c.hist, Margin: 1, AmaxAlgo: c.algo}
