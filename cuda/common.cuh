@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "e2m1.h"
 #include "quant_plugin.h"
 
@@ -1523,6 +1525,105 @@ inline void strip_grid(int64_t m, int64_t k, int per_sm, int64_t *strips, int64_
   if (sg < 1) sg = 1;
   *seg_rows = ceil_div(ceil_div(m, sg), (int64_t)kSH) * kSH;
   *segs = ceil_div(m, *seg_rows);
+}
+
+// ---- Rows of words, and rows in flat order (fp8_block's tile and rows
+// kernels, mx.cu's MXFP8 rows kernel) ----
+
+// Element e of a row of words (fp8_block: words_of<T>() of them; the flat rows
+// kernels: chunk_words<T>()), widened to float32 (exact: to_f32).
+template <typename T, int N>
+__device__ __forceinline__ float elem(const uint32_t (&w)[N], int e) {
+  if constexpr (sizeof(T) == 4) {
+    return __uint_as_float(w[e]);
+  } else {
+    const uint32_t x = w[e >> 1];
+    if constexpr (InTraits<T>::kind == InType::BF16) return __uint_as_float((e & 1) ? (x & 0xFFFF0000u) : (x << 16));
+    else return __half2float(__ushort_as_half((unsigned short)((e & 1) ? (x >> 16) : (x & 0xFFFFu))));
+  }
+}
+
+// max |x| (NaN ignored) of a word's elements folded into m: packed 16-bit
+// magnitudes (hmax2_mag) or float32 bits (amax_f); mag_bits_of turns the
+// result into float32 bits. m starts at 0.
+template <typename T>
+__device__ __forceinline__ uint32_t mag_acc(uint32_t m, uint32_t w) {
+  if constexpr (sizeof(T) == 4) return __float_as_uint(amax_f(__uint_as_float(m), __uint_as_float(w)));
+  else return hmax2_mag<T>(m, w);
+}
+template <typename T>
+__device__ __forceinline__ uint32_t mag_bits_of(uint32_t m) {
+  if constexpr (sizeof(T) == 4) return m;
+  else return hmax2_bits<T>(m);
+}
+
+// 32-bit words of a chunk of 16 elements.
+template <typename T>
+__host__ __device__ constexpr int chunk_words() { return 4 * (int)sizeof(T); }
+
+// The flat rows kernels (fp8_block_rows_kernel, mx8_rows_kernel): rowwise
+// codes [M, K] at pitch K hold the code of input element f at byte f, so
+// with the input and the codes at the same offset mod 16 elements an aligned
+// chunk of 16 input elements maps onto an aligned 16-byte chunk of codes
+// whatever K is (spec §14); a row's blocks start o = (its first element)
+// mod 16 elements into a chunk, a compile-time constant of the chunk's
+// arithmetic through with_offset.
+// max |x| (NaN ignored, float32 bits) of elements 0 .. O−1 (lo) and O .. 15 (hi).
+template <typename T, int O>
+__device__ __forceinline__ void chunk_max(const uint32_t (&w)[chunk_words<T>()], uint32_t *lo, uint32_t *hi) {
+  uint32_t l = 0, h = 0;
+  if constexpr (sizeof(T) == 2) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      if (2 * j + 2 <= O) l = hmax2_mag<T>(l, w[j]);
+      else if (2 * j >= O) h = hmax2_mag<T>(h, w[j]);
+      else l = hmax2_mag<T>(l, w[j] & 0xFFFFu), h = hmax2_mag<T>(h, w[j] & 0xFFFF0000u);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 16; e++) {
+      if (e < O) l = mag_acc<T>(l, w[e]);
+      else h = mag_acc<T>(h, w[e]);
+    }
+  }
+  *lo = mag_bits_of<T>(l);
+  *hi = mag_bits_of<T>(h);
+}
+
+// The chunk's FP8 codes: elements 0 .. O−1 scaled by sp, the rest by s.
+template <typename T, int O, Fp8 F = Fp8::E4M3>
+__device__ __forceinline__ uint4 chunk_codes(const uint32_t (&w)[chunk_words<T>()], float sp, float s) {
+  uint32_t c[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    c[j] = fp8x2<F>(__fmul_rn(elem<T>(w, 2 * j), 2 * j < O ? sp : s), __fmul_rn(elem<T>(w, 2 * j + 1), 2 * j + 1 < O ? sp : s));
+  return make_uint4(c[0] | (c[1] << 16), c[2] | (c[3] << 16), c[4] | (c[5] << 16), c[6] | (c[7] << 16));
+}
+
+// f(std::integral_constant<int, o>) for o in 0 .. 15 (warp-uniform).
+template <typename F>
+__device__ __forceinline__ void with_offset(int o, F &&f) {
+#define LQ_OFFSET_CASE(n) \
+  case n: f(std::integral_constant<int, n>{}); break;
+  switch (o) {
+    LQ_OFFSET_CASE(0) LQ_OFFSET_CASE(1) LQ_OFFSET_CASE(2) LQ_OFFSET_CASE(3) LQ_OFFSET_CASE(4) LQ_OFFSET_CASE(5) LQ_OFFSET_CASE(6)
+    LQ_OFFSET_CASE(7) LQ_OFFSET_CASE(8) LQ_OFFSET_CASE(9) LQ_OFFSET_CASE(10) LQ_OFFSET_CASE(11) LQ_OFFSET_CASE(12)
+    LQ_OFFSET_CASE(13) LQ_OFFSET_CASE(14) LQ_OFFSET_CASE(15)
+  }
+#undef LQ_OFFSET_CASE
+}
+
+// Bytes a .. b−1 of the 16 at dst (16-byte aligned) as aligned 8/4/2/1-byte stores.
+__device__ __forceinline__ void store_bytes16(uint8_t *dst, uint4 v, int a, int b) {
+  const uint64_t lo = (uint64_t)v.x | ((uint64_t)v.y << 32), hi = (uint64_t)v.z | ((uint64_t)v.w << 32);
+#pragma unroll 1
+  for (int x = a; x < b;) {
+    const uint64_t u = (x < 8 ? lo : hi) >> (8 * (x & 7));
+    if ((x & 7) == 0 && x + 8 <= b) *reinterpret_cast<uint64_t *>(dst + x) = u, x += 8;
+    else if ((x & 3) == 0 && x + 4 <= b) *reinterpret_cast<uint32_t *>(dst + x) = (uint32_t)u, x += 4;
+    else if ((x & 1) == 0 && x + 2 <= b) *reinterpret_cast<uint16_t *>(dst + x) = (uint16_t)u, x += 2;
+    else dst[x] = (uint8_t)u, x += 1;
+  }
 }
 
 }  // namespace lq
