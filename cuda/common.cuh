@@ -1626,4 +1626,75 @@ __device__ __forceinline__ void store_bytes16(uint8_t *dst, uint4 v, int a, int 
   }
 }
 
+// One warp's row (or segment of one: steps t0 .. t1−1 of 32 chunks) in a flat
+// rows kernel: row r of [m, k] input at in_al + phase elements, its codes at
+// out_al + phase bytes. Lane l holds chunk 32t + l of step t.
+template <typename T>
+struct FlatRow {
+  static constexpr int CW = chunk_words<T>();
+  const T *in;
+  uint8_t *out;
+  int64_t lim;  // chunk c holds the row's elements at o−16c .. lim−16c−1 of it
+  int64_t nc;   // chunks the row touches
+  int o, t0, t1, lane;
+
+  __device__ __forceinline__ FlatRow(const void *in_al, uint8_t *out_al, int phase, int64_t r, int64_t k, int t0_, int t1_) {
+    const int64_t f0 = phase + r * k;  // the row's first element, counted from in_al
+    o = (int)(f0 & 15);
+    lim = k + o;
+    nc = (lim + 15) >> 4;
+    in = (const T *)in_al + (f0 & ~(int64_t)15);
+    out = out_al + (f0 & ~(int64_t)15);
+    t0 = t0_;
+    t1 = t1_;
+    lane = threadIdx.x & 31;
+  }
+
+  // Step t's chunks (the segment's own, and lane 0 of step t1: its first o
+  // elements end the segment's last block), zero where not loaded.
+  __device__ __forceinline__ void load(int t, uint32_t (&w)[CW]) const {
+    const int64_t c = 32 * (int64_t)t + lane;
+    const bool ok = c < nc && (t < t1 || (t == t1 && lane == 0));
+#pragma unroll
+    for (int q = 0; q < CW / 4; q++) {
+      uint4 u = make_uint4(0, 0, 0, 0);
+      if (ok) u = __ldg(reinterpret_cast<const uint4 *>(in + 16 * c) + q);
+      w[4 * q] = u.x, w[4 * q + 1] = u.y, w[4 * q + 2] = u.z, w[4 * q + 3] = u.w;
+    }
+  }
+
+  // Zeroes step t's elements past the row's end (the next row's): the zero
+  // padding of spec §14, which enters no maximum.
+  __device__ __forceinline__ void clip(int t, uint32_t (&w)[CW]) const {
+    if (32 * (int64_t)t + 32 <= (lim >> 4)) return;  // every chunk whole (the warp's condition)
+    const int64_t b = lim - 16 * (32 * (int64_t)t + lane);
+    const int n = b >= 16 ? 16 : b > 0 ? (int)b : 0;
+    if constexpr (sizeof(T) == 2) {
+#pragma unroll
+      for (int j = 0; j < 8; j++) w[j] = n >= 2 * j + 2 ? w[j] : n == 2 * j + 1 ? w[j] & 0xFFFFu : 0u;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 16; e++) w[e] = e < n ? w[e] : 0u;
+    }
+  }
+
+  // The codes v of the lane's chunk of step t: the bytes of this row and
+  // segment (a chunk's bytes of another row or segment are left to it).
+  __device__ __forceinline__ void store(int t, uint4 v) const {
+    const int64_t c = 32 * (int64_t)t + lane, left = lim - 16 * c;
+    const int sa = t == t0 && lane == 0 ? o : 0, sb = left >= 16 ? 16 : left > 0 ? (int)left : 0;
+    if (sa == 0 && sb == 16) *reinterpret_cast<uint4 *>(out + 16 * c) = v;
+    else if (sa < sb) store_bytes16(out + 16 * c, v, sa, sb);
+  }
+
+  // Whether the lane writes the tail: step t1's lane 0, whose first o
+  // elements (clipped at the row's end) end the segment's last block.
+  __device__ __forceinline__ bool has_tail() const { return lane == 0 && o != 0 && 32 * (int64_t)t1 < nc; }
+  __device__ __forceinline__ void store_tail(uint4 v) const {
+    const int64_t left = lim - 16 * 32 * (int64_t)t1;
+    const int sb = left >= o ? o : left > 0 ? (int)left : 0;
+    if (sb > 0) store_bytes16(out + 16 * 32 * (int64_t)t1, v, 0, sb);
+  }
+};
+
 }  // namespace lq

@@ -930,8 +930,6 @@ struct RowParams {
 template <typename T>
 __host__ __device__ constexpr int row_min_blocks() { return sizeof(T) == 2 ? 4 : 2; }
 
-
-
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_rows_kernel(const __grid_constant__ RowParams p) {
   constexpr int CW = chunk_words<T>();
@@ -942,46 +940,16 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
   for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
     const int64_t r = item / p.nseg;
     const int t0 = (int)(item - r * p.nseg) * p.seg_steps, t1 = min(t0 + p.seg_steps, steps);
-    const int64_t f0 = p.phase + r * p.k;  // the row's first element, counted from in_al
-    const int o = (int)(f0 & 15);
-    const int64_t lim = p.k + o;           // chunk c holds the row's elements at o−16c .. lim−16c−1 of it
-    const int64_t nc = (lim + 15) >> 4;    // chunks the row touches
-    const T *in = (const T *)p.in_al + (f0 & ~(int64_t)15);
-    uint8_t *out = p.out_al + (f0 & ~(int64_t)15);
-    // Step t's chunks (the segment's own, and lane 0 of step t1: its first o
-    // elements end the segment's last block), zero where not loaded.
-    auto load = [&](int t, uint32_t(&w)[CW]) {
-      const int64_t c = 32 * (int64_t)t + lane;
-      const bool ok = c < nc && (t < t1 || (t == t1 && lane == 0));
-#pragma unroll
-      for (int q = 0; q < CW / 4; q++) {
-        uint4 u = make_uint4(0, 0, 0, 0);
-        if (ok) u = __ldg(reinterpret_cast<const uint4 *>(in + 16 * c) + q);
-        w[4 * q] = u.x, w[4 * q + 1] = u.y, w[4 * q + 2] = u.z, w[4 * q + 3] = u.w;
-      }
-    };
-    // Zeroes step t's elements past the row's end (the next row's), so that
-    // they enter no maximum.
-    auto clip = [&](int t, uint32_t(&w)[CW]) {
-      if (32 * (int64_t)t + 32 <= (lim >> 4)) return;  // every chunk whole (the warp's condition)
-      const int64_t b = lim - 16 * (32 * (int64_t)t + lane);
-      const int n = b >= 16 ? 16 : b > 0 ? (int)b : 0;
-      if constexpr (sizeof(T) == 2) {
-#pragma unroll
-        for (int j = 0; j < 8; j++) w[j] = n >= 2 * j + 2 ? w[j] : n == 2 * j + 1 ? w[j] & 0xFFFFu : 0u;
-      } else {
-#pragma unroll
-        for (int e = 0; e < 16; e++) w[e] = e < n ? w[e] : 0u;
-      }
-    };
+    const FlatRow<T> fr(p.in_al, p.out_al, p.phase, r, p.k, t0, t1);
+    const int o = fr.o;
     uint32_t cur[CW], nxt[CW], nn[CW];
-    load(t0, cur);
-    load(t0 + 1, nxt);
-    clip(t0, cur);
+    fr.load(t0, cur);
+    fr.load(t0 + 1, nxt);
+    fr.clip(t0, cur);
     float prev_s = 1.0f;  // block 4t−1's scale
     for (int t = t0; t < t1; t++) {
-      load(t + 2, nn);
-      clip(t + 1, nxt);
+      fr.load(t + 2, nn);
+      fr.clip(t + 1, nxt);
       uint32_t lo, hi, lon, hin;
       with_offset(o, [&](auto oc) {
         chunk_max<T, decltype(oc)::value>(cur, &lo, &hi);
@@ -1009,21 +977,15 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
       prev_s = __shfl_sync(kAll, s, 31);
       uint4 v;
       with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value>(cur, sp, s); });
-      const int64_t c = 32 * (int64_t)t + lane, left = lim - 16 * c;
-      const int sa = t == t0 && lane == 0 ? o : 0, sb = left >= 16 ? 16 : left > 0 ? (int)left : 0;
-      if (sa == 0 && sb == 16) *reinterpret_cast<uint4 *>(out + 16 * c) = v;
-      else if (sa < sb) store_bytes16(out + 16 * c, v, sa, sb);
+      fr.store(t, v);
 #pragma unroll
       for (int q = 0; q < CW; q++) cur[q] = nxt[q], nxt[q] = nn[q];
     }
-    // Step t1's lane 0: its first o elements (clipped at the row's end) end
-    // block 4·t1−1.
-    if (lane == 0 && o != 0 && 32 * (int64_t)t1 < nc) {
-      const int64_t left = lim - 16 * 32 * (int64_t)t1;
-      const int sb = left >= o ? o : left > 0 ? (int)left : 0;
+    // Step t1's lane 0: its first o elements end block 4·t1−1.
+    if (fr.has_tail()) {
       uint4 v;
       with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value>(cur, prev_s, prev_s); });
-      if (sb > 0) store_bytes16(out + 16 * 32 * (int64_t)t1, v, 0, sb);
+      fr.store_tail(v);
     }
   }
 }

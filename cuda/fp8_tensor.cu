@@ -781,6 +781,10 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
         // from the input by the staged strips, without a second amax
         // (the flat kernel reduced it): H200, 8191², delayed scaling,
         // 0.053 + 0.074 ms against the transpose's 0.053 + 0.088.
+        // (Measured and not kept: one launch, the strips also writing the
+        // rowwise codes from the stage in the flat frame, an aligned 8-byte
+        // word per granule from the strip row that holds its first element:
+        // 0.150 ms, the strips' kernel slower by more than the flat cast.)
         launch_strip_inst<T, F, false, false, true>(c, s);
         LQ_LAUNCHED("fp8 cast-transpose strip kernel launch");
         return QUANT_OK;

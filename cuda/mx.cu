@@ -1220,46 +1220,16 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
   for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
     const int64_t r = item / p.nseg;
     const int t0 = (int)(item - r * p.nseg) * p.seg_steps, t1 = min(t0 + p.seg_steps, steps);
-    const int64_t f0 = p.phase + r * p.k;  // the row's first element, counted from in_al
-    const int o = (int)(f0 & 15);
-    const int64_t lim = p.k + o;           // chunk c holds the row's elements at o−16c .. lim−16c−1 of it
-    const int64_t nc = (lim + 15) >> 4;    // chunks the row touches
-    const T *in = (const T *)p.in_al + (f0 & ~(int64_t)15);
-    uint8_t *out = p.out_al + (f0 & ~(int64_t)15);
-    // Step t's chunks (the segment's own, and lane 0 of step t1: its first o
-    // elements end the segment's last block), zero where not loaded.
-    auto load = [&](int t, uint32_t(&w)[CW]) {
-      const int64_t c = 32 * (int64_t)t + lane;
-      const bool ok = c < nc && (t < t1 || (t == t1 && lane == 0));
-#pragma unroll
-      for (int q = 0; q < CW / 4; q++) {
-        uint4 u = make_uint4(0, 0, 0, 0);
-        if (ok) u = __ldg(reinterpret_cast<const uint4 *>(in + 16 * c) + q);
-        w[4 * q] = u.x, w[4 * q + 1] = u.y, w[4 * q + 2] = u.z, w[4 * q + 3] = u.w;
-      }
-    };
-    // Zeroes step t's elements past the row's end (the next row's): the zero
-    // padding of spec §14, which enters no maximum.
-    auto clip = [&](int t, uint32_t(&w)[CW]) {
-      if (32 * (int64_t)t + 32 <= (lim >> 4)) return;  // every chunk whole (the warp's condition)
-      const int64_t b = lim - 16 * (32 * (int64_t)t + lane);
-      const int n = b >= 16 ? 16 : b > 0 ? (int)b : 0;
-      if constexpr (sizeof(T) == 2) {
-#pragma unroll
-        for (int j = 0; j < 8; j++) w[j] = n >= 2 * j + 2 ? w[j] : n == 2 * j + 1 ? w[j] & 0xFFFFu : 0u;
-      } else {
-#pragma unroll
-        for (int e = 0; e < 16; e++) w[e] = e < n ? w[e] : 0u;
-      }
-    };
+    const FlatRow<T> fr(p.in_al, p.out_al, p.phase, r, p.k, t0, t1);
+    const int o = fr.o;
     uint32_t cur[CW], nxt[CW], nn[CW];
-    load(t0, cur);
-    load(t0 + 1, nxt);
-    clip(t0, cur);
+    fr.load(t0, cur);
+    fr.load(t0 + 1, nxt);
+    fr.clip(t0, cur);
     uint32_t prev_e8 = 127;  // block 16t−1's scale (at t0: another segment's, its codes not stored here)
     for (int t = t0; t < t1; t++) {
-      load(t + 2, nn);
-      clip(t + 1, nxt);
+      fr.load(t + 2, nn);
+      fr.clip(t + 1, nxt);
       uint32_t lo, hi, lon, hin;
       with_offset(o, [&](auto oc) {
         chunk_max<T, decltype(oc)::value>(cur, &lo, &hi);
@@ -1281,22 +1251,16 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
       const float f = e8m0_rcp(even ? e8 : below), fp = even ? e8m0_rcp(pe) : f;
       uint4 v;
       with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value, F>(cur, fp, f); });
-      const int64_t c = 32 * (int64_t)t + lane, left = lim - 16 * c;
-      const int sa = t == t0 && lane == 0 ? o : 0, sb = left >= 16 ? 16 : left > 0 ? (int)left : 0;
-      if (sa == 0 && sb == 16) *reinterpret_cast<uint4 *>(out + 16 * c) = v;
-      else if (sa < sb) store_bytes16(out + 16 * c, v, sa, sb);
+      fr.store(t, v);
 #pragma unroll
       for (int q = 0; q < CW; q++) cur[q] = nxt[q], nxt[q] = nn[q];
     }
-    // Step t1's lane 0: its first o elements (clipped at the row's end) end
-    // block 16·t1 − 1.
-    if (lane == 0 && o != 0 && 32 * (int64_t)t1 < nc) {
-      const int64_t left = lim - 16 * 32 * (int64_t)t1;
-      const int sb = left >= o ? o : left > 0 ? (int)left : 0;
+    // Step t1's lane 0: its first o elements end block 16·t1 − 1.
+    if (fr.has_tail()) {
       const float fp = e8m0_rcp(prev_e8);
       uint4 v;
       with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value, F>(cur, fp, fp); });
-      if (sb > 0) store_bytes16(out + 16 * 32 * (int64_t)t1, v, 0, sb);
+      fr.store_tail(v);
     }
   }
   zero_scale_padding(p.s, blockIdx.x, gridDim.x);
