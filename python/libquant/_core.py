@@ -590,8 +590,8 @@ class Quantizer(Owned):
         h = self.handle
         t = as_dltensor(x)
         keep: list[Any] = []
-        opts = self._options(t, amax, persistent, stream, keep)
         s = _stream(stream, t)
+        opts = None if amax is None and not persistent and s is None else self._options(t, amax, persistent, stream, keep)
         lib = L.lib()
         lk = self._usage_lock
         with dst._lock:

@@ -384,11 +384,21 @@ def test_cuda_consumer_stream_waits_for_libquant_stream(consumer_kind: str) -> N
     lambda b: np.ones((7, 1), np.float32)[::2],
 ])
 def test_numpy_import_matches_array_interface(make: Any) -> None:
-    """as_dltensor reads a NumPy array's pointer from __array_struct__: it must be
-    __array_interface__'s, and the strides those the interface gives (None when
-    C-contiguous), for offset views, strided slices, transposes, 0-d and empty."""
+    """as_dltensor reads a NumPy array's pointer and flags from the array object
+    itself (or, where the import-time check of that layout failed, from
+    __array_struct__): the pointer must be __array_interface__'s, and the
+    strides those the interface gives (None when C-contiguous), for offset
+    views, strided slices, transposes, 0-d and empty. Both readers are
+    checked, the in-place one where this build's layout passed the check."""
     a = make(np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8))
     ai = a.__array_interface__
+    readers = [_dlpack._pointer_and_flags_capsule]
+    if _dlpack._struct_layout_ok():
+        readers.append(_dlpack._pointer_and_flags_struct)
+    for read in readers:
+        data, flags = read(a)
+        assert data == ai["data"][0], read.__name__
+        assert bool(flags & _dlpack._C_CONTIGUOUS) == a.flags.c_contiguous, read.__name__
     t = _dlpack.as_dltensor(a)
     assert (t.dl.data or 0) == ai["data"][0]
     assert t.dl.ndim == a.ndim
