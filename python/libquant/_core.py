@@ -516,7 +516,7 @@ class Quantizer(Owned):
         lk.acquire_shared()
         try:
             if u is None or _get_usage(h) == u:
-                st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
+                st = lib.quant_quantize(h, t.dl, opts, C.byref(out))
                 u = None
         finally:
             lk.release_shared()
@@ -526,7 +526,7 @@ class Quantizer(Owned):
                 old = _get_usage(h)
                 L.check(lib.quant_quantizer_set_usage(h, u))
                 try:
-                    st = lib.quant_quantize(h, C.byref(t.dl), opts, C.byref(out))
+                    st = lib.quant_quantize(h, t.dl, opts, C.byref(out))
                 finally:
                     lib.quant_quantizer_set_usage(h, old)
             finally:
@@ -600,13 +600,13 @@ class Quantizer(Owned):
                 lk.acquire_exclusive()
                 try:
                     dst._check_views("quantize_into", self._into_plan(h, t, dst, persistent))
-                    st = lib.quant_quantize_into(h, t.ref, opts, dh)
+                    st = lib.quant_quantize_into(h, t.dl, opts, dh)
                 finally:
                     lk.release_exclusive()
             else:
                 lk.acquire_shared()
                 try:
-                    st = lib.quant_quantize_into(h, t.ref, opts, dh)
+                    st = lib.quant_quantize_into(h, t.dl, opts, dh)
                 finally:
                     lk.release_shared()
             if st:
@@ -730,7 +730,7 @@ class Quantizer(Owned):
             out = _alloc((2,), "float32", _device_of(t), t.framework == "torch")
         o = as_output(out, "out")
         s = _stream(stream, t)
-        L.check(L.lib().quant_compute_amax(self.handle, t.ref, o.ref, s))
+        L.check(L.lib().quant_compute_amax(self.handle, t.dl, o.dl, s))
         return out
 
     # -- delayed scaling ------------------------------------------------------
