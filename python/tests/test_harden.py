@@ -407,3 +407,25 @@ def test_numpy_import_matches_array_interface(make: Any) -> None:
         assert not t.dl.strides
     else:
         assert tuple(t.dl.strides[i] * a.itemsize for i in range(a.ndim)) == ai["strides"]
+
+
+def test_importer_cache_by_exact_type() -> None:
+    """as_dltensor remembers the importer of each exact NumPy or torch class it
+    has seen: a subclass (np.recarray, torch.nn.Parameter) must take the same
+    importer as its base class on the first call and on the cached ones, and
+    objects of other classes must not be cached as either."""
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    rec = base.view(np.recarray)
+    for _ in range(2):
+        t = _dlpack.as_dltensor(rec)
+        assert t.framework == "numpy" and (t.dl.data or 0) == base.__array_interface__["data"][0]
+    assert _dlpack._importers[np.recarray] is _dlpack._from_numpy
+    buf = lq.Quantizer("fp8").quantize(base).rowwise.data  # type: ignore[union-attr]
+    assert _dlpack.as_dltensor(buf).framework != "numpy"
+    assert type(buf) not in _dlpack._importers
+    torch = pytest.importorskip("torch")
+    p = torch.nn.Parameter(torch.ones(3, 4))
+    for _ in range(2):
+        t = _dlpack.as_dltensor(p)
+        assert t.framework == "torch" and t.dl.data == p.data_ptr()
+    assert type(p) in _dlpack._importers
