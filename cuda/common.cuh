@@ -1626,6 +1626,50 @@ __device__ __forceinline__ void store_bytes16(uint8_t *dst, uint4 v, int a, int 
   }
 }
 
+// The host side of a flat rows kernel's launch, for its parameters P (fields
+// in_al, out_al, m, k, phase, nseg, seg_steps). flat_rows_place: the walk over
+// [m, k] input in (elements of sz bytes) and codes out, rounded down to a
+// 16-element boundary (phase elements before the tensor's first); false
+// where the two do not lie at one offset mod 16 elements.
+template <typename P>
+bool flat_rows_place(P &p, const void *in, uint8_t *out, size_t sz, int64_t m, int64_t k) {
+  const uintptr_t ia = reinterpret_cast<uintptr_t>(in), oa = reinterpret_cast<uintptr_t>(out);
+  if (ia % sz != 0 || (ia / sz) % 16 != oa % 16) return false;
+  p.phase = (int)(oa % 16);
+  p.in_al = reinterpret_cast<const void *>(ia - p.phase * sz);
+  p.out_al = out - p.phase;
+  p.m = m;
+  p.k = k;
+  return true;
+}
+
+// Rows too few for every resident warp (resident CTAs of threads each) are
+// cut into segments of steps (steps per row): sets p.nseg and p.seg_steps,
+// returns the CTAs to launch.
+template <typename P>
+int64_t flat_rows_plan(P &p, int resident, int threads, int64_t steps) {
+  const int64_t warps = (int64_t)resident * (threads / 32);
+  int64_t nseg = p.m >= warps ? 1 : ceil_div(warps, p.m);
+  if (nseg > steps) nseg = steps;
+  p.seg_steps = (int)ceil_div(steps, nseg);
+  p.nseg = (int)ceil_div(steps, (int64_t)p.seg_steps);
+  const int64_t ctas = ceil_div(p.m * p.nseg, (int64_t)(threads / 32));
+  return ctas < resident ? ctas : resident;
+}
+
+// How many CTAs of threads each of kernel fit on the current device (0: none,
+// or a query failed; its error is cleared).
+template <typename K>
+int resident_ctas(K kernel, int threads) {
+  int per_sm = 0, dev = 0, sms = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
+    cudaGetLastError();
+    return 0;
+  }
+  return per_sm * sms;
+}
+
 // One warp's row (or segment of one: steps t0 .. t1−1 of 32 chunks) in a flat
 // rows kernel: row r of [m, k] input at in_al + phase elements, its codes at
 // out_al + phase bytes. Lane l holds chunk 32t + l of step t.

@@ -993,15 +993,7 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
 // Once per input type: how many CTAs of the rowwise kernel fit (0: none).
 template <typename T>
 int rows_resident() {
-  static const int resident = [] {
-    int per_sm = 0, dev = 0, sms = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_block_rows_kernel<T>, kRowThreads, 0) != cudaSuccess ||
-        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
-      cudaGetLastError();
-      return 0;
-    }
-    return per_sm * sms;
-  }();
+  static const int resident = resident_ctas(fp8_block_rows_kernel<T>, kRowThreads);
   return resident;
 }
 
@@ -1009,15 +1001,8 @@ int rows_resident() {
 // the same offset mod 16 elements (else *done stays false).
 int32_t launch_rows(InType t, const BlockParams &bp, cudaStream_t st, bool *done, quant_plugin_error *err) {
   *done = false;
-  const size_t sz = in_size(t);
-  const uintptr_t ia = reinterpret_cast<uintptr_t>(bp.in), oa = reinterpret_cast<uintptr_t>(bp.row);
-  if (ia % sz != 0 || (ia / sz) % 16 != oa % 16) return QUANT_OK;
   RowParams p{};
-  p.phase = (int)(oa % 16);
-  p.in_al = reinterpret_cast<const void *>(ia - p.phase * sz);
-  p.out_al = bp.row - p.phase;
-  p.m = bp.m;
-  p.k = bp.k;
+  if (!flat_rows_place(p, bp.in, bp.row, in_size(t), bp.m, bp.k)) return QUANT_OK;
   p.s = bp.row_s;
   p.eps = bp.eps;
   p.vfi = bp.vfi;
@@ -1026,14 +1011,8 @@ int32_t launch_rows(InType t, const BlockParams &bp, cudaStream_t st, bool *done
                                                                                      : fp8_block_rows_kernel<__half>;
   const int res = t == InType::F32 ? rows_resident<float>() : t == InType::BF16 ? rows_resident<__nv_bfloat16>() : rows_resident<__half>();
   if (res == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the rowwise kernel does not fit this GPU");
-  // Rows too few for every resident warp are cut into segments of steps.
-  const int64_t warps = (int64_t)res * (kRowThreads / 32), steps = (ceil_div(p.k, kTile) + 3) / 4;
-  int64_t nseg = p.m >= warps ? 1 : ceil_div(warps, p.m);
-  if (nseg > steps) nseg = steps;
-  p.seg_steps = (int)ceil_div(steps, nseg);
-  p.nseg = (int)ceil_div(steps, p.seg_steps);
-  const int64_t ctas = ceil_div(p.m * p.nseg, kRowThreads / 32);
-  kern<<<(unsigned)(ctas < res ? ctas : res), kRowThreads, 0, st>>>(p);
+  const int64_t ctas = flat_rows_plan(p, res, kRowThreads, (ceil_div(p.k, (int64_t)kTile) + 3) / 4);
+  kern<<<(unsigned)ctas, kRowThreads, 0, st>>>(p);
   LQ_LAUNCHED("fp8_block rowwise kernel launch");
   *done = true;
   return QUANT_OK;

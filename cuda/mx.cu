@@ -1266,33 +1266,12 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
   zero_scale_padding(p.s, blockIdx.x, gridDim.x);
 }
 
-// Once per instance: how many CTAs of the rows kernel fit (0: none).
-template <typename T, int EL>
-int mx8_rows_resident() {
-  static const int resident = [] {
-    int per_sm = 0, dev = 0, sms = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mx8_rows_kernel<T, EL>, kRowThreads, 0) != cudaSuccess ||
-        cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
-      cudaGetLastError();
-      return 0;
-    }
-    return per_sm * sms;
-  }();
-  return resident;
-}
-
 template <typename T, int EL>
 int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *err) {
-  const int res = mx8_rows_resident<T, EL>();
+  static const int res = resident_ctas(mx8_rows_kernel<T, EL>, kRowThreads);
   if (res == 0) return fail(err, QUANT_ERROR_PLUGIN, "mxfp8: the rowwise kernel does not fit this GPU");
-  // Rows too few for every resident warp are cut into segments of steps.
-  const int64_t warps = (int64_t)res * (kRowThreads / 32), steps = (ceil_div(p.k, (int64_t)32) + 15) / 16;
-  int64_t nseg = p.m >= warps ? 1 : ceil_div(warps, p.m);
-  if (nseg > steps) nseg = steps;
-  p.seg_steps = (int)ceil_div(steps, nseg);
-  p.nseg = (int)ceil_div(steps, (int64_t)p.seg_steps);
-  const int64_t ctas = ceil_div(p.m * p.nseg, (int64_t)(kRowThreads / 32));
-  mx8_rows_kernel<T, EL><<<(unsigned)(ctas < res ? ctas : res), kRowThreads, 0, st>>>(p);
+  const int64_t ctas = flat_rows_plan(p, res, kRowThreads, (ceil_div(p.k, (int64_t)32) + 15) / 16);
+  mx8_rows_kernel<T, EL><<<(unsigned)ctas, kRowThreads, 0, st>>>(p);
   LQ_LAUNCHED("mxfp8 rowwise kernel launch");
   return QUANT_OK;
 }
@@ -1323,15 +1302,8 @@ int32_t mx_geom(const quant_plugin_params *p, MxGeom *g, quant_plugin_error *err
 // *done stays false).
 int32_t launch_mx8_rows(InType t, const MxGeom &g, const MxParams &bp, cudaStream_t st, bool *done, quant_plugin_error *err) {
   *done = false;
-  const size_t sz = in_size(t);
-  const uintptr_t ia = reinterpret_cast<uintptr_t>(bp.in), oa = reinterpret_cast<uintptr_t>(bp.row);
-  if (g.packed || bp.col != nullptr || bp.row_pitch != bp.k || ia % sz != 0 || (ia / sz) % 16 != oa % 16) return QUANT_OK;
   Mx8RowParams p{};
-  p.phase = (int)(oa % 16);
-  p.in_al = reinterpret_cast<const void *>(ia - p.phase * sz);
-  p.out_al = bp.row - p.phase;
-  p.m = bp.m;
-  p.k = bp.k;
+  if (g.packed || bp.col != nullptr || bp.row_pitch != bp.k || !flat_rows_place(p, bp.in, bp.row, in_size(t), bp.m, bp.k)) return QUANT_OK;
   p.floor = bp.floor;
   p.s = bp.row_s;
   *done = true;
