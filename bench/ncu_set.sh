@@ -14,7 +14,7 @@ mkdir -p build
 [ -f build/libquant.so ] || xz -dc $F/libquant.so.xz > build/libquant.so
 [ -f build/libquant_cuda.so ] || xz -dc $F/libquant_cuda.so.xz > build/libquant_cuda.so
 # The quantize kernels (the amax, zeroing and swizzle kernels excluded).
-K='regex:mx_quantize|mx_fast|cast_flat|cast_transpose|cast_strip|fp8_block_kernel|fp8_block_rows|fp8_block_strip|nvfp4_1d|nvfp4_2d|nvfp4_fast'
+K='regex:mx_quantize|mx_fast|cast_flat|cast_transpose|cast_strip|fp8_block_kernel|fp8_block_rows|fp8_block_bands|fp8_block_strip|mx8_rows|nvfp4_1d|nvfp4_2d|nvfp4_fast'
 S=smsp__average_warps_issue_stalled_
 ST=$(for r in long_scoreboard lg_throttle mio_throttle barrier short_scoreboard wait math_pipe_throttle not_selected selected drain membar; do printf "%s%s_per_issue_active.ratio," $S $r; done)
 ST=${ST%,}
@@ -25,7 +25,7 @@ for spec in "$@"; do
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats --metrics "$ST" \
     python3 bench/ncu_quantize.py $spec > /tmp/ncu_$i.txt 2>&1
   f=/tmp/ncu_$i.txt; { echo "=== $spec"; cat $f; } >> $OUT/ncu_all.txt
-  name=$(grep -m1 -oE '(mx_quantize|mx_fast|cast_[a-z]+|fp8_block_[a-z]+|nvfp4_[a-z0-9]+)_kernel<[^>]{0,60}' $f)
+  name=$(grep -m1 -oE '(mx_quantize|mx_fast|mx8_rows|cast_[a-z]+|fp8_block_[a-z]+|nvfp4_[a-z0-9]+)_kernel<[^>]{0,60}' $f)
   v() { grep -m1 -E "^\s+$1 " $f | awk '{print $NF}'; }
   # stall cycles per issued instruction, the three largest
   stalls=$(grep -E "^\s+${S}" $f | sed "s/${S}//; s/_per_issue_active.ratio//" | awk '{print $NF, $1}' | sort -gr | head -3 | awk '{printf "%s %s, ", $2, $1}')

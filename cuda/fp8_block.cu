@@ -946,15 +946,14 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
     fr.load(t0, cur);
     fr.load(t0 + 1, nxt);
     fr.clip(t0, cur);
+    uint32_t lo, hi;  // step t's chunk maxima (step t + 1's are taken over from lon, hin)
+    with_offset(o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(cur, &lo, &hi); });
     float prev_s = 1.0f;  // block 4t−1's scale
     for (int t = t0; t < t1; t++) {
       fr.load(t + 2, nn);
       fr.clip(t + 1, nxt);
-      uint32_t lo, hi, lon, hin;
-      with_offset(o, [&](auto oc) {
-        chunk_max<T, decltype(oc)::value>(cur, &lo, &hi);
-        chunk_max<T, decltype(oc)::value>(nxt, &lon, &hin);
-      });
+      uint32_t lon, hin;
+      with_offset(o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(nxt, &lon, &hin); });
       // Block 4t+g: its part of lanes 8g .. 8g+7 and the first o elements of
       // the next chunk (lane 8g+8, or the next step's lane 0).
       uint32_t a = i == 0 ? hi : max(lo, hi);
@@ -980,6 +979,7 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
       fr.store(t, v);
 #pragma unroll
       for (int q = 0; q < CW; q++) cur[q] = nxt[q], nxt[q] = nn[q];
+      lo = lon, hi = hin;
     }
     // Step t1's lane 0: its first o elements end block 4·t1−1.
     if (fr.has_tail()) {

@@ -1226,15 +1226,14 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
     fr.load(t0, cur);
     fr.load(t0 + 1, nxt);
     fr.clip(t0, cur);
+    uint32_t lo, hi;  // step t's chunk maxima (step t + 1's are taken over from lon, hin)
+    with_offset(o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(cur, &lo, &hi); });
     uint32_t prev_e8 = 127;  // block 16t−1's scale (at t0: another segment's, its codes not stored here)
     for (int t = t0; t < t1; t++) {
       fr.load(t + 2, nn);
       fr.clip(t + 1, nxt);
-      uint32_t lo, hi, lon, hin;
-      with_offset(o, [&](auto oc) {
-        chunk_max<T, decltype(oc)::value>(cur, &lo, &hi);
-        chunk_max<T, decltype(oc)::value>(nxt, &lon, &hin);
-      });
+      uint32_t lon, hin;
+      with_offset(o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(nxt, &lon, &hin); });
       // Block 16t + lane/2 at even lanes: magnitudes' float bits (NaN
       // ignored), which order as integers.
       const uint32_t mine = even ? hi : max(lo, hi);
@@ -1254,6 +1253,7 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
       fr.store(t, v);
 #pragma unroll
       for (int q = 0; q < CW; q++) cur[q] = nxt[q], nxt[q] = nn[q];
+      lo = lon, hi = hin;
     }
     // Step t1's lane 0: its first o elements end block 16·t1 − 1.
     if (fr.has_tail()) {
