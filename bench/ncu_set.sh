@@ -16,7 +16,7 @@ mkdir -p build
 # The quantize kernels (the amax, zeroing and swizzle kernels excluded).
 K='regex:mx_quantize|mx_fast|cast_flat|cast_transpose|cast_strip|fp8_block_kernel|fp8_block_rows|fp8_block_bands|fp8_block_strip|mx8_rows|nvfp4_1d|nvfp4_2d|nvfp4_fast'
 S=smsp__average_warps_issue_stalled_
-ST=$(for r in long_scoreboard lg_throttle mio_throttle barrier short_scoreboard wait math_pipe_throttle not_selected selected drain membar; do printf "%s%s_per_issue_active.ratio," $S $r; done)
+ST=$(for r in no_instruction branch_resolving long_scoreboard lg_throttle mio_throttle barrier short_scoreboard wait math_pipe_throttle not_selected selected drain membar; do printf "%s%s_per_issue_active.ratio," $S $r; done)
 ST=${ST%,}
 i=0
 for spec in "$@"; do
