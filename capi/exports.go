@@ -128,66 +128,101 @@ func shapeArg(shape *C.capi_const_int64, ndim C.int32_t) ([]int64, error) {
 func quant_quantizer_layout(q *C.capi_const_quantizer, shape *C.capi_const_int64, ndim C.int32_t,
 	descs *C.quant_buffer_desc, capacity C.size_t, count *C.size_t) C.quant_status {
 	return call("quant_quantizer_layout", func() error {
-		e, err := getQuantizerPtr(unsafe.Pointer(q), "quantizer")
-		if err != nil {
-			return err
-		}
-		if count == nil {
-			return invalid("count: is NULL")
-		}
-		s, err := shapeArg(shape, ndim)
-		if err != nil {
-			return err
-		}
-		layout, err := e.q.Layout(s)
-		if err != nil {
-			return err
-		}
-		*count = C.size_t(len(layout))
-		if descs == nil {
-			return nil
-		}
-		if int(capacity) < len(layout) {
-			return host.Errorf(host.ErrBufferTooSmall, "capacity: %d, the layout has %d buffers", capacity, len(layout))
-		}
-		out := unsafe.Slice(descs, len(layout))
-		for i, l := range layout {
-			d := C.quant_buffer_desc{
-				direction: C.uint32_t(l.Dir.Usage()),
-				kind:      C.int32_t(l.Kind),
-				dtype:     dlDTypeOf(l.DType),
-				ndim:      C.int32_t(len(l.Shape)),
-				nbytes:    C.uint64_t(l.Bytes()),
-			}
-			for j, v := range l.Shape {
-				d.shape[j] = C.int64_t(v)
-			}
-			out[i] = d
-		}
-		return nil
+		return layoutInto(unsafe.Pointer(q), nil, shape, ndim, descs, capacity, count)
 	})
 }
 
-// quantizeOptions reads an optional quant_quantize_options.
-func quantizeOptions(p unsafe.Pointer) (host.QuantizeOptions, error) {
+//export quant_quantizer_layout_usage
+func quant_quantizer_layout_usage(q *C.capi_const_quantizer, usage C.uint32_t, shape *C.capi_const_int64, ndim C.int32_t,
+	descs *C.quant_buffer_desc, capacity C.size_t, count *C.size_t) C.quant_status {
+	return call("quant_quantizer_layout_usage", func() error {
+		u := uint32(usage)
+		return layoutInto(unsafe.Pointer(q), &u, shape, ndim, descs, capacity, count)
+	})
+}
+
+// layoutInto writes the layout of a quantize of shape with usage (nil: the
+// quantizer's) into descs (quant_quantizer_layout's contract).
+func layoutInto(q unsafe.Pointer, usage *uint32, shape *C.capi_const_int64, ndim C.int32_t,
+	descs *C.quant_buffer_desc, capacity C.size_t, count *C.size_t) error {
+	e, err := getQuantizerPtr(q, "quantizer")
+	if err != nil {
+		return err
+	}
+	u := e.q.Usage()
+	if usage != nil {
+		if u, err = usageArg("usage", *usage, e.q); err != nil {
+			return err
+		}
+	}
+	if count == nil {
+		return invalid("count: is NULL")
+	}
+	s, err := shapeArg(shape, ndim)
+	if err != nil {
+		return err
+	}
+	layout, err := e.q.LayoutUsage(s, u)
+	if err != nil {
+		return err
+	}
+	*count = C.size_t(len(layout))
+	if descs == nil {
+		return nil
+	}
+	if int(capacity) < len(layout) {
+		return host.Errorf(host.ErrBufferTooSmall, "capacity: %d, the layout has %d buffers", capacity, len(layout))
+	}
+	out := unsafe.Slice(descs, len(layout))
+	for i, l := range layout {
+		d := C.quant_buffer_desc{
+			direction: C.uint32_t(l.Dir.Usage()),
+			kind:      C.int32_t(l.Kind),
+			dtype:     dlDTypeOf(l.DType),
+			ndim:      C.int32_t(len(l.Shape)),
+			nbytes:    C.uint64_t(l.Bytes()),
+		}
+		for j, v := range l.Shape {
+			d.shape[j] = C.int64_t(v)
+		}
+		out[i] = d
+	}
+	return nil
+}
+
+// quantizeOptions reads an optional quant_quantize_options, and the usage
+// to quantize for: options.usage, or the quantizer's where that is 0.
+func quantizeOptions(p unsafe.Pointer, q *host.Quantizer) (host.QuantizeOptions, host.Usage, error) {
 	var o host.QuantizeOptions
 	if p == nil {
-		return o, nil
+		return o, q.Usage(), nil
 	}
 	var c C.quant_quantize_options
 	if err := readStruct("options", p, unsafe.Pointer(&c), unsafe.Sizeof(c), unsafe.Sizeof(c.struct_size)); err != nil {
-		return o, err
+		return o, 0, err
 	}
 	o.Stream = uintptr(c.stream)
 	o.Persistent = c.persistent != 0
 	if c.amax != nil {
 		a, err := tensorFromDL("options.amax", unsafe.Pointer(c.amax))
 		if err != nil {
-			return o, err
+			return o, 0, err
 		}
 		o.AmaxIn = &a
 	}
-	return o, nil
+	u, err := usageArg("options.usage", uint32(c.usage), q)
+	return o, u, err
+}
+
+// usageArg checks a usage argument: QUANT_USAGE_* bits, 0 for q's usage.
+func usageArg(arg string, u uint32, q *host.Quantizer) (host.Usage, error) {
+	if u&^uint32(host.BothUsages) != 0 {
+		return 0, invalid("%s: %#x has bits other than rowwise (1) and columnwise (2)", arg, u)
+	}
+	if u == 0 {
+		return q.Usage(), nil
+	}
+	return host.Usage(u), nil
 }
 
 //export quant_compute_amax
@@ -223,11 +258,11 @@ func quant_quantize(q *C.quant_quantizer, input *C.capi_const_DLTensor, options 
 		if err != nil {
 			return err
 		}
-		opts, err := quantizeOptions(unsafe.Pointer(options))
+		opts, usage, err := quantizeOptions(unsafe.Pointer(options), e.q)
 		if err != nil {
 			return err
 		}
-		t, err := e.q.Quantize(in, opts)
+		t, err := e.q.QuantizeUsage(in, opts, usage)
 		if err != nil {
 			return err
 		}
@@ -251,11 +286,11 @@ func quant_quantize_into(q *C.quant_quantizer, input *C.capi_const_DLTensor, opt
 		if err != nil {
 			return err
 		}
-		opts, err := quantizeOptions(unsafe.Pointer(options))
+		opts, usage, err := quantizeOptions(unsafe.Pointer(options), e.q)
 		if err != nil {
 			return err
 		}
-		return e.q.QuantizeInto(in, opts, d.t)
+		return e.q.QuantizeIntoUsage(in, opts, d.t, usage)
 	})
 }
 

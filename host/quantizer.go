@@ -179,11 +179,19 @@ func (q *Quantizer) IsHybrid() bool { return q.hybrid }
 // Layout lists the buffers a quantize of shape would produce with the current
 // usage, rowwise first.
 func (q *Quantizer) Layout(shape []int64) ([]Layout, error) {
+	return q.LayoutUsage(shape, q.Usage())
+}
+
+// LayoutUsage is Layout for an explicit usage instead of q's (the layout of
+// QuantizeUsage), leaving q's usage alone.
+func (q *Quantizer) LayoutUsage(shape []int64, usage Usage) ([]Layout, error) {
 	if err := CheckShape("shape", shape, 0); err != nil {
 		return nil, err
 	}
+	if err := checkUsage(usage); err != nil {
+		return nil, err
+	}
 	m, k := Flatten2D(shape)
-	usage := q.Usage()
 	if !q.hybrid && sharesStorage(q.specs[0]) {
 		usage = Rowwise // one storage serves both directions
 	}

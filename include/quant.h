@@ -313,6 +313,12 @@ typedef struct {
 quant_status quant_quantizer_layout(const quant_quantizer *quantizer, const int64_t *shape, int32_t ndim,
                                     quant_buffer_desc *descs, size_t capacity, size_t *count);
 
+/* quant_quantizer_layout for usage (QUANT_USAGE_* bits; 0: the quantizer's)
+ * instead of the quantizer's current usage, which it leaves alone: the buffers
+ * of a quantize with quant_quantize_options.usage set to usage. */
+quant_status quant_quantizer_layout_usage(const quant_quantizer *quantizer, uint32_t usage, const int64_t *shape,
+                                          int32_t ndim, quant_buffer_desc *descs, size_t capacity, size_t *count);
+
 /* ------------------------------------------------------------------------- */
 /* Quantized tensors                                                          */
 /* ------------------------------------------------------------------------- */
@@ -324,6 +330,10 @@ typedef struct {
   const DLTensor *amax;   /* optional FP32 [2] amax (rowwise, columnwise) to use instead of
                              computing it, e.g. after an all-reduce; on the input's device */
   int32_t persistent;     /* nonzero: the tensor never loses a usage when re-quantized in place */
+  /* Version 2 (appended, in what was the struct's tail padding: zero it, as the rule above says): */
+  uint32_t usage;         /* QUANT_USAGE_* bits to produce instead of the quantizer's usage (0: the
+                             quantizer's). The quantizer is left alone, so threads sharing one can
+                             each ask for their own directions; other bits: QUANT_ERROR_INVALID_ARGUMENT */
 } quant_quantize_options;
 
 /* Computes the global amax(es) quantize would use for input: writes FP32

@@ -138,6 +138,54 @@ static void test_layout(void) {
   EXPECT_ERR(quant_quantizer_layout(q, neg, 2, d, 8, &n), QUANT_ERROR_INVALID_ARGUMENT, "negative");
   EXPECT_ERR(quant_quantizer_layout(q, big, 2, d, 8, &n), QUANT_ERROR_INVALID_ARGUMENT, "overflows");
   EXPECT_ERR(quant_quantizer_layout(NULL, shape2, 2, d, 8, &n), QUANT_ERROR_INVALID_ARGUMENT, "quantizer");
+  /* The layout for another usage, the quantizer's left alone. */
+  EXPECT_OK(quant_quantizer_layout_usage(q, QUANT_USAGE_COLUMNWISE, shape2, 2, d, 8, &n));
+  CHECK(n == 3 && d[0].direction == QUANT_DIRECTION_COLUMNWISE && d[0].shape[0] == K && d[0].shape[1] == M);
+  EXPECT_OK(quant_quantizer_layout_usage(q, 0, shape2, 2, NULL, 0, &n));
+  CHECK(n == 6);
+  {
+    uint32_t usage = 0;
+    EXPECT_OK(quant_quantizer_get_usage(q, &usage));
+    CHECK(usage == (QUANT_USAGE_ROWWISE | QUANT_USAGE_COLUMNWISE));
+  }
+  EXPECT_ERR(quant_quantizer_layout_usage(q, 4, shape2, 2, d, 8, &n), QUANT_ERROR_INVALID_ARGUMENT, "usage: 0x4");
+  EXPECT_ERR(quant_quantizer_layout_usage(NULL, 1, shape2, 2, d, 8, &n), QUANT_ERROR_INVALID_ARGUMENT, "quantizer");
+  EXPECT_OK(quant_quantizer_free(q));
+}
+
+/* quant_quantize_options.usage: the directions of one call, the quantizer's
+ * usage unchanged; bits other than the two directions are refused. */
+static void test_usage_option(void) {
+  quant_quantizer *q = NULL;
+  quant_quantizer_config c = check_config("fp8");
+  quant_quantize_options opts;
+  quant_qtensor *t = NULL;
+  quant_qtensor_info info;
+  DLTensor in = input_f32();
+  uint32_t usage = 0;
+
+  EXPECT_OK(quant_quantizer_create(&c, &q));
+  memset(&opts, 0, sizeof opts);
+  opts.struct_size = sizeof opts;
+  opts.usage = QUANT_USAGE_COLUMNWISE;
+  EXPECT_OK(quant_quantize(q, &in, &opts, &t));
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_OK(quant_qtensor_get_info(t, &info));
+  CHECK(info.usage == QUANT_USAGE_COLUMNWISE && info.rowwise_format[0] == 0);
+  EXPECT_OK(quant_quantizer_get_usage(q, &usage));
+  CHECK(usage == (QUANT_USAGE_ROWWISE | QUANT_USAGE_COLUMNWISE));
+  /* quantize_into a temporary tensor: it ends with the call's usage */
+  opts.usage = QUANT_USAGE_ROWWISE;
+  EXPECT_OK(quant_quantize_into(q, &in, &opts, t));
+  EXPECT_OK(quant_qtensor_get_info(t, &info));
+  CHECK(info.usage == QUANT_USAGE_ROWWISE && info.columnwise_format[0] == 0);
+  opts.usage = 0x10;
+  EXPECT_ERR(quant_quantize_into(q, &in, &opts, t), QUANT_ERROR_INVALID_ARGUMENT, "options.usage: 0x10");
+  EXPECT_OK(quant_qtensor_free(t));
+  t = NULL;
+  EXPECT_ERR(quant_quantize(q, &in, &opts, &t), QUANT_ERROR_INVALID_ARGUMENT, "options.usage");
+  CHECK(t == NULL);
   EXPECT_OK(quant_quantizer_free(q));
 }
 
@@ -558,6 +606,7 @@ int main(void) {
   test_version_and_strings();
   test_quantizer_create();
   test_layout();
+  test_usage_option();
   test_bad_tensors();
   test_quantize_dequantize_views();
   test_amax_and_into();

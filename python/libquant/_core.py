@@ -207,94 +207,16 @@ _DIR_NAMES = {1: "rowwise", 2: "columnwise"}
 # ---------------------------------------------------------------------------
 
 
-class _UsageLock:
-    """A readers-writer lock over one C quantizer's usage.
-
-    The C ABI's quantize options carry no usage, so quantize(usage=...) sets the
-    quantizer's usage, quantizes and sets it back. Calls that read the usage
-    (quantize, quantize_into, layout, the usage getter, ...) hold it shared and
-    run in parallel; a call that changes it (quantize with a different usage, the
-    usage setter) holds it exclusive, so no other Python call on that quantizer
-    sees the temporary usage. Waiting writers block new readers (no starvation).
-    Not re-entrant: code holding it calls the C library directly."""
-
-    __slots__ = ("_mutex", "_cond", "_readers", "_writer", "_writers_waiting", "__weakref__")
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._cond = threading.Condition(self._mutex)
-        self._readers = 0
-        self._writer = False
-        self._writers_waiting = 0
-
-    # The shared side takes the condition's lock itself (acquire / release of
-    # the Lock, not the Condition's context manager: half the cost per call,
-    # bench/python_overhead.py) and waits on the condition only when a writer
-    # holds or waits for the lock.
-    def acquire_shared(self) -> None:
-        m = self._mutex
-        m.acquire()
-        try:
-            while self._writer or self._writers_waiting:
-                self._cond.wait()
-            self._readers += 1
-        finally:
-            m.release()
-
-    def release_shared(self) -> None:
-        m = self._mutex
-        m.acquire()
-        try:
-            self._readers -= 1
-            # Only a writer waits for the readers to drain (readers wait only
-            # while a writer holds or waits for the lock), so the common case
-            # (no writer) skips notify_all, whose Python-level cost was about a
-            # tenth of a quantize_into call's.
-            if not self._readers and self._writers_waiting:
-                self._cond.notify_all()
-        finally:
-            m.release()
-
-    def acquire_exclusive(self) -> None:
-        with self._cond:
-            self._writers_waiting += 1
-            try:
-                while self._writer or self._readers:
-                    self._cond.wait()
-            finally:
-                self._writers_waiting -= 1
-            self._writer = True
-
-    def release_exclusive(self) -> None:
-        with self._cond:
-            self._writer = False
-            self._cond.notify_all()
-
-
-# One lock per C quantizer, shared by every Python object over that handle
-# (Recipe.quantizer and Linear.quantizer can adopt the same handle twice).
-_usage_locks: "weakref.WeakValueDictionary[int, _UsageLock]" = weakref.WeakValueDictionary()
-_usage_locks_guard = threading.Lock()
-
-
-def _usage_lock(handle: int) -> _UsageLock:
-    with _usage_locks_guard:
-        lk = _usage_locks.get(handle)
-        if lk is None:
-            lk = _UsageLock()
-            _usage_locks[handle] = lk
-        return lk
-
-
-def _layout(h: int, shape: Sequence[int]) -> list[BufferDesc]:
-    """quant_quantizer_layout (the caller holds the quantizer's usage lock)."""
+def _layout(h: int, shape: Sequence[int], usage: int = 0) -> list[BufferDesc]:
+    """quant_quantizer_layout_usage: the buffers of a quantize of shape with
+    usage (0: the quantizer's)."""
     shape = tuple(int(s) for s in shape)
     sh = (C.c_int64 * max(len(shape), 1))(*shape)
     n = C.c_size_t()
     lib = L.lib()
-    L.check(lib.quant_quantizer_layout(h, sh, len(shape), None, 0, C.byref(n)))
+    L.check(lib.quant_quantizer_layout_usage(h, usage, sh, len(shape), None, 0, C.byref(n)))
     descs = (L.quant_buffer_desc * max(n.value, 1))()
-    L.check(lib.quant_quantizer_layout(h, sh, len(shape), descs, n.value, C.byref(n)))
+    L.check(lib.quant_quantizer_layout_usage(h, usage, sh, len(shape), descs, n.value, C.byref(n)))
     return [BufferDesc(_DIR_NAMES.get(d.direction, str(d.direction)), _KIND_NAMES.get(d.kind, str(d.kind)),
                        _dtype_name(d.dtype.code, d.dtype.bits), tuple(d.shape[i] for i in range(d.ndim)),
                        int(d.nbytes), (d.dtype.code, d.dtype.bits))
@@ -318,13 +240,10 @@ class Quantizer(Owned):
     ``dtype`` (identity only) is a NumPy/torch dtype or a name. A value the
     format does not take raises the library's error (InvalidArgumentError, ...).
 
-    Threads may share a quantizer. ``quantize(usage=...)`` is atomic: the C ABI's
-    quantize options carry no usage, so the call sets the quantizer's usage and
-    restores it under a per-quantizer lock (shared by every Python object over the
-    same C quantizer) that every Python call reading the usage takes shared; calls
-    without a usage override still run in parallel. C code using the same
-    quantizer outside this package (quant_quantizer_set_usage from C, a recipe
-    cloning it) does not take that lock.
+    Threads may share a quantizer. ``quantize(usage=...)`` passes the usage in
+    the call's options (quant_quantize_options.usage) and leaves the quantizer's
+    own usage alone, so no other thread ever sees it; no Python-side lock is
+    taken per call.
     """
 
     _free_fn = "quant_quantizer_free"
@@ -387,7 +306,6 @@ class Quantizer(Owned):
         h = C.c_void_p()
         L.check(L.lib().quant_quantizer_create(C.byref(c), C.byref(h)))
         self._h = h.value
-        self._usage_lock = _usage_lock(h.value)  # type: ignore[arg-type]
         self._views: weakref.WeakSet[Any] = weakref.WeakSet()
         self.format = format
         self.options = {k: v for k, v in locals().items() if k not in ("self", "format", "c", "h")}
@@ -396,7 +314,6 @@ class Quantizer(Owned):
     def _adopt(cls, handle: int, format: str) -> "Quantizer":
         q = cls.__new__(cls)
         q._h = handle
-        q._usage_lock = _usage_lock(handle)
         q._views = weakref.WeakSet()
         q.format = format
         q.options = {}
@@ -440,49 +357,33 @@ class Quantizer(Owned):
     @property
     def usage(self) -> int:
         """Which directions the next quantize produces (QUANT_USAGE_* bits)."""
-        h = self.handle
-        lk = self._usage_lock
-        lk.acquire_shared()
-        try:
-            return _get_usage(h)
-        finally:
-            lk.release_shared()
+        return _get_usage(self.handle)
 
     @usage.setter
     def usage(self, usage: int | str) -> None:
         u = _usage(usage)
-        h = self.handle
-        lk = self._usage_lock
-        lk.acquire_exclusive()
-        try:
-            L.check(L.lib().quant_quantizer_set_usage(h, u))
-        finally:
-            lk.release_exclusive()
+        L.check(L.lib().quant_quantizer_set_usage(self.handle, u))
 
     def set_usage(self, usage: int | str) -> None:
         """quant_quantizer_set_usage: "rowwise", "columnwise", "both" or bits."""
         self.usage = usage
 
     # -- layout ---------------------------------------------------------------
-    def layout(self, shape: Sequence[int]) -> list[BufferDesc]:
-        """The buffers quantizing a tensor of this shape produces (rowwise first)."""
-        h = self.handle
-        lk = self._usage_lock
-        lk.acquire_shared()
-        try:
-            return _layout(h, shape)
-        finally:
-            lk.release_shared()
+    def layout(self, shape: Sequence[int], *, usage: int | str | None = None) -> list[BufferDesc]:
+        """The buffers quantizing a tensor of this shape produces (rowwise first),
+        with the quantizer's usage or the given one (quant_quantizer_layout_usage)."""
+        return _layout(self.handle, shape, 0 if usage is None else _usage(usage))
 
     # -- quantize -------------------------------------------------------------
     def _options(self, t: Tensor, amax: Any, persistent: bool, stream: int | None,
-                 keep: list[Any]) -> Any:
+                 keep: list[Any], usage: int = 0) -> Any:
         s = _stream(stream, t)
-        if amax is None and not persistent and s is None:
+        if amax is None and not persistent and s is None and not usage:
             return None
         o = L.quant_quantize_options()
         o.struct_size = C.sizeof(o)
         o.persistent = int(persistent)
+        o.usage = usage
         if s is not None:
             o.stream = s
         if amax is not None:
@@ -502,35 +403,17 @@ class Quantizer(Owned):
         h = self._h
         if h is None:
             raise InvalidHandleError("quantizer: this Quantizer is closed")
-        u = None if usage is None else _usage(usage)
+        u = 0 if usage is None else _usage(usage)
         t = as_dltensor(x)
         keep: list[Any] = []
         s = _stream(stream, t)
-        if amax is None and not persistent and s is None:
+        if amax is None and not persistent and s is None and not u:
             opts = None
         else:
-            opts = self._options(t, amax, persistent, stream, keep)
+            opts = self._options(t, amax, persistent, stream, keep, u)
         out = C.c_void_p()
         lib = L.lib()
-        lk = self._usage_lock
-        lk.acquire_shared()
-        try:
-            if u is None or _get_usage(h) == u:
-                st = lib.quant_quantize(h, t.dl, opts, C.byref(out))
-                u = None
-        finally:
-            lk.release_shared()
-        if u is not None:
-            lk.acquire_exclusive()
-            try:
-                old = _get_usage(h)
-                L.check(lib.quant_quantizer_set_usage(h, u))
-                try:
-                    st = lib.quant_quantize(h, t.dl, opts, C.byref(out))
-                finally:
-                    lib.quant_quantizer_set_usage(h, old)
-            finally:
-                lk.release_exclusive()
+        st = lib.quant_quantize(h, t.dl, opts, C.byref(out))
         if st:
             raise lib.error(st)
         assert out.value is not None
@@ -539,25 +422,20 @@ class Quantizer(Owned):
     def _into_plan(self, h: int, t: Tensor, dst: "QTensor", persistent: bool) -> dict[int, str]:
         """The directions of dst that quant_quantize_into would free (dropped, or
         re-allocated for a new layout), as {direction: what happens}; host/quantize.go's
-        rule. Needs the usage lock exclusive (it may change the usage to read a layout)."""
+        rule. A quantizer usage changed by another thread meanwhile makes the plan stale,
+        as it would the call itself."""
         info = dst.info
         if _rows_cols(t.shape) != _rows_cols(info.shape) or _device_of(t) != info.device:
             return {}  # the library refuses it, changing nothing
         qu = _get_usage(h)
         usage = qu | (info.usage if info.persistent or persistent else 0)
-        lib = L.lib()
-        if usage != qu:
-            L.check(lib.quant_quantizer_set_usage(h, usage))
         want: list[BufferDesc] | None
         try:
-            want = _layout(h, info.shape)
+            want = _layout(h, info.shape, usage)
         except LibquantError:
             # identity without config.dtype has no layout before it quantizes: it
             # stores the input, [M, K] of the input's dtype (quant.h)
             want = None
-        finally:
-            if usage != qu:
-                lib.quant_quantizer_set_usage(h, qu)
         shared = dst._shares_storage()
         out: dict[int, str] = {}
         for d in (1, 2):
@@ -593,22 +471,11 @@ class Quantizer(Owned):
         s = _stream(stream, t)
         opts = None if amax is None and not persistent and s is None else self._options(t, amax, persistent, stream, keep)
         lib = L.lib()
-        lk = self._usage_lock
         with dst._lock:
             dh = dst.handle
             if dst._views:
-                lk.acquire_exclusive()
-                try:
-                    dst._check_views("quantize_into", self._into_plan(h, t, dst, persistent))
-                    st = lib.quant_quantize_into(h, t.dl, opts, dh)
-                finally:
-                    lk.release_exclusive()
-            else:
-                lk.acquire_shared()
-                try:
-                    st = lib.quant_quantize_into(h, t.dl, opts, dh)
-                finally:
-                    lk.release_shared()
+                dst._check_views("quantize_into", self._into_plan(h, t, dst, persistent))
+            st = lib.quant_quantize_into(h, t.dl, opts, dh)
             if st:
                 raise lib.error(st)
             dst._stream = s
@@ -636,7 +503,6 @@ class Quantizer(Owned):
         if s is not None:
             a.stream = s
         lib = L.lib()
-        lk = self._usage_lock
         # Every dst's lock, in one global order, so two grouped calls never deadlock.
         order = sorted(set(range(len(dsts))), key=lambda i: id(dsts[i]))
         locked: list[Any] = []
@@ -648,21 +514,10 @@ class Quantizer(Owned):
             for i, d in enumerate(dsts):
                 outs[i] = d.handle
             a.outputs = C.cast(outs, C.POINTER(C.c_void_p))
-            viewed = [i for i, d in enumerate(dsts) if d._views]
-            if viewed:
-                lk.acquire_exclusive()
-                try:
-                    for i in viewed:
-                        dsts[i]._check_views("quantize_grouped", self._into_plan(h, ts[i], dsts[i], False))
-                    st = lib.quant_quantize_grouped(h, C.byref(a))
-                finally:
-                    lk.release_exclusive()
-            else:
-                lk.acquire_shared()
-                try:
-                    st = lib.quant_quantize_grouped(h, C.byref(a))
-                finally:
-                    lk.release_shared()
+            for i, d in enumerate(dsts):
+                if d._views:
+                    d._check_views("quantize_grouped", self._into_plan(h, ts[i], d, False))
+            st = lib.quant_quantize_grouped(h, C.byref(a))
             if st:
                 raise lib.error(st)
             for d in dsts:

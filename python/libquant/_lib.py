@@ -210,6 +210,7 @@ class quant_quantize_options(C.Structure):
         ("stream", C.c_void_p),
         ("amax", C.POINTER(DLTensor)),
         ("persistent", C.c_int32),
+        ("usage", C.c_uint32),
     ]
 
 
@@ -505,6 +506,10 @@ FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "quant_quantizer_layout": (
         _S,
         [_P, C.POINTER(C.c_int64), C.c_int32, C.POINTER(quant_buffer_desc), _SZ, C.POINTER(_SZ)],
+    ),
+    "quant_quantizer_layout_usage": (
+        _S,
+        [_P, C.c_uint32, C.POINTER(C.c_int64), C.c_int32, C.POINTER(quant_buffer_desc), _SZ, C.POINTER(_SZ)],
     ),
     "quant_compute_amax": (_S, [_P, _PT, _PT, _P]),
     "quant_quantize": (_S, [_P, _PT, C.POINTER(quant_quantize_options), C.POINTER(_P)]),

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import ctypes as C
 import gc
 import sys
 import threading
@@ -245,15 +246,36 @@ def test_quantize_usage_override_is_atomic_across_threads() -> None:
     assert q.usage == lq.BOTH
 
 
-def test_usage_lock_is_shared_by_objects_of_one_handle() -> None:
-    # Linear.quantizer / Recipe.quantizer can give several Python objects for one
-    # C quantizer: they must serialise on the same lock.
-    q = lq.Quantizer("fp8")
+def test_usage_override_is_the_calls_not_the_quantizers() -> None:
+    # quantize(usage=...) travels in quant_quantize_options.usage: the C
+    # quantizer's usage is never changed, so a second Python object over the same
+    # handle (Linear.quantizer, Recipe.quantizer) and C code see it unchanged.
+    q = lq.Quantizer("fp8", usage="columnwise")
     twin = lq.Quantizer._adopt(q.handle, "fp8")
     try:
-        assert twin._usage_lock is q._usage_lock
+        assert q.quantize(randn(8, 8), usage="rowwise").formats == ("fp8", "")
+        assert twin.usage == lq.COLUMNWISE
+        assert [(d.direction, d.kind) for d in q.layout((8, 16), usage="rowwise")] == \
+            [(d.direction, d.kind) for d in lq.Quantizer("fp8", usage="rowwise").layout((8, 16))]
+        assert q.layout((8, 16)) == q.layout((8, 16), usage="columnwise")
+        assert q.usage == lq.COLUMNWISE
     finally:
         twin._h = None  # the twin does not own the handle
+
+
+def test_usage_option_bits_are_checked_by_the_library() -> None:
+    q = lq.Quantizer("fp8")
+    t = _dlpack.as_dltensor(randn(4, 8))
+    o = L.quant_quantize_options()
+    o.struct_size = C.sizeof(o)
+    o.usage = 4
+    out = C.c_void_p()
+    st = L.lib().quant_quantize(q.handle, t.dl, C.byref(o), C.byref(out))
+    with pytest.raises(lq.InvalidArgumentError, match="options.usage: 0x4 has bits other than"):
+        raise L.lib().error(st)
+    assert out.value is None
+    with pytest.raises(lq.InvalidArgumentError):
+        q.layout((4, 8), usage=8)
 
 
 def test_quantize_usage_override_validates_and_restores() -> None:
