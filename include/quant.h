@@ -330,7 +330,8 @@ typedef struct {
   const DLTensor *amax;   /* optional FP32 [2] amax (rowwise, columnwise) to use instead of
                              computing it, e.g. after an all-reduce; on the input's device */
   int32_t persistent;     /* nonzero: the tensor never loses a usage when re-quantized in place */
-  /* Version 2 (appended, in what was the struct's tail padding: zero it, as the rule above says): */
+  /* Version 2 (appended; on 64-bit targets it fills what was tail padding: zero the struct, as the
+     rule above says): */
   uint32_t usage;         /* QUANT_USAGE_* bits to produce instead of the quantizer's usage (0: the
                              quantizer's). The quantizer is left alone, so threads sharing one can
                              each ask for their own directions; other bits: QUANT_ERROR_INVALID_ARGUMENT */
