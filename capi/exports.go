@@ -128,7 +128,7 @@ func shapeArg(shape *C.capi_const_int64, ndim C.int32_t) ([]int64, error) {
 func quant_quantizer_layout(q *C.capi_const_quantizer, shape *C.capi_const_int64, ndim C.int32_t,
 	descs *C.quant_buffer_desc, capacity C.size_t, count *C.size_t) C.quant_status {
 	return call("quant_quantizer_layout", func() error {
-		return layoutInto(unsafe.Pointer(q), nil, shape, ndim, descs, capacity, count)
+		return layoutInto(unsafe.Pointer(q), 0, shape, ndim, descs, capacity, count)
 	})
 }
 
@@ -136,24 +136,21 @@ func quant_quantizer_layout(q *C.capi_const_quantizer, shape *C.capi_const_int64
 func quant_quantizer_layout_usage(q *C.capi_const_quantizer, usage C.uint32_t, shape *C.capi_const_int64, ndim C.int32_t,
 	descs *C.quant_buffer_desc, capacity C.size_t, count *C.size_t) C.quant_status {
 	return call("quant_quantizer_layout_usage", func() error {
-		u := uint32(usage)
-		return layoutInto(unsafe.Pointer(q), &u, shape, ndim, descs, capacity, count)
+		return layoutInto(unsafe.Pointer(q), uint32(usage), shape, ndim, descs, capacity, count)
 	})
 }
 
-// layoutInto writes the layout of a quantize of shape with usage (nil: the
+// layoutInto writes the layout of a quantize of shape with usage (0: the
 // quantizer's) into descs (quant_quantizer_layout's contract).
-func layoutInto(q unsafe.Pointer, usage *uint32, shape *C.capi_const_int64, ndim C.int32_t,
+func layoutInto(q unsafe.Pointer, usage uint32, shape *C.capi_const_int64, ndim C.int32_t,
 	descs *C.quant_buffer_desc, capacity C.size_t, count *C.size_t) error {
 	e, err := getQuantizerPtr(q, "quantizer")
 	if err != nil {
 		return err
 	}
-	u := e.q.Usage()
-	if usage != nil {
-		if u, err = usageArg("usage", *usage, e.q); err != nil {
-			return err
-		}
+	u, err := usageArg("usage", usage, e.q)
+	if err != nil {
+		return err
 	}
 	if count == nil {
 		return invalid("count: is NULL")
