@@ -1670,6 +1670,25 @@ int resident_ctas(K kernel, int threads) {
   return per_sm * sms;
 }
 
+// Work item `item` of a flat rows kernel of 8 warps per CTA (p.m rows, each
+// cut into p.nseg segments of p.seg_steps of its steps): its row, returned,
+// and its steps t0 .. t1−1. Rows go out so that 8 consecutive rows of the
+// walk (a CTA's warps, with one segment per row) are rows 128G + c + 16w,
+// w = 0..7: rows 16 apart start at one offset o mod 16 (o follows r·k mod
+// 16), so a CTA runs one of with_offset's 16 copies of the step and an SM
+// as many as it holds CTAs, not all 16 (H200, 8191²: a fifth of the flat
+// rows kernels' cycles waited on instruction fetch). The rows after the
+// last whole 128 keep their order.
+template <typename P>
+__device__ __forceinline__ int64_t flat_item(const P &p, int64_t item, int steps, int *t0, int *t1) {
+  const int64_t v = item / p.nseg;
+  *t0 = (int)(item - v * p.nseg) * p.seg_steps;
+  *t1 = min(*t0 + p.seg_steps, steps);
+  if (v >= (p.m & ~(int64_t)127)) return v;
+  const int rem = (int)(v & 127);
+  return (v & ~(int64_t)127) + 16 * (rem & 7) + (rem >> 3);
+}
+
 // One warp's row (or segment of one: steps t0 .. t1−1 of 32 chunks) in a flat
 // rows kernel: row r of [m, k] input at in_al + phase elements, its codes at
 // out_al + phase bytes. Lane l holds chunk 32t + l of step t.

@@ -935,11 +935,12 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
   constexpr int CW = chunk_words<T>();
   constexpr uint32_t kAll = 0xFFFFFFFFu;
   const int lane = threadIdx.x & 31, g = lane >> 3, i = lane & 7;
+  static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
   const int64_t warps = (int64_t)gridDim.x * (kRowThreads / 32), items = p.m * p.nseg;
   const int nb = (int)((p.k + kTile - 1) / kTile), steps = (nb + 3) / 4;
   for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
-    const int64_t r = item / p.nseg;
-    const int t0 = (int)(item - r * p.nseg) * p.seg_steps, t1 = min(t0 + p.seg_steps, steps);
+    int t0, t1;
+    const int64_t r = flat_item(p, item, steps, &t0, &t1);
     const FlatRow<T> fr(p.in_al, p.out_al, p.phase, r, p.k, t0, t1);
     const int o = fr.o;
     uint32_t cur[CW], nxt[CW], nn[CW];

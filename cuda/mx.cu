@@ -1209,6 +1209,7 @@ struct Mx8RowParams {
 template <typename T, int EL>
 __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_kernel(const __grid_constant__ Mx8RowParams p) {
   static_assert(EL != kE2M1, "MXFP8");
+  static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
   constexpr int CW = chunk_words<T>();
   constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
   constexpr uint32_t kAll = 0xFFFFFFFFu;
@@ -1218,8 +1219,8 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
   const int64_t nb = (p.k + 31) / 32;
   const int steps = (int)((nb + 15) / 16);
   for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
-    const int64_t r = item / p.nseg;
-    const int t0 = (int)(item - r * p.nseg) * p.seg_steps, t1 = min(t0 + p.seg_steps, steps);
+    int t0, t1;
+    const int64_t r = flat_item(p, item, steps, &t0, &t1);
     const FlatRow<T> fr(p.in_al, p.out_al, p.phase, r, p.k, t0, t1);
     const int o = fr.o;
     uint32_t cur[CW], nxt[CW], nn[CW];
