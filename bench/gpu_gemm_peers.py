@@ -2,11 +2,13 @@
 and torch._scaled_mm (FP8 E4M3 per-tensor, the fastest FP8 GEMM torch has on Hopper),
 timed with CUDA events (median), random data, BF16 output.
 
-    python3 bench/gpu_gemm_peers.py
+    python3 bench/gpu_gemm_peers.py [--shapes MxNxK,...]
 
 Run in the same command as `build/fused_check bench` so that both tables come
 from one machine and one session.
 """
+
+import argparse
 
 import torch
 
@@ -36,10 +38,19 @@ def median_ms(fn, iters):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="", help="MxNxK list (default: the issue's shapes)")
+    args = ap.parse_args()
+    shapes = SHAPES
+    if args.shapes:
+        shapes = []
+        for t in args.shapes.split(","):
+            m, n, k = (int(x) for x in t.split("x"))
+            shapes.append((m, n, k, f"M{m} N{n} K{k}"))
     dev = torch.device("cuda")
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     print(f"{'shape':26s} {'peer':16s} {'ms':>10s} {'TFLOP/s':>10s}")
-    for m, n, k, name in SHAPES:
+    for m, n, k, name in shapes:
         flops = 2.0 * m * n * k
         iters = 5 if m * n * k > 1 << 36 else 20
         a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)

@@ -1326,16 +1326,39 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     integer path, 16 rows) runs fastest at 8/8/3 (MXFP4 0.028-0.029 ms,
 //     NVFP4 0.034-0.035; 4/16/2 0.034-0.036 and 0.040-0.042), one CTA of
 //     64 weight rows per SM in one wave. 32 rows keep 2/16/2.
+//   - H200 (`fused_check shapes M N K`, 2026-11-29; bench/RESULTS.md, "the
+//     decode kernel's shape on the H200"), ms: with at most one CTA of 64
+//     weight rows per SM (N ≤ 64·SMs: `one_wave`), 16 rows take 8/8/2 on
+//     the FP16 path (MXFP8 M16 N8192 K8192 0.0291, M1 0.0293, against
+//     4/16/2's 0.0320 / 0.0327) and 8/8/3 on the integer path (MXFP4 0.0270,
+//     NVFP4 0.0334); with more CTAs (M16 N28672 K8192), 4/8/2 (MXFP8 0.0864
+//     against 4/16/2's 0.0907 and 8/8/2's 0.0941) and 8/6/3 (MXFP4 0.0825,
+//     NVFP4 0.1098 against 8/8/3's 0.0890 / 0.1164), two CTAs per SM. 32 rows
+//     take 4/8/2 (M32 N8192 K8192: MXFP8 0.0419, MXFP4 0.0447, NVFP4 0.0553
+//     against 2/16/2's 0.0520 / 0.0630 / 0.0731).
 struct DecodeShape {
   int NW, WK, S;
 };
-constexpr DecodeShape decode_shape(int mt, bool int_path) {
-  return mt == 1 && int_path ? DecodeShape{8, 8, 3} : mt == 1 ? DecodeShape{4, 16, 2} : DecodeShape{2, 16, 2};
+constexpr DecodeShape decode_shape(int mt, bool int_path, bool one_wave) {
+  if (mt == 2) return DecodeShape{4, 8, 2};
+  if (int_path) return one_wave ? DecodeShape{8, 8, 3} : DecodeShape{8, 6, 3};
+  return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
 }
 
-template <int MT, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+// Whether the 16-row shapes' CTAs of 64 weight rows fit in one wave, one per
+// SM (the device's SM count; false if the query fails).
+inline bool decode_one_wave(const Params &p) {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return (p.N + 63) / 64 <= sms;
+}
+
+template <int MT, bool WAVE, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
-  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4);
+  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, WAVE);
   constexpr int NW = sh.NW, WK = sh.WK, S = sh.S;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
@@ -1349,37 +1372,37 @@ cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int MT>
+template <int MT, bool WAVE>
 cudaError_t launch_decode_mt(const Params &p, cudaStream_t stream) {
-  if (p.a.s16 && p.b.s16) return launch_decode_cfg<MT, 0, 0, true, true, true, true>(p, stream);
+  if (p.a.s16 && p.b.s16) return launch_decode_cfg<MT, WAVE, 0, 0, true, true, true, true>(p, stream);
   // One side NVFP4 (E2M1, E4M3 per 16), the other MX (E4M3, E5M2 or E2M1).
   if (p.a.s16) {
     switch (p.b.elem) {
-      case kE4M3: return launch_decode_cfg<MT, 0, 0, true, false, true, false>(p, stream);
-      case kE5M2: return launch_decode_cfg<MT, 0, 1, true, false, true, false>(p, stream);
-      case kE2M1: return launch_decode_cfg<MT, 0, 0, true, true, true, false>(p, stream);
+      case kE4M3: return launch_decode_cfg<MT, WAVE, 0, 0, true, false, true, false>(p, stream);
+      case kE5M2: return launch_decode_cfg<MT, WAVE, 0, 1, true, false, true, false>(p, stream);
+      case kE2M1: return launch_decode_cfg<MT, WAVE, 0, 0, true, true, true, false>(p, stream);
     }
     return cudaErrorInvalidValue;
   }
   if (p.b.s16) {
     switch (p.a.elem) {
-      case kE4M3: return launch_decode_cfg<MT, 0, 0, false, true, false, true>(p, stream);
-      case kE5M2: return launch_decode_cfg<MT, 1, 0, false, true, false, true>(p, stream);
-      case kE2M1: return launch_decode_cfg<MT, 0, 0, true, true, false, true>(p, stream);
+      case kE4M3: return launch_decode_cfg<MT, WAVE, 0, 0, false, true, false, true>(p, stream);
+      case kE5M2: return launch_decode_cfg<MT, WAVE, 1, 0, false, true, false, true>(p, stream);
+      case kE2M1: return launch_decode_cfg<MT, WAVE, 0, 0, true, true, false, true>(p, stream);
     }
     return cudaErrorInvalidValue;
   }
   // Element pairs (E4M3, E5M2, E2M1 widened to E4M3): the nine instances.
   switch (p.a.elem * 3 + p.b.elem) {
-    case kE4M3 * 3 + kE4M3: return launch_decode_cfg<MT, 0, 0, false, false, false, false>(p, stream);
-    case kE4M3 * 3 + kE5M2: return launch_decode_cfg<MT, 0, 1, false, false, false, false>(p, stream);
-    case kE4M3 * 3 + kE2M1: return launch_decode_cfg<MT, 0, 0, false, true, false, false>(p, stream);
-    case kE5M2 * 3 + kE4M3: return launch_decode_cfg<MT, 1, 0, false, false, false, false>(p, stream);
-    case kE5M2 * 3 + kE5M2: return launch_decode_cfg<MT, 1, 1, false, false, false, false>(p, stream);
-    case kE5M2 * 3 + kE2M1: return launch_decode_cfg<MT, 1, 0, false, true, false, false>(p, stream);
-    case kE2M1 * 3 + kE4M3: return launch_decode_cfg<MT, 0, 0, true, false, false, false>(p, stream);
-    case kE2M1 * 3 + kE5M2: return launch_decode_cfg<MT, 0, 1, true, false, false, false>(p, stream);
-    case kE2M1 * 3 + kE2M1: return launch_decode_cfg<MT, 0, 0, true, true, false, false>(p, stream);
+    case kE4M3 * 3 + kE4M3: return launch_decode_cfg<MT, WAVE, 0, 0, false, false, false, false>(p, stream);
+    case kE4M3 * 3 + kE5M2: return launch_decode_cfg<MT, WAVE, 0, 1, false, false, false, false>(p, stream);
+    case kE4M3 * 3 + kE2M1: return launch_decode_cfg<MT, WAVE, 0, 0, false, true, false, false>(p, stream);
+    case kE5M2 * 3 + kE4M3: return launch_decode_cfg<MT, WAVE, 1, 0, false, false, false, false>(p, stream);
+    case kE5M2 * 3 + kE5M2: return launch_decode_cfg<MT, WAVE, 1, 1, false, false, false, false>(p, stream);
+    case kE5M2 * 3 + kE2M1: return launch_decode_cfg<MT, WAVE, 1, 0, false, true, false, false>(p, stream);
+    case kE2M1 * 3 + kE4M3: return launch_decode_cfg<MT, WAVE, 0, 0, true, false, false, false>(p, stream);
+    case kE2M1 * 3 + kE5M2: return launch_decode_cfg<MT, WAVE, 0, 1, true, false, false, false>(p, stream);
+    case kE2M1 * 3 + kE2M1: return launch_decode_cfg<MT, WAVE, 0, 0, true, true, false, false>(p, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -1392,11 +1415,12 @@ bool decode_ok(const Params &p) {
     if (o->ld % 16 != 0 || (uintptr_t)o->data % 16 != 0) return false;  // 16-byte cp.async pieces
     if (o->scale_stride % 4 != 0 || (uintptr_t)o->scale % 4 != 0) return false;
   }
-  return (p.N + 2 * 8 - 1) / (2 * 8) <= 0x7FFFFFFF;  // the grid of the narrowest shape (decode_shape)
+  return (p.N + 4 * 8 - 1) / (4 * 8) <= 0x7FFFFFFF;  // the grid of the narrowest shape (decode_shape)
 }
 
 cudaError_t launch_decode(const Params &p, cudaStream_t stream) {
-  return p.M <= 16 ? launch_decode_mt<1>(p, stream) : launch_decode_mt<2>(p, stream);
+  if (p.M > 16) return launch_decode_mt<2, false>(p, stream);  // one shape at 32 rows
+  return decode_one_wave(p) ? launch_decode_mt<1, true>(p, stream) : launch_decode_mt<1, false>(p, stream);
 }
 
 // Whether the fused kernel can run on this device: sm_90 exactly (wgmma is

@@ -7,6 +7,7 @@
 //   build/fused_check bench   # timings at the issue's shapes
 //   build/fused_check decode  # timings at decode shapes only
 //   build/fused_check time M N K [mxfp8|mxfp4|nvfp4]  # timings of one shape
+//   build/fused_check shapes M N K  # the decode kernel in several shapes (NW, WK, S) at one M N K
 //
 // Exit status 0 only if every check passes. Without an sm_90 GPU it says so and
 // exits 0 (skip).
@@ -444,6 +445,119 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
   }
 }
 
+// The decode kernel at one M N K in several shapes (NW, WK, S: its output
+// columns per CTA / 8, warps per CTA, stages per warp), the one dispatched
+// (decode_shape) marked, in one process: which shape to dispatch on this
+// GPU. Launched directly, as launch_decode_cfg does; median of 30.
+template <int MT, int NW, int WK, int S, bool FA4, bool FB4, bool SA16, bool SB16>
+static void time_decode_shape(const qfused::Params &d) {
+  using L = qfused::DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
+  static_assert(MT * 16 * NW * 8 * 4 <= S * L::BYTES, "the reduction fits in the ring");
+  auto kern = qfused::decode_kernel<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16>;
+  const int smem = WK * S * L::BYTES;
+  int per_sm = 0;
+  if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, WK * 32, smem) != cudaSuccess || per_sm < 1) {
+    cudaGetLastError();
+    printf("  NW %d WK %d S %d: does not fit (%d bytes of shared memory)\n", NW, WK, S, smem);
+    return;
+  }
+  const unsigned grid = (unsigned)((d.N + NW * 8 - 1) / (NW * 8));
+  for (int i = 0; i < 3; i++) kern<<<grid, WK * 32, smem>>>(d);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ts;
+  for (int i = 0; i < 30; i++) {
+    CK(cudaEventRecord(e0));
+    kern<<<grid, WK * 32, smem>>>(d);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    ts.push_back(ms);
+  }
+  std::sort(ts.begin(), ts.end());
+  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, qfused::decode_one_wave(d));
+  printf("  NW %d WK %d S %d: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes%s\n", NW, WK, S, ts[15], ts[0],
+         grid, WK * 32, per_sm, smem, cur.NW == NW && cur.WK == WK && cur.S == S ? "  <- dispatched" : "");
+  fflush(stdout);
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+}
+
+template <int MT, bool FA4, bool FB4, bool SA16, bool SB16>
+static void decode_shapes_mt(const qfused::Params &d) {
+  if constexpr (MT == 2) {  // 17..32 rows of A: a few shapes
+    time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 8, 4, 4, FA4, FB4, SA16, SB16>(d);
+    return;
+  }
+  time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 7, 3, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 6, 3, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 12, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 16, 2, FA4, FB4, SA16, SB16>(d);
+}
+
+// E4M3 codes for MXFP8; mxfp4 and nvfp4 as in bench.
+static void decode_shapes(int64_t M, int64_t N, int64_t K) {
+  for (auto &f : kFmts) {
+    int SB = f.sb16 ? 16 : 32;
+    qfused::Params p{};
+    auto mk = [&](int64_t rows, uint32_t seed, qfused::Operand &op) {
+      int64_t ld = f.elem == kE2M1 ? (K + 1) / 2 : K;
+      int64_t stride = ((K + SB - 1) / SB + 3) / 4 * 4;
+      uint8_t *dd, *sc;
+      CK(cudaMalloc(&dd, rows * ld));
+      CK(cudaMalloc(&sc, (rows + 127) / 128 * 128 * stride));
+      fill_codes<<<1024, 256>>>(dd, rows * ld, seed, f.elem);
+      fill_scales<<<1024, 256>>>(sc, (rows + 127) / 128 * 128 * stride, seed * 7 + 1, f.sb16);
+      CK(cudaGetLastError());
+      op.data = dd, op.scale = sc, op.rows = rows, op.ld = ld, op.scale_stride = stride, op.swizzled = 1, op.elem = f.elem;
+      op.s16 = f.sb16;
+    };
+    mk(M, 1234, p.a);
+    mk(N, 5678, p.b);
+    float *out;
+    CK(cudaMalloc(&out, M * N * 2));
+    p.M = M, p.N = N, p.K = K, p.alpha = 1, p.d = out, p.ldd = N, p.d_bf16 = 1, p.sb16 = f.sb16;
+    qfused::Params d;
+    if (!qfused::normalize(p, &d)) {
+      printf("decode shapes M%lld N%lld K%lld %s: not a decode GEMM\n", (long long)M, (long long)N, (long long)K, f.name);
+    } else {
+      printf("decode shapes M%lld N%lld K%lld %s\n", (long long)M, (long long)N, (long long)K, f.name);
+      const bool fp4 = f.elem == kE2M1;
+      if (d.M <= 16) {
+        if (f.sb16) decode_shapes_mt<1, true, true, true, true>(d);
+        else if (fp4) decode_shapes_mt<1, true, true, false, false>(d);
+        else decode_shapes_mt<1, false, false, false, false>(d);
+      } else {
+        if (f.sb16) decode_shapes_mt<2, true, true, true, true>(d);
+        else if (fp4) decode_shapes_mt<2, true, true, false, false>(d);
+        else decode_shapes_mt<2, false, false, false, false>(d);
+      }
+    }
+    CK(cudaFree(out));
+    CK(cudaFree((void *)p.a.data));
+    CK(cudaFree((void *)p.a.scale));
+    CK(cudaFree((void *)p.b.data));
+    CK(cudaFree((void *)p.b.scale));
+  }
+}
+
 int main(int argc, char **argv) {
   std::string mode = argc > 1 ? argv[1] : "check";
   int n = 0;
@@ -467,6 +581,10 @@ int main(int argc, char **argv) {
   }
   if (mode == "time" && (argc == 5 || argc == 6)) {  // one M N K shape, every format or one, timed as the others
     bench({{atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), "time"}}, argc == 6 ? argv[5] : nullptr, 0);
+    return 0;
+  }
+  if (mode == "shapes" && argc == 5) {  // the decode kernel's shapes at one M N K (time_decode_shape)
+    decode_shapes(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]));
     return 0;
   }
   if (mode == "one" && argc == 6) {  // one M N K format: a single timed launch after warm-up (for ncu)
@@ -540,6 +658,11 @@ int main(int argc, char **argv) {
         {13, 517, 96, kE5M2, kE5M2, false, true, kNormal, false},
         {700, 5, 1056, kE4M3, kE4M3, false, false, kAdversarial, true},
         {2100, 16, 512, kE4M3, kE5M2, false, true, kNormal, false},
+        // Decode with more than 64·SMs weight rows (N > 8448 on 132 SMs): the
+        // shapes of two CTAs per SM (decode_shape's !one_wave).
+        {7, 9000, 256, kE4M3, kE4M3, false, true, kAdversarial, true},
+        {16, 8600, 320, kE2M1, kE2M1, false, false, kNormal, false},   // MXFP4, integer path
+        {3, 8500, 256, kE2M1, kE2M1, true, true, kNormal, true},       // NVFP4
         {512, 512, 2048, kE4M3, kE4M3, false, false, kNormal, false},
     };
   }
