@@ -805,8 +805,10 @@ __device__ __forceinline__ int swz_chunk(int r, int c, int rb) {
   return r * rb + ((rb == 128 ? c ^ (r & 7) : c ^ ((r >> 1) & 3)) << 4);
 }
 
+// The kernel's body (decode_kernel, decode_kernel_one below: the same code
+// under two register budgets).
 template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
-__global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
+__device__ __forceinline__ void decode_body(const Params &P) {
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   // NV: NVFP4 × NVFP4. MIX: one operand with E4M3 scales per 16 (NVFP4), the
   // other E8M0 per 32: per-16 block sums, each promoted with its two scales.
@@ -1282,6 +1284,21 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
   }
 }
 
+// The decode kernel with ptxas's own register budget (shapes that run two
+// CTAs per SM), and with one CTA per SM declared (the one-wave shapes of 64
+// weight rows per CTA, decode_shape), so that a thread may take up to 255
+// registers: without it ptxas stopped at 128 on the FP16 path at 8/8/2 and
+// spilled inside the group loop (H200, ncu at M16 N8192 K8192: 49 152
+// local-memory requests per launch).
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+__global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
+  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>(P);
+}
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+__global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) {
+  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>(P);
+}
+
 // ---------------------------------------------------------------------------
 // Host
 // ---------------------------------------------------------------------------
@@ -1334,19 +1351,19 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     NVFP4 0.0334); with more CTAs (M16 N28672 K8192), 4/8/2 (MXFP8 0.0864
 //     against 4/16/2's 0.0907 and 8/8/2's 0.0941) and 8/6/3 (MXFP4 0.0825,
 //     NVFP4 0.1098 against 8/8/3's 0.0890 / 0.1164), two CTAs per SM. 32 rows
-//     take 4/8/2 (M32 N8192 K8192: MXFP8 0.0419, MXFP4 0.0447, NVFP4 0.0553
-//     against 2/16/2's 0.0520 / 0.0630 / 0.0731).
+//     take 8/8/2 in one wave (M32 N8192 K8192: MXFP8 0.0373, MXFP4 0.0376,
+//     NVFP4 0.0496 against 2/16/2's 0.0524 / 0.0636 / 0.0728), else 4/8/2.
 struct DecodeShape {
   int NW, WK, S;
 };
 constexpr DecodeShape decode_shape(int mt, bool int_path, bool one_wave) {
-  if (mt == 2) return DecodeShape{4, 8, 2};
+  if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
   if (int_path) return one_wave ? DecodeShape{8, 8, 3} : DecodeShape{8, 6, 3};
   return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
 }
 
-// Whether the 16-row shapes' CTAs of 64 weight rows fit in one wave, one per
-// SM (the device's SM count; false if the query fails).
+// Whether the NW = 8 shapes' CTAs of 64 weight rows fit in one wave, one
+// per SM (the device's SM count; false if the query fails).
 inline bool decode_one_wave(const Params &p) {
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
@@ -1362,14 +1379,17 @@ cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
   constexpr int NW = sh.NW, WK = sh.WK, S = sh.S;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
-  auto kern = decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>;
   const int smem = WK * S * L::BYTES;
-  if (smem > 48 * 1024) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return e;
-  }
-  kern<<<(unsigned)((p.N + NW * 8 - 1) / (NW * 8)), WK * 32, smem, stream>>>(p);
-  return cudaGetLastError();
+  auto launch = [&](auto kern) {
+    if (smem > 48 * 1024) {
+      cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      if (e != cudaSuccess) return e;
+    }
+    kern<<<(unsigned)((p.N + NW * 8 - 1) / (NW * 8)), WK * 32, smem, stream>>>(p);
+    return cudaGetLastError();
+  };
+  if constexpr (WAVE) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
+  else return launch(decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
 }
 
 template <int MT, bool WAVE>
@@ -1419,8 +1439,9 @@ bool decode_ok(const Params &p) {
 }
 
 cudaError_t launch_decode(const Params &p, cudaStream_t stream) {
-  if (p.M > 16) return launch_decode_mt<2, false>(p, stream);  // one shape at 32 rows
-  return decode_one_wave(p) ? launch_decode_mt<1, true>(p, stream) : launch_decode_mt<1, false>(p, stream);
+  const bool wave = decode_one_wave(p);
+  if (p.M > 16) return wave ? launch_decode_mt<2, true>(p, stream) : launch_decode_mt<2, false>(p, stream);
+  return wave ? launch_decode_mt<1, true>(p, stream) : launch_decode_mt<1, false>(p, stream);
 }
 
 // Whether the fused kernel can run on this device: sm_90 exactly (wgmma is

@@ -449,11 +449,14 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
 // columns per CTA / 8, warps per CTA, stages per warp), the one dispatched
 // (decode_shape) marked, in one process: which shape to dispatch on this
 // GPU. Launched directly, as launch_decode_cfg does; median of 30.
-template <int MT, int NW, int WK, int S, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int NW, int WK, int S, bool FA4, bool FB4, bool SA16, bool SB16, bool ONE = false>
 static void time_decode_shape(const qfused::Params &d) {
   using L = qfused::DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(MT * 16 * NW * 8 * 4 <= S * L::BYTES, "the reduction fits in the ring");
-  auto kern = qfused::decode_kernel<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16>;
+  // ONE: decode_kernel_one, the kernel declared for one CTA per SM.
+  void (*kern)(const qfused::Params);
+  if constexpr (ONE) kern = qfused::decode_kernel_one<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16>;
+  else kern = qfused::decode_kernel<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16>;
   const int smem = WK * S * L::BYTES;
   int per_sm = 0;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
@@ -480,9 +483,10 @@ static void time_decode_shape(const qfused::Params &d) {
     ts.push_back(ms);
   }
   std::sort(ts.begin(), ts.end());
-  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, qfused::decode_one_wave(d));
-  printf("  NW %d WK %d S %d: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes%s\n", NW, WK, S, ts[15], ts[0],
-         grid, WK * 32, per_sm, smem, cur.NW == NW && cur.WK == WK && cur.S == S ? "  <- dispatched" : "");
+  const bool wave = qfused::decode_one_wave(d);
+  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, wave);
+  printf("  NW %d WK %d S %d%s: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes%s\n", NW, WK, S, ONE ? " one" : "", ts[15],
+         ts[0], grid, WK * 32, per_sm, smem, cur.NW == NW && cur.WK == WK && cur.S == S && ONE == wave ? "  <- dispatched" : "");
   fflush(stdout);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
@@ -497,6 +501,7 @@ static void decode_shapes_mt(const qfused::Params &d) {
     time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16>(d);
     time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d);
     time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d);
     time_decode_shape<MT, 8, 4, 4, FA4, FB4, SA16, SB16>(d);
     return;
   }
@@ -505,7 +510,9 @@ static void decode_shapes_mt(const qfused::Params &d) {
   time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d);
   time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16, true>(d);
   time_decode_shape<MT, 8, 7, 3, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 6, 3, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 12, 2, FA4, FB4, SA16, SB16>(d);
