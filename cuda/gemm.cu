@@ -1129,13 +1129,23 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
   }
   const void *cptr = c.use_c ? c.c : c.d;
   const void *alpha = c.alpha_beta ? (const void *)c.alpha_beta : &c.alpha, *beta = c.alpha_beta ? (const void *)(c.alpha_beta + 1) : &c.beta;
+  // A CUDA error already pending on this thread, taken before the matmul,
+  // whose launch check would otherwise report it as "execution failed".
+  const cudaError_t before = cudaPeekAtLastError();
+  cublasStatus_t st;
   if (c.a_scale || c.b_scale) {
     std::lock_guard<std::mutex> lock(plan->mu);
     LQ_TRY(lt_set_scales(plan->op, c, err));
-    LQ_LT(cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s), "matmul");
-    return QUANT_OK;
+    st = cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s);
+  } else {
+    st = cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s);
   }
-  LQ_LT(cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s), "matmul");
+  if (st == CUBLAS_STATUS_EXECUTION_FAILED) {
+    const cudaError_t e = cudaGetLastError();
+    return fail(err, QUANT_ERROR_PLUGIN, "cuBLASLt matmul: execution failed (status 13; CUDA: %s; pending before the call: %s; algorithm workspace %zu of %zu bytes)",
+                cudaGetErrorName(e), cudaGetErrorName(before), plan->workspace, wsz);
+  }
+  LQ_LT(st, "matmul");
   return QUANT_OK;
 }
 
