@@ -1097,6 +1097,14 @@ int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p
 // the host's (host_ws, host_ws_bytes) where it is large enough for the
 // algorithm, else the device's own for this stream.
 int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t host_ws_bytes, quant_plugin_error *err) {
+  // cuBLASLt launches through the driver, in the thread's current context; a
+  // thread whose CUDA calls so far needed none (cudaGetDevice, say: a Go
+  // goroutine moved to another OS thread) has none, and the matmul failed
+  // with "execution failed" and no CUDA error (H200, TestGemmConcurrentSameShape
+  // in a process of its own: 3-8 of 20 runs). A runtime call that needs a
+  // context makes the device's primary context current where none is (a
+  // context the caller made current is kept); cudaFree(NULL) frees nothing.
+  LQ_CUDA(cudaFree(nullptr), "making cuda:%d's context current", dev);
   const LtKey key = key_of(c, dev);
   cublasLtHandle_t h;
   void *ws;
