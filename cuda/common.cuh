@@ -1760,4 +1760,36 @@ struct FlatRow {
   }
 };
 
+// The chunks a flat rows kernel's warp holds as it walks its row: step t's
+// (cur, clipped at the row's end) with their maxima lo (elements 0 .. o−1 of
+// the lane's chunk) and hi (o .. 15), step t + 1's (nxt) and, loaded two steps
+// ahead, step t + 2's (nn) with step t + 1's maxima (lon, hin), taken over by
+// the next step instead of reduced again.
+template <typename T>
+struct FlatWalk {
+  static constexpr int CW = chunk_words<T>();
+  uint32_t cur[CW], nxt[CW], nn[CW];
+  uint32_t lo, hi, lon, hin;
+
+  // Step t0: its chunks and maxima, and step t0 + 1's chunks.
+  __device__ __forceinline__ void start(const FlatRow<T> &fr) {
+    fr.load(fr.t0, cur);
+    fr.load(fr.t0 + 1, nxt);
+    fr.clip(fr.t0, cur);
+    with_offset(fr.o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(cur, &lo, &hi); });
+  }
+  // At step t: step t + 2's chunks, step t + 1's clipped and their maxima.
+  __device__ __forceinline__ void ahead(const FlatRow<T> &fr, int t) {
+    fr.load(t + 2, nn);
+    fr.clip(t + 1, nxt);
+    with_offset(fr.o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(nxt, &lon, &hin); });
+  }
+  // On to step t + 1.
+  __device__ __forceinline__ void next() {
+#pragma unroll
+    for (int q = 0; q < CW; q++) cur[q] = nxt[q], nxt[q] = nn[q];
+    lo = lon, hi = hin;
+  }
+};
+
 }  // namespace lq

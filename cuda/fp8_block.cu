@@ -932,7 +932,6 @@ __host__ __device__ constexpr int row_min_blocks() { return sizeof(T) == 2 ? 4 :
 
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_rows_kernel(const __grid_constant__ RowParams p) {
-  constexpr int CW = chunk_words<T>();
   constexpr uint32_t kAll = 0xFFFFFFFFu;
   const int lane = threadIdx.x & 31, g = lane >> 3, i = lane & 7;
   static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
@@ -943,18 +942,12 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
     const int64_t r = flat_item(p, item, steps, &t0, &t1);
     const FlatRow<T> fr(p.in_al, p.out_al, p.phase, r, p.k, t0, t1);
     const int o = fr.o;
-    uint32_t cur[CW], nxt[CW], nn[CW];
-    fr.load(t0, cur);
-    fr.load(t0 + 1, nxt);
-    fr.clip(t0, cur);
-    uint32_t lo, hi;  // step t's chunk maxima (step t + 1's are taken over from lon, hin)
-    with_offset(o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(cur, &lo, &hi); });
+    FlatWalk<T> w;
+    w.start(fr);
+    const uint32_t &lo = w.lo, &hi = w.hi, &lon = w.lon;
     float prev_s = 1.0f;  // block 4t−1's scale
     for (int t = t0; t < t1; t++) {
-      fr.load(t + 2, nn);
-      fr.clip(t + 1, nxt);
-      uint32_t lon, hin;
-      with_offset(o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(nxt, &lon, &hin); });
+      w.ahead(fr, t);
       // Block 4t+g: its part of lanes 8g .. 8g+7 and the first o elements of
       // the next chunk (lane 8g+8, or the next step's lane 0).
       uint32_t a = i == 0 ? hi : max(lo, hi);
@@ -976,16 +969,14 @@ __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_ro
       if (i != 0) sp = s;
       prev_s = __shfl_sync(kAll, s, 31);
       uint4 v;
-      with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value>(cur, sp, s); });
+      with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value>(w.cur, sp, s); });
       fr.store(t, v);
-#pragma unroll
-      for (int q = 0; q < CW; q++) cur[q] = nxt[q], nxt[q] = nn[q];
-      lo = lon, hi = hin;
+      w.next();
     }
     // Step t1's lane 0: its first o elements end block 4·t1−1.
     if (fr.has_tail()) {
       uint4 v;
-      with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value>(cur, prev_s, prev_s); });
+      with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value>(w.cur, prev_s, prev_s); });
       fr.store_tail(v);
     }
   }

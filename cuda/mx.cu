@@ -1210,7 +1210,6 @@ template <typename T, int EL>
 __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_kernel(const __grid_constant__ Mx8RowParams p) {
   static_assert(EL != kE2M1, "MXFP8");
   static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
-  constexpr int CW = chunk_words<T>();
   constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
   constexpr uint32_t kAll = 0xFFFFFFFFu;
   const int lane = threadIdx.x & 31;
@@ -1223,18 +1222,12 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
     const int64_t r = flat_item(p, item, steps, &t0, &t1);
     const FlatRow<T> fr(p.in_al, p.out_al, p.phase, r, p.k, t0, t1);
     const int o = fr.o;
-    uint32_t cur[CW], nxt[CW], nn[CW];
-    fr.load(t0, cur);
-    fr.load(t0 + 1, nxt);
-    fr.clip(t0, cur);
-    uint32_t lo, hi;  // step t's chunk maxima (step t + 1's are taken over from lon, hin)
-    with_offset(o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(cur, &lo, &hi); });
+    FlatWalk<T> w;
+    w.start(fr);
+    const uint32_t &lo = w.lo, &hi = w.hi, &lon = w.lon;
     uint32_t prev_e8 = 127;  // block 16t−1's scale (at t0: another segment's, its codes not stored here)
     for (int t = t0; t < t1; t++) {
-      fr.load(t + 2, nn);
-      fr.clip(t + 1, nxt);
-      uint32_t lon, hin;
-      with_offset(o, [&](auto oc) { chunk_max<T, decltype(oc)::value>(nxt, &lon, &hin); });
+      w.ahead(fr, t);
       // Block 16t + lane/2 at even lanes: magnitudes' float bits (NaN
       // ignored), which order as integers.
       const uint32_t mine = even ? hi : max(lo, hi);
@@ -1250,17 +1243,15 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
       prev_e8 = __shfl_sync(kAll, e8, 30);
       const float f = e8m0_rcp(even ? e8 : below), fp = even ? e8m0_rcp(pe) : f;
       uint4 v;
-      with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value, F>(cur, fp, f); });
+      with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value, F>(w.cur, fp, f); });
       fr.store(t, v);
-#pragma unroll
-      for (int q = 0; q < CW; q++) cur[q] = nxt[q], nxt[q] = nn[q];
-      lo = lon, hi = hin;
+      w.next();
     }
     // Step t1's lane 0: its first o elements end block 16·t1 − 1.
     if (fr.has_tail()) {
       const float fp = e8m0_rcp(prev_e8);
       uint4 v;
-      with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value, F>(cur, fp, fp); });
+      with_offset(o, [&](auto oc) { v = chunk_codes<T, decltype(oc)::value, F>(w.cur, fp, fp); });
       fr.store_tail(v);
     }
   }
