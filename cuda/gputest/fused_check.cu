@@ -389,6 +389,48 @@ struct Fmt {
 };
 static const Fmt kFmts[] = {{"mxfp8", kE4M3, false}, {"mxfp4", kE2M1, false}, {"nvfp4", kE2M1, true}};
 
+// A benchmark operand: rows × K random codes of f's element and random
+// swizzled scales (fill_codes, fill_scales) on the device.
+static void bench_operand(const Fmt &f, int64_t rows, int64_t K, uint32_t seed, qfused::Operand &op) {
+  const int SB = f.sb16 ? 16 : 32;
+  const int64_t ld = f.elem == kE2M1 ? (K + 1) / 2 : K;
+  const int64_t stride = ((K + SB - 1) / SB + 3) / 4 * 4;
+  uint8_t *d, *sc;
+  CK(cudaMalloc(&d, rows * ld));
+  CK(cudaMalloc(&sc, (rows + 127) / 128 * 128 * stride));
+  fill_codes<<<1024, 256>>>(d, rows * ld, seed, f.elem);
+  fill_scales<<<1024, 256>>>(sc, (rows + 127) / 128 * 128 * stride, seed * 7 + 1, f.sb16);
+  CK(cudaGetLastError());
+  op.data = d, op.scale = sc, op.rows = rows, op.ld = ld, op.scale_stride = stride, op.swizzled = 1, op.elem = f.elem;
+}
+static void free_operand(const qfused::Operand &op) {
+  CK(cudaFree((void *)op.data));
+  CK(cudaFree((void *)op.scale));
+}
+
+// Each of n launches timed alone by CUDA events (the GPU idle before it),
+// sorted, ms.
+template <typename F>
+static std::vector<float> time_each(int n, F &&launch) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ts;
+  for (int i = 0; i < n; i++) {
+    CK(cudaEventRecord(e0));
+    launch();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    ts.push_back(ms);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ts.begin(), ts.end());
+  return ts;
+}
+
 // Times the given shapes and formats (all when fmt is NULL); iters 0: by size.
 static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
   std::vector<Fmt> fmts;
@@ -397,50 +439,22 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
   printf("\n%-26s %-6s %10s %10s\n", "shape", "format", "ms", "TFLOP/s");
   for (auto &s : shapes) {
     for (auto &f : fmts) {
-      HostOp ha, hb;  // shapes only
-      int SB = f.sb16 ? 16 : 32;
-      auto mk = [&](int64_t rows, uint32_t seed, qfused::Operand &op) {
-        int64_t ld = f.elem == kE2M1 ? (s.K + 1) / 2 : s.K;
-        int64_t stride = ((s.K + SB - 1) / SB + 3) / 4 * 4;
-        uint8_t *d, *sc;
-        CK(cudaMalloc(&d, rows * ld));
-        CK(cudaMalloc(&sc, (rows + 127) / 128 * 128 * stride));
-        fill_codes<<<1024, 256>>>(d, rows * ld, seed, f.elem);
-        fill_scales<<<1024, 256>>>(sc, (rows + 127) / 128 * 128 * stride, seed * 7 + 1, f.sb16);
-        CK(cudaGetLastError());
-        op.data = d, op.scale = sc, op.rows = rows, op.ld = ld, op.scale_stride = stride, op.swizzled = 1, op.elem = f.elem;
-      };
       qfused::Params p{};
-      mk(s.M, 1234, p.a);
-      mk(s.N, 5678, p.b);
+      bench_operand(f, s.M, s.K, 1234, p.a);
+      bench_operand(f, s.N, s.K, 5678, p.b);
       float *d;
       CK(cudaMalloc(&d, s.M * s.N * 2));
       p.M = s.M, p.N = s.N, p.K = s.K, p.alpha = 1, p.d = d, p.ldd = s.N, p.d_bf16 = 1, p.sb16 = f.sb16;
       for (int i = 0; i < 3; i++) CK(qfused::gemm(p, 0));
       CK(cudaDeviceSynchronize());
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      std::vector<float> ts;
-      int iters = iters_req ? iters_req : s.M * s.N * s.K > (int64_t)1 << 36 ? 5 : 20;
-      for (int i = 0; i < iters; i++) {
-        CK(cudaEventRecord(e0));
-        CK(qfused::gemm(p, 0));
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        ts.push_back(ms);
-      }
-      std::sort(ts.begin(), ts.end());
+      const int iters = iters_req ? iters_req : s.M * s.N * s.K > (int64_t)1 << 36 ? 5 : 20;
+      const std::vector<float> ts = time_each(iters, [&] { CK(qfused::gemm(p, 0)); });
       float ms = ts[ts.size() / 2];
       printf("%-26s %-6s %10.3f %10.1f\n", s.name, f.name, ms, 2.0 * s.M * s.N * s.K / (ms * 1e-3) / 1e12);
       fflush(stdout);
       CK(cudaFree(d));
-      CK(cudaFree((void *)p.a.data));
-      CK(cudaFree((void *)p.a.scale));
-      CK(cudaFree((void *)p.b.data));
-      CK(cudaFree((void *)p.b.scale));
+      free_operand(p.a);
+      free_operand(p.b);
     }
   }
 }
@@ -469,27 +483,12 @@ static void time_decode_shape(const qfused::Params &d) {
   for (int i = 0; i < 3; i++) kern<<<grid, WK * 32, smem>>>(d);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ts;
-  for (int i = 0; i < 30; i++) {
-    CK(cudaEventRecord(e0));
-    kern<<<grid, WK * 32, smem>>>(d);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    ts.push_back(ms);
-  }
-  std::sort(ts.begin(), ts.end());
+  const std::vector<float> ts = time_each(30, [&] { kern<<<grid, WK * 32, smem>>>(d); });
   const bool wave = qfused::decode_one_wave(d);
   const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, wave);
   printf("  NW %d WK %d S %d%s: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes%s\n", NW, WK, S, ONE ? " one" : "", ts[15],
          ts[0], grid, WK * 32, per_sm, smem, cur.NW == NW && cur.WK == WK && cur.S == S && ONE == wave ? "  <- dispatched" : "");
   fflush(stdout);
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
 }
 
 template <int MT, bool FA4, bool FB4, bool SA16, bool SB16>
@@ -522,22 +521,10 @@ static void decode_shapes_mt(const qfused::Params &d) {
 // E4M3 codes for MXFP8; mxfp4 and nvfp4 as in bench.
 static void decode_shapes(int64_t M, int64_t N, int64_t K) {
   for (auto &f : kFmts) {
-    int SB = f.sb16 ? 16 : 32;
     qfused::Params p{};
-    auto mk = [&](int64_t rows, uint32_t seed, qfused::Operand &op) {
-      int64_t ld = f.elem == kE2M1 ? (K + 1) / 2 : K;
-      int64_t stride = ((K + SB - 1) / SB + 3) / 4 * 4;
-      uint8_t *dd, *sc;
-      CK(cudaMalloc(&dd, rows * ld));
-      CK(cudaMalloc(&sc, (rows + 127) / 128 * 128 * stride));
-      fill_codes<<<1024, 256>>>(dd, rows * ld, seed, f.elem);
-      fill_scales<<<1024, 256>>>(sc, (rows + 127) / 128 * 128 * stride, seed * 7 + 1, f.sb16);
-      CK(cudaGetLastError());
-      op.data = dd, op.scale = sc, op.rows = rows, op.ld = ld, op.scale_stride = stride, op.swizzled = 1, op.elem = f.elem;
-      op.s16 = f.sb16;
-    };
-    mk(M, 1234, p.a);
-    mk(N, 5678, p.b);
+    bench_operand(f, M, K, 1234, p.a);
+    bench_operand(f, N, K, 5678, p.b);
+    p.a.s16 = p.b.s16 = f.sb16;
     float *out;
     CK(cudaMalloc(&out, M * N * 2));
     p.M = M, p.N = N, p.K = K, p.alpha = 1, p.d = out, p.ldd = N, p.d_bf16 = 1, p.sb16 = f.sb16;
@@ -558,10 +545,8 @@ static void decode_shapes(int64_t M, int64_t N, int64_t K) {
       }
     }
     CK(cudaFree(out));
-    CK(cudaFree((void *)p.a.data));
-    CK(cudaFree((void *)p.a.scale));
-    CK(cudaFree((void *)p.b.data));
-    CK(cudaFree((void *)p.b.scale));
+    free_operand(p.a);
+    free_operand(p.b);
   }
 }
 
