@@ -3,8 +3,11 @@ package gputest
 import (
 	"fmt"
 	"math"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -584,6 +587,67 @@ func TestGemmConcurrentSameShape(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGemmOnFreshThreads: cuBLASLt GEMMs (FP8 per tensor and fp8_block, the
+// paths whose only CUDA call before cuBLASLt's launch needs no context) from
+// OS threads that made no CUDA call before, so have no current CUDA context:
+// each goroutine locks its thread and ends locked, so Go ends the thread with
+// it and the next one mostly starts on a new thread (checked by thread id
+// against the threads alive when the test began). cuBLASLt launches in the
+// thread's current context; before cuda/gemm.cu's cudaFree(NULL) ahead of
+// it, such a call failed with "execution failed (status 13)" (H200,
+// bench/RESULTS.md, "cuBLASLt on a thread without a current context"). Every
+// result must be the bytes of the same GEMM on the test's own thread.
+func TestGemmOnFreshThreads(t *testing.T) {
+	needGPU(t)
+	byName := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		byName[o.name] = o
+	}
+	alive := map[int]bool{}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Skipf("no /proc/self/task to tell new threads by (%v)", err)
+	}
+	for _, e := range tasks {
+		if id, err := strconv.Atoi(e.Name()); err == nil {
+			alive[id] = true
+		}
+	}
+	const m, n, k, rounds = 64, 48, 512, 16
+	fresh := 0
+	for _, pr := range [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"fp8_block 1x128", "fp8_block 128x128"}} {
+		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
+			a := makeGemmSide(t, byName[pr[0]], m, k, 70)
+			b := makeGemmSide(t, byName[pr[1]], n, k, 71)
+			want := gpuGemmBytes(t, a, b)
+			for r := 0; r < rounds; r++ {
+				d := gpuTensor(t, host.BFloat16, []int64{m, n})
+				args := &host.GemmArgs{A: a.gpu, B: b.gpu, Alpha: 1, D: d, Exact: true}
+				args.B.Trans = true
+				type result struct {
+					tid int
+					err error
+				}
+				res := make(chan result)
+				go func() {
+					runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+					tid := syscall.Gettid()
+					res <- result{tid, host.Gemm(args)}
+				}()
+				got := <-res
+				if !alive[got.tid] {
+					fresh++
+				}
+				alive[got.tid] = true
+				require.NoError(t, got.err, "round %d (thread %d)", r, got.tid)
+				requireSameBytes(t, fmt.Sprintf("round %d", r), want, toCPU(t, d).Bytes8())
+			}
+		})
+	}
+	t.Logf("%d of %d GEMMs ran on a thread created during the test", fresh, 2*rounds)
+	require.Positive(t, fresh, "no GEMM ran on a new thread: the test did not exercise a thread without a CUDA context")
 }
 
 // TestGemmPlanEviction: more distinct shapes than the plan cache keeps
