@@ -124,6 +124,31 @@ func shapeArg(shape *C.capi_const_int64, ndim C.int32_t) ([]int64, error) {
 	return s, host.CheckShape("shape", s, 0)
 }
 
+// countArg checks the count pointer of an export that fills an output array
+// (quant_quantizer_layout's contract). Exports call it before the work, so a
+// NULL count is the error reported whatever else is wrong.
+func countArg(count *C.size_t) error {
+	if count == nil {
+		return invalid("count: is NULL")
+	}
+	return nil
+}
+
+// outputArray writes n to *count and returns the n entries of out to fill:
+// none when out is NULL (a count query), and ErrBufferTooSmall when capacity
+// is short, with *count already written so the caller can size its array.
+// holder and unit name what has n entries: "the layout has 3 buffers".
+func outputArray[T any](out *T, capacity C.size_t, count *C.size_t, n int, holder, unit string) ([]T, error) {
+	*count = C.size_t(n)
+	if out == nil {
+		return nil, nil
+	}
+	if int(capacity) < n {
+		return nil, host.Errorf(host.ErrBufferTooSmall, "capacity: %d, the %s has %d %s", capacity, holder, n, unit)
+	}
+	return unsafe.Slice(out, n), nil
+}
+
 //export quant_quantizer_layout
 func quant_quantizer_layout(q *C.capi_const_quantizer, shape *C.capi_const_int64, ndim C.int32_t,
 	descs *C.quant_buffer_desc, capacity C.size_t, count *C.size_t) C.quant_status {
@@ -152,8 +177,8 @@ func layoutInto(q unsafe.Pointer, usage uint32, shape *C.capi_const_int64, ndim 
 	if err != nil {
 		return err
 	}
-	if count == nil {
-		return invalid("count: is NULL")
+	if err := countArg(count); err != nil {
+		return err
 	}
 	s, err := shapeArg(shape, ndim)
 	if err != nil {
@@ -163,15 +188,12 @@ func layoutInto(q unsafe.Pointer, usage uint32, shape *C.capi_const_int64, ndim 
 	if err != nil {
 		return err
 	}
-	*count = C.size_t(len(layout))
-	if descs == nil {
-		return nil
+	out, err := outputArray(descs, capacity, count, len(layout), "layout", "buffers")
+	if err != nil {
+		return err
 	}
-	if int(capacity) < len(layout) {
-		return host.Errorf(host.ErrBufferTooSmall, "capacity: %d, the layout has %d buffers", capacity, len(layout))
-	}
-	out := unsafe.Slice(descs, len(layout))
-	for i, l := range layout {
+	for i := range out {
+		l := layout[i]
 		d := C.quant_buffer_desc{
 			direction: C.uint32_t(l.Dir.Usage()),
 			kind:      C.int32_t(l.Kind),

@@ -119,23 +119,19 @@ func quant_gemm_support_table(device C.DLDevice, entries *C.quant_gemm_support_e
 		if err != nil {
 			return err
 		}
-		if count == nil {
-			return invalid("count: is NULL")
+		if err := countArg(count); err != nil {
+			return err
 		}
 		table, err := host.GemmSupportTable(dev)
 		if err != nil {
 			return err
 		}
-		*count = C.size_t(len(table))
-		if entries == nil {
-			return nil
+		out, err := outputArray(entries, capacity, count, len(table), "table", "entries")
+		if err != nil {
+			return err
 		}
-		if int(capacity) < len(table) {
-			return host.Errorf(host.ErrBufferTooSmall, "capacity: %d, the table has %d entries", capacity, len(table))
-		}
-		out := unsafe.Slice(entries, len(table))
-		for i, s := range table {
-			fillSupport(&out[i], s)
+		for i := range out {
+			fillSupport(&out[i], table[i])
 		}
 		return nil
 	})

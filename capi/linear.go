@@ -557,21 +557,20 @@ func quant_linear_scaling_amaxes(layer *C.capi_const_linear, pass C.int32_t, ama
 		if err != nil {
 			return err
 		}
-		if count == nil {
-			return invalid("count: is NULL")
+		if err := countArg(count); err != nil {
+			return err
 		}
 		a, err := e.l.ScalingAmaxes(linear.Pass(pass))
 		if err != nil {
 			return err
 		}
-		*count = C.size_t(len(a))
-		if amaxes == nil {
-			return nil
+		out, err := outputArray(amaxes, capacity, count, len(a), "pass", "delayed-scaling states")
+		if err != nil {
+			return err
 		}
-		if int(capacity) < len(a) {
-			return host.Errorf(host.ErrBufferTooSmall, "capacity: %d, the pass has %d delayed-scaling states", capacity, len(a))
+		for i := range out {
+			out[i] = C.float(a[i])
 		}
-		copy(unsafe.Slice((*float32)(unsafe.Pointer(amaxes)), len(a)), a)
 		return nil
 	})
 }
