@@ -1140,14 +1140,15 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
   // A CUDA error already pending on this thread, taken before the matmul,
   // whose launch check would otherwise report it as "execution failed".
   const cudaError_t before = cudaPeekAtLastError();
-  cublasStatus_t st;
+  // The scale pointers live in the shared plan's descriptor: held under its
+  // lock from setting them through the matmul that reads them.
+  std::unique_lock<std::mutex> lock(plan->mu, std::defer_lock);
   if (c.a_scale || c.b_scale) {
-    std::lock_guard<std::mutex> lock(plan->mu);
+    lock.lock();
     LQ_TRY(lt_set_scales(plan->op, c, err));
-    st = cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s);
-  } else {
-    st = cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s);
   }
+  const cublasStatus_t st =
+      cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s);
   if (st == CUBLAS_STATUS_EXECUTION_FAILED) {
     const cudaError_t e = cudaGetLastError();
     return fail(err, QUANT_ERROR_PLUGIN, "cuBLASLt matmul: execution failed (status 13; CUDA: %s; pending before the call: %s; algorithm workspace %zu of %zu bytes)",
