@@ -1133,13 +1133,13 @@ enum MxMode { kMxAligned = 0, kMxRaggedRows = 1, kMxEdge = 2 };
 
 // Whether the fast kernel's instance for these directions and mode is
 // kHoriz (rowwise only, not MXFP4's EDGE instance).
-bool mx4_horiz(bool fp4, bool row, bool col, int mode) { return row && !col && !(fp4 && mode != kMxAligned); }
+bool mx4_horiz(bool fp4, bool row, bool col, int mode) { return row && !col && !(fp4 && mode == kMxEdge); }
 
 template <typename T, int EL, bool ROW, bool COL, typename G>
 void launch_mx3(const G &grp, int mode, bool fast, cudaStream_t s) {
   if constexpr (sizeof(T) == 2 && (EL == kE2M1 || (ROW && !COL))) {
     if (fast) {
-      launch_mx_fast<T, EL, ROW, COL>(grp, mode != kMxAligned, s);
+      launch_mx_fast<T, EL, ROW, COL>(grp, mode == kMxEdge, s);
       return;
     }
   }
@@ -1470,10 +1470,12 @@ int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &
   *tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
   if (*tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
   // The aligned instance: whole 32-row blocks (MXFP8 also any M, through
-  // RAGM: its data rows are [M, K] in both directions), rows of 8-element
-  // groups that vector loads and stores reach (the buffers of the layout,
-  // unpadded); the fast kernel's also whole 32-element row blocks.
-  bool edge = !((m % 32 == 0 || !g.packed) && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
+  // RAGM: its data rows are [M, K] in both directions; MXFP4 rowwise alone
+  // too, whose rows are independent: the fast kernel's rowwise instance
+  // bounds its rows by M and zeroes the scale padding rows), rows of
+  // 8-element groups that vector loads and stores reach (the buffers of the
+  // layout, unpadded); the fast kernel's also whole 32-element row blocks.
+  bool edge = !((m % 32 == 0 || !g.packed || p.col == nullptr) && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
                 (p.col == nullptr || aligned16(p.col)) && (p.row == nullptr || p.row_pitch == (g.packed ? k / 2 : k)) &&
                 (p.col == nullptr || p.col_pitch == (g.packed ? m / 2 : k)));
   if (fast) edge = edge || k % 32 != 0;
