@@ -1031,9 +1031,13 @@ int nv_subtiles(const G &grp) {
 bool nv_fast(InType t, const NvSpec &sp, bool has_col) { return t != InType::F32 && !sp.sr && !(sp.rht && has_col); }
 
 // Whether a tensor needs the fast kernel's EDGE instance: anything but whole
-// 32-element runs and rows of 16-byte-aligned loads and stores.
+// 32-element runs and rows of 16-byte-aligned loads and stores. A rowwise
+// copy alone takes the aligned instance at any M: its rows past M load as
+// zeros (load_chunk), which is the zero-padded tensor of spec §14 (so 16×16
+// amaxes are those of the padded tiles), and are neither stored nor given
+// scales; the scale padding is zeroed by the caller.
 bool nv_edge(const NvParams &p) {
-  return !(p.m % 32 == 0 && p.k % 32 == 0 && p.vec == kRowsAligned && (!p.row || aligned16(p.row)) && (!p.col || aligned16(p.col)) &&
+  return !((p.m % 32 == 0 || !p.col) && p.k % 32 == 0 && p.vec == kRowsAligned && (!p.row || aligned16(p.row)) && (!p.col || aligned16(p.col)) &&
            (!p.row || p.row_pitch == p.k / 2) && (!p.col || p.col_pitch == p.m / 2));
 }
 
