@@ -307,9 +307,10 @@ typedef struct {
 } quant_buffer_desc;
 
 /* Lists the buffers quantizing a tensor of this shape would produce with the
- * quantizer's current usage, rowwise first. Writes at most capacity entries to
- * descs and the full count to *count; descs may be NULL to ask for the count.
- * Returns QUANT_ERROR_BUFFER_TOO_SMALL if capacity < *count (descs non-NULL). */
+ * quantizer's current usage, rowwise first. Writes the full count to *count
+ * and the entries to descs; descs may be NULL to ask for the count. Returns
+ * QUANT_ERROR_BUFFER_TOO_SMALL, with *count set and no entry written, if
+ * capacity < *count (descs non-NULL). */
 quant_status quant_quantizer_layout(const quant_quantizer *quantizer, const int64_t *shape, int32_t ndim,
                                     quant_buffer_desc *descs, size_t capacity, size_t *count);
 
@@ -550,9 +551,9 @@ quant_status quant_gemm_support(DLDevice device, const char *format_a, const cha
                                 quant_gemm_support_entry *entry);
 
 /* The whole table for a device: one entry per ordered pair of registered
- * formats, sorted. Writes at most capacity entries and the full count to
- * *count; entries may be NULL to ask for the count. Returns
- * QUANT_ERROR_BUFFER_TOO_SMALL if capacity < *count (entries non-NULL). */
+ * formats, sorted. Writes the full count to *count and the entries; entries
+ * may be NULL to ask for the count. Returns QUANT_ERROR_BUFFER_TOO_SMALL, with
+ * *count set and no entry written, if capacity < *count (entries non-NULL). */
 quant_status quant_gemm_support_table(DLDevice device, quant_gemm_support_entry *entries, size_t capacity,
                                       size_t *count);
 
@@ -1064,9 +1065,9 @@ quant_status quant_linear_ctx_free(quant_linear_ctx *ctx);
 /* Writes the amax each delayed-scaling state of the pass staged this step,
  * in a fixed order (GEMM by GEMM; input then weight for the forward pass,
  * grad_output for the backward; rowwise then columnwise state for a hybrid
- * quantizer with two), at most capacity of them, and their number to *count.
- * amaxes may be NULL to ask for the count. QUANT_ERROR_BUFFER_TOO_SMALL if
- * capacity < *count. */
+ * quantizer with two), and their number to *count. amaxes may be NULL to ask
+ * for the count. QUANT_ERROR_BUFFER_TOO_SMALL, with *count set and no amax
+ * written, if capacity < *count. */
 quant_status quant_linear_scaling_amaxes(const quant_linear *layer, int32_t pass, float *amaxes, size_t capacity,
                                          size_t *count);
 
