@@ -668,17 +668,29 @@ constexpr int kDecodeRows = 32;  // the largest M the decode kernel takes
 __device__ uint32_t kDecodeOne[2] = {0x7F7F7F7Fu, 0x38383838u};
 __device__ __forceinline__ const uint8_t *decode_one(bool e4m3) { return reinterpret_cast<const uint8_t *>(kDecodeOne + e4m3); }
 
+// Two E4M3 codes, the low (H = 0) or high (H = 1) half of w, as an FP16
+// pair (the low code in the low half). The half is named in PTX so that
+// ptxas reads it through the conversion's own half selector (F2FP R.H1): the
+// intrinsic on w >> 16 cost a shift per pair, 20 of the 191 instructions of
+// each 32-block at NW 8 (H200, M16 N28672 K8192 at 4/8/2: 0.0855 -> 0.0773
+// ms; bench/RESULTS.md).
+template <int H>
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
+  uint32_t d;
+  if constexpr (H == 0)
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, lo;\n\t}" : "=r"(d) : "r"(w));
+  else
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, hi;\n\t}" : "=r"(d) : "r"(w));
+  return d;
+}
+
 // Eight FP8 codes (lo: elements 0..3, hi: 4..7) as four FP16 pairs, exact
 // (every E4M3 and E5M2 value is an FP16 value; E5M2 is FP16's top byte).
 template <int T>
 __device__ __forceinline__ void fp8x8_to_f16(uint32_t lo, uint32_t hi, uint32_t (&h)[4]) {
   if constexpr (T == 0) {
-    const uint32_t w[2] = {lo, hi};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i / 2] >> (16 * (i % 2))), __NV_E4M3);
-      h[i] = (uint32_t)r.x | ((uint32_t)r.y << 16);
-    }
+    h[0] = e4m3x2_to_f16x2<0>(lo), h[1] = e4m3x2_to_f16x2<1>(lo);
+    h[2] = e4m3x2_to_f16x2<0>(hi), h[3] = e4m3x2_to_f16x2<1>(hi);
   } else {
     h[0] = __byte_perm(lo, 0, 0x1404), h[1] = __byte_perm(lo, 0, 0x3424);
     h[2] = __byte_perm(hi, 0, 0x1404), h[3] = __byte_perm(hi, 0, 0x3424);
