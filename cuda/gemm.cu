@@ -1092,6 +1092,38 @@ int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p
   return st;
 }
 
+// The driver's cuCtxGetCurrent, looked up once (no link to libcuda); null
+// where the lookup fails.
+using CtxGetCurrentFn = int (*)(void **);
+CtxGetCurrentFn ctx_get_current() {
+  static const CtxGetCurrentFn fn = [] {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &f, 12000, cudaEnableDefault, &q) != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return (CtxGetCurrentFn) nullptr;
+    }
+    return reinterpret_cast<CtxGetCurrentFn>(f);
+  }();
+  return fn;
+}
+
+// Makes cuda:dev's primary context current on this thread where no context
+// is (a context the caller made current is kept). cudaSetDevice, not a
+// runtime call that merely needs a context: cudaFree(NULL), which did this
+// before, is refused while any stream captures a CUDA graph in the global
+// mode (torch.cuda.graph's default: the capture was invalidated,
+// bench/RESULTS.md), while cudaSetDevice neither synchronises nor touches a
+// stream. A thread inside a capture has its context current and never gets
+// here.
+int32_t make_context_current(int dev, quant_plugin_error *err) {
+  void *ctx = nullptr;
+  const CtxGetCurrentFn get = ctx_get_current();
+  if (get != nullptr && get(&ctx) == 0 && ctx != nullptr) return QUANT_OK;
+  LQ_CUDA(cudaSetDevice(dev), "making cuda:%d's context current", dev);
+  return QUANT_OK;
+}
+
 // Runs c on stream s: the cached plan of its key (made on a miss), then only
 // the per-call scale pointers and cublasLtMatmul. The cuBLASLt workspace is
 // the host's (host_ws, host_ws_bytes) where it is large enough for the
@@ -1101,10 +1133,8 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
   // thread whose CUDA calls so far needed none (cudaGetDevice, say: a Go
   // goroutine moved to another OS thread) has none, and the matmul failed
   // with "execution failed" and no CUDA error (H200, TestGemmConcurrentSameShape
-  // in a process of its own: 3-8 of 20 runs). A runtime call that needs a
-  // context makes the device's primary context current where none is (a
-  // context the caller made current is kept); cudaFree(NULL) frees nothing.
-  LQ_CUDA(cudaFree(nullptr), "making cuda:%d's context current", dev);
+  // in a process of its own: 3-8 of 20 runs).
+  LQ_TRY(make_context_current(dev, err));
   const LtKey key = key_of(c, dev);
   cublasLtHandle_t h;
   void *ws;
