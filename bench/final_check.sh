@@ -13,8 +13,9 @@
 #                                     8192³ and the LLM shape (about 400 s).
 #   bash bench/final_check.sh ptests  the tests mode with the GPU suite split into three
 #                                     processes run side by side (quantize / GEMM / linear),
-#                                     beside `make cuda` from the checkout, the demo and the
-#                                     MLP (about 250-350 s where tests takes 450)
+#                                     beside `make cuda` from the checkout, the demo, the
+#                                     MLP and the torch CUDA tests (about 300-450 s where
+#                                     tests takes 450)
 #   bash bench/final_check.sh bench3  the GEMM and linear rows at all four shapes of issue #11
 #                                     (8192³, 4096³, the LLM and the decode shape), every
 #                                     format's quantize at 8192² and 8191² with the host time
@@ -87,6 +88,11 @@ ptests)
   if [ -f $F/e2m1_bf16x2_check ]; then
     cp $F/e2m1_bf16x2_check $W/ && chmod +x $W/e2m1_bf16x2_check && timeout 60 $W/e2m1_bf16x2_check 2>&1 | tail -2
   fi
+  # The torch CUDA modules (CUDA graph capture among them: a plugin call that is
+  # refused inside a capture fails here and nowhere in gputest).
+  log pytest
+  timeout 200 python3 -m pytest -q -rfsx python/tests/test_torch_cuda.py python/tests/test_torch_modules.py python/tests/test_torch_compile.py -k cuda > $OUT/pytest.log 2>&1
+  echo "pytest rc=$?"; tail -1 $OUT/pytest.log
   wait $pids
   log "gputest done"
   for i in 1 2 3; do tail -1 $OUT/gputest$i.log; grep -E '^(ok|FAIL|PASS)' $OUT/gputest$i.log | tail -1; done
