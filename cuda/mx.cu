@@ -863,12 +863,18 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   // kAsync: the sub-tile at rows r0s .., columns c0s .. into buffer b; warp
   // w's 128 chunks of 16 bytes lane after lane, so that one warp instruction
   // copies two whole rows.
+  // With a columnwise direction, rows past M (a ragged M) are zero-filled:
+  // the column blocks they end are those of the zero-padded tensor (spec
+  // §14); the row phase never reads them.
   auto issue = [&](int64_t r0s, int64_t c0s, int b) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const int ci = 32 * i + (t & 31), row = 8 * (t >> 5) + (ci >> 4), ch = ci & 15;
-      if (r0s + row < p.m && c0s + 8 * ch < p.k)
+      if (c0s + 8 * ch >= p.k) continue;
+      if (r0s + row < p.m)
         cp_async16(&tile[b * kXR * kXC + swz(row, 8 * ch)], (const T *)p.in + (r0s + row) * p.k + c0s + 8 * ch);
+      else if (COL)
+        cp_async16_zfill(&tile[b * kXR * kXC + swz(row, 8 * ch)], p.in, 0);
     }
     cp_async_commit();
   };
@@ -974,7 +980,10 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
       const int64_t cc = c0 + col, rr = r0 + 32 * hb;
       if (cc < p.k && rr < p.m) {
         uint4 o = ccodes[hb][col];
-        if (EDGE) {
+        if (EDGE || (p.m & 31) != 0) {
+          // Rows of ⌈M/2⌉ bytes at any alignment (a ragged M). The padded
+          // rows' nibbles are dropped, not their codes: a block whose scale
+          // is NaN (an Inf in it) codes its zeros as 7 too (spec §14).
           uint32_t ow[4] = {o.x, o.y, o.z, o.w};
           if (rr + 32 > p.m) keep_nibbles(ow, p.m - rr);
           store_bytes(p.col + cc * p.col_pitch + rr / 2, ow, p.col_pitch - rr / 2);
@@ -1470,14 +1479,17 @@ int32_t mx_prepare(const quant_plugin_quantize_args *a, InType t, const MxGeom &
   *tiles = ceil_div(m, kTileR) * ceil_div(k, kTileC);
   if (*tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
   // The aligned instance: whole 32-row blocks (MXFP8 also any M, through
-  // RAGM: its data rows are [M, K] in both directions; MXFP4 rowwise alone
-  // too, whose rows are independent: the fast kernel's rowwise instance
-  // bounds its rows by M and zeroes the scale padding rows), rows of
-  // 8-element groups that vector loads and stores reach (the buffers of the
-  // layout, unpadded); the fast kernel's also whole 32-element row blocks.
-  bool edge = !((m % 32 == 0 || !g.packed || p.col == nullptr) && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
+  // RAGM: its data rows are [M, K] in both directions), rows of 8-element
+  // groups that vector loads and stores reach (the buffers of the layout,
+  // unpadded); the fast kernel's also whole 32-element row blocks, and any M
+  // for MXFP4 (its rowwise rows are bounded by M, its columnwise blocks read
+  // rows past M as zeros and store rows of ⌈M/2⌉ bytes at any alignment;
+  // H200, 8191×8192 against the EDGE instance: columnwise 0.064 → 0.056 ms,
+  // both 0.090 → 0.085. A separate instance for the ragged M was no faster
+  // at 8192² than the one test in the store, bench/RESULTS.md).
+  bool edge = !((m % 32 == 0 || !g.packed || fast) && k % 8 == 0 && p.vec == kRowsAligned && (p.row == nullptr || aligned16(p.row)) &&
                 (p.col == nullptr || aligned16(p.col)) && (p.row == nullptr || p.row_pitch == (g.packed ? k / 2 : k)) &&
-                (p.col == nullptr || p.col_pitch == (g.packed ? m / 2 : k)));
+                (p.col == nullptr || p.col_pitch == (g.packed ? ceil_div(m, 2) : k)));
   if (fast) edge = edge || k % 32 != 0;
   *mode = edge ? kMxEdge : m % 32 != 0 ? kMxRaggedRows : kMxAligned;
   return QUANT_OK;
