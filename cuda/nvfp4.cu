@@ -830,16 +830,13 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
 // FP32's 24-bit significand holds. Then the FP32 butterfly's max |y| equals
 // rht_forward's float64 one, at a quarter of the FP64 pipe's cost (H100, 8192²
 // Gaussian BF16: 161 µs with float64 everywhere).
-__device__ __forceinline__ void rht_chunk_max(const float (&v)[16], uint32_t mask, double &best) {
-  uint32_t lo = 255, hi = 0;
-#pragma unroll
-  for (int i = 0; i < 16; i++) {
-    const uint32_t a = mag_bits(v[i]);
-    const uint32_t e = a >> 23 > 1 ? a >> 23 : 1;
-    lo = a != 0 ? min(lo, e) : lo;
-    hi = a != 0 ? max(hi, e) : hi;
-  }
-  if (hi <= lo + 12 && hi <= 250) {
+// rht_f32_ok: that test, on lo and hi, the smallest and the largest exponent
+// (at least 1) of the nonzero values (lo = 255, hi = 0 where all are zero).
+__device__ __forceinline__ bool rht_f32_ok(uint32_t lo, uint32_t hi) { return hi <= lo + 12 && hi <= 250; }
+
+// rht_chunk_max with the test's answer given (f32).
+__device__ __forceinline__ void rht_chunk_max_as(const float (&v)[16], uint32_t mask, bool f32, double &best) {
+  if (f32) {
     float y[16];
 #pragma unroll
     for (int i = 0; i < 16; i++) y[i] = __uint_as_float(__float_as_uint(v[i]) ^ (((mask >> i) & 1u) << 31));
@@ -862,6 +859,48 @@ __device__ __forceinline__ void rht_chunk_max(const float (&v)[16], uint32_t mas
   }
 }
 
+__device__ __forceinline__ void rht_chunk_max(const float (&v)[16], uint32_t mask, double &best) {
+  uint32_t lo = 255, hi = 0;
+#pragma unroll
+  for (int i = 0; i < 16; i++) {
+    const uint32_t a = mag_bits(v[i]);
+    const uint32_t e = a >> 23 > 1 ? a >> 23 : 1;
+    lo = a != 0 ? min(lo, e) : lo;
+    hi = a != 0 ? max(hi, e) : hi;
+  }
+  rht_chunk_max_as(v, mask, rht_f32_ok(lo, hi), best);
+}
+
+__device__ __forceinline__ uint32_t vmin_u16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("min.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// rht_chunk_max's exponent range for a column pair held as 16 words of BF16
+// pairs (row i in w[i], the left column in the low half), on the raw halves
+// two at a time (the exponent of a BF16 is its FP32 one): whether each
+// column's FP32 butterfly is exact.
+__device__ __forceinline__ void rht_pair_f32_ok(const uint32_t (&w)[16], bool &left, bool &right) {
+  uint32_t mx = 0, mn = 0x7FFF7FFFu;
+#pragma unroll
+  for (int i = 0; i < 16; i++) {
+    const uint32_t a = w[i] & 0x7FFF7FFFu;
+    // Bit 15 of each half of a + 0x7FFF7FFF: the half is nonzero (a half is
+    // at most 0x7FFF, so no carry crosses into the other); zeros become
+    // 0x7FFF for the minimum.
+    const uint32_t zero = (((a + 0x7FFF7FFFu) & 0x80008000u) ^ 0x80008000u) >> 15;
+    mx = vmax_u16x2(mx, a);
+    mn = vmin_u16x2(mn, a | (zero * 0x7FFFu));
+  }
+  auto ok = [](uint32_t hmax, uint32_t hmin) {
+    const uint32_t hi = hmax == 0 ? 0 : max(hmax >> 7, 1u), lo = hmin == 0x7FFFu ? 255 : max(hmin >> 7, 1u);
+    return rht_f32_ok(lo, hi);
+  };
+  left = ok(mx & 0xFFFFu, mn & 0xFFFFu);
+  right = ok(mx >> 16, mn >> 16);
+}
+
 // The grouped kernel's part: (chunk, column) pairs idx = chunk·k + column for
 // idx in [start, end) step stride; the BF16 bits of their max.
 __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k, uint32_t mask,
@@ -882,9 +921,12 @@ __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restric
 // chunks by, by + gridDim.y, ... with no division in the loop; a warp's load
 // of one row is 64·P consecutive bytes, 16 rows in flight per chunk. (H100,
 // 8192²: the idx = chunk·k + column loop above, a 64-bit division and 16
-// two-byte loads per chunk, took 141 µs.)
+// two-byte loads per chunk, took 141 µs.) P = 2 tests exactness on the raw
+// pairs (rht_pair_f32_ok) and is held to 3 CTAs per SM (80 registers; 94
+// unbounded, 2 CTAs). H200 ncu, 8192²: 92.6 µs with the scalar test, 80.1
+// with the packed one at 94 registers, 74.9 at 80 (bench/RESULTS.md).
 template <int P>
-__global__ void __launch_bounds__(kThreads) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
+__global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
                                                            uint32_t mask, uint32_t *out) {
   const int64_t chunks = (m + 15) / 16, c = ((int64_t)blockIdx.x * kThreads + threadIdx.x) * P;
   double best = 0.0;
@@ -893,18 +935,26 @@ __global__ void __launch_bounds__(kThreads) rht_amax_kernel(const __nv_bfloat16 
       const __nv_bfloat16 *col = x + 16 * b * k + c;
       const int rows = m - 16 * b < 16 ? (int)(m - 16 * b) : 16;
       float v[P][16];
+      if constexpr (P == 2) {
+        // The exactness test on the raw pairs (rht_pair_f32_ok: 16 packed
+        // steps for both columns instead of 32 scalar ones).
+        uint32_t w[16];
 #pragma unroll
-      for (int i = 0; i < 16; i++) {
-        if (P == 2) {
-          const __nv_bfloat162 t = i < rows ? *reinterpret_cast<const __nv_bfloat162 *>(col + i * k) : __floats2bfloat162_rn(0.0f, 0.0f);
-          v[0][i] = __low2float(t);
-          v[P - 1][i] = __high2float(t);
-        } else {
-          v[0][i] = i < rows ? __bfloat162float(col[i * k]) : 0.0f;
+        for (int i = 0; i < 16; i++) w[i] = i < rows ? *reinterpret_cast<const uint32_t *>(col + i * k) : 0u;
+        bool f0, f1;
+        rht_pair_f32_ok(w, f0, f1);
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+          v[0][i] = __uint_as_float(w[i] << 16);
+          v[1][i] = __uint_as_float(w[i] & 0xFFFF0000u);
         }
-      }
+        rht_chunk_max_as(v[0], mask, f0, best);
+        rht_chunk_max_as(v[1], mask, f1, best);
+      } else {
 #pragma unroll
-      for (int j = 0; j < P; j++) rht_chunk_max(v[j], mask, best);
+        for (int i = 0; i < 16; i++) v[0][i] = i < rows ? __bfloat162float(col[i * k]) : 0.0f;
+        rht_chunk_max(v[0], mask, best);
+      }
     }
   cta_max_atomic((uint32_t)f64_to_bf16_bits(best) << 16, out);
 }
