@@ -11,6 +11,9 @@
 # arguments (if set) for every variant in turn, ROUNDS times (default 2),
 # each row labelled with its variant, then EXTRA's arguments once against
 # TEST_VARIANT's plugin (if set). Logs under $OUT.
+# RUN is Go's -test.run: it splits at a top-level '|' before '/', so name
+# the subtest level in every alternative ('TestA/mxfp4|TestB/mxfp4'; in
+# 'TestA|TestB/mxfp4' all of TestA runs).
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 W=/tmp/ab
