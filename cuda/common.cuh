@@ -467,6 +467,12 @@ __device__ __forceinline__ uint32_t vmax_u16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
+__device__ __forceinline__ uint32_t vmin_u16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("min.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
 // max |x| of the two 16-bit values of a word into m, NaN ignored: max.bf16x2 /
 // max.f16x2 (no .ftz: subnormals kept) of the magnitudes, which returns the
 // other operand where one is NaN; m starts at +0, so a NaN never enters (fp8's

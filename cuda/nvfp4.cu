@@ -871,12 +871,6 @@ __device__ __forceinline__ void rht_chunk_max(const float (&v)[16], uint32_t mas
   rht_chunk_max_as(v, mask, rht_f32_ok(lo, hi), best);
 }
 
-__device__ __forceinline__ uint32_t vmin_u16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("min.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
 // rht_chunk_max's exponent range for a column pair held as 16 words of BF16
 // pairs (row i in w[i], the left column in the low half), on the raw halves
 // two at a time (the exponent of a BF16 is its FP32 one): whether each
