@@ -803,10 +803,12 @@ __device__ __forceinline__ void mx8_encode32(const uint32_t *w, uint32_t e8, uin
   o[1] = make_uint4(c[4], c[5], c[6], c[7]);
 }
 
-// EDGE: the instance for partial blocks or rows at any offset (spec §14):
-// rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one 16-byte
-// offset (shifted loads, load_chunk), and stores that check bounds and
-// alignment; without it the aligned code as measured.
+// EDGE: the instance for partial column blocks or rows at any offset (spec
+// §14): rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one
+// 16-byte offset (shifted loads, load_chunk), and stores that check bounds
+// and alignment; without it the aligned code as measured, which also takes
+// any M (rows past M zero-filled, MXFP4's columnwise rows of ⌈M/2⌉ bytes
+// stored as EDGE stores them).
 //
 // EL: kE2M1 (MXFP4, every instance), or kE4M3 / kE5M2 (MXFP8: rowwise only,
 // the aligned instance at any M; codes [M, K], spec §4.5).
