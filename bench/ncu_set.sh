@@ -13,8 +13,9 @@ F=${FINAL:-$PWD/build/final}
 mkdir -p build
 [ -f build/libquant.so ] || xz -dc $F/libquant.so.xz > build/libquant.so
 [ -f build/libquant_cuda.so ] || xz -dc $F/libquant_cuda.so.xz > build/libquant_cuda.so
-# The quantize kernels (the amax, zeroing and swizzle kernels excluded).
-K='regex:mx_quantize|mx_fast|cast_flat|cast_transpose|cast_strip|fp8_block_kernel|fp8_block_rows|fp8_block_bands|fp8_block_strip|mx8_rows|nvfp4_1d|nvfp4_2d|nvfp4_fast'
+# The quantize kernels (the amax, zeroing and swizzle kernels excluded;
+# NCU_KERNELS=regex:rht_amax, say, profiles another instead).
+K=${NCU_KERNELS:-'regex:mx_quantize|mx_fast|cast_flat|cast_transpose|cast_strip|fp8_block_kernel|fp8_block_rows|fp8_block_bands|fp8_block_strip|mx8_rows|nvfp4_1d|nvfp4_2d|nvfp4_fast'}
 S=smsp__average_warps_issue_stalled_
 ST=$(for r in no_instruction branch_resolving long_scoreboard lg_throttle mio_throttle barrier short_scoreboard wait math_pipe_throttle not_selected selected drain membar; do printf "%s%s_per_issue_active.ratio," $S $r; done)
 ST=${ST%,}
