@@ -10,10 +10,11 @@
 //	enc_b = fminf(1/fl32(float(code) · S_dec), FLT_MAX)
 //	q     = e2m1(fl32(x · enc_b))  or stochastic rounding with Philox bits
 //
-// The global amaxes come first (one read of the input, two with the RHT), then
-// one kernel reads 64×128 tiles once and writes both directions: rowwise from
-// registers, columnwise (transposed, through the RHT when on) from shared
-// memory.
+// The global amaxes come first (one read of the input), then one kernel reads
+// 64×128 tiles once and writes both directions: rowwise from registers,
+// columnwise (transposed) from shared memory. With the RHT on a columnwise
+// copy, its amax pass also writes the transformed tensor (rounded to BF16),
+// whose plain columnwise quantize is that copy (rht_col_params).
 //
 // Any M ≥ 1, K ≥ 1 (spec §14): the kernels compute on the zero-padded tensor
 // (elements outside [M, K] load as zeros; the RHT transforms a partial
@@ -149,7 +150,9 @@ __device__ __forceinline__ void wht_stage(F (&y)[16]) {
     }
 }
 
-// Returns whether an input is an infinity or NaN ("special").
+// Returns whether an input is an infinity or NaN ("special"). Rounded once to
+// BF16 (rhtBF16), these are the values the columnwise copy quantizes
+// (rht_chunk_max_as writes them).
 __device__ __forceinline__ bool rht_forward(const float (&v)[16], uint32_t mask, double (&y)[16]) {
   uint32_t lo = 255, hi = 0;
   bool special = false;
@@ -192,17 +195,6 @@ __device__ __forceinline__ bool rht_forward(const float (&v)[16], uint32_t mask,
   return special;
 }
 
-// rhtBF16: the transform rounded once to BF16, widened back. Returns whether
-// an input was an infinity or NaN: otherwise no output is NaN (finite sums;
-// one may round to an infinity).
-__device__ __forceinline__ bool rht_bf16(float (&v)[16], uint32_t mask) {
-  double y[16];
-  const bool special = rht_forward(v, mask, y);
-#pragma unroll
-  for (int j = 0; j < 16; j++) v[j] = __uint_as_float((uint32_t)f64_to_bf16_bits(y[j]) << 16);
-  return special;
-}
-
 struct ScaleBuf {
   uint8_t *buf = nullptr;
   int64_t pad_j = 0;  // pad4(stored cols / 16)
@@ -215,6 +207,11 @@ struct ScaleBuf {
 struct NvParams {
   const void *in;
   int64_t m, k;
+  // Rows loaded (rows past it load as zeros): m, or for the RHT's transformed
+  // tensor (rht_col_params) its ⌈m/16⌉·16 rows: the transform of a partial
+  // 16-row group is nonzero in its padded rows, and the block amaxes are
+  // those of the padded tensor's transform (spec §14); only m rows are stored.
+  int64_t m_load;
   uint8_t *row, *col;
   int64_t row_pitch, col_pitch;  // bytes per stored row: ⌈k/2⌉, ⌈m/2⌉ (or the layout's padded pitch)
   ScaleBuf row_s, col_s;
@@ -325,7 +322,7 @@ __device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
 // after tensor; a CTA's tensor comes from grp.locate).
 //
 // 1×16 blocks (tile1D).
-template <typename T, bool ROW, bool COL, bool SRON, bool RHT, typename G>
+template <typename T, bool ROW, bool COL, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constant__ G grp) {
   __shared__ float tile[kTileR * kStride];
   // A whole tile's columnwise codes and scales, [row block][column], stored
@@ -352,7 +349,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
     int64_t r = r0 + lr, c = c0 + 16 * cb;
     bool valid = r < p.m && c < p.k;
     float v[16];
-    load_row16<T, true>(x, p.m, p.k, p.vec, r, c, v);
+    load_row16<T, true>(x, p.m_load, p.k, p.vec, r, c, v);
     if (ROW && valid) {
       uint32_t code;
       float enc = block_scale(grow, __uint_as_float(amax16(v)), &code);
@@ -390,20 +387,15 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
       float v[16];
 #pragma unroll
       for (int i = 0; i < 16; i++) v[i] = tile[(16 * lb + i) * kStride + lc];
-      // No NaN among the transformed values (an RHT of finite inputs):
-      // round to nearest through e2m1_fast_pack<8, true> (lq_e2m1_capped: the same
-      // codes for every non-NaN value, most of the work on the FMA pipe; the
-      // ALU pipe was 84 % busy here, H100 ncu: RHT columnwise 8192² 0.392 ->
-      // 0.320 ms with the hardware f64 -> bf16 conversion, bench/RESULTS.md).
-      // The rows above take the same path where their 16 values hold no NaN.
-      bool no_nan = false;
-      if (RHT) no_nan = !rht_bf16(v, p.mask);
+      // Round to nearest as the rows above: through e2m1_fast_pack<8, true>
+      // (lq_e2m1_capped: the same codes for every non-NaN value, most of the
+      // work on the FMA pipe) where the 16 values hold no NaN.
       uint32_t code;
       float enc = block_scale(gcol, __uint_as_float(amax16(v)), &code);
       uint4 w = make_uint4(0, 0, 0, 0);
       if (SRON) w = sr_bytes(p.sr, 1, (uint64_t)c * p.m + 16 * rb);
       uint64_t q;
-      if (!SRON && no_nan) q = (uint64_t)e2m1_fast_pack<8, true>(v, enc) | ((uint64_t)e2m1_fast_pack<8, true>(v + 8, enc) << 32);
+      if (!SRON && !isnan(amax16_nan(v))) q = (uint64_t)e2m1_fast_pack<8, true>(v, enc) | ((uint64_t)e2m1_fast_pack<8, true>(v + 8, enc) << 32);
       else q = encode16<SRON>(v, enc, w);
       if (whole) {
         cq[lb][lc] = q;
@@ -464,7 +456,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(const __grid_constan
   for (int it = 0; it < 2; it++) {
     int lr = threadIdx.x / 8 + 32 * it, cb = threadIdx.x % 8;
     int64_t r = r0 + lr, c = c0 + 16 * cb;
-    load_row16<T>(x, p.m, p.k, p.vec, r, c, v[it]);
+    load_row16<T>(x, p.m_load, p.k, p.vec, r, c, v[it]);
     bam[lr][cb] = amax16(v[it]);
   }
   __syncthreads();
@@ -510,7 +502,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(const __grid_constan
 // ---------------------------------------------------------------------------
 // Round-to-nearest without the RHT, 16-bit inputs (BF16, FP16): the fast
 // kernel. Same bytes as nvfp4_1d_kernel / nvfp4_2d_kernel (which still serve
-// FP32 input, the RHT and stochastic rounding), fewer instructions:
+// FP32 input and stochastic rounding), fewer instructions:
 //   - block amaxes from the raw 16-bit words: |bits| (one LOP3 per pair) and an
 //     unsigned 16x2 max (max.u16x2, one per pair) give max |x| and, at the same
 //     time, whether the block holds a NaN (a magnitude above the Inf pattern);
@@ -636,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
     for (int i = 0; i < 4; i++) {
       const int ci = 256 * i + t, row = ci >> 4, ch = ci & 15;
       if (c0 + 8 * ch >= p.k) continue;
-      if (r0s + row < p.m)
+      if (r0s + row < p.m_load)
         cp_async16(&tile[b * kFR * kFC + swz(row, 8 * ch)], (const T *)p.in + (r0s + row) * p.k + c0 + 8 * ch);
       else
         cp_async16_zfill(&tile[b * kFR * kFC + swz(row, 8 * ch)], p.in, 0);
@@ -644,7 +636,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
     cp_async_commit();
   };
   if (kAsync) issue(rs, 0);
-  else load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
+  else load_chunk<T, EDGE>(p.in, p.m_load, p.k, p.vec, rs + lr, c, w);
 
   // Global scales and the enc_b tables (rowwise in [0], columnwise in [1]).
   float arow = 0.0f, acol = 0.0f;
@@ -680,7 +672,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
         w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
       }
     }
-    if (!kAsync && PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kFR, c, wn);
+    if (!kAsync && PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m_load, p.k, p.vec, r + kFR, c, wn);
 
     // The raw sub-tile into shared memory for the columnwise pass.
     if (COL && !kAsync) store_chunk_swz<EDGE>(tile, lr, q, w);
@@ -832,7 +824,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
 #pragma unroll
         for (int j = 0; j < 16; j++) w[j] = wn[j];
       } else {
-        load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kFR, c, w);
+        load_chunk<T, EDGE>(p.in, p.m_load, p.k, p.vec, r + kFR, c, w);
       }
     }
   }
@@ -879,8 +871,12 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
 // (at least 1) of the nonzero values (lo = 255, hi = 0 where all are zero).
 __device__ __forceinline__ bool rht_f32_ok(uint32_t lo, uint32_t hi) { return hi <= lo + 12 && hi <= 250; }
 
-// rht_chunk_max with the test's answer given (f32).
-__device__ __forceinline__ void rht_chunk_max_as(const float (&v)[16], uint32_t mask, bool f32, double &best) {
+// rht_chunk_max with the test's answer given (f32). With o, the 16
+// transformed values rounded to BF16 too (rht_bf16's bits): in FP32 the sums
+// are exact (rht_f32_ok) and so is ×1/4 (every BF16 value, and so every sum,
+// is a multiple of 2^-133, which FP32 holds down to 2^-149), so one RN to
+// BF16 of the FP32 value is that of the exact value.
+__device__ __forceinline__ void rht_chunk_max_as(const float (&v)[16], uint32_t mask, bool f32, double &best, uint16_t *o = nullptr) {
   if (f32) {
     float y[16];
 #pragma unroll
@@ -893,6 +889,16 @@ __device__ __forceinline__ void rht_chunk_max_as(const float (&v)[16], uint32_t 
 #pragma unroll
     for (int j = 0; j < 16; j++) m = fmaxf(m, fabsf(y[j]));
     best = fmax(best, (double)m * 0.25);
+    if (o != nullptr) {
+#pragma unroll
+      for (int j = 0; j < 16; j += 2) {
+        // A zero made +0, as rht_forward does.
+        const float a = y[j] == 0.0f ? 0.0f : y[j] * 0.25f, b = y[j + 1] == 0.0f ? 0.0f : y[j + 1] * 0.25f;
+        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        o[j] = __bfloat16_as_ushort(h.x);
+        o[j + 1] = __bfloat16_as_ushort(h.y);
+      }
+    }
     return;
   }
   double y[16];
@@ -901,10 +907,11 @@ __device__ __forceinline__ void rht_chunk_max_as(const float (&v)[16], uint32_t 
   for (int j = 0; j < 16; j++) {
     double a = fabs(y[j]);
     if (a > best) best = a;
+    if (o != nullptr) o[j] = f64_to_bf16_bits(y[j]);
   }
 }
 
-__device__ __forceinline__ void rht_chunk_max(const float (&v)[16], uint32_t mask, double &best) {
+__device__ __forceinline__ void rht_chunk_max(const float (&v)[16], uint32_t mask, double &best, uint16_t *o = nullptr) {
   uint32_t lo = 255, hi = 0;
 #pragma unroll
   for (int i = 0; i < 16; i++) {
@@ -913,7 +920,7 @@ __device__ __forceinline__ void rht_chunk_max(const float (&v)[16], uint32_t mas
     lo = a != 0 ? min(lo, e) : lo;
     hi = a != 0 ? max(hi, e) : hi;
   }
-  rht_chunk_max_as(v, mask, rht_f32_ok(lo, hi), best);
+  rht_chunk_max_as(v, mask, rht_f32_ok(lo, hi), best, o);
 }
 
 // rht_chunk_max's exponent range for a column pair held as 16 words of BF16
@@ -940,17 +947,29 @@ __device__ __forceinline__ void rht_pair_f32_ok(const uint32_t (&w)[16], bool &l
   right = ok(mx >> 16, mn >> 16);
 }
 
+// Rows of the RHT's transformed tensor: whole 16-row groups.
+__host__ __device__ __forceinline__ int64_t rht_rows(int64_t m) { return (m + 15) / 16 * 16; }
+
 // The grouped kernel's part: (chunk, column) pairs idx = chunk·k + column for
-// idx in [start, end) step stride; the BF16 bits of their max.
+// idx in [start, end) step stride; the BF16 bits of their max. With t, the
+// transform rounded to BF16 is written there too, [rht_rows(m), k]
+// (rht_amax_kernel's STORE).
 __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k, uint32_t mask,
-                                                  int64_t start, int64_t end, int64_t stride) {
+                                                  int64_t start, int64_t end, int64_t stride, uint16_t *__restrict__ t) {
   double best = 0.0;
   for (int64_t idx = start; idx < end; idx += stride) {
     int64_t c = idx % k, b = idx / k;
     float v[16];
 #pragma unroll
     for (int i = 0; i < 16; i++) v[i] = 16 * b + i < m ? __bfloat162float(x[(16 * b + i) * k + c]) : 0.0f;
-    rht_chunk_max(v, mask, best);
+    if (t == nullptr) {
+      rht_chunk_max(v, mask, best);
+      continue;
+    }
+    uint16_t o[16];
+    rht_chunk_max(v, mask, best, o);
+#pragma unroll
+    for (int i = 0; i < 16; i++) t[(16 * b + i) * k + c] = o[i];
   }
   return (uint32_t)f64_to_bf16_bits(best) << 16;
 }
@@ -964,9 +983,13 @@ __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restric
 // pairs (rht_pair_f32_ok) and is held to 3 CTAs per SM (80 registers; 94
 // unbounded, 2 CTAs). H200 ncu, 8192²: 92.6 µs with the scalar test, 80.1
 // with the packed one at 94 registers, 74.9 at 80 (bench/RESULTS.md).
-template <int P>
+// With t (STORE), the transformed tensor rounded to BF16 is written there,
+// [rht_rows(m), k]: every row group's 16 rows, the last one's padding
+// included (rhtBF16's bits, for the columnwise quantize, rht_col_params);
+// with out null, no amax is reduced.
+template <int P, bool STORE>
 __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
-                                                           uint32_t mask, uint32_t *out) {
+                                                           uint32_t mask, uint32_t *out, uint16_t *__restrict__ t) {
   const int64_t chunks = (m + 15) / 16, c = ((int64_t)blockIdx.x * kThreads + threadIdx.x) * P;
   double best = 0.0;
   if (c < k)
@@ -982,20 +1005,43 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
         for (int i = 0; i < 16; i++) w[i] = i < rows ? *reinterpret_cast<const uint32_t *>(col + i * k) : 0u;
         bool f0, f1;
         rht_pair_f32_ok(w, f0, f1);
+        if constexpr (STORE) {
+          // One column at a time, each one's output taking its half of w
+          // (fewer live registers: the two at once spilled at 80).
+          uint16_t o[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) {
-          v[0][i] = __uint_as_float(w[i] << 16);
-          v[1][i] = __uint_as_float(w[i] & 0xFFFF0000u);
+          for (int i = 0; i < 16; i++) v[0][i] = __uint_as_float(w[i] << 16);
+          rht_chunk_max_as(v[0], mask, f0, best, o);
+#pragma unroll
+          for (int i = 0; i < 16; i++) w[i] = (w[i] & 0xFFFF0000u) | o[i];
+#pragma unroll
+          for (int i = 0; i < 16; i++) v[1][i] = __uint_as_float(w[i] & 0xFFFF0000u);
+          rht_chunk_max_as(v[1], mask, f1, best, o);
+          uint16_t *d = t + 16 * b * k + c;
+#pragma unroll
+          for (int i = 0; i < 16; i++) *reinterpret_cast<uint32_t *>(d + i * k) = (w[i] & 0xFFFFu) | ((uint32_t)o[i] << 16);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 16; i++) {
+            v[0][i] = __uint_as_float(w[i] << 16);
+            v[1][i] = __uint_as_float(w[i] & 0xFFFF0000u);
+          }
+          rht_chunk_max_as(v[0], mask, f0, best);
+          rht_chunk_max_as(v[1], mask, f1, best);
         }
-        rht_chunk_max_as(v[0], mask, f0, best);
-        rht_chunk_max_as(v[1], mask, f1, best);
       } else {
 #pragma unroll
         for (int i = 0; i < 16; i++) v[0][i] = i < rows ? __bfloat162float(col[i * k]) : 0.0f;
-        rht_chunk_max(v[0], mask, best);
+        uint16_t o[16];
+        rht_chunk_max(v[0], mask, best, STORE ? o : nullptr);
+        if (STORE) {
+          uint16_t *d = t + 16 * b * k + c;
+#pragma unroll
+          for (int i = 0; i < 16; i++) d[i * k] = o[i];
+        }
       }
     }
-  cta_max_atomic((uint32_t)f64_to_bf16_bits(best) << 16, out);
+  if (out != nullptr) cta_max_atomic((uint32_t)f64_to_bf16_bits(best) << 16, out);
 }
 
 // The global amaxes of a grouped quantize, in one launch: an item is one
@@ -1008,6 +1054,7 @@ struct NvAmaxItem {
   uint32_t *out;
   uint32_t mask;
   int rht;
+  uint16_t *t;  // with the RHT: where the transformed tensor goes, or null
 };
 constexpr int64_t kRhtUnit = 16 * kAmaxThreads;
 
@@ -1022,7 +1069,7 @@ __global__ void __launch_bounds__(kAmaxThreads) nv_group_amax_kernel(const __gri
   uint32_t bits;
   if (it.rht) {
     const int64_t n = ceil_div(it.m, 16) * it.k, lo = unit * kRhtUnit, hi = lo + kRhtUnit < n ? lo + kRhtUnit : n;
-    bits = rht_amax_bits((const __nv_bfloat16 *)it.in, it.m, it.k, it.mask, lo + threadIdx.x, hi, kAmaxThreads);
+    bits = rht_amax_bits((const __nv_bfloat16 *)it.in, it.m, it.k, it.mask, lo + threadIdx.x, hi, kAmaxThreads, it.t);
   } else {
     const int64_t n = it.m * it.k, lo = unit * kAmaxUnitElems, hi = lo + kAmaxUnitElems < n ? lo + kAmaxUnitElems : n;
     bits = amax_range<T>((const T *)it.in, lo, hi);
@@ -1116,7 +1163,9 @@ int nv_subtiles(const G &grp) {
 
 // Whether the fast kernel serves these options (16-bit input, round to
 // nearest, no RHT on a columnwise copy: the RHT leaves the rowwise one as it
-// is, spec §5.5, so a rowwise-only quantize with the RHT on is the plain one).
+// is, spec §5.5, so a rowwise-only quantize with the RHT on is the plain one;
+// a columnwise copy with the RHT is the plain quantize of the transformed
+// tensor, rht_col_params, with the options less the RHT).
 bool nv_fast(InType t, const NvSpec &sp, bool has_col) { return t != InType::F32 && !sp.sr && !(sp.rht && has_col); }
 
 // Whether a tensor needs the fast kernel's EDGE instance: anything but whole
@@ -1168,7 +1217,7 @@ void launch_fast(const G &grp, bool edge, cudaStream_t s) {
 // fast (nv_fast): grp's units are the fast kernel's strips; otherwise 64×128
 // tiles, one CTA each.
 template <typename T, bool ROW, bool COL, bool SRON, typename G>
-void launch_nv4(const G &grp, bool rht, bool two_d, bool fast, bool edge, cudaStream_t s) {
+void launch_nv4(const G &grp, bool two_d, bool fast, bool edge, cudaStream_t s) {
   if constexpr (sizeof(T) == 2 && !SRON) {
     if (fast) {
       if (two_d) launch_fast<T, ROW, COL, true>(grp, edge, s);
@@ -1178,14 +1227,13 @@ void launch_nv4(const G &grp, bool rht, bool two_d, bool fast, bool edge, cudaSt
   }
   unsigned grid = (unsigned)grp.total();
   if (two_d) nvfp4_2d_kernel<T, ROW, COL, SRON, G><<<grid, kThreads, 0, s>>>(grp);
-  else if (rht) nvfp4_1d_kernel<T, ROW, COL, SRON, true, G><<<grid, kThreads, 0, s>>>(grp);
-  else nvfp4_1d_kernel<T, ROW, COL, SRON, false, G><<<grid, kThreads, 0, s>>>(grp);
+  else nvfp4_1d_kernel<T, ROW, COL, SRON, G><<<grid, kThreads, 0, s>>>(grp);
 }
 
 template <typename T, bool ROW, bool COL, typename G>
 void launch_nv3(const G &grp, const NvSpec &sp, bool fast, bool edge, cudaStream_t s) {
-  if (sp.sr) launch_nv4<T, ROW, COL, true>(grp, sp.rht, sp.two_d, fast, edge, s);
-  else launch_nv4<T, ROW, COL, false>(grp, sp.rht, sp.two_d, fast, edge, s);
+  if (sp.sr) launch_nv4<T, ROW, COL, true>(grp, sp.two_d, fast, edge, s);
+  else launch_nv4<T, ROW, COL, false>(grp, sp.two_d, fast, edge, s);
 }
 
 template <typename T, typename G>
@@ -1204,19 +1252,26 @@ void launch_nv(InType t, const G &grp, const NvSpec &sp, bool row, bool col, boo
   }
 }
 
-int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, cudaStream_t s, quant_plugin_error *err) {
+// The columnwise amax with the RHT into *out (none where out is null) and,
+// where t is set, the transformed tensor rounded to BF16 into t
+// ([rht_rows(m), k]).
+int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, uint16_t *t, cudaStream_t s, quant_plugin_error *err) {
   int64_t m = in.shape[0], k = in.shape[1];
-  LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the columnwise amax");
+  if (out != nullptr) LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the columnwise amax");
   // Pairs of columns where every row starts 4-byte aligned (K even, the base
   // too); CTAs down the chunks until the GPU holds grid_cap() of them.
-  const bool pair = k % 2 == 0 && (reinterpret_cast<uintptr_t>(in.data) & 3) == 0;
+  const bool pair = k % 2 == 0 && (reinterpret_cast<uintptr_t>(in.data) & 3) == 0 && (reinterpret_cast<uintptr_t>(t) & 3) == 0;
   const int64_t bx = ceil_div(k > 0 ? k : 1, (int64_t)kThreads * (pair ? 2 : 1)), chunks = ceil_div(m > 0 ? m : 1, 16);
   int64_t by = grid_cap() / bx;
   by = by < 1 ? 1 : by > chunks ? chunks : by > 65535 ? 65535 : by;
   if (bx > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: %lld columns", (long long)k);
   const dim3 grid((unsigned)bx, (unsigned)by);
-  if (pair) rht_amax_kernel<2><<<grid, kThreads, 0, s>>>((const __nv_bfloat16 *)in.data, m, k, mask, (uint32_t *)out);
-  else rht_amax_kernel<1><<<grid, kThreads, 0, s>>>((const __nv_bfloat16 *)in.data, m, k, mask, (uint32_t *)out);
+  const __nv_bfloat16 *x = (const __nv_bfloat16 *)in.data;
+  uint32_t *o = (uint32_t *)out;
+  if (pair && t) rht_amax_kernel<2, true><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t);
+  else if (pair) rht_amax_kernel<2, false><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t);
+  else if (t) rht_amax_kernel<1, true><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t);
+  else rht_amax_kernel<1, false><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t);
   LQ_LAUNCHED("rht amax kernel launch");
   return QUANT_OK;
 }
@@ -1292,7 +1347,7 @@ extern "C" int32_t lq_nvfp4_amax(const quant_plugin_amax_args *a, quant_plugin_e
     LQ_TRY(global_amax(a->input, t, want_row ? out : out + 1, s, err));
     if (want_row && want_plain_col) LQ_CUDA(cudaMemcpyAsync(out + 1, out, 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
   }
-  if (col_rht) LQ_TRY(rht_amax(a->input, sp.mask, out + 1, s, err));
+  if (col_rht) LQ_TRY(rht_amax(a->input, sp.mask, out + 1, nullptr, s, err));
   return QUANT_OK;
 }
 
@@ -1321,6 +1376,7 @@ int32_t nv_prepare(const quant_plugin_quantize_args *a, InType t, const NvSpec &
   p = NvParams{};
   p.in = a->input.data;
   p.m = m;
+  p.m_load = m;
   p.k = k;
   p.row = row->data;
   p.col = col->data;
@@ -1341,6 +1397,100 @@ int32_t nv_prepare(const quant_plugin_quantize_args *a, InType t, const NvSpec &
   return QUANT_OK;
 }
 
+// The room for the RHT's transformed input(s): the scratch the host lends
+// (quant_plugin_quantize_grouped_args.workspace, where a caller's allocator
+// holds every device buffer: a CUDA graph capture's pool), or else a
+// temporary from the plugin's pool (pool_malloc_async), freed in stream order
+// after the work queued before this leaves scope.
+struct RhtScratch {
+  char *p = nullptr;
+  bool own = false;
+  cudaStream_t s;
+  explicit RhtScratch(cudaStream_t st) : s(st) {}
+  RhtScratch(const RhtScratch &) = delete;
+  RhtScratch &operator=(const RhtScratch &) = delete;
+  ~RhtScratch() {
+    if (own) cudaFreeAsync(p, s);
+  }
+  // bytes: lent (which must hold them) where set, else from the pool.
+  int32_t get(const quant_plugin_tensor *lent, int64_t bytes, quant_plugin_error *err) {
+    if (lent != nullptr && lent->data != nullptr) {
+      LQ_TRY(check_device(*lent, "workspace", err));
+      const int64_t n = numel(*lent) * ((lent->dtype.bits * lent->dtype.lanes + 7) / 8);
+      if (n < bytes)
+        return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "workspace: %lld bytes, the RHT's transformed inputs need %lld", (long long)n,
+                    (long long)bytes);
+      p = static_cast<char *>(lent->data);
+      return QUANT_OK;
+    }
+    LQ_CUDA(pool_malloc_async(reinterpret_cast<void **>(&p), (size_t)bytes, s), "allocating %lld bytes for the RHT's transformed input",
+            (long long)bytes);
+    own = true;
+    return QUANT_OK;
+  }
+};
+
+// Sets grp's units for a quantize launch with a columnwise direction or not
+// (col) and the options sp; *fast: the fast kernel serves it; returns
+// whether that needs its EDGE instance.
+template <typename G>
+bool nv_units(InType t, G &grp, const NvSpec &sp, bool col, bool *fast) {
+  *fast = nv_fast(t, sp, col);
+  bool edge = false;
+  if constexpr (G::kGroup) {
+    const int fs = *fast ? nv_subtiles(grp) : 1;
+    for (int i = 0; i < grp.count; i++) {
+      NvParams &q = grp.t[i];
+      q.fs = fs;
+      grp.first[i + 1] = grp.first[i] + (*fast ? nv_strips(q.m, q.k, fs) : ceil_div(q.m, kTileR) * ceil_div(q.k, kTileC));
+      edge = edge || (*fast && nv_edge(q));
+    }
+  } else {
+    grp.p.fs = *fast ? nv_subtiles(grp) : 1;
+    grp.n = *fast ? nv_strips(grp.p.m, grp.p.k, grp.p.fs) : ceil_div(grp.p.m, kTileR) * ceil_div(grp.p.k, kTileC);
+    edge = *fast && nv_edge(grp.p);
+  }
+  return edge;
+}
+
+template <typename G>
+void nv_launch(InType t, G &grp, const NvSpec &sp, bool row, bool col, cudaStream_t s) {
+  bool fast;
+  const bool edge = nv_units(t, grp, sp, col, &fast);
+  launch_nv(t, grp, sp, row, col, fast, edge, s);
+}
+
+// The RHT's columnwise copy (spec §5.5) as two passes over x: the amax pass
+// (rht_amax_kernel) also writes the transform, rounded to BF16, into a
+// temporary [m, k] tensor (2 bytes per element, from the pool), and the
+// columnwise copy is the plain columnwise quantize of that tensor (the fast
+// kernel, or with stochastic rounding the 1×16 kernel: the same bytes, as
+// the transform's values are what the spec rounds). H200, 8192²: the fused
+// cast that transformed in its column phase took 160 µs of a 0.231 ms
+// columnwise quantize (bench/RESULTS.md). The rowwise copy, if any, is the
+// plain one of x (the RHT leaves it as it is) in its own launch.
+// Returns the columnwise copy's parameters: p's, reading t, which holds
+// rht_rows(m) rows (the transform of the last row group's padding too).
+NvParams rht_col_params(const NvParams &p, const void *t) {
+  NvParams c = p;
+  c.in = t;
+  c.m_load = rht_rows(p.m);
+  c.row = nullptr;
+  c.row_amax = nullptr;
+  c.rht = 0;
+  c.vec = row_load_mode(t, p.k, 2);
+  return c;
+}
+
+NvParams rht_row_params(const NvParams &p) {
+  NvParams r = p;
+  r.col = nullptr;
+  r.col_amax = nullptr;
+  r.amax_dst[0] = r.amax_dst[1] = nullptr;  // made by the columnwise launch
+  r.rht = 0;
+  return r;
+}
+
 }  // namespace
 
 extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
@@ -1355,6 +1505,10 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   NvParams &p = one.p;
   LQ_TRY(nv_prepare(a, t, sp, &p, &row, &col, &has_row, &has_col, err));
   cudaStream_t s = stream_of(a->stream);
+  // With the RHT on a columnwise copy, the transformed tensor (rht_col_params).
+  const bool rht_col = has_col && sp.rht;
+  RhtScratch tx(s);
+  if (rht_col && p.m * p.k > 0) LQ_TRY(tx.get(nullptr, quant_plugin_rht_workspace(p.m, p.k), err));
   // Global amaxes (amaxes in kernels.go), into the storages' amax buffers.
   // Where a direction's amax is a copy (of the caller's, or of the other
   // direction's), the quantize kernel reads it from the source and makes the
@@ -1380,6 +1534,7 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
       copy_amax(col.amax, col_src);
       p.col_amax = col_src;
     }
+    if (tx.p != nullptr) LQ_TRY(rht_amax(a->input, sp.mask, nullptr, (uint16_t *)tx.p, s, err));
   } else if (nv_self_amax(p, sp, has_col, nv_fast(t, sp, has_col))) {
     p.self_amax = 1;
     p.self_dst[0] = has_row ? row.amax : nullptr;
@@ -1391,7 +1546,7 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
     }
     if (has_col) {
       p.col_amax = col.amax;
-      if (sp.rht) LQ_TRY(rht_amax(a->input, sp.mask, col.amax, s, err));
+      if (sp.rht) LQ_TRY(rht_amax(a->input, sp.mask, col.amax, (uint16_t *)tx.p, s, err));
       else if (has_row) {
         copy_amax(col.amax, row.amax);
         p.col_amax = row.amax;
@@ -1419,12 +1574,20 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
       LQ_CUDA(cudaMemcpyAsync(p.amax_dst[i], p.amax_src[i], 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
     return QUANT_OK;
   }
-  const bool fast = nv_fast(t, sp, has_col);
-  if (fast) {
-    p.fs = nv_subtiles(one);
-    one.n = nv_strips(p.m, p.k, p.fs);
+  if (rht_col) {
+    NvSpec plain = sp;
+    plain.rht = false;
+    if (has_row) {
+      Single<NvParams> r{rht_row_params(p), 0};
+      nv_launch(t, r, plain, true, false, s);
+      LQ_LAUNCHED("nvfp4 rowwise quantize kernel launch");
+    }
+    Single<NvParams> c{rht_col_params(p, tx.p), 0};
+    nv_launch(InType::BF16, c, plain, false, true, s);
+    LQ_LAUNCHED("nvfp4 columnwise quantize kernel launch (the RHT's transformed input)");
+    return QUANT_OK;
   }
-  launch_nv(t, one, sp, has_row, has_col, fast, fast && nv_edge(p), s);
+  nv_launch(t, one, sp, has_row, has_col, s);
   LQ_LAUNCHED("nvfp4 quantize kernel launch");
   return QUANT_OK;
 }
@@ -1457,18 +1620,28 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
     if (q->amax_in.data != nullptr)
       return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].amax_in: a grouped quantize computes each tensor's amax itself", i);
   }
-  static NvGroup grp;        // ~27 KB each: not on the stack; guarded by mu
+  static NvGroup grp, grpc;  // ~27 KB each: not on the stack; guarded by mu
   static NvAmaxGroup amaxes;
+  static int rht_item[kMaxGroup];  // with the RHT: tensor i's amax item ...
+  static int64_t rht_off[kMaxGroup];  // ... and its transformed tensor's offset in this chunk's room
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  const bool fast = nv_fast(t, sp, a->items[0].out[1].num_buffers > 0);  // every item's directions are items[0]'s (checked below)
   bool row0 = false, col0 = false;
+  const bool rht_col = sp.rht && a->items[0].out[1].num_buffers > 0;  // every item's directions are items[0]'s (checked below)
+  NvSpec plain = sp;
+  plain.rht = false;
+  const quant_plugin_tensor *lent =
+      a->struct_size >= offsetof(quant_plugin_quantize_grouped_args, workspace) + sizeof(quant_plugin_tensor) && a->workspace.data != nullptr
+          ? &a->workspace
+          : nullptr;
+  int64_t tbytes = 0;  // the transformed inputs' room of every item so far (the lent workspace's layout)
   cudaStream_t s = stream_of(a->stream);
   for (uint32_t base = 0; base < a->count; base += kMaxGroup) {
     uint32_t n = a->count - base < (uint32_t)kMaxGroup ? a->count - base : (uint32_t)kMaxGroup;
     grp.clear();
+    grpc.clear();
     amaxes.clear();
-    bool edge = false;
+    const int64_t tbase = tbytes;
     for (uint32_t j = 0; j < n; j++) {
       const quant_plugin_quantize_args *q = &a->items[base + j];
       LQ_TRY(check_device(q->input, "items[].input", err));
@@ -1479,13 +1652,16 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
       if (base + j == 0) row0 = has_row, col0 = has_col;
       else if (has_row != row0 || has_col != col0)
         return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);
+      const int64_t toff = tbytes - tbase;
+      if (rht_col) tbytes += quant_plugin_rht_workspace(p.m, p.k);
       // The amaxes: rowwise (or a plain columnwise alone) of x, the RHT's
-      // columnwise; a plain columnwise one with a rowwise one is its copy,
-      // made by the quantize kernel (a tensor with no elements has none to
-      // make it: both are reduced, to 0).
+      // columnwise (which also writes the transformed tensor, as the single
+      // quantize's rht_amax); a plain columnwise one with a rowwise one is
+      // its copy, made by the quantize kernel (a tensor with no elements has
+      // none to make it: both are reduced, to 0).
       const int64_t tiles = ceil_div(p.m, kTileR) * ceil_div(p.k, kTileC);
       auto amax_of = [&](float *out, bool rht) {
-        NvAmaxItem it{q->input.data, p.m, p.k, (uint32_t *)out, sp.mask, rht ? 1 : 0};
+        NvAmaxItem it{q->input.data, p.m, p.k, (uint32_t *)out, sp.mask, rht ? 1 : 0, nullptr};
         amaxes.add(it, nv_amax_units(it));
       };
       if (has_row) {
@@ -1502,8 +1678,30 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
         } else amax_of(col.amax, false);
       }
       if (tiles == 0) continue;
-      edge = edge || (fast && nv_edge(p));
-      grp.add(p, tiles);
+      if (!rht_col) {
+        grp.add(p, 0);
+        continue;
+      }
+      if (has_row) grp.add(rht_row_params(p), 0);
+      rht_item[grpc.count] = amaxes.count - 1;
+      rht_off[grpc.count] = toff;
+      grpc.add(rht_col_params(p, q->input.data), 0);  // in: set below
+    }
+    // The transformed inputs' room, quant_plugin_rht_workspace bytes per item
+    // (tbase: those of the chunks before this one).
+    RhtScratch tx(s);
+    if (tbytes > tbase) {
+      if (lent != nullptr) {
+        LQ_TRY(tx.get(lent, tbytes, err));
+        tx.p += tbase;
+      } else {
+        LQ_TRY(tx.get(nullptr, tbytes - tbase, err));
+      }
+    }
+    for (int i = 0; i < grpc.count; i++) {
+      void *ti = tx.p + rht_off[i];
+      amaxes.t[rht_item[i]].t = static_cast<uint16_t *>(ti);
+      grpc.t[i] = rht_col_params(grpc.t[i], ti);
     }
     if (amaxes.count > 0) {
       units_zero_kernel<NvAmaxGroup><<<1, 2 * kMaxGroup, 0, s>>>(amaxes);
@@ -1518,17 +1716,19 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
         LQ_LAUNCHED("nvfp4 grouped amax kernel launch");
       }
     }
-    if (grp.count == 0) continue;
-    if (fast) {
-      const int fs = nv_subtiles(grp);
-      for (int i = 0; i < grp.count; i++) {
-        grp.t[i].fs = fs;
-        grp.first[i + 1] = grp.first[i] + nv_strips(grp.t[i].m, grp.t[i].k, fs);
-      }
+    // The quantize: one launch, or with the RHT's columnwise copy the
+    // rowwise one of x (if asked) and the columnwise one of the transformed
+    // tensors.
+    NvGroup *launches[2] = {&grp, rht_col ? &grpc : nullptr};
+    for (NvGroup *g : launches) {
+      if (g == nullptr || g->count == 0) continue;
+      const bool r = g == &grp && row0, c = rht_col ? g == &grpc : col0;
+      bool fast;
+      const bool edge = nv_units(g == &grpc ? InType::BF16 : t, *g, rht_col ? plain : sp, c, &fast);
+      if (g->total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
+      launch_nv(g == &grpc ? InType::BF16 : t, *g, rht_col ? plain : sp, r, c, fast, edge, s);
+      LQ_LAUNCHED("nvfp4 grouped quantize kernel launch");
     }
-    if (grp.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
-    launch_nv(t, grp, sp, row0, col0, fast, edge, s);
-    LQ_LAUNCHED("nvfp4 grouped quantize kernel launch");
   }
   return QUANT_OK;
 }

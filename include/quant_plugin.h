@@ -155,6 +155,9 @@ typedef struct {
    * nothing and does not wait for the stream. */
   const float *delayed_scale_dev;
   float *delayed_amax_dev;
+  /* (No field may be appended here: quantize_grouped's items are an array of
+   * this struct, laid out at the host's sizeof. Append to
+   * quant_plugin_quantize_grouped_args instead.) */
 } quant_plugin_quantize_args;
 
 /* delayed_update: the fused amax-history and scale update of spec §2.4 on a
@@ -232,7 +235,20 @@ typedef struct {
   uint32_t count;
   const quant_plugin_quantize_args *items; /* [count] */
   void *stream;
+  /* Appended (read it only when struct_size covers it): uint8 scratch the
+   * host lends for this call (data NULL: the plugin allocates what it needs,
+   * stream-ordered). The host lends it where a caller's allocator holds every
+   * device buffer (a CUDA graph capture's pool), for a columnwise copy with
+   * the RHT: quant_plugin_rht_workspace(m, k) bytes per item, item i's room
+   * after those of the items before it (the transformed input in BF16). A
+   * single quantize that needs the loan comes as a group of one. */
+  quant_plugin_tensor workspace;
 } quant_plugin_quantize_grouped_args;
+
+/* One item's room in quant_plugin_quantize_grouped_args.workspace: an
+ * [m, k] input's RHT transform in BF16, whole 16-row groups, 256-byte
+ * aligned. */
+static inline int64_t quant_plugin_rht_workspace(int64_t m, int64_t k) { return ((m + 15) / 16 * 16 * k * 2 + 255) / 256 * 256; }
 
 typedef int32_t (*quant_plugin_quantize_grouped_fn)(const quant_plugin_quantize_grouped_args *args, quant_plugin_error *err);
 

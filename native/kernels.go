@@ -159,6 +159,14 @@ func (n *kernels) Amax(r *host.AmaxRequest) error {
 }
 
 func (n *kernels) Quantize(r *host.QuantizeRequest) error {
+	if rhtLoan(r) > 0 && n.k.quantize_grouped != nil && r.AmaxIn == nil {
+		// The scratch a capture's allocator must lend goes through the grouped
+		// call (quant_plugin_quantize_grouped_args.workspace): a group of one
+		// (which takes no caller's amax: with one, the plugin allocates).
+		if handled, err := n.QuantizeGrouped([]host.QuantizeRequest{*r}); handled {
+			return err
+		}
+	}
 	p := r.Spec.Params()
 	ca, cp, err := withParams(C.sizeof_quant_plugin_quantize_args, &p)
 	if err != nil {
@@ -218,6 +226,19 @@ func (n *kernels) fillQuantize(a *C.quant_plugin_quantize_args, cp *C.quant_plug
 	return staged, nil
 }
 
+// rhtLoan is the scratch the host lends a quantize of r
+// (quant_plugin_rht_workspace): the room for the RHT's transformed input of a
+// columnwise copy on a device while the caller's allocator holds every device
+// buffer (a CUDA graph capture's pool), so that the plugin allocates nothing
+// itself; else 0.
+func rhtLoan(r *host.QuantizeRequest) int64 {
+	if r.Input.Device.Type == host.CPU || r.Out[host.DirColumnwise] == nil || r.Spec.Params().RHT == host.RHTOff ||
+		!host.HasCallerAllocator(r.Input.Device.Type) {
+		return 0
+	}
+	return int64(C.quant_plugin_rht_workspace(C.int64_t(r.M), C.int64_t(r.K)))
+}
+
 // QuantizeGrouped hands the plugin every request in one call
 // (host.GroupedKernels); handled is false when the plugin has no grouped
 // quantize for this format or the state must be staged on the host.
@@ -254,6 +275,20 @@ func (n *kernels) QuantizeGrouped(rs []host.QuantizeRequest) (bool, error) {
 		}
 	}
 	setStream(&g.stream, rs[0].Stream)
+	var loan int64
+	for i := range rs {
+		loan += rhtLoan(&rs[i])
+	}
+	if loan > 0 {
+		ws, err := host.AllocTensor(rs[0].Input.Device, host.Uint8, []int64{loan}, rs[0].Stream)
+		if err != nil {
+			return true, err
+		}
+		defer host.FreeTensor(ws, rs[0].Stream)
+		if err := tensorToC(ws, &g.workspace); err != nil {
+			return true, err
+		}
+	}
 	return true, ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.quantize_grouped), n.what("grouped quantize", &p))
 }
 

@@ -1,6 +1,7 @@
 package gputest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"unsafe"
@@ -91,5 +92,78 @@ func TestGemmWithLentWorkspace(t *testing.T) {
 			require.Equal(t, ca.allocs, ca.frees, "every buffer went back")
 			require.Empty(t, ca.live)
 		})
+	}
+}
+
+// TestRHTQuantizeWithLentWorkspace: while a caller allocator is set, the host
+// lends an NVFP4 quantize with the RHT on a columnwise copy the room for the
+// transformed input (quant_plugin_rht_workspace: 2 bytes per element of whole
+// 16-row groups, 256-byte aligned; a single quantize goes as a group of one),
+// single and grouped, and the bytes still equal the CPU's: one loan per call,
+// the group's holding every item's room, every one given back.
+func TestRHTQuantizeWithLentWorkspace(t *testing.T) {
+	needGPU(t)
+	shapes := [][2]int64{{45, 77}, {47, 129}, {256, 512}, {1, 256}}
+	rhtBytes := func(m, k int64) int64 { return ((m+15)/16*16*k*2 + 255) / 256 * 256 }
+	var group int64
+	for _, sh := range shapes {
+		group += rhtBytes(sh[0], sh[1])
+	}
+	for _, p := range []host.Params{
+		{Format: "nvfp4", RHT: host.RHTDefault},
+		{Format: "nvfp4", RHT: host.RHTDefault, StochasticRounding: true, Seed: 5},
+	} {
+		for _, usage := range []host.Usage{host.BothUsages, host.Columnwise} {
+			t.Run(fmt.Sprintf("sr=%v/%s", p.StochasticRounding, usage), func(t *testing.T) {
+				qc, err := host.NewQuantizer(p, usage)
+				require.NoError(t, err)
+				defer qc.Release()
+				qg, err := host.NewQuantizer(p, usage)
+				require.NoError(t, err)
+				defer qg.Release()
+				ins := make([]host.Tensor, len(shapes))
+				cqs := make([]*host.QTensor, len(shapes))
+				single := make([]*host.QTensor, len(shapes))
+				grouped := make([]*host.QTensor, len(shapes))
+				for i, sh := range shapes {
+					x := input(t, host.BFloat16, []string{"normal", "adversarial", "wide", "normal"}[i], sh[0], sh[1], uint64(i))
+					cqs[i], err = qc.Quantize(x, host.QuantizeOptions{})
+					require.NoError(t, err)
+					defer cqs[i].Free()
+					ins[i] = toGPU(t, x)
+					for _, dst := range []*[]*host.QTensor{&single, &grouped} {
+						layout, err := qg.Layout(x.Shape)
+						require.NoError(t, err)
+						bufs := make([]host.Tensor, len(layout))
+						for j, l := range layout {
+							bufs[j] = poisoned(t, l.DType, l.Shape, byte(0x5A+i))
+						}
+						(*dst)[i], err = qg.NewQTensorFromBuffers(x.Shape, bufs)
+						require.NoError(t, err)
+						defer (*dst)[i].Free()
+					}
+				}
+				// Every buffer above was made before the caller allocator is
+				// set: only the loans go through it.
+				ca := &countingAllocator{live: map[unsafe.Pointer]host.Tensor{}}
+				require.NoError(t, host.SetCallerAllocator(host.CUDA, ca))
+				for i := range shapes {
+					require.NoError(t, qg.QuantizeInto(ins[i], host.QuantizeOptions{}, single[i]))
+				}
+				singles := ca.allocs
+				require.NoError(t, qg.QuantizeGrouped(ins, grouped, host.QuantizeOptions{}))
+				require.NoError(t, host.SetCallerAllocator(host.CUDA, nil))
+				require.NoError(t, host.Synchronize(gpu, 0))
+				for i, sh := range shapes {
+					compareTensors(t, fmt.Sprintf("single %v", sh), cqs[i], single[i])
+					compareTensors(t, fmt.Sprintf("grouped %v", sh), cqs[i], grouped[i])
+				}
+				require.Equal(t, len(shapes), singles, "one loan per single quantize")
+				require.Equal(t, len(shapes)+1, ca.allocs, "one loan for the group")
+				require.Equal(t, group, ca.largest, "the group's loan: every item's room")
+				require.Equal(t, ca.allocs, ca.frees, "every buffer went back")
+				require.Empty(t, ca.live)
+			})
+		}
 	}
 }

@@ -146,7 +146,13 @@ GRAPH_RECIPES: dict[str, Callable[[], lqt.Recipe]] = {
     "fp8_block": lqt.Float8BlockScaling,
     "mxfp8": lqt.MXFP8BlockScaling,
     "nvfp4_rn": lambda: lqt.NVFP4BlockScaling(disable_rht=True, disable_stochastic_rounding=True),
+    # The RHT's columnwise copies: their transformed input's room is lent by
+    # the host from the caller's allocator during a capture.
+    "nvfp4_rht": lambda: lqt.NVFP4BlockScaling(disable_stochastic_rounding=True),
 }
+# The model's dtype per kind (float32 otherwise): the RHT takes BF16 input
+# (spec §5.5).
+GRAPH_DTYPES = {"nvfp4_rht": torch.bfloat16}
 
 # cudaGraphNodeType
 _NODE_KERNEL, _NODE_MEM_ALLOC, _NODE_MEM_FREE = 0, 10, 11
@@ -202,11 +208,12 @@ def capture_step(kind: str, warmup: int = 2) -> tuple[Any, ...]:
     steps on the default one); returns (recipe, eager, graphed, graph, static x,
     static y, inputs for the replays)."""
     recipe = GRAPH_RECIPES[kind]()
+    dtype = GRAPH_DTYPES.get(kind, torch.float32)
     torch.manual_seed(0)
-    eager = Block(device="cuda")
+    eager = Block(device="cuda").to(dtype)
     graphed = copy.deepcopy(eager)
     ep, gp = list(eager.parameters()), list(graphed.parameters())
-    xs = [torch.randn(sum(SPLITS), 64, device="cuda") * (1 + 0.25 * i) for i in range(warmup + 3)]
+    xs = [(torch.randn(sum(SPLITS), 64, device="cuda") * (1 + 0.25 * i)).to(dtype) for i in range(warmup + 3)]
     static_x = torch.empty_like(xs[0])
     # The warm-up runs on the capture stream: the CUDA plugin makes a stream's
     # cuBLASLt handle and 32 MiB workspace on its first GEMM with cudaMalloc,
@@ -290,7 +297,7 @@ def test_cuda_graph_training_step_replays_bit_identical(kind: str, capsys: pytes
 
 
 @cuda_only
-@pytest.mark.parametrize("kind", ["fp8_current", "mxfp8"])
+@pytest.mark.parametrize("kind", ["fp8_current", "mxfp8", "nvfp4_rht"])
 def test_cuda_graph_library_buffers_come_from_torchs_pool(kind: str, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """Issue #20 item 7, "no allocation inside the library during capture": while
@@ -298,7 +305,8 @@ def test_cuda_graph_library_buffers_come_from_torchs_pool(kind: str, monkeypatch
     allocator (quant_set_device_allocator, _torch.torch_allocator_if_capturing),
     so the quantized operands, the contexts' buffers, the dequantized copies and
     the GEMMs' scratch (the host lends the plugin a workspace from that allocator:
-    the expanded MX/NVFP4 operands, the FP32 sums and cuBLASLt's workspace) come
+    the expanded MX/NVFP4 operands, the FP32 sums and cuBLASLt's workspace) and
+    an NVFP4 quantize's room for the RHT's transformed input (lent the same way) come
     from the capture's private pool, which torch reserves outside the graph: no
     graph memory nodes at all. The same step captured without the hook (the CUDA
     plugin's cudaMallocAsync, recorded as graph memory nodes) has some."""
