@@ -953,15 +953,17 @@ __host__ __device__ __forceinline__ int64_t rht_rows(int64_t m) { return (m + 15
 // The grouped kernel's part: (chunk, column) pairs idx = chunk·k + column for
 // idx in [start, end) step stride; the BF16 bits of their max. With t, the
 // transform rounded to BF16 is written there too, [rht_rows(m), k]
-// (rht_amax_kernel's STORE).
+// (rht_amax_kernel's STORE); *pm takes the max |x| of the elements read.
 __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k, uint32_t mask,
-                                                  int64_t start, int64_t end, int64_t stride, uint16_t *__restrict__ t) {
+                                                  int64_t start, int64_t end, int64_t stride, uint16_t *__restrict__ t, float *pm) {
   double best = 0.0;
   for (int64_t idx = start; idx < end; idx += stride) {
     int64_t c = idx % k, b = idx / k;
     float v[16];
 #pragma unroll
     for (int i = 0; i < 16; i++) v[i] = 16 * b + i < m ? __bfloat162float(x[(16 * b + i) * k + c]) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) *pm = amax_f(*pm, v[i]);
     if (t == nullptr) {
       rht_chunk_max(v, mask, best);
       continue;
@@ -986,12 +988,15 @@ __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restric
 // With t (STORE), the transformed tensor rounded to BF16 is written there,
 // [rht_rows(m), k]: every row group's 16 rows, the last one's padding
 // included (rhtBF16's bits, for the columnwise quantize, rht_col_params);
-// with out null, no amax is reduced.
+// with out null, no amax is reduced. With plain, the input's own amax too
+// (max |x|, NaN ignored: amax_range's rule), which a rowwise copy takes:
+// one read of x fewer.
 template <int P, bool STORE>
 __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
-                                                           uint32_t mask, uint32_t *out, uint16_t *__restrict__ t) {
+                                                           uint32_t mask, uint32_t *out, uint16_t *__restrict__ t, uint32_t *plain) {
   const int64_t chunks = (m + 15) / 16, c = ((int64_t)blockIdx.x * kThreads + threadIdx.x) * P;
   double best = 0.0;
+  float pm = 0.0f;
   if (c < k)
     for (int64_t b = blockIdx.y; b < chunks; b += gridDim.y) {
       const __nv_bfloat16 *col = x + 16 * b * k + c;
@@ -1011,11 +1016,17 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
           uint16_t o[16];
 #pragma unroll
           for (int i = 0; i < 16; i++) v[0][i] = __uint_as_float(w[i] << 16);
+          if (plain != nullptr)
+#pragma unroll
+            for (int i = 0; i < 16; i++) pm = amax_f(pm, v[0][i]);
           rht_chunk_max_as(v[0], mask, f0, best, o);
 #pragma unroll
           for (int i = 0; i < 16; i++) w[i] = (w[i] & 0xFFFF0000u) | o[i];
 #pragma unroll
           for (int i = 0; i < 16; i++) v[1][i] = __uint_as_float(w[i] & 0xFFFF0000u);
+          if (plain != nullptr)
+#pragma unroll
+            for (int i = 0; i < 16; i++) pm = amax_f(pm, v[1][i]);
           rht_chunk_max_as(v[1], mask, f1, best, o);
           uint16_t *d = t + 16 * b * k + c;
 #pragma unroll
@@ -1026,12 +1037,18 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
             v[0][i] = __uint_as_float(w[i] << 16);
             v[1][i] = __uint_as_float(w[i] & 0xFFFF0000u);
           }
+          if (plain != nullptr)
+#pragma unroll
+            for (int i = 0; i < 16; i++) pm = amax_f(amax_f(pm, v[0][i]), v[1][i]);
           rht_chunk_max_as(v[0], mask, f0, best);
           rht_chunk_max_as(v[1], mask, f1, best);
         }
       } else {
 #pragma unroll
         for (int i = 0; i < 16; i++) v[0][i] = i < rows ? __bfloat162float(col[i * k]) : 0.0f;
+        if (plain != nullptr)
+#pragma unroll
+          for (int i = 0; i < 16; i++) pm = amax_f(pm, v[0][i]);
         uint16_t o[16];
         rht_chunk_max(v[0], mask, best, STORE ? o : nullptr);
         if (STORE) {
@@ -1042,11 +1059,12 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
       }
     }
   if (out != nullptr) cta_max_atomic((uint32_t)f64_to_bf16_bits(best) << 16, out);
+  if (plain != nullptr) cta_max_atomic(__float_as_uint(pm), plain);
 }
 
 // The global amaxes of a grouped quantize, in one launch: an item is one
 // direction's amax of one tensor, plain (max |x|) or with the RHT (bf16
-// input only, rht_amax_kernel's), reduced into *out, which units_zero_kernel
+// input only, rht_amax_kernel's), reduced into *out, which nv_amax_zero_kernel
 // zeroed. Units: kAmaxUnitElems elements, or kRhtUnit (chunk, column) pairs.
 struct NvAmaxItem {
   const void *in;
@@ -1054,9 +1072,19 @@ struct NvAmaxItem {
   uint32_t *out;
   uint32_t mask;
   int rht;
-  uint16_t *t;  // with the RHT: where the transformed tensor goes, or null
+  uint16_t *t;      // with the RHT: where the transformed tensor goes, or null
+  uint32_t *plain;  // with the RHT: where the input's own amax goes (the rowwise one), or null
 };
 constexpr int64_t kRhtUnit = 16 * kAmaxThreads;
+
+// Zeroes every item's accumulators before nv_group_amax_kernel.
+template <typename G>
+__global__ void nv_amax_zero_kernel(const __grid_constant__ G g) {
+  for (int i = threadIdx.x; i < g.size(); i += blockDim.x) {
+    *g.tensor(i).out = 0;
+    if (g.tensor(i).plain != nullptr) *g.tensor(i).plain = 0;
+  }
+}
 
 inline int64_t nv_amax_units(const NvAmaxItem &it) {
   return it.rht ? ceil_div(ceil_div(it.m, 16) * it.k, kRhtUnit) : amax_units(it.m * it.k);
@@ -1069,7 +1097,9 @@ __global__ void __launch_bounds__(kAmaxThreads) nv_group_amax_kernel(const __gri
   uint32_t bits;
   if (it.rht) {
     const int64_t n = ceil_div(it.m, 16) * it.k, lo = unit * kRhtUnit, hi = lo + kRhtUnit < n ? lo + kRhtUnit : n;
-    bits = rht_amax_bits((const __nv_bfloat16 *)it.in, it.m, it.k, it.mask, lo + threadIdx.x, hi, kAmaxThreads, it.t);
+    float pm = 0.0f;
+    bits = rht_amax_bits((const __nv_bfloat16 *)it.in, it.m, it.k, it.mask, lo + threadIdx.x, hi, kAmaxThreads, it.t, &pm);
+    if (it.plain != nullptr) cta_max_atomic(__float_as_uint(pm), it.plain);
   } else {
     const int64_t n = it.m * it.k, lo = unit * kAmaxUnitElems, hi = lo + kAmaxUnitElems < n ? lo + kAmaxUnitElems : n;
     bits = amax_range<T>((const T *)it.in, lo, hi);
@@ -1252,12 +1282,15 @@ void launch_nv(InType t, const G &grp, const NvSpec &sp, bool row, bool col, boo
   }
 }
 
-// The columnwise amax with the RHT into *out (none where out is null) and,
-// where t is set, the transformed tensor rounded to BF16 into t
-// ([rht_rows(m), k]).
-int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, uint16_t *t, cudaStream_t s, quant_plugin_error *err) {
+// The columnwise amax with the RHT into *out (none where out is null),
+// where t is set the transformed tensor rounded to BF16 into t
+// ([rht_rows(m), k]), and where plain is set the input's own amax (the
+// rowwise one) into *plain.
+int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, uint16_t *t, float *plain, cudaStream_t s,
+                 quant_plugin_error *err) {
   int64_t m = in.shape[0], k = in.shape[1];
   if (out != nullptr) LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the columnwise amax");
+  if (plain != nullptr) LQ_CUDA(cudaMemsetAsync(plain, 0, sizeof(float), s), "zeroing the rowwise amax");
   // Pairs of columns where every row starts 4-byte aligned (K even, the base
   // too); CTAs down the chunks until the GPU holds grid_cap() of them.
   const bool pair = k % 2 == 0 && (reinterpret_cast<uintptr_t>(in.data) & 3) == 0 && (reinterpret_cast<uintptr_t>(t) & 3) == 0;
@@ -1267,11 +1300,11 @@ int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, uint1
   if (bx > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: %lld columns", (long long)k);
   const dim3 grid((unsigned)bx, (unsigned)by);
   const __nv_bfloat16 *x = (const __nv_bfloat16 *)in.data;
-  uint32_t *o = (uint32_t *)out;
-  if (pair && t) rht_amax_kernel<2, true><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t);
-  else if (pair) rht_amax_kernel<2, false><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t);
-  else if (t) rht_amax_kernel<1, true><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t);
-  else rht_amax_kernel<1, false><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t);
+  uint32_t *o = (uint32_t *)out, *pl = (uint32_t *)plain;
+  if (pair && t) rht_amax_kernel<2, true><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t, pl);
+  else if (pair) rht_amax_kernel<2, false><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t, pl);
+  else if (t) rht_amax_kernel<1, true><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t, pl);
+  else rht_amax_kernel<1, false><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t, pl);
   LQ_LAUNCHED("rht amax kernel launch");
   return QUANT_OK;
 }
@@ -1343,11 +1376,12 @@ extern "C" int32_t lq_nvfp4_amax(const quant_plugin_amax_args *a, quant_plugin_e
   bool col_rht = (a->want & QUANT_USAGE_COLUMNWISE) && sp.rht;
   if (col_rht && t != InType::BF16) return rht_dtype_error(err);
   bool want_row = a->want & QUANT_USAGE_ROWWISE, want_plain_col = (a->want & QUANT_USAGE_COLUMNWISE) && !sp.rht;
+  // With the RHT's, the rowwise amax comes from the same pass.
+  if (col_rht) return rht_amax(a->input, sp.mask, out + 1, nullptr, want_row ? out : nullptr, s, err);
   if (want_row || want_plain_col) {
     LQ_TRY(global_amax(a->input, t, want_row ? out : out + 1, s, err));
     if (want_row && want_plain_col) LQ_CUDA(cudaMemcpyAsync(out + 1, out, 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
   }
-  if (col_rht) LQ_TRY(rht_amax(a->input, sp.mask, out + 1, nullptr, s, err));
   return QUANT_OK;
 }
 
@@ -1534,19 +1568,18 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
       copy_amax(col.amax, col_src);
       p.col_amax = col_src;
     }
-    if (tx.p != nullptr) LQ_TRY(rht_amax(a->input, sp.mask, nullptr, (uint16_t *)tx.p, s, err));
+    if (tx.p != nullptr) LQ_TRY(rht_amax(a->input, sp.mask, nullptr, (uint16_t *)tx.p, nullptr, s, err));
   } else if (nv_self_amax(p, sp, has_col, nv_fast(t, sp, has_col))) {
     p.self_amax = 1;
     p.self_dst[0] = has_row ? row.amax : nullptr;
     p.self_dst[1] = has_col ? col.amax : nullptr;
   } else {
-    if (has_row) {
-      LQ_TRY(global_amax(a->input, t, row.amax, s, err));
-      p.row_amax = row.amax;
-    }
+    // With the RHT's columnwise amax, the rowwise one comes from its pass.
+    if (has_row && !rht_col) LQ_TRY(global_amax(a->input, t, row.amax, s, err));
+    if (has_row) p.row_amax = row.amax;
     if (has_col) {
       p.col_amax = col.amax;
-      if (sp.rht) LQ_TRY(rht_amax(a->input, sp.mask, col.amax, (uint16_t *)tx.p, s, err));
+      if (sp.rht) LQ_TRY(rht_amax(a->input, sp.mask, col.amax, (uint16_t *)tx.p, has_row ? row.amax : nullptr, s, err));
       else if (has_row) {
         copy_amax(col.amax, row.amax);
         p.col_amax = row.amax;
@@ -1661,17 +1694,18 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
       // none to make it: both are reduced, to 0).
       const int64_t tiles = ceil_div(p.m, kTileR) * ceil_div(p.k, kTileC);
       auto amax_of = [&](float *out, bool rht) {
-        NvAmaxItem it{q->input.data, p.m, p.k, (uint32_t *)out, sp.mask, rht ? 1 : 0, nullptr};
+        NvAmaxItem it{q->input.data, p.m, p.k, (uint32_t *)out, sp.mask, rht ? 1 : 0, nullptr, nullptr};
         amaxes.add(it, nv_amax_units(it));
       };
-      if (has_row) {
-        amax_of(row.amax, false);
-        p.row_amax = row.amax;
-      }
+      // With the RHT's columnwise amax, the rowwise one comes from its pass.
+      if (has_row && !rht_col) amax_of(row.amax, false);
+      if (has_row) p.row_amax = row.amax;
       if (has_col) {
         p.col_amax = col.amax;
-        if (sp.rht) amax_of(col.amax, true);
-        else if (has_row && tiles > 0) {
+        if (sp.rht) {
+          amax_of(col.amax, true);
+          if (has_row) amaxes.t[amaxes.count - 1].plain = (uint32_t *)row.amax;
+        } else if (has_row && tiles > 0) {
           p.amax_dst[0] = col.amax;
           p.amax_src[0] = row.amax;
           p.col_amax = row.amax;
@@ -1704,7 +1738,7 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
       grpc.t[i] = rht_col_params(grpc.t[i], ti);
     }
     if (amaxes.count > 0) {
-      units_zero_kernel<NvAmaxGroup><<<1, 2 * kMaxGroup, 0, s>>>(amaxes);
+      nv_amax_zero_kernel<NvAmaxGroup><<<1, 2 * kMaxGroup, 0, s>>>(amaxes);
       LQ_LAUNCHED("nvfp4 grouped amax zeroing kernel launch");
       if (amaxes.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many amax units");
       if (amaxes.total() > 0) {
