@@ -131,17 +131,8 @@ func TestRHTQuantizeWithLentWorkspace(t *testing.T) {
 					require.NoError(t, err)
 					defer cqs[i].Free()
 					ins[i] = toGPU(t, x)
-					for _, dst := range []*[]*host.QTensor{&single, &grouped} {
-						layout, err := qg.Layout(x.Shape)
-						require.NoError(t, err)
-						bufs := make([]host.Tensor, len(layout))
-						for j, l := range layout {
-							bufs[j] = poisoned(t, l.DType, l.Shape, byte(0x5A+i))
-						}
-						(*dst)[i], err = qg.NewQTensorFromBuffers(x.Shape, bufs)
-						require.NoError(t, err)
-						defer (*dst)[i].Free()
-					}
+					single[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
+					grouped[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
 				}
 				// Every buffer above was made before the caller allocator is
 				// set: only the loans go through it.

@@ -291,18 +291,26 @@ func quantizeBoth(t *testing.T, qc, qg *host.Quantizer, x host.Tensor, p byte, a
 	cq, err := qc.Quantize(x, copt)
 	require.NoError(t, err)
 	t.Cleanup(cq.Free)
-	layout, err := qg.Layout(x.Shape)
+	gq := poisonedQTensor(t, qg, x.Shape, p)
+	require.NoError(t, qg.QuantizeInto(toGPU(t, x), gopt, gq))
+	require.NoError(t, host.Synchronize(gpu, 0))
+	return cq, gq
+}
+
+// poisonedQTensor is a GPU tensor of q's layout for shape in caller-owned
+// buffers filled with p (freed when the test ends), to quantize into.
+func poisonedQTensor(t *testing.T, q *host.Quantizer, shape []int64, p byte) *host.QTensor {
+	t.Helper()
+	layout, err := q.Layout(shape)
 	require.NoError(t, err)
 	bufs := make([]host.Tensor, len(layout))
 	for i, l := range layout {
 		bufs[i] = poisoned(t, l.DType, l.Shape, p)
 	}
-	gq, err := qg.NewQTensorFromBuffers(x.Shape, bufs)
+	qt, err := q.NewQTensorFromBuffers(shape, bufs)
 	require.NoError(t, err)
-	t.Cleanup(gq.Free)
-	require.NoError(t, qg.QuantizeInto(toGPU(t, x), gopt, gq))
-	require.NoError(t, host.Synchronize(gpu, 0))
-	return cq, gq
+	t.Cleanup(qt.Free)
+	return qt
 }
 
 // dequantizeBoth compares every direction's dequantized values in FP32 and BF16.
@@ -883,15 +891,7 @@ func TestQuantizeGroupedMatchesCPU(t *testing.T) {
 							require.NoError(t, err)
 							defer cqs[i].Free()
 							ins[i] = toGPU(t, x)
-							layout, err := qg.Layout(x.Shape)
-							require.NoError(t, err)
-							bufs := make([]host.Tensor, len(layout))
-							for j, l := range layout {
-								bufs[j] = poisoned(t, l.DType, l.Shape, byte(0x5A+i))
-							}
-							dsts[i], err = qg.NewQTensorFromBuffers(x.Shape, bufs)
-							require.NoError(t, err)
-							defer dsts[i].Free()
+							dsts[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
 						}
 						require.NoError(t, qg.QuantizeGrouped(ins, dsts, host.QuantizeOptions{}))
 						require.NoError(t, host.Synchronize(gpu, 0))
