@@ -115,21 +115,17 @@ func TestRHTQuantizeWithLentWorkspace(t *testing.T) {
 	} {
 		for _, usage := range []host.Usage{host.BothUsages, host.Columnwise} {
 			t.Run(fmt.Sprintf("sr=%v/%s", p.StochasticRounding, usage), func(t *testing.T) {
-				qc, err := host.NewQuantizer(p, usage)
-				require.NoError(t, err)
-				defer qc.Release()
-				qg, err := host.NewQuantizer(p, usage)
-				require.NoError(t, err)
-				defer qg.Release()
+				qc, qg := quantizerPair(t, p, usage)
 				ins := make([]host.Tensor, len(shapes))
 				cqs := make([]*host.QTensor, len(shapes))
 				single := make([]*host.QTensor, len(shapes))
 				grouped := make([]*host.QTensor, len(shapes))
 				for i, sh := range shapes {
 					x := input(t, host.BFloat16, []string{"normal", "adversarial", "wide", "normal"}[i], sh[0], sh[1], uint64(i))
-					cqs[i], err = qc.Quantize(x, host.QuantizeOptions{})
+					cq, err := qc.Quantize(x, host.QuantizeOptions{})
 					require.NoError(t, err)
-					defer cqs[i].Free()
+					defer cq.Free()
+					cqs[i] = cq
 					ins[i] = toGPU(t, x)
 					single[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
 					grouped[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))

@@ -297,6 +297,19 @@ func quantizeBoth(t *testing.T, qc, qg *host.Quantizer, x host.Tensor, p byte, a
 	return cq, gq
 }
 
+// quantizerPair makes two quantizers of p for usage, one for each side of a
+// CPU = GPU comparison (released when the test ends).
+func quantizerPair(t *testing.T, p host.Params, usage host.Usage) (qc, qg *host.Quantizer) {
+	t.Helper()
+	qc, err := host.NewQuantizer(p, usage)
+	require.NoError(t, err)
+	t.Cleanup(qc.Release)
+	qg, err = host.NewQuantizer(p, usage)
+	require.NoError(t, err)
+	t.Cleanup(qg.Release)
+	return qc, qg
+}
+
 // poisonedQTensor is a GPU tensor of q's layout for shape in caller-owned
 // buffers filled with p (freed when the test ends), to quantize into.
 func poisonedQTensor(t *testing.T, q *host.Quantizer, shape []int64, p byte) *host.QTensor {
@@ -455,12 +468,7 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 					t.Run(name, func(t *testing.T) {
 						p := c.p
 						p.Format = format
-						qc, err := host.NewQuantizer(p, usage)
-						require.NoError(t, err)
-						defer qc.Release()
-						qg, err := host.NewQuantizer(p, usage)
-						require.NoError(t, err)
-						defer qg.Release()
+						qc, qg := quantizerPair(t, p, usage)
 						for si, sh := range shapes[format] {
 							for ki, kind := range kinds {
 								seed := uint64(si*100 + ki)
@@ -668,12 +676,7 @@ func TestDelayedScalingMatchesCPU(t *testing.T) {
 			} {
 				t.Run(fmt.Sprintf("%s/%s/%s", el, usage, c.name), func(t *testing.T) {
 					p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, Element: el, AmaxHistoryLen: c.hist, Margin: 1, AmaxAlgo: c.algo}
-					qc, err := host.NewQuantizer(p, usage)
-					require.NoError(t, err)
-					defer qc.Release()
-					qg, err := host.NewQuantizer(p, usage)
-					require.NoError(t, err)
-					defer qg.Release()
+					qc, qg := quantizerPair(t, p, usage)
 					cs, _ := qc.DelayedState(host.DirRowwise)
 					gs, _ := qg.DelayedState(host.DirRowwise)
 					for step := 0; step < 6; step++ {
@@ -876,20 +879,16 @@ func TestQuantizeGroupedMatchesCPU(t *testing.T) {
 					name := fmt.Sprintf("%s el=%d dims=%d fp32=%v scaling=%d floor=%v swz=%v rht=%d sr=%v/%s/%s/%s", c.Format, c.Element, c.BlockDims,
 						c.FP32Scales, c.Scaling, c.ScaleRounding == host.ScaleFLOOR, c.GEMMSwizzledScales, c.RHT, c.StochasticRounding, usage, gname, dt)
 					t.Run(name, func(t *testing.T) {
-						qc, err := host.NewQuantizer(c, usage)
-						require.NoError(t, err)
-						defer qc.Release()
-						qg, err := host.NewQuantizer(c, usage)
-						require.NoError(t, err)
-						defer qg.Release()
+						qc, qg := quantizerPair(t, c, usage)
 						ins := make([]host.Tensor, len(shapes))
 						dsts := make([]*host.QTensor, len(shapes))
 						cqs := make([]*host.QTensor, len(shapes))
 						for i, sh := range shapes {
 							x := input(t, dt, []string{"normal", "adversarial", "wide"}[i%3], sh[0], sh[1], uint64(i))
-							cqs[i], err = qc.Quantize(x, host.QuantizeOptions{})
+							cq, err := qc.Quantize(x, host.QuantizeOptions{})
 							require.NoError(t, err)
-							defer cqs[i].Free()
+							defer cq.Free()
+							cqs[i] = cq
 							ins[i] = toGPU(t, x)
 							dsts[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
 						}
