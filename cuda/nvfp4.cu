@@ -1012,6 +1012,14 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
         bool f0, f1;
         rht_pair_f32_ok(w, f0, f1);
         if constexpr (STORE) {
+          // The RHT's signs (mask bit i negates row i) on both columns at
+          // once, on the raw pairs: one XOR per row instead of one per
+          // element; the transforms below then take mask 0 (a negated input
+          // is all the mask does, in either path; |x| for the plain amax is
+          // unchanged). (The amax-only instance keeps the mask: there the
+          // XORs moved it from 0 to 44 bytes of spills.)
+#pragma unroll
+          for (int i = 0; i < 16; i++) w[i] ^= ((mask >> i) & 1u) * 0x80008000u;
           // One column at a time, each one's output taking its half of w
           // (fewer live registers: the two at once spilled at 80).
           uint16_t o[16];
@@ -1020,7 +1028,7 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
           if (plain != nullptr)
 #pragma unroll
             for (int i = 0; i < 16; i++) pm = amax_f(pm, v[0][i]);
-          rht_chunk_max_as(v[0], mask, f0, best, o);
+          rht_chunk_max_as(v[0], 0u, f0, best, o);
 #pragma unroll
           for (int i = 0; i < 16; i++) w[i] = (w[i] & 0xFFFF0000u) | o[i];
 #pragma unroll
@@ -1028,7 +1036,7 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
           if (plain != nullptr)
 #pragma unroll
             for (int i = 0; i < 16; i++) pm = amax_f(pm, v[1][i]);
-          rht_chunk_max_as(v[1], mask, f1, best, o);
+          rht_chunk_max_as(v[1], 0u, f1, best, o);
           uint16_t *d = t + 16 * b * k + c;
 #pragma unroll
           for (int i = 0; i < 16; i++) *reinterpret_cast<uint32_t *>(d + i * k) = (w[i] & 0xFFFFu) | ((uint32_t)o[i] << 16);
