@@ -1187,10 +1187,17 @@ __device__ __forceinline__ uint32_t amax_range(const T *x, int64_t lo, int64_t h
   return __float_as_uint(m);
 }
 
-// The CTA's max of v into *out (atomicMax on non-negative float bits).
+// The CTA's max of v into *out (atomicMax on non-negative float bits). Every
+// thread of the CTA calls it. red is one array per kernel, whatever the call
+// site: the leading barrier keeps a second call from writing it while warp 0
+// still reads the first call's maxima (rht_amax_kernel and
+// nv_group_amax_kernel reduce two; without it the RHT's columnwise amax could
+// take the rowwise one's partial maxima, which TestRaggedShapesMatchCPU
+// caught at [520, 8191]).
 __device__ __forceinline__ void cta_max_atomic(uint32_t v, uint32_t *out) {
   __shared__ uint32_t red[32];
   v = warp_max(v);
+  __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) red[warp] = v;
   __syncthreads();
