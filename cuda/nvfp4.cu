@@ -525,23 +525,67 @@ constexpr uint32_t pack_bias() {
 }
 constexpr uint32_t kPackBias = pack_bias();
 
-// lq_e2m1_fast of v[i]·enc for 16 values, element i in bits 4i. The caller
-// checked: no NaN among v, and fl(max |v| · enc) < 7.
-__device__ __forceinline__ uint64_t encode16_fast(const float (&v)[16], float enc) {
+// prmt.b32 in its default mode: byte n of the result is byte s[4n+2:4n] of
+// the pair (a: bytes 0-3, b: bytes 4-7), or, where bit 4n+3 of s is set,
+// that byte's top bit replicated (0x00 or 0xFF).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+  return d;
+}
+
+// E2M1 sign bits (bit 4i+3 of a word of 8 codes) of the fast encode. The sign
+// of fl(x·enc) is x's (enc > 0, no NaN in a fast block; -0 stays -0), so it
+// is the top bit of x's 16-bit pattern, BF16 and FP16 alike. From bytes that
+// are 0xFF where an element is negative (e: the even elements of the word's
+// eight, o: the odd ones, one a byte): four prmt and two logic ops per eight
+// codes, where shifting each element's sign into place took two and a half.
+__device__ __forceinline__ uint32_t sign_bits8(uint32_t e, uint32_t o) { return (e & 0x08080808u) | (o & 0x80808080u); }
+
+// The sign bits of eight elements held as raw pairs (element i is half i%2
+// of w[i/2]), as sign_bits8 places them.
+__device__ __forceinline__ uint32_t signs8_pairs(const uint32_t *w) {
+  const uint32_t a = prmt(w[0], w[1], 0xFDB9u), b = prmt(w[2], w[3], 0xFDB9u);  // elements 0-3, 4-7
+  return sign_bits8(prmt(a, b, 0x6420u), prmt(a, b, 0x7531u));
+}
+
+// The sign bits of two columns of 16 rows held as raw pairs (row i: wc[i],
+// column 0 in the low half, column 1 in the high half), column h's in s[h]
+// (row i at bit 4i+3).
+__device__ __forceinline__ void signs16_cols(const uint32_t (&wc)[16], uint64_t (&s)[2]) {
+  uint32_t lo[2][2];
+#pragma unroll
+  for (int g = 0; g < 2; g++) {
+    const uint32_t *r = &wc[8 * g];
+    // [c0 r, c0 r+1, c1 r, c1 r+1] for rows r = 0, 2, 4, 6 of the eight
+    const uint32_t a = prmt(r[0], r[1], 0xFBD9u), b = prmt(r[2], r[3], 0xFBD9u);
+    const uint32_t c = prmt(r[4], r[5], 0xFBD9u), d = prmt(r[6], r[7], 0xFBD9u);
+    const uint32_t abe = prmt(a, b, 0x6240u), cde = prmt(c, d, 0x6240u);  // even rows: [c0, c0, c1, c1]
+    const uint32_t abo = prmt(a, b, 0x7351u), cdo = prmt(c, d, 0x7351u);  // odd rows
+    lo[g][0] = sign_bits8(prmt(abe, cde, 0x5410u), prmt(abo, cdo, 0x5410u));
+    lo[g][1] = sign_bits8(prmt(abe, cde, 0x7632u), prmt(abo, cdo, 0x7632u));
+  }
+  s[0] = (uint64_t)lo[0][0] | ((uint64_t)lo[1][0] << 32);
+  s[1] = (uint64_t)lo[0][1] | ((uint64_t)lo[1][1] << 32);
+}
+
+// lq_e2m1_fast of v[i]·enc for 16 values, element i in bits 4i, with the
+// sign bits sgn (signs8_pairs, signs16_cols). The caller checked: no NaN
+// among v, and fl(max |v| · enc) < 7.
+__device__ __forceinline__ uint64_t encode16_fast(const float (&v)[16], float enc, uint64_t sgn) {
   uint32_t h[2] = {0u, 0u};
 #pragma unroll
   for (int i = 0; i < 16; i++) {
     float y = __fmul_rn(v[i], enc);
     uint32_t m = __float_as_uint(lq_e2m1_mag_m(fabsf(y)));
-    uint32_t s = __float_as_uint(y) >> 31;
-    h[i >> 3] += (m << (4 * (i & 7))) + (s << (4 * (i & 7) + 3));
+    h[i >> 3] += m << (4 * (i & 7));
   }
-  return (uint64_t)(h[0] - kPackBias) | ((uint64_t)(h[1] - kPackBias) << 32);
+  return ((uint64_t)(h[0] - kPackBias) | ((uint64_t)(h[1] - kPackBias) << 32)) | sgn;
 }
 
 // One block: fast encode, or lq_e2m1 where the block has a NaN or large |y|.
-__device__ __forceinline__ uint64_t encode16_rn(const float (&v)[16], float enc, float bamax, bool nan) {
-  if (!nan && __fmul_rn(bamax, enc) < 7.0f) return encode16_fast(v, enc);
+__device__ __forceinline__ uint64_t encode16_rn(const float (&v)[16], float enc, float bamax, bool nan, uint64_t sgn) {
+  if (!nan && __fmul_rn(bamax, enc) < 7.0f) return encode16_fast(v, enc, sgn);
   return encode16<false>(v, enc, make_uint4(0, 0, 0, 0));
 }
 
@@ -745,7 +789,8 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
           v[2 * j] = R::lo(w[8 * b + j]);
           v[2 * j + 1] = R::hi(w[8 * b + j]);
         }
-        qd[b] = encode16_rn(v, enc, bam[b], bnan[b]);
+        const uint64_t sgn = (uint64_t)signs8_pairs(&w[8 * b]) | ((uint64_t)signs8_pairs(&w[8 * b + 4]) << 32);
+        qd[b] = encode16_rn(v, enc, bam[b], bnan[b], sgn);
       }
       uint32_t ow[4] = {(uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32)};
       if (EDGE) {
@@ -776,7 +821,8 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
         uint32_t mm = wc[0] & 0x7FFF7FFFu;
 #pragma unroll
         for (int i = 1; i < 16; i++) mm = vmax_u16x2(mm, wc[i] & 0x7FFF7FFFu);
-        uint64_t qd[2];
+        uint64_t qd[2], sgn[2];
+        signs16_cols(wc, sgn);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           uint32_t m16 = h == 0 ? (mm & 0xFFFFu) : (mm >> 16);
@@ -794,7 +840,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
           }
           uint32_t code = fp8<Fp8::E4M3>(__fmul_rn(scale_amax, sd6_col));
           float enc = enc_tab[TWO_D ? 0 : 1][code & 127];
-          qd[h] = encode16_rn(v, enc, bamax, nan);
+          qd[h] = encode16_rn(v, enc, bamax, nan, sgn[h]);
           csc[4 * sub + rb][2 * pp + h] = (uint8_t)code;
         }
         *reinterpret_cast<uint4 *>(&ccodes[rb][2 * pp]) =
