@@ -698,6 +698,12 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
   uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
 }
+// cp.async of 16 bytes to the shared address a (from __cvta_generic_to_shared,
+// taken once) from g, or a zero fill where n is 0 (src-size 0: nothing is
+// read, so g may be any valid address).
+__device__ __forceinline__ void cp_async16_n(uint32_t a, const void *g, uint32_t n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(g), "r"(n) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }

@@ -867,16 +867,23 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   // copies two whole rows.
   // With a columnwise direction, rows past M (a ragged M) are zero-filled:
   // the column blocks they end are those of the zero-padded tensor (spec
-  // §14); the row phase never reads them.
+  // §14); the row phase never reads them (so the rowwise-only instance may
+  // fill them too). Lane l's chunk i is row 8w + 2i + l/16, columns
+  // 8·(l%16) ..: its four rows are 2 apart in x (one address, then a stride)
+  // and in the tile (swz depends on the row's low bit only), and a row past
+  // M copies 0 bytes (src-size) instead of branching (nvfp4_fast_kernel's
+  // issue: there recomputing each chunk's addresses took 37 instructions).
+  const uint32_t tile_s = (uint32_t)__cvta_generic_to_shared(tile) + 2u * (uint32_t)swz(8 * (t >> 5) + ((t & 31) >> 4), 8 * (t & 15));
   auto issue = [&](int64_t r0s, int64_t c0s, int b) {
+    if (c0s + 8 * (t & 15) < p.k) {
+      const int64_t row0 = r0s + 8 * (t >> 5) + ((t & 31) >> 4), left = p.m - row0;
+      const T *g = (const T *)p.in + row0 * p.k + c0s + 8 * (t & 15);
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int ci = 32 * i + (t & 31), row = 8 * (t >> 5) + (ci >> 4), ch = ci & 15;
-      if (c0s + 8 * ch >= p.k) continue;
-      if (r0s + row < p.m)
-        cp_async16(&tile[b * kXR * kXC + swz(row, 8 * ch)], (const T *)p.in + (r0s + row) * p.k + c0s + 8 * ch);
-      else if (COL)
-        cp_async16_zfill(&tile[b * kXR * kXC + swz(row, 8 * ch)], p.in, 0);
+      for (int i = 0; i < 4; i++) {
+        const bool ok = left > 2 * i;
+        cp_async16_n(tile_s + 2u * (uint32_t)(b * kXR * kXC + 2 * i * kXC), ok ? (const void *)(g + 2 * i * p.k) : p.in,
+                     ok ? 16u : 0u);
+      }
     }
     cp_async_commit();
   };
