@@ -96,29 +96,28 @@ LQ_HD float lq_add(float a, float b) {
 #endif
 }
 
-// M + code of u = |y| (uncapped). On the GPU the two minima are one
-// three-way integer minimum (VIMNMX3 on sm_90, where the float minimum takes
-// two instructions): for u >= 0, not NaN, the three lines are non-negative
-// floats (or +inf), whose bits order as the floats do.
+LQ_HD uint32_t lq_umin(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return min(a, b);
+#else
+  return a < b ? a : b;
+#endif
+}
+
+// M + code of u = |y| (uncapped). The minimum of the three lines is taken on
+// their bits: for u >= 0, not NaN, they are non-negative floats (or +inf),
+// whose bits order as the floats do, and sm_90 has a three-input integer
+// minimum (VIMNMX3) where the float minimum takes two FMNMX. The host runs
+// the same integer form, so cuda/hosttest checks it on every float32.
 LQ_HD float lq_e2m1_mag_m(float u) {
   float a = lq_fma(u, 2.0f, LQ_E2M1_M);
   float b = lq_add(u, LQ_E2M1_M + 2.0f);
   float c = lq_fma(u, 0.5f, LQ_E2M1_M + 4.0f);
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(min(min(__float_as_uint(a), __float_as_uint(b)), __float_as_uint(c)));
-#else
-  return fminf(fminf(a, b), c);
-#endif
+  return lq_bits_f32(lq_umin(lq_umin(lq_f32_bits(a), lq_f32_bits(b)), lq_f32_bits(c)));
 }
 
-// M + code, saturated at code 7 (on the GPU an integer minimum too).
-LQ_HD float lq_e2m1_mag_m_capped(float u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(min(__float_as_uint(lq_e2m1_mag_m(u)), LQ_E2M1_M_BITS + 7u));
-#else
-  return fminf(lq_e2m1_mag_m(u), LQ_E2M1_M + 7.0f);
-#endif
-}
+// M + code, saturated at code 7.
+LQ_HD float lq_e2m1_mag_m_capped(float u) { return lq_bits_f32(lq_umin(lq_f32_bits(lq_e2m1_mag_m(u)), LQ_E2M1_M_BITS + 7u)); }
 
 // lq_e2m1 for |y| < 7, not NaN.
 LQ_HD uint32_t lq_e2m1_fast(float y) {
