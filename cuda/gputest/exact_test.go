@@ -650,6 +650,41 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 	}
 }
 
+// TestRHTAmaxBothRepeated: with the RHT, one amax pass reduces two maxima per
+// CTA, the columnwise RHT amax and the rowwise max |x|. Their reductions once
+// shared a shared-memory buffer without a barrier between them, so on some
+// runs only the columnwise amax took rowwise partials (cta_max_atomic). Here
+// every 16-row group of a column has one nonzero element, so each transform
+// output is ±x/4 (H has ±1 entries; ×1/4 is exact) and max |x| is four times
+// the RHT amax in every CTA: a mixed-up partial always shows. The GPU runs
+// each shape 20 times, with pairs of columns (even K) and single ones.
+func TestRHTAmaxBothRepeated(t *testing.T) {
+	needGPU(t)
+	q, err := host.NewQuantizer(host.Params{Format: "nvfp4", RHT: host.RHTDefault}, host.BothUsages)
+	require.NoError(t, err)
+	defer q.Release()
+	for si, sh := range [][2]int64{{1024, 4096}, {520, 8191}} {
+		m, k := sh[0], sh[1]
+		v := testutil.Normal(int(m*k), 1, uint64(500+si))
+		for i := range v {
+			if (int64(i)/k)%16 != 0 {
+				v[i] = 0
+			}
+		}
+		x, _ := hosttest.Input(t, host.BFloat16, v, m, k)
+		want := hosttest.Tensor(t, host.Float32, 2)
+		require.NoError(t, q.ComputeAmax(x, want, 0))
+		w := want.Float32s()
+		require.Equal(t, w[0], 4*w[1], "rowwise amax %g, RHT amax %g: the input should make the first four times the second", w[0], w[1])
+		xg := toGPU(t, x)
+		for run := 0; run < 20; run++ {
+			g := poisoned(t, host.Float32, []int64{2}, 0x7B)
+			require.NoError(t, q.ComputeAmax(xg, g, 0))
+			requireSameBytes(t, fmt.Sprintf("%v run %d amaxes", sh, run), want.Bytes8(), toCPU(t, g).Bytes8())
+		}
+	}
+}
+
 // TestDelayedScalingMatchesCPU: a few steps of quantize + update, the scale and
 // history included. On the GPU the state lives in device memory (the quantize
 // reads the scale and reduces the amax there, the update is a kernel, issue
