@@ -506,8 +506,8 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(const __grid_constan
 //   - block amaxes from the raw 16-bit words: |bits| (one LOP3 per pair) and an
 //     unsigned 16x2 max (max.u16x2, one per pair) give max |x| and, at the same
 //     time, whether the block holds a NaN (a magnitude above the Inf pattern);
-//   - the E2M1 encode is lq_e2m1_fast (e2m1.h: three FMA-pipe ops and two
-//     min per element), taken for blocks with no NaN and fl(bamax · enc) < 7;
+//   - the E2M1 encode is lq_e2m1_fast's (3 FMA-pipe ops, 1 VIMNMX3 an element;
+//     signs from the raw words by prmt), for blocks without NaN, fl(bamax·enc) < 7;
 //     other blocks use lq_e2m1 exactly as before;
 //   - enc_b comes from a 128-entry table per CTA (one IEEE reciprocal per
 //     E4M3 code instead of one per block);
