@@ -8,11 +8,7 @@
 # (% of peak), achieved occupancy, registers, and the top three warp stall
 # reasons; the full ncu text goes to $OUT/ncu_all.txt.
 set -u
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin
-F=${FINAL:-$PWD/build/final}
-mkdir -p build
-[ -f build/libquant.so ] || xz -dc $F/libquant.so.xz > build/libquant.so
-[ -f build/libquant_cuda.so ] || xz -dc $F/libquant_cuda.so.xz > build/libquant_cuda.so
+. "$(dirname "$0")/ncu_env.sh"
 # The quantize kernels (the amax, zeroing and swizzle kernels excluded;
 # NCU_KERNELS=regex:rht_amax, say, profiles another instead).
 K=${NCU_KERNELS:-'regex:mx_quantize|mx_fast|cast_flat|cast_transpose|cast_strip|fp8_block_kernel|fp8_block_rows|fp8_block_bands|fp8_block_strip|mx8_rows|nvfp4_1d|nvfp4_2d|nvfp4_fast'}

@@ -10,11 +10,7 @@
 # stall samples) and ncu_src_<i>.txt (the summary of
 # bench/ncu_source_summary.py, also printed, and ncu's details page).
 set -u
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PATH=$PATH:/usr/local/cuda/bin
-F=${FINAL:-$PWD/build/final}
-mkdir -p build
-[ -f build/libquant.so ] || xz -dc $F/libquant.so.xz > build/libquant.so
-[ -f build/libquant_cuda.so ] || xz -dc $F/libquant_cuda.so.xz > build/libquant_cuda.so
+. "$(dirname "$0")/ncu_env.sh"
 i=0
 for arg in "$@"; do
   i=$((i+1))
