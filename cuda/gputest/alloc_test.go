@@ -116,19 +116,12 @@ func TestRHTQuantizeWithLentWorkspace(t *testing.T) {
 		for _, usage := range []host.Usage{host.BothUsages, host.Columnwise} {
 			t.Run(fmt.Sprintf("sr=%v/%s", p.StochasticRounding, usage), func(t *testing.T) {
 				qc, qg := quantizerPair(t, p, usage)
-				ins := make([]host.Tensor, len(shapes))
-				cqs := make([]*host.QTensor, len(shapes))
+				ins, cqs := cpuReferences(t, qc, host.BFloat16, []string{"normal", "adversarial", "wide", "normal"}, shapes)
 				single := make([]*host.QTensor, len(shapes))
 				grouped := make([]*host.QTensor, len(shapes))
-				for i, sh := range shapes {
-					x := input(t, host.BFloat16, []string{"normal", "adversarial", "wide", "normal"}[i], sh[0], sh[1], uint64(i))
-					cq, err := qc.Quantize(x, host.QuantizeOptions{})
-					require.NoError(t, err)
-					defer cq.Free()
-					cqs[i] = cq
-					ins[i] = toGPU(t, x)
-					single[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
-					grouped[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
+				for i := range shapes {
+					single[i] = poisonedQTensor(t, qg, ins[i].Shape, byte(0x5A+i))
+					grouped[i] = poisonedQTensor(t, qg, ins[i].Shape, byte(0x5A+i))
 				}
 				// Every buffer above was made before the caller allocator is
 				// set: only the loans go through it.

@@ -310,6 +310,24 @@ func quantizerPair(t *testing.T, p host.Params, usage host.Usage) (qc, qg *host.
 	return qc, qg
 }
 
+// cpuReferences: for each shape an input of kind kinds[i % len(kinds)] (seed
+// i), its copy on the GPU and the CPU quantizer's QTensor of it (freed at the
+// test's end): the inputs and expected bytes of the grouped tests.
+func cpuReferences(t *testing.T, qc *host.Quantizer, dt host.DType, kinds []string, shapes [][2]int64) ([]host.Tensor, []*host.QTensor) {
+	t.Helper()
+	ins := make([]host.Tensor, len(shapes))
+	cqs := make([]*host.QTensor, len(shapes))
+	for i, sh := range shapes {
+		x := input(t, dt, kinds[i%len(kinds)], sh[0], sh[1], uint64(i))
+		cq, err := qc.Quantize(x, host.QuantizeOptions{})
+		require.NoError(t, err)
+		t.Cleanup(cq.Free)
+		cqs[i] = cq
+		ins[i] = toGPU(t, x)
+	}
+	return ins, cqs
+}
+
 // poisonedQTensor is a GPU tensor of q's layout for shape in caller-owned
 // buffers filled with p (freed when the test ends), to quantize into.
 func poisonedQTensor(t *testing.T, q *host.Quantizer, shape []int64, p byte) *host.QTensor {
@@ -915,17 +933,10 @@ func TestQuantizeGroupedMatchesCPU(t *testing.T) {
 						c.FP32Scales, c.Scaling, c.ScaleRounding == host.ScaleFLOOR, c.GEMMSwizzledScales, c.RHT, c.StochasticRounding, usage, gname, dt)
 					t.Run(name, func(t *testing.T) {
 						qc, qg := quantizerPair(t, c, usage)
-						ins := make([]host.Tensor, len(shapes))
+						ins, cqs := cpuReferences(t, qc, dt, []string{"normal", "adversarial", "wide"}, shapes)
 						dsts := make([]*host.QTensor, len(shapes))
-						cqs := make([]*host.QTensor, len(shapes))
-						for i, sh := range shapes {
-							x := input(t, dt, []string{"normal", "adversarial", "wide"}[i%3], sh[0], sh[1], uint64(i))
-							cq, err := qc.Quantize(x, host.QuantizeOptions{})
-							require.NoError(t, err)
-							defer cq.Free()
-							cqs[i] = cq
-							ins[i] = toGPU(t, x)
-							dsts[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
+						for i := range shapes {
+							dsts[i] = poisonedQTensor(t, qg, ins[i].Shape, byte(0x5A+i))
 						}
 						require.NoError(t, qg.QuantizeGrouped(ins, dsts, host.QuantizeOptions{}))
 						require.NoError(t, host.Synchronize(gpu, 0))
