@@ -886,14 +886,18 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
   if (COL) {
     // The strip's columnwise scales: column c0 + col's row blocks rs/16 ..
     // are consecutive bytes in the compact layout (and 4 at a time in the
-    // swizzled one); thread t writes bytes 4·(t%8) .. +3 of column t/8 (+32
-    // per pass), 8 lanes per 32-byte run.
+    // swizzled one). A word holds a sub-tile's four; a strip of p.fs <= 4
+    // sub-tiles (nv_subtiles) has at most 4 words a column, so thread t
+    // writes word t%4 of column t/4 (+64 per pass: two passes, where 8
+    // lanes a column and four passes left half the lanes idle at fs 4 and
+    // recomputed the index in each: H200 ncu, about 300 of the "both"
+    // instance's 481 instructions per warp and strip); kFS's 8 take 8.
     const int64_t rb0 = rs / 16;
     const int64_t nrb_all = ceil_div(p.m, 16) - rb0;
     const int nrb = nrb_all < 4 * p.fs ? (int)nrb_all : 4 * p.fs;
-#pragma unroll
-    for (int pass = 0; pass < kFC / 32; pass++) {
-      const int col = 32 * pass + (t >> 3), wd = t & 7;  // 8 words cover kFS = 8 sub-tiles
+    const int sh = p.fs <= 4 ? 2 : 3;
+    for (int idx = t; idx < (kFC << sh); idx += kThreads) {
+      const int col = idx >> sh, wd = idx & ((1 << sh) - 1);
       const int64_t cc = c0 + col;
       if (cc < p.k && 4 * wd < nrb) {
         uint32_t word = (uint32_t)csc[4 * wd][col] | ((uint32_t)csc[4 * wd + 1][col] << 8) |
