@@ -1554,11 +1554,16 @@ bool nv_units(InType t, G &grp, const NvSpec &sp, bool col, bool *fast) {
   return edge;
 }
 
+// One quantize launch over grp's units; what names the input in the error
+// when they are more than a grid holds.
 template <typename G>
-void nv_launch(InType t, G &grp, const NvSpec &sp, bool row, bool col, cudaStream_t s) {
+int32_t nv_launch(InType t, G &grp, const NvSpec &sp, bool row, bool col, cudaStream_t s, const char *what,
+                  quant_plugin_error *err) {
   bool fast;
   const bool edge = nv_units(t, grp, sp, col, &fast);
+  if (grp.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "%s: too many tiles", what);
   launch_nv(t, grp, sp, row, col, fast, edge, s);
+  return QUANT_OK;
 }
 
 // The RHT's columnwise copy (spec §5.5) as two passes over x: the amax pass
@@ -1679,15 +1684,15 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
     plain.rht = false;
     if (has_row) {
       Single<NvParams> r{rht_row_params(p), 0};
-      nv_launch(t, r, plain, true, false, s);
+      LQ_TRY(nv_launch(t, r, plain, true, false, s, "input", err));
       LQ_LAUNCHED("nvfp4 rowwise quantize kernel launch");
     }
     Single<NvParams> c{rht_col_params(p, tx.p), 0};
-    nv_launch(InType::BF16, c, plain, false, true, s);
+    LQ_TRY(nv_launch(InType::BF16, c, plain, false, true, s, "input", err));
     LQ_LAUNCHED("nvfp4 columnwise quantize kernel launch (the RHT's transformed input)");
     return QUANT_OK;
   }
-  nv_launch(t, one, sp, has_row, has_col, s);
+  LQ_TRY(nv_launch(t, one, sp, has_row, has_col, s, "input", err));
   LQ_LAUNCHED("nvfp4 quantize kernel launch");
   return QUANT_OK;
 }
@@ -1824,10 +1829,7 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
     for (NvGroup *g : launches) {
       if (g == nullptr || g->count == 0) continue;
       const bool r = g == &grp && row0, c = rht_col ? g == &grpc : col0;
-      bool fast;
-      const bool edge = nv_units(g == &grpc ? InType::BF16 : t, *g, rht_col ? plain : sp, c, &fast);
-      if (g->total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many tiles");
-      launch_nv(g == &grpc ? InType::BF16 : t, *g, rht_col ? plain : sp, r, c, fast, edge, s);
+      LQ_TRY(nv_launch(g == &grpc ? InType::BF16 : t, *g, rht_col ? plain : sp, r, c, s, "group", err));
       LQ_LAUNCHED("nvfp4 grouped quantize kernel launch");
     }
   }
