@@ -637,12 +637,13 @@ template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool 
 __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid_constant__ G grp) {
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
-  // kAsync: the aligned instance with a columnwise direction copies each
-  // sub-tile into shared memory with cp.async, the next one while the CTA
-  // works on this one (two buffers): bytes in flight without registers. The
-  // row phase reads its chunk back from there.
-  constexpr bool kAsync = !EDGE && COL;
-  __shared__ __align__(16) uint16_t tile[COL ? (kAsync ? 2 : 1) * kFR * kFC : 8];
+  // kAsync: the aligned instance copies each sub-tile into shared memory
+  // with cp.async, the next one while the CTA works on this one (two
+  // buffers): bytes in flight without registers. The row phase reads its
+  // chunk back from there. Each warp copies the eight rows its row phase
+  // holds, so that without a columnwise pass a warp barrier orders them.
+  constexpr bool kAsync = !EDGE;
+  __shared__ __align__(16) uint16_t tile[COL || kAsync ? (kAsync ? 2 : 1) * kFR * kFC : 8];
   __shared__ float enc_tab[2][128];
   __shared__ uint32_t red[TWO_D && !EDGE ? kThreads / 32 : 1][8];
   __shared__ __align__(16) uint32_t redx[TWO_D && EDGE ? kFR / 16 : 1][8][kThreads / 32];
@@ -663,25 +664,26 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
   const int lr = EDGE ? (t >> 5) + 8 * ((t & 31) >> 2) : t >> 2, q = t & 3;
   const int64_t c = c0 + 32 * q;
   uint32_t w[16], wn[16];
-  // kAsync: sub-tile rows r0s .. into buffer b; the 1024 chunks of 16 bytes
-  // lane after lane, so that one warp instruction copies two whole rows.
-  // Rows past M (a ragged M) are zero-filled: the column blocks and 16×16
-  // tiles they end are those of the zero-padded tensor (spec §14). Thread
-  // t's chunk i is row 16i + t/16, columns 8·(t%16) ..: its four rows are
-  // 16 apart in x (one address, then a stride) and in the tile (swz depends
-  // on the row's low bit only), and a row past m_load copies 0 bytes
-  // (src-size) instead of branching. (H200: recomputing every chunk's
-  // addresses and bounds took 37 instructions a chunk, 14 % of the "both"
-  // instance's.)
-  const uint32_t tile_s = (uint32_t)__cvta_generic_to_shared(tile) + 2u * (uint32_t)swz(t >> 4, 8 * (t & 15));
+  // kAsync: sub-tile rows r0s .. into buffer b; warp w's 128 chunks of 16
+  // bytes (rows 8w .. 8w+7, the rows of its row phase) lane after lane, so
+  // that one warp instruction copies two whole rows. Rows past M (a ragged
+  // M) are zero-filled: the column blocks and 16×16 tiles they end are those
+  // of the zero-padded tensor (spec §14). Lane l's chunk i is row 8w + 2i +
+  // l/16, columns 8·(l%16) ..: its four rows are 2 apart in x (one address,
+  // then a stride) and in the tile (swz depends on the row's low bit only),
+  // and a row past m_load copies 0 bytes (src-size) instead of branching.
+  // (H200: recomputing every chunk's addresses and bounds took 37
+  // instructions a chunk, 14 % of the "both" instance's.)
+  const int crow = 8 * (t >> 5) + ((t & 31) >> 4);
+  const uint32_t tile_s = (uint32_t)__cvta_generic_to_shared(tile) + 2u * (uint32_t)swz(crow, 8 * (t & 15));
   auto issue = [&](int64_t r0s, int b) {
     if (c0 + 8 * (t & 15) < p.k) {
-      const int64_t row0 = r0s + (t >> 4), left = p.m_load - row0;
+      const int64_t row0 = r0s + crow, left = p.m_load - row0;
       const T *g = (const T *)p.in + row0 * p.k + c0 + 8 * (t & 15);
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        const bool ok = left > 16 * i;
-        cp_async16_n(tile_s + 2u * (uint32_t)(b * kFR * kFC + 16 * i * kFC), ok ? (const void *)(g + 16 * i * p.k) : p.in,
+        const bool ok = left > 2 * i;
+        cp_async16_n(tile_s + 2u * (uint32_t)(b * kFR * kFC + 2 * i * kFC), ok ? (const void *)(g + 2 * i * p.k) : p.in,
                      ok ? 16u : 0u);
       }
     }
@@ -707,15 +709,20 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
     const bool b0 = r < p.m && c < p.k, b1 = r < p.m && c + 16 < p.k;
     const uint16_t *cur = &tile[kAsync ? (sub & 1) * kFR * kFC : 0];
     if (kAsync) {
-      // The buffer the next copy overwrites was last read before the
-      // previous sub-tile's second barrier.
+      // The buffer the next copy overwrites was last read by this warp's
+      // row phase (and, with a columnwise pass, by every warp before the
+      // previous sub-tile's second barrier).
       if (sub + 1 < nsub) {
+        if (!COL) __syncwarp();
         issue(r0 + kFR, (sub + 1) & 1);
         cp_async_wait_1();
       } else {
         cp_async_wait_all();
       }
-      __syncthreads();
+      // The columnwise pass reads every warp's rows; rowwise alone, a warp
+      // reads its own (the block barrier the first time: enc_tab).
+      if (COL || sub == 0) __syncthreads();
+      else __syncwarp();
       // (Rows and columns outside the tensor: stale, never used.)
       const int x = ((q >> 1) & 1) | ((lr & 1) << 1);
 #pragma unroll
