@@ -7,10 +7,11 @@
 # Expects build/ab/common.tar.xz (the objects every variant shares),
 # build/ab/<V>.tar.xz (each variant's own objects), build/final/libquant.so.xz
 # and build/final/gputest.test.xz. Runs the GPU tests matching RUN against
-# TEST_VARIANT's plugin (if RUN is set), then BENCH's gpu_quantize.py
+# each plugin named in TEST_VARIANT (if RUN is set; one log per variant,
+# gputest_<V>.log), then BENCH's gpu_quantize.py
 # arguments (if set) for every variant in turn, ROUNDS times (default 2),
 # each row labelled with its variant, then EXTRA's arguments once against
-# TEST_VARIANT's plugin (if set). Logs under $OUT.
+# the first TEST_VARIANT's plugin (if set). Logs under $OUT.
 # RUN is Go's -test.run: it splits at a top-level '|' before '/', so name
 # the subtest level in every alternative ('TestA/mxfp4|TestB/mxfp4'; in
 # 'TestA|TestB/mxfp4' all of TestA runs).
@@ -31,12 +32,14 @@ for v in $VARIANTS; do
   log "linked $v"
 done
 if [ -n "${RUN:-}" ]; then
-  log "gputest ${TEST_VARIANT} ${RUN}"
-  LIBQUANT_CUDA_PLUGIN=$W/${TEST_VARIANT}/libquant_cuda.so LIBQUANT_LIBRARY=$W/${TEST_VARIANT}/libquant.so \
-    timeout ${TEST_TIMEOUT:-300} $W/gputest.test -test.count=1 -test.v -test.run "$RUN" > $OUT/gputest.log 2>&1
-  echo "gputest rc=$?"
-  echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest.log)"
-  grep -E '^\s*--- FAIL' $OUT/gputest.log | head -10; tail -2 $OUT/gputest.log
+  for tv in ${TEST_VARIANT}; do
+    log "gputest $tv ${RUN}"
+    LIBQUANT_CUDA_PLUGIN=$W/$tv/libquant_cuda.so LIBQUANT_LIBRARY=$W/$tv/libquant.so \
+      timeout ${TEST_TIMEOUT:-300} $W/gputest.test -test.count=1 -test.v -test.run "$RUN" > $OUT/gputest_$tv.log 2>&1
+    echo "gputest $tv rc=$?"
+    echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest_$tv.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest_$tv.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest_$tv.log)"
+    grep -E '^\s*--- FAIL' $OUT/gputest_$tv.log | head -10; tail -2 $OUT/gputest_$tv.log
+  done
 fi
 if [ -n "${BENCH:-}" ]; then
   for round in $(seq 1 ${ROUNDS:-2}); do
@@ -48,8 +51,8 @@ if [ -n "${BENCH:-}" ]; then
     done
   done
 fi
-if [ -n "${EXTRA:-}" ]; then  # one more gpu_quantize.py run, against TEST_VARIANT's plugin
-  log "extra ${TEST_VARIANT}"; mkdir -p $W/extra
-  eval "timeout ${EXTRA_TIMEOUT:-300} python3 bench/gpu_quantize.py --lib $W/${TEST_VARIANT}/libquant.so --out $W/extra $EXTRA" > $OUT/extra.log 2>&1
+if [ -n "${EXTRA:-}" ]; then  # one more gpu_quantize.py run, against the first TEST_VARIANT's plugin
+  tv=${TEST_VARIANT%% *}; log "extra $tv"; mkdir -p $W/extra
+  eval "timeout ${EXTRA_TIMEOUT:-300} python3 bench/gpu_quantize.py --lib $W/$tv/libquant.so --out $W/extra $EXTRA" > $OUT/extra.log 2>&1
   echo "rc=$?"; grep -E "exact=|MoE|copy|host|launch" $OUT/extra.log | cut -c1-200
 fi
