@@ -281,41 +281,71 @@ __device__ __forceinline__ uint32_t e2m1_fast_pack(const float *v, float f) {
   return h - bias;
 }
 
-// E2M1 codes of the two BF16 values of word x times f = 2^k (f1: f as
-// BF16 in both halves, f/2 and f/4 normal BF16 numbers too), lq_e2m1 of
-// fl32(x·f) for |x·f| < 7 and no NaN: the code of the low half in bits 0-3,
-// of the high half in bits 16-19. lq_e2m1_mag_m's three roundings
+// prmt.b32 in its default mode: byte n of the result is byte s[4n+2:4n] of
+// the pair (a: bytes 0-3, b: bytes 4-7), or, where bit 4n+3 of s is set,
+// that byte's top bit replicated (0x00 or 0xFF).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+  return d;
+}
+
+// E2M1 sign bits (bit 4i+3 of a word of 8 codes) of a fast encode. The sign
+// of fl(x·f) is x's (f > 0, no NaN in a fast block; -0 stays -0), so it is
+// the top bit of x's 16-bit pattern, BF16 and FP16 alike. From bytes that
+// are 0xFF where an element is negative (e: the even elements of the word's
+// eight, o: the odd ones, one a byte): four prmt and two logic ops per eight
+// codes, where shifting each element's sign into place took two and a half.
+__device__ __forceinline__ uint32_t sign_bits8(uint32_t e, uint32_t o) { return (e & 0x08080808u) | (o & 0x80808080u); }
+
+// The sign bits of eight elements held as raw pairs (element i is half i%2
+// of w[i/2]), as sign_bits8 places them.
+__device__ __forceinline__ uint32_t signs8_pairs(const uint32_t *w) {
+  const uint32_t a = prmt(w[0], w[1], 0xFDB9u), b = prmt(w[2], w[3], 0xFDB9u);  // elements 0-3, 4-7
+  return sign_bits8(prmt(a, b, 0x6420u), prmt(a, b, 0x7531u));
+}
+
+// E2M1 magnitude codes of the two BF16 values of word x times f = 2^k (f1:
+// f as BF16 in both halves, f/2 and f/4 normal BF16 numbers too; f2, f4:
+// f/2 and f/4 so, f1 - 0x00800080 and f2 - 0x00800080), lq_e2m1 of fl32(x·f)
+// without its sign for |x·f| < 7 and no NaN: each half holds the BF16 number
+// 64 + code/2, whose bits are 0x4280 + code. lq_e2m1_mag_m's three roundings
 // (M + rne(2u), M + 2 + rne(u), M + 4 + rne(u/2), u = |x·f|, M = 2^23)
 // halved into [64, 128), where BF16's spacing is 0.5 and ties go to the
 // even mantissa as they go to the even integer there: 64 + rne(2u)/2,
 // 65 + rne(u)/2, 66 + rne(u/2)/2, each one fma.rn.bf16x2 (the product exact;
 // an x·f that is not a normal FP32 number is under 2^-126 and rounds to 64,
-// 65, 66 as its FP32 form rounds to M, M+2, M+4). Their minimum is 64 +
-// code/2, whose BF16 bits are 0x4280 + code. The sign is x's (f > 0), as
-// lq_e2m1 takes it from fl32(x·f). Subnormal x are exact operands of the
-// BF16 fma (no flush). cuda/gputest/e2m1_bf16x2_check.cu checks every BF16 x
-// in either half at every f = 2^(127-e8), e8 in [0, 251], against lq_e2m1
-// (H100: 16.5 M codes, 0 wrong).
-__device__ __forceinline__ uint32_t e2m1_bf16x2_codes(uint32_t x, uint32_t f1) {
-  const uint32_t a = x & 0x7FFF7FFFu, f2 = f1 - 0x00800080u, f4 = f2 - 0x00800080u;
+// 65, 66 as its FP32 form rounds to M, M+2, M+4), and their minimum is the
+// code's. Subnormal x are exact operands of the BF16 fma (no flush).
+__device__ __forceinline__ uint32_t e2m1_bf16x2_mags(uint32_t x, uint32_t f1, uint32_t f2, uint32_t f4) {
+  const uint32_t a = x & 0x7FFF7FFFu;
   uint32_t p, q, r;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(p) : "r"(a), "r"(f1), "r"(0x42804280u));  // 64 + u
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(q) : "r"(a), "r"(f2), "r"(0x42824282u));  // 65 + u/2
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(f4), "r"(0x42844284u));  // 66 + u/4
   asm("min.bf16x2 %0, %0, %1;" : "+r"(p) : "r"(q));
   asm("min.bf16x2 %0, %0, %1;" : "+r"(p) : "r"(r));
-  return (p & 0x00070007u) | ((x >> 12) & 0x00080008u);
+  return p;
 }
 
 // Codes of the 8 BF16 values of words w[0..3] (element i half i%2 of w[i/2])
-// times f (e2m1_bf16x2_codes' f1 and conditions), element i in bits 4i.
+// times f (e2m1_bf16x2_mags' f1 and conditions), element i in bits 4i: the
+// magnitude codes' low bytes (0x80 + code) gathered even and odd elements a
+// byte each, their low nibbles side by side, and the sign bits of x
+// (signs8_pairs: lq_e2m1 takes the sign of fl32(x·f), which is x's as f > 0).
+// 12 instructions past the fma and min per 8 codes, where masking each pair
+// and shifting its signs into place took 18 (issue-bound MXFP4 kernels).
+// cuda/gputest/e2m1_bf16x2_check.cu checks every BF16 x in each of the 8
+// places, with either sign, at every f = 2^(127-e8), e8 in [0, 251],
+// against lq_e2m1.
 __device__ __forceinline__ uint32_t e2m1_bf16x2_pack8(const uint32_t *w, uint32_t f1) {
+  const uint32_t f2 = f1 - 0x00800080u, f4 = f2 - 0x00800080u;
   uint32_t c[4];
 #pragma unroll
-  for (int j = 0; j < 4; j++) c[j] = e2m1_bf16x2_codes(w[j], f1);
-  const uint32_t m01 = __byte_perm(c[0], c[1], 0x6240), m23 = __byte_perm(c[2], c[3], 0x6240);  // bytes 0, 2 of each
-  const uint32_t lo = __byte_perm(m01, m23, 0x5410), hi = __byte_perm(m01, m23, 0x7632);  // even / odd elements, one a byte
-  return lo | (hi << 4);
+  for (int j = 0; j < 4; j++) c[j] = e2m1_bf16x2_mags(w[j], f1, f2, f4);
+  const uint32_t m01 = prmt(c[0], c[1], 0x6240u), m23 = prmt(c[2], c[3], 0x6240u);  // bytes 0, 2 of each
+  const uint32_t lo = prmt(m01, m23, 0x5410u), hi = prmt(m01, m23, 0x7632u);  // even / odd elements, 0x80 + code a byte
+  return ((lo & 0x0F0F0F0Fu) | ((hi << 4) & 0xF0F0F0F0u)) | signs8_pairs(w);
 }
 
 // numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6).
@@ -346,14 +376,17 @@ __device__ __forceinline__ float e2m1_decode(uint32_t c) {
 }
 
 // numeric.Float32ToE8M0RoundUp (TE's float_to_e8m0, spec §4.3).
+// NaN: 0xFF; +Inf: 0xFE; otherwise the exponent field, one up where the
+// mantissa is not 0 (a subnormal: where it is over 0x400000), at most 0xFE
+// (-Inf keeps 0xFF). Branch-free: adding 0x7FFFFF (0x3FFFFF to a subnormal)
+// carries into the exponent exactly where it should go up, which takes a
+// few instructions per block where the branches took about 20 (the MXFP4
+// kernels are issue-bound); equal to the branching form on every float32
+// pattern (checked on the host, all 2^32).
 __device__ __forceinline__ uint32_t e8m0_round_up(float x) {
-  uint32_t b = __float_as_uint(x);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return 0xFF;
-  if (b == 0x7F800000u) return 0xFE;
-  uint32_t e = (b >> 23) & 0xFFu;
-  uint32_t m = b & 0x7FFFFFu;
-  if (m != 0 && e != 0xFE && !(e == 0 && m <= 0x400000u)) e++;
-  return e & 0xFFu;
+  const uint32_t b = __float_as_uint(x), a = b & 0x7FFFFFFFu;
+  const uint32_t e = min((a + (a < 0x00800000u ? 0x003FFFFFu : 0x007FFFFFu)) >> 23, 0xFEu);
+  return a > 0x7F800000u || b == 0xFF800000u ? 0xFFu : e;
 }
 
 // numeric.Float32ToE8M0Floor.

@@ -742,7 +742,7 @@ __device__ __forceinline__ uint32_t e2m1_ref_pack8(const float (&v)[8], float f)
 // scale, f = e8m0_rcp(e8).
 //
 // BF16 with e8 <= 251 (f, f/2 and f/4 normal BF16 numbers), no NaN and
-// fl(amax·f) < 7: two elements an instruction (e2m1_bf16x2_codes: 3 fma + 2
+// fl(amax·f) < 7: two elements an instruction (e2m1_bf16x2_mags: 3 fma + 2
 // min per pair against 2 × (3 FP32 ops + 2 min + conversion and packing);
 // H100, 8192², mxfp4 both, see bench/RESULTS.md, branch mx4both); every
 // other block through the reference encoding, as FP16 blocks that fail the
@@ -752,24 +752,28 @@ __device__ __forceinline__ uint4 mx4_encode32(const uint32_t *w, uint32_t e8, fl
   using R = Raw16<T>;
   uint32_t o[4];
   const float f = e8m0_rcp(e8);
-  if constexpr (InTraits<T>::kind == InType::BF16) {
-    const bool packed = !nan && e8 <= 251u && __fmul_rn(amax, f) < 7.0f;
-    const uint32_t f1 = (254u - e8) * 0x00800080u;
+  // One branch per block, not per 8 codes (a select per group compiled to
+  // four branch regions, each recomputing f/2 and f/4).
+  const bool fast = !nan && __fmul_rn(amax, f) < 7.0f && (InTraits<T>::kind != InType::BF16 || e8 <= 251u);
+  if (fast) {
 #pragma unroll
     for (int g = 0; g < 4; g++) {
-      float v[8];
+      if constexpr (InTraits<T>::kind == InType::BF16) {
+        o[g] = e2m1_bf16x2_pack8(&w[4 * g], (254u - e8) * 0x00800080u);
+      } else {
+        float v[8];
 #pragma unroll
-      for (int i = 0; i < 8; i++) v[i] = (i & 1) ? R::hi(w[4 * g + i / 2]) : R::lo(w[4 * g + i / 2]);
-      o[g] = packed ? e2m1_bf16x2_pack8(&w[4 * g], f1) : e2m1_ref_pack8(v, f);
+        for (int i = 0; i < 8; i++) v[i] = (i & 1) ? R::hi(w[4 * g + i / 2]) : R::lo(w[4 * g + i / 2]);
+        o[g] = e2m1_fast_pack<8>(v, f);
+      }
     }
   } else {
-    const bool fast = !nan && __fmul_rn(amax, f) < 7.0f;
 #pragma unroll
     for (int g = 0; g < 4; g++) {
       float v[8];
 #pragma unroll
       for (int i = 0; i < 8; i++) v[i] = (i & 1) ? R::hi(w[4 * g + i / 2]) : R::lo(w[4 * g + i / 2]);
-      o[g] = fast ? e2m1_fast_pack<8>(v, f) : e2m1_ref_pack8(v, f);
+      o[g] = e2m1_ref_pack8(v, f);
     }
   }
   return make_uint4(o[0], o[1], o[2], o[3]);

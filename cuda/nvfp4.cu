@@ -525,30 +525,6 @@ constexpr uint32_t pack_bias() {
 }
 constexpr uint32_t kPackBias = pack_bias();
 
-// prmt.b32 in its default mode: byte n of the result is byte s[4n+2:4n] of
-// the pair (a: bytes 0-3, b: bytes 4-7), or, where bit 4n+3 of s is set,
-// that byte's top bit replicated (0x00 or 0xFF).
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
-  return d;
-}
-
-// E2M1 sign bits (bit 4i+3 of a word of 8 codes) of the fast encode. The sign
-// of fl(x·enc) is x's (enc > 0, no NaN in a fast block; -0 stays -0), so it
-// is the top bit of x's 16-bit pattern, BF16 and FP16 alike. From bytes that
-// are 0xFF where an element is negative (e: the even elements of the word's
-// eight, o: the odd ones, one a byte): four prmt and two logic ops per eight
-// codes, where shifting each element's sign into place took two and a half.
-__device__ __forceinline__ uint32_t sign_bits8(uint32_t e, uint32_t o) { return (e & 0x08080808u) | (o & 0x80808080u); }
-
-// The sign bits of eight elements held as raw pairs (element i is half i%2
-// of w[i/2]), as sign_bits8 places them.
-__device__ __forceinline__ uint32_t signs8_pairs(const uint32_t *w) {
-  const uint32_t a = prmt(w[0], w[1], 0xFDB9u), b = prmt(w[2], w[3], 0xFDB9u);  // elements 0-3, 4-7
-  return sign_bits8(prmt(a, b, 0x6420u), prmt(a, b, 0x7531u));
-}
-
 // The sign bits of two columns of 16 rows held as raw pairs (row i: wc[i],
 // column 0 in the low half, column 1 in the high half), column h's in s[h]
 // (row i at bit 4i+3).
