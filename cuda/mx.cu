@@ -947,7 +947,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
           if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
           store_bytes(p.row + r * p.row_pitch + c / 2, ow, p.row_pitch - c / 2);
         } else {
-          *reinterpret_cast<uint4 *>(p.row + (r * p.k + c) / 2) = o;
+          *reinterpret_cast<uint4 *>(p.row + ((r * p.k + c) >> 1)) = o;  // (>> 1: non-negative; / 2 on int64 took a sign fix-up)
         }
       }
       if (kHoriz && stage_s) rsc[lr][4 * sub + q] = (uint8_t)e8;
@@ -1001,7 +1001,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
           if (rr + 32 > p.m) keep_nibbles(ow, p.m - rr);
           store_bytes(p.col + cc * p.col_pitch + rr / 2, ow, p.col_pitch - rr / 2);
         } else {
-          *reinterpret_cast<uint4 *>(p.col + cc * (p.m / 2) + rr / 2) = o;
+          *reinterpret_cast<uint4 *>(p.col + cc * (p.m >> 1) + (rr >> 1)) = o;
         }
       }
     }
