@@ -133,7 +133,7 @@ fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh
 	$(BUILD)/fused_check check
 
 # The packed BF16 E2M1 encoding of the MXFP4 fast kernel (cuda/common.cuh
-# e2m1_bf16x2_codes) against lq_e2m1, every BF16 value at every scale it is
+# e2m1_bf16x2_pack8) against lq_e2m1, every BF16 value at every scale it is
 # used with (needs nvcc and an sm_90 GPU).
 e2m1-bf16x2-check: cuda/gputest/e2m1_bf16x2_check.cu cuda/common.cuh cuda/e2m1.h
 	@mkdir -p $(BUILD)
