@@ -281,6 +281,14 @@ __device__ __forceinline__ uint32_t e2m1_fast_pack(const float *v, float f) {
   return h - bias;
 }
 
+// One 16-byte store (dst 16-byte aligned), as st.global.v4, where NVCC
+// would split or merge a plain uint4 store: gemm.cu's KA == KB instances
+// (four 4-byte stores), nvfp4.cu's rowwise codes under a condition (merged
+// with the other branch's 8-byte store into an 8-byte and two 4-byte ones).
+__device__ __forceinline__ void store_v4(void *dst, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
 // prmt.b32 in its default mode: byte n of the result is byte s[4n+2:4n] of
 // the pair (a: bytes 0-3, b: bytes 4-7), or, where bit 4n+3 of s is set,
 // that byte's top bit replicated (0x00 or 0xFF).

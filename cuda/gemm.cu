@@ -457,12 +457,6 @@ struct ContigOp {
   int vec;         // rows aligned for one 8-byte (FP8) or 4-byte (E2M1) load per unit
 };
 
-// One 16-byte store (dst 16-byte aligned), as st.global.v4: NVCC split the
-// plain uint4 stores of the KA == KB instances into four 4-byte ones.
-__device__ __forceinline__ void store_v4(void *dst, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-
 // 8 output elements at dst (8-element aligned): FP32 values (exactly BF16
 // ones where OT is BF16), or 4 BF16 pairs.
 template <typename OT>

@@ -788,8 +788,11 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
         if (c + 32 > p.k) keep_nibbles(ow, p.k - c);
         store_bytes(p.row + r * p.row_pitch + c / 2, ow, p.row_pitch - c / 2);
       } else {
-        uint8_t *drow = p.row + r * (p.k / 2) + c / 2;
-        if (b1) *reinterpret_cast<uint4 *>(drow) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+        // (>> 1: non-negative; / 2 on int64 took a sign fix-up. store_v4: a
+        // uint4 store here was merged with the 8-byte one below into an
+        // 8-byte and two 4-byte stores.)
+        uint8_t *drow = p.row + r * (p.k >> 1) + (c >> 1);
+        if (b1) store_v4(drow, ow[0], ow[1], ow[2], ow[3]);
         else *reinterpret_cast<uint2 *>(drow) = make_uint2(ow[0], ow[1]);
       }
       int64_t si = p.row_s.index(r, c / 16);
@@ -851,7 +854,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
           if (rr + 32 > p.m) keep_nibbles(ow, p.m - rr);
           store_bytes(p.col + cc * p.col_pitch + rr / 2, ow, p.col_pitch - rr / 2);
         } else {
-          *reinterpret_cast<uint4 *>(p.col + cc * (p.m / 2) + rr / 2) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+          *reinterpret_cast<uint4 *>(p.col + cc * (p.m >> 1) + (rr >> 1)) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
         }
       }
     }
