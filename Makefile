@@ -134,7 +134,8 @@ fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh
 
 # The packed BF16 E2M1 encoding of the MXFP4 fast kernel (cuda/common.cuh
 # e2m1_bf16x2_pack8) against lq_e2m1, every BF16 value at every scale it is
-# used with (needs nvcc and an sm_90 GPU).
+# used with, and its branch-free e8m0_round_up on every float32 pattern
+# (needs nvcc and an sm_90 GPU).
 e2m1-bf16x2-check: cuda/gputest/e2m1_bf16x2_check.cu cuda/common.cuh cuda/e2m1.h
 	@mkdir -p $(BUILD)
 	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Icuda -o $(BUILD)/e2m1_bf16x2_check cuda/gputest/e2m1_bf16x2_check.cu

@@ -390,7 +390,8 @@ __device__ __forceinline__ float e2m1_decode(uint32_t c) {
 // carries into the exponent exactly where it should go up, which takes a
 // few instructions per block where the branches took about 20 (the MXFP4
 // kernels are issue-bound); equal to the branching form on every float32
-// pattern (checked on the host, all 2^32).
+// pattern (checked on the host, all 2^32; cuda/gputest/e2m1_bf16x2_check.cu
+// checks it there on the GPU).
 __device__ __forceinline__ uint32_t e8m0_round_up(float x) {
   const uint32_t b = __float_as_uint(x), a = b & 0x7FFFFFFFu;
   const uint32_t e = min((a + (a < 0x00800000u ? 0x003FFFFFu : 0x007FFFFFu)) >> 23, 0xFEu);
