@@ -343,10 +343,11 @@ func quant_quantize_grouped(q *C.quant_quantizer, args *C.capi_const_grouped_arg
 		outs := unsafe.Slice((**C.quant_qtensor)(unsafe.Pointer(a.outputs)), n)
 		for i := 0; i < n; i++ {
 			p := unsafe.Add(unsafe.Pointer(a.inputs), uintptr(i)*unsafe.Sizeof(C.DLTensor{}))
-			if ins[i], err = tensorFromDLView(fmt.Sprintf("args.inputs[%d]", i), p); err != nil {
+			if ins[i], err = indexed("args.inputs", i, func(arg string) (host.Tensor, error) { return tensorFromDLView(arg, p) }); err != nil {
 				return err
 			}
-			d, err := getQTensorPtr(unsafe.Pointer(outs[i]), fmt.Sprintf("args.outputs[%d]", i))
+			o := unsafe.Pointer(outs[i])
+			d, err := indexed("args.outputs", i, func(arg string) (*qtensorEntry, error) { return getQTensorPtr(o, arg) })
 			if err != nil {
 				return err
 			}

@@ -231,7 +231,7 @@ func tensorArray(name string, p unsafe.Pointer, n int) ([]host.Tensor, error) {
 	for i := range out {
 		var err error
 		q := unsafe.Add(p, uintptr(i)*unsafe.Sizeof(C.DLTensor{}))
-		if out[i], err = tensorFromDL(fmt.Sprintf("%s[%d]", name, i), q); err != nil {
+		if out[i], err = indexed(name, i, func(arg string) (host.Tensor, error) { return tensorFromDL(arg, q) }); err != nil {
 			return nil, err
 		}
 	}

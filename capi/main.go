@@ -94,3 +94,19 @@ func statusOf(err error) C.quant_status {
 func invalid(format string, args ...any) error {
 	return host.Errorf(host.ErrInvalidArgument, format, args...)
 }
+
+// indexed runs check on element i of the array argument name, naming it
+// name[i] in the error: the name is formatted only when check fails (check
+// runs again with it), since formatting it for every element of a group
+// took about 20 us of a 64-tensor quant_quantize_grouped call's host time
+// (issue #15). check must not depend on its name but in its message; a
+// second run that passes (a handle freed in between) keeps the first error.
+func indexed[T any](name string, i int, check func(arg string) (T, error)) (T, error) {
+	v, err := check(name)
+	if err != nil {
+		if _, err2 := check(fmt.Sprintf("%s[%d]", name, i)); err2 != nil {
+			err = err2
+		}
+	}
+	return v, err
+}

@@ -9,7 +9,10 @@
  * machine (then LIBCUDART, e.g. libcudart.so.13, provides cudaMalloc and a
  * stream), or native/fakecuda/testdata/fake_cuda.c built as a plugin, whose
  * "device" memory is host memory and whose kernels launch nothing: that
- * measures libquant's own share (the ABI, the host and the plugin dispatch). */
+ * measures libquant's own share (the ABI, the host and the plugin dispatch).
+ * Then the same for one quant_quantize_grouped call of 64 such tensors (the
+ * fake plugin has no grouped entry: there the host goes one tensor at a
+ * time). */
 #define _POSIX_C_SOURCE 199309L
 #include <dlfcn.h>
 #include <stdio.h>
@@ -88,6 +91,66 @@ static int bench(const char *name, quant_quantizer_config cfg, void *x, void *st
   return 0;
 }
 
+/* Host time per quant_quantize_grouped call of G tensors of 128x256 (the
+ * MoE batch's call, issue #15), enqueue only as above: batches of 10 calls. */
+#define G 64
+static int bench_grouped(const char *name, quant_quantizer_config cfg, void *x, void *stream, sync_fn sync) {
+  quant_quantizer *q = NULL;
+  quant_qtensor *t[G];
+  int64_t shape[2] = {128, 256};
+  DLTensor in[G];
+  quant_quantize_options opts;
+  quant_quantize_grouped_args ga;
+  quant_status st;
+  int i, b, n = 10, nb = 50;
+  double t0, t1, per[50];
+  memset(in, 0, sizeof in);
+  for (i = 0; i < G; i++) {
+    in[i].data = x;
+    in[i].device.device_type = kDLCUDA;
+    in[i].ndim = 2;
+    in[i].dtype.code = kDLBfloat;
+    in[i].dtype.bits = 16;
+    in[i].dtype.lanes = 1;
+    in[i].shape = shape;
+  }
+  memset(&opts, 0, sizeof opts);
+  opts.struct_size = sizeof opts;
+  opts.stream = stream;
+  OK(quant_quantizer_create(&cfg, &q));
+  for (i = 0; i < G; i++) {
+    st = quant_quantize(q, &in[i], &opts, &t[i]);
+    if (st == QUANT_ERROR_DEVICE_UNAVAILABLE) {
+      printf("%-16s not served by this plugin\n", name);
+      while (i-- > 0) quant_qtensor_free(t[i]);
+      quant_quantizer_free(q);
+      return 0;
+    }
+    OK(st);
+  }
+  memset(&ga, 0, sizeof ga);
+  ga.struct_size = sizeof ga;
+  ga.count = G;
+  ga.inputs = in;
+  ga.outputs = t;
+  ga.stream = stream;
+  for (i = 0; i < 20; i++) OK(quant_quantize_grouped(q, &ga));
+  for (b = 0; b < nb; b++) {
+    if (sync) sync();
+    t0 = now_us();
+    for (i = 0; i < n; i++) OK(quant_quantize_grouped(q, &ga));
+    t1 = now_us();
+    per[b] = (t1 - t0) / n;
+  }
+  if (sync) sync();
+  qsort(per, nb, sizeof per[0], cmp_double);
+  printf("%-16s fastest %.1f us  median %.1f us per quant_quantize_grouped of %d (128x256 bf16, both directions, enqueue only)\n", name,
+         per[0], per[nb / 2], G);
+  for (i = 0; i < G; i++) OK(quant_qtensor_free(t[i]));
+  OK(quant_quantizer_free(q));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   void *x = NULL, *stream = NULL;
   sync_fn sync = NULL;
@@ -130,5 +193,12 @@ int main(int argc, char **argv) {
   rc |= bench("fp8 current", cfg, x, stream, sync);
   cfg.scaling = QUANT_SCALING_DELAYED;
   rc |= bench("fp8 delayed", cfg, x, stream, sync);
+  cfg.scaling = 0;
+  cfg.format = "mxfp8";
+  rc |= bench_grouped("mxfp8", cfg, x, stream, sync);
+  cfg.format = "mxfp4";
+  rc |= bench_grouped("mxfp4", cfg, x, stream, sync);
+  cfg.format = "nvfp4";
+  rc |= bench_grouped("nvfp4 1x16", cfg, x, stream, sync);
   return rc;
 }
