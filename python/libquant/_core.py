@@ -484,8 +484,9 @@ class Quantizer(Owned):
     def quantize_grouped(self, xs: Sequence[ArrayLike], dsts: Sequence["QTensor"], *,
                          stream: int | None = None) -> list["QTensor"]:
         """Re-quantizes each xs[i] into dsts[i] in one call (quant_quantize_grouped):
-        the bytes of quantize_into, tensor by tensor; on the GPU, formats whose
-        kernels take a group (fp8, fp8_block) run it in one launch (MoE experts).
+        the bytes of quantize_into, tensor by tensor; on the GPU the CUDA
+        plugin's kernels take the group in one launch for every format (fp8 and
+        nvfp4 after their amax launches) (MoE experts).
         xs share one dtype and device; dsts are distinct. The same view rules as
         quantize_into hold for every dst. Returns dsts."""
         h = self.handle
@@ -503,14 +504,17 @@ class Quantizer(Owned):
         if s is not None:
             a.stream = s
         lib = L.lib()
-        # Every dst's lock, in one global order, so two grouped calls never deadlock.
-        order = sorted(set(range(len(dsts))), key=lambda i: id(dsts[i]))
+        # Every dst's lock, in one global order, so two grouped calls never
+        # deadlock; each once (a set of ids: the list scan this replaced was
+        # quadratic in the group).
         locked: list[Any] = []
+        held: set[int] = set()
         try:
-            for i in order:
-                if dsts[i]._lock not in locked:
-                    dsts[i]._lock.acquire()
-                    locked.append(dsts[i]._lock)
+            for d in sorted(dsts, key=id):
+                if id(d._lock) not in held:
+                    d._lock.acquire()
+                    held.add(id(d._lock))
+                    locked.append(d._lock)
             for i, d in enumerate(dsts):
                 outs[i] = d.handle
             a.outputs = C.cast(outs, C.POINTER(C.c_void_p))
