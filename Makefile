@@ -134,23 +134,27 @@ fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh
 
 # The packed BF16 E2M1 encoding of the MXFP4 fast kernel (cuda/common.cuh
 # e2m1_bf16x2_pack8) against lq_e2m1, every BF16 value at every scale it is
-# used with, and its branch-free e8m0_round_up on every float32 pattern
-# (needs nvcc and an sm_90 GPU).
+# used with (needs nvcc and an sm_90 GPU).
 e2m1-bf16x2-check: cuda/gputest/e2m1_bf16x2_check.cu cuda/common.cuh cuda/e2m1.h
 	@mkdir -p $(BUILD)
 	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Icuda -o $(BUILD)/e2m1_bf16x2_check cuda/gputest/e2m1_bf16x2_check.cu
 	$(BUILD)/e2m1_bf16x2_check
 
 # Device codecs that compile for the host too, checked exhaustively without a GPU.
-test-cuda-host: $(BUILD)/e2m1_exhaustive
+test-cuda-host: $(BUILD)/e2m1_exhaustive $(BUILD)/e8m0_exhaustive
 	$(BUILD)/e2m1_exhaustive
+	$(BUILD)/e8m0_exhaustive
 
 $(BUILD)/e2m1_exhaustive: cuda/hosttest/e2m1_exhaustive.cc cuda/e2m1.h
 	@mkdir -p $(BUILD)
 	$(CXX) -std=c++11 $(CWARN) -O2 -o $@ $<
 
+$(BUILD)/e8m0_exhaustive: cuda/hosttest/e8m0_exhaustive.cc cuda/e8m0.h cuda/e2m1.h
+	@mkdir -p $(BUILD)
+	$(CXX) -std=c++11 $(CWARN) -O2 -o $@ $<
+
 # One object per file, so that make -j compiles them in parallel.
-$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh) include/quant_plugin.h include/quant.h
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh cuda/*.h) include/quant_plugin.h include/quant.h
 	@mkdir -p $(BUILD)/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -c -o $@ $<
 

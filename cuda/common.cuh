@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "e2m1.h"
+#include "e8m0.h"
 #include "quant_plugin.h"
 
 namespace lq {
@@ -383,20 +384,10 @@ __device__ __forceinline__ float e2m1_decode(uint32_t c) {
   return (c & 8u) ? -m : m;
 }
 
-// numeric.Float32ToE8M0RoundUp (TE's float_to_e8m0, spec §4.3).
-// NaN: 0xFF; +Inf: 0xFE; otherwise the exponent field, one up where the
-// mantissa is not 0 (a subnormal: where it is over 0x400000), at most 0xFE
-// (-Inf keeps 0xFF). Branch-free: adding 0x7FFFFF (0x3FFFFF to a subnormal)
-// carries into the exponent exactly where it should go up, which takes a
-// few instructions per block where the branches took about 20 (the MXFP4
-// kernels are issue-bound); equal to the branching form on every float32
-// pattern (checked on the host, all 2^32; cuda/gputest/e2m1_bf16x2_check.cu
-// checks it there on the GPU).
-__device__ __forceinline__ uint32_t e8m0_round_up(float x) {
-  const uint32_t b = __float_as_uint(x), a = b & 0x7FFFFFFFu;
-  const uint32_t e = min((a + (a < 0x00800000u ? 0x003FFFFFu : 0x007FFFFFu)) >> 23, 0xFEu);
-  return a > 0x7F800000u || b == 0xFF800000u ? 0xFFu : e;
-}
+// numeric.Float32ToE8M0RoundUp (TE's float_to_e8m0, spec §4.3): e8m0.h's
+// branch-free form, checked against the rule on every float32 by
+// cuda/hosttest/e8m0_exhaustive.cc.
+__device__ __forceinline__ uint32_t e8m0_round_up(float x) { return lq_e8m0_round_up(x); }
 
 // numeric.Float32ToE8M0Floor.
 __device__ __forceinline__ uint32_t e8m0_floor(float x) {
