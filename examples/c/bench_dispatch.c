@@ -46,48 +46,90 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* A 128x256 BF16 "device" tensor at x. */
+static void bf16_input(DLTensor *in, void *x, int64_t *shape) {
+  memset(in, 0, sizeof *in);
+  in->data = x;
+  in->device.device_type = kDLCUDA;
+  in->ndim = 2;
+  in->dtype.code = kDLBfloat;
+  in->dtype.bits = 16;
+  in->dtype.lanes = 1;
+  in->shape = shape;
+}
+
+/* One timed call and what it needs. */
+typedef struct {
+  quant_quantizer *q;
+  const DLTensor *in;
+  const quant_quantize_options *opts;
+  quant_qtensor *t;
+  const quant_quantize_grouped_args *ga;
+} call_ctx;
+
+static quant_status call_into(const call_ctx *c) { return quant_quantize_into(c->q, c->in, c->opts, c->t); }
+static quant_status call_grouped(const call_ctx *c) { return quant_quantize_grouped(c->q, c->ga); }
+
+/* warm calls, then 50 batches of n calls with the GPU idle before each: the
+ * fastest and the median batch's time per call, us. */
+static int time_calls(const char *what, quant_status (*call)(const call_ctx *), const call_ctx *c, int warm, int n, sync_fn sync,
+                      double *fastest, double *median) {
+  enum { NB = 50 };
+  double t0, per[NB];
+  int i, b;
+  for (i = 0; i < warm; i++) {
+    quant_status s = call(c);
+    if (s != QUANT_OK) {
+      fprintf(stderr, "%s: %s: %s\n", what, quant_status_string(s), quant_last_error());
+      return 1;
+    }
+  }
+  for (b = 0; b < NB; b++) {
+    if (sync) sync();
+    t0 = now_us();
+    for (i = 0; i < n; i++) {
+      quant_status s = call(c);
+      if (s != QUANT_OK) {
+        fprintf(stderr, "%s: %s: %s\n", what, quant_status_string(s), quant_last_error());
+        return 1;
+      }
+    }
+    per[b] = (now_us() - t0) / n;
+  }
+  if (sync) sync();
+  qsort(per, NB, sizeof per[0], cmp_double);
+  *fastest = per[0];
+  *median = per[NB / 2];
+  return 0;
+}
+
 static int bench(const char *name, quant_quantizer_config cfg, void *x, void *stream, sync_fn sync) {
-  quant_quantizer *q = NULL;
-  quant_qtensor *t = NULL;
   int64_t shape[2] = {128, 256};
   DLTensor in;
   quant_quantize_options opts;
+  call_ctx c;
   quant_status st;
-  int i, b, n = 100, nb = 50;
-  double t0, t1, per[50];
-  memset(&in, 0, sizeof in);
-  in.data = x;
-  in.device.device_type = kDLCUDA;
-  in.ndim = 2;
-  in.dtype.code = kDLBfloat;
-  in.dtype.bits = 16;
-  in.dtype.lanes = 1;
-  in.shape = shape;
+  double fastest, median;
+  bf16_input(&in, x, shape);
   memset(&opts, 0, sizeof opts);
   opts.struct_size = sizeof opts;
   opts.stream = stream;
-  OK(quant_quantizer_create(&cfg, &q));
-  st = quant_quantize(q, &in, &opts, &t);
+  memset(&c, 0, sizeof c);
+  c.in = &in;
+  c.opts = &opts;
+  OK(quant_quantizer_create(&cfg, &c.q));
+  st = quant_quantize(c.q, &in, &opts, &c.t);
   if (st == QUANT_ERROR_DEVICE_UNAVAILABLE) { /* the fake plugin has fp8 and mxfp8 only */
     printf("%-16s not served by this plugin\n", name);
-    quant_quantizer_free(q);
+    quant_quantizer_free(c.q);
     return 0;
   }
   OK(st);
-  for (i = 0; i < 200; i++) OK(quant_quantize_into(q, &in, &opts, t));
-  for (b = 0; b < nb; b++) {
-    if (sync) sync();
-    t0 = now_us();
-    for (i = 0; i < n; i++) OK(quant_quantize_into(q, &in, &opts, t));
-    t1 = now_us();
-    per[b] = (t1 - t0) / n;
-  }
-  if (sync) sync();
-  qsort(per, nb, sizeof per[0], cmp_double);
-  printf("%-16s fastest %.2f us  median %.2f us per quant_quantize_into (128x256 bf16, both directions, enqueue only)\n", name, per[0],
-         per[nb / 2]);
-  OK(quant_qtensor_free(t));
-  OK(quant_quantizer_free(q));
+  if (time_calls("quant_quantize_into", call_into, &c, 200, 100, sync, &fastest, &median)) return 1;
+  printf("%-16s fastest %.2f us  median %.2f us per quant_quantize_into (128x256 bf16, both directions, enqueue only)\n", name, fastest,
+         median);
+  OK(quant_qtensor_free(c.t));
+  OK(quant_quantizer_free(c.q));
   return 0;
 }
 
@@ -95,35 +137,27 @@ static int bench(const char *name, quant_quantizer_config cfg, void *x, void *st
  * MoE batch's call, issue #15), enqueue only as above: batches of 10 calls. */
 #define G 64
 static int bench_grouped(const char *name, quant_quantizer_config cfg, void *x, void *stream, sync_fn sync) {
-  quant_quantizer *q = NULL;
   quant_qtensor *t[G];
   int64_t shape[2] = {128, 256};
   DLTensor in[G];
   quant_quantize_options opts;
   quant_quantize_grouped_args ga;
+  call_ctx c;
   quant_status st;
-  int i, b, n = 10, nb = 50;
-  double t0, t1, per[50];
-  memset(in, 0, sizeof in);
-  for (i = 0; i < G; i++) {
-    in[i].data = x;
-    in[i].device.device_type = kDLCUDA;
-    in[i].ndim = 2;
-    in[i].dtype.code = kDLBfloat;
-    in[i].dtype.bits = 16;
-    in[i].dtype.lanes = 1;
-    in[i].shape = shape;
-  }
+  double fastest, median;
+  int i;
+  for (i = 0; i < G; i++) bf16_input(&in[i], x, shape);
   memset(&opts, 0, sizeof opts);
   opts.struct_size = sizeof opts;
   opts.stream = stream;
-  OK(quant_quantizer_create(&cfg, &q));
+  memset(&c, 0, sizeof c);
+  OK(quant_quantizer_create(&cfg, &c.q));
   for (i = 0; i < G; i++) {
-    st = quant_quantize(q, &in[i], &opts, &t[i]);
+    st = quant_quantize(c.q, &in[i], &opts, &t[i]);
     if (st == QUANT_ERROR_DEVICE_UNAVAILABLE) {
       printf("%-16s not served by this plugin\n", name);
       while (i-- > 0) quant_qtensor_free(t[i]);
-      quant_quantizer_free(q);
+      quant_quantizer_free(c.q);
       return 0;
     }
     OK(st);
@@ -134,20 +168,12 @@ static int bench_grouped(const char *name, quant_quantizer_config cfg, void *x, 
   ga.inputs = in;
   ga.outputs = t;
   ga.stream = stream;
-  for (i = 0; i < 20; i++) OK(quant_quantize_grouped(q, &ga));
-  for (b = 0; b < nb; b++) {
-    if (sync) sync();
-    t0 = now_us();
-    for (i = 0; i < n; i++) OK(quant_quantize_grouped(q, &ga));
-    t1 = now_us();
-    per[b] = (t1 - t0) / n;
-  }
-  if (sync) sync();
-  qsort(per, nb, sizeof per[0], cmp_double);
+  c.ga = &ga;
+  if (time_calls("quant_quantize_grouped", call_grouped, &c, 20, 10, sync, &fastest, &median)) return 1;
   printf("%-16s fastest %.1f us  median %.1f us per quant_quantize_grouped of %d (128x256 bf16, both directions, enqueue only)\n", name,
-         per[0], per[nb / 2], G);
+         fastest, median, G);
   for (i = 0; i < G; i++) OK(quant_qtensor_free(t[i]));
-  OK(quant_quantizer_free(q));
+  OK(quant_quantizer_free(c.q));
   return 0;
 }
 
