@@ -177,11 +177,24 @@ static int bench_grouped(const char *name, quant_quantizer_config cfg, void *x, 
   return 0;
 }
 
+/* The rows, in order: single calls, then grouped ones. */
+static const struct {
+  const char *name, *format;
+  quant_scaling scaling;
+  int grouped;
+} rows[] = {
+    {"mxfp8", "mxfp8", QUANT_SCALING_CURRENT, 0},          {"mxfp4", "mxfp4", QUANT_SCALING_CURRENT, 0},
+    {"nvfp4 1x16", "nvfp4", QUANT_SCALING_CURRENT, 0},     {"fp8_block 1x128", "fp8_block", QUANT_SCALING_CURRENT, 0},
+    {"fp8 current", "fp8", QUANT_SCALING_CURRENT, 0},      {"fp8 delayed", "fp8", QUANT_SCALING_DELAYED, 0},
+    {"mxfp8", "mxfp8", QUANT_SCALING_CURRENT, 1},          {"mxfp4", "mxfp4", QUANT_SCALING_CURRENT, 1},
+    {"nvfp4 1x16", "nvfp4", QUANT_SCALING_CURRENT, 1},
+};
+
 int main(int argc, char **argv) {
   void *x = NULL, *stream = NULL;
   sync_fn sync = NULL;
   quant_quantizer_config cfg;
-  int rc = 0;
+  int i, rc = 0;
   if (argc < 2) {
     fprintf(stderr, "usage: %s PLUGIN [LIBCUDART]\n", argv[0]);
     return 2;
@@ -205,26 +218,12 @@ int main(int argc, char **argv) {
   } else {
     x = calloc(128 * 256, 2);
   }
-  memset(&cfg, 0, sizeof cfg);
-  cfg.struct_size = sizeof cfg;
-  cfg.format = "mxfp8";
-  rc |= bench("mxfp8", cfg, x, stream, sync);
-  cfg.format = "mxfp4";
-  rc |= bench("mxfp4", cfg, x, stream, sync);
-  cfg.format = "nvfp4";
-  rc |= bench("nvfp4 1x16", cfg, x, stream, sync);
-  cfg.format = "fp8_block";
-  rc |= bench("fp8_block 1x128", cfg, x, stream, sync);
-  cfg.format = "fp8";
-  rc |= bench("fp8 current", cfg, x, stream, sync);
-  cfg.scaling = QUANT_SCALING_DELAYED;
-  rc |= bench("fp8 delayed", cfg, x, stream, sync);
-  cfg.scaling = 0;
-  cfg.format = "mxfp8";
-  rc |= bench_grouped("mxfp8", cfg, x, stream, sync);
-  cfg.format = "mxfp4";
-  rc |= bench_grouped("mxfp4", cfg, x, stream, sync);
-  cfg.format = "nvfp4";
-  rc |= bench_grouped("nvfp4 1x16", cfg, x, stream, sync);
+  for (i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+    memset(&cfg, 0, sizeof cfg);
+    cfg.struct_size = sizeof cfg;
+    cfg.format = rows[i].format;
+    cfg.scaling = rows[i].scaling;
+    rc |= rows[i].grouped ? bench_grouped(rows[i].name, cfg, x, stream, sync) : bench(rows[i].name, cfg, x, stream, sync);
+  }
   return rc;
 }
