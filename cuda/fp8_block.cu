@@ -45,6 +45,7 @@ struct BlockParams {
   int vec;      // RowLoad of the input rows (kRowsShifted: 16-bit rows at any even offset)
   int row_vec;  // rowwise rows 8-byte aligned (k % 8 == 0): plain 8-byte stores
   int col_vec;  // transposed rows 16-byte aligned (m % 16 == 0): plain 16-byte stores
+  int row_flat; // 16-bit rows at any even offset (kRowsShifted, input 16-byte aligned) with the rowwise data 8-byte aligned: flat_tile_2d
 };
 
 __device__ __forceinline__ void block_scale(const BlockParams &p, uint32_t amax_bits, float *scale, float *scale_inv) {
@@ -233,6 +234,86 @@ __device__ __forceinline__ void zero_pad(const BlockScales &s, int64_t row) {
   for (int64_t j = s.valid; j < s.stride; j++) s.buf[row * s.stride + j] = 0.0f;
 }
 
+// Words j of the staged chunks u (the thread's own) and t (the row's 17th),
+// elements 0 .. A−1 from t where sel (all ones in lane ch = 0 of a row, else
+// zero); sel_lo = sel & 0xFFFF.
+template <int A>
+__device__ __forceinline__ void flat_pick(const uint4 &u, const uint4 &t, uint32_t sel, uint32_t sel_lo, uint32_t (&w)[4]) {
+  const uint32_t uw[4] = {u.x, u.y, u.z, u.w}, tw[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    if (2 * j + 2 <= A) w[j] = (tw[j] & sel) | (uw[j] & ~sel);
+    else if (2 * j + 1 == A) w[j] = (tw[j] & sel_lo) | (uw[j] & ~sel_lo);
+    else w[j] = uw[j];
+  }
+}
+
+// A full tile of fp8_block 128×128, rowwise alone, from 16-bit rows at any
+// even offset (an odd K, say: spec §14) with the rowwise data 8-byte aligned
+// (BlockParams::row_flat). Rowwise data [M, K] at pitch K holds the code of
+// input element f at byte f (the flat frame of fp8_block_rows_kernel and
+// mx8_flat_tile), so the row's staged aligned chunk ch (8 elements, tile
+// columns 8ch − a .. 8ch − a + 7, a the row's offset in elements) is the
+// aligned 8-byte word of its codes: no shifts, one aligned store. Chunk 0's
+// first a elements are the previous tile's: lane ch = 0 takes the row's 17th
+// chunk's first a elements (the tile's last a columns) in their place, and
+// its codes go out split, bytes e ≥ a to word 0 and e < a to word 16, one
+// byte from each lane ch < 8 of the half-warp. The rows of a warp (8g + i,
+// g = 2w and 2w + 1) are 8 apart, 16·K bytes, so a is uniform over the warp
+// and its switch (flat_pick) one branch for all lanes. The tile kernel's
+// shifted path (load_piece's funnel shifts and store_run8_full's runs) issued
+// twice the aligned instructions here (bench/RESULTS.md, 8191²: 0.115 ms
+// against 0.056 at 8192²).
+template <typename T>
+__device__ __forceinline__ void flat_tile_2d(const BlockParams &p, int64_t tr, int64_t tc, const T *stage, BlockShared &sh) {
+  const int64_t r0 = tr * kTile, c0 = tc * kTile;
+  const int g = threadIdx.x / 16, ch = threadIdx.x % 16;
+  const int64_t f0 = (r0 + 8 * g) * p.k + c0;  // flat index of the thread's first row's first element
+  const int a0 = (int)(f0 & 7), s = (int)(p.k & 7);  // row i's offset: (a0 + i·s) mod 8
+  const uint32_t sel = ch == 0 ? 0xFFFFFFFFu : 0u, sel_lo = sel & 0xFFFFu;
+  const T *srow = stage + 8 * g * stage_pitch<T>();
+  uint32_t w[8][4];
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const uint4 *row = reinterpret_cast<const uint4 *>(srow + i * stage_pitch<T>());
+    const uint4 u = row[ch], t = row[kTile / 8];
+    switch ((a0 + i * s) & 7) {
+      case 0: flat_pick<0>(u, t, sel, sel_lo, w[i]); break;
+      case 1: flat_pick<1>(u, t, sel, sel_lo, w[i]); break;
+      case 2: flat_pick<2>(u, t, sel, sel_lo, w[i]); break;
+      case 3: flat_pick<3>(u, t, sel, sel_lo, w[i]); break;
+      case 4: flat_pick<4>(u, t, sel, sel_lo, w[i]); break;
+      case 5: flat_pick<5>(u, t, sel, sel_lo, w[i]); break;
+      case 6: flat_pick<6>(u, t, sel, sel_lo, w[i]); break;
+      default: flat_pick<7>(u, t, sel, sel_lo, w[i]); break;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) m = mag_acc<T>(m, w[i][j]);
+  }
+  uint32_t bits = warp_max(mag_bits_of<T>(m));
+  if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = bits;
+  __syncthreads();
+  bits = sh.red[0];
+#pragma unroll
+  for (int k = 1; k < kThreads / 32; k++) bits = max(bits, sh.red[k]);
+  float sc, si;
+  block_scale(p, bits, &sc, &si);
+  if (threadIdx.x == 0) p.row_s.buf[p.row_s.index(tr, tc)] = si;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    uint32_t c[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) c[j] = fp8x2<Fp8::E4M3>(__fmul_rn(elem<T>(w[i], 2 * j), sc), __fmul_rn(elem<T>(w[i], 2 * j + 1), sc));
+    const uint2 v = make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+    const int a = (a0 + i * s) & 7;
+    uint8_t *word0 = p.row + (f0 + i * p.k - a);  // the row's aligned word 0
+    if (ch != 0 || a == 0) *reinterpret_cast<uint2 *>(word0 + 8 * ch) = v;
+    const uint32_t x = __shfl_sync(0xFFFFFFFFu, v.x, 0, 16), y = __shfl_sync(0xFFFFFFFFu, v.y, 0, 16);
+    if (a != 0 && ch < 8) word0[(ch < a ? kTile : 0) + ch] = (uint8_t)((ch < 4 ? x : y) >> (8 * (ch & 3)));
+  }
+}
+
 // One tile (tr, tc): the thread's 8×8 values come from the prefetched stage
 // (full tiles) or straight from global memory with zeros outside the tensor.
 template <typename T, bool ROW, bool COL, bool TWO_D>
@@ -249,6 +330,9 @@ __device__ __forceinline__ void block_tile(const BlockParams &p, int64_t tr, int
     bool last_c = c0 + kTile >= p.k, last_r = r0 + kTile >= p.m;
     if (ROW) zero_pad(p.row_s, TWO_D ? (last_c ? tr : -1) : (last_r ? tc : -1));
     if (COL) zero_pad(p.col_s, TWO_D ? (last_r ? tc : -1) : (last_c ? tr : -1));
+  }
+  if constexpr (TWO_D && ROW && !COL && sizeof(T) == 2) {
+    if (full && p.row_flat) return flat_tile_2d<T>(p, tr, tc, stage, sh);
   }
   const int g = threadIdx.x / 16, ch = threadIdx.x % 16;
   const int64_t gc = c0 + 8 * ch;
@@ -1118,6 +1202,7 @@ int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t,
   p->vec = row_load_mode(a->input.data, k, in_size(t));
   p->row_vec = rd.data != nullptr && (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0 && k % 8 == 0;
   p->col_vec = cd.data != nullptr && aligned16(cd.data) && m % 16 == 0;
+  p->row_flat = p->vec == kRowsShifted && rd.data != nullptr && (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0;
   return QUANT_OK;
 }
 
