@@ -27,5 +27,5 @@ for arg in "$@"; do
   ncu --import $rep.ncu-rep --page details >> $OUT/ncu_src_$i.txt 2>&1
   xz -c /tmp/ncu_src_$i.csv > $OUT/ncu_src_$i.csv.xz
   shape=$(echo "$spec" | awk '{print $3}')
-  python3 bench/ncu_source_summary.py /tmp/ncu_src_$i.csv --elements $((${shape%x*} * ${shape#*x})) | tee -a $OUT/ncu_src_$i.txt
+  python3 bench/ncu_source_summary.py /tmp/ncu_src_$i.csv --elements $((${shape//x/*})) | tee -a $OUT/ncu_src_$i.txt
 done
