@@ -1022,6 +1022,17 @@ __device__ __forceinline__ void keep_nibbles(uint32_t (&w)[W], int64_t nv) {
 // Warp-wide max of unsigned values.
 __device__ __forceinline__ uint32_t warp_max(uint32_t v) { return __reduce_max_sync(0xFFFFFFFFu, v); }
 
+// Tile t (t < 2^31, which every launch checks) of a tensor with tiles_c
+// tiles per row: its tile row *tr and column *tc by one 32-bit division. The
+// int64 division compiles to a 64-bit routine issued per tile: in the MXFP8
+// grouped kernel, whose tensor changes between tiles, about 2 of its 25 warp
+// instructions per 32 elements (bench/RESULTS.md, the MoE batch's ncu).
+__device__ __forceinline__ void tile_rc(int64_t t, int64_t tiles_c, int64_t *tr, int64_t *tc) {
+  const uint32_t n = (uint32_t)tiles_c, q = (uint32_t)t / n;
+  *tr = q;
+  *tc = (uint32_t)t - q * n;
+}
+
 // The GEMM-swizzled position of compact scale (i, j) (swizzle.Index, spec §4.7).
 __device__ __forceinline__ int64_t swizzle_index(int64_t i, int64_t j, int64_t cols) {
   return ((i / 128) * (cols / 4) + j / 4) * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4;

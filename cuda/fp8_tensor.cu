@@ -287,7 +287,9 @@ template <typename T, Fp8 F, bool ROW, bool AMAX, bool RAGGED = false>
 __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, float scale, int64_t tile, int vec_ok) {
   const T *x = (const T *)p.in;
   int64_t tiles_c = (p.k + kRT - 1) / kRT;
-  int64_t r0 = (tile / tiles_c) * kRT, c0 = (tile % tiles_c) * kRT;
+  int64_t r0, c0;
+  tile_rc(tile, tiles_c, &r0, &c0);
+  r0 *= kRT, c0 *= kRT;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int64_t gr = r0 + 64 * (warp & 1) + 4 * (lane >> 1), gc = c0 + 32 * (warp >> 1) + 16 * (lane & 1);
   uint32_t m = 0;

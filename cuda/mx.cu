@@ -406,6 +406,21 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   constexpr bool kStagePre = kFlat && !G::kGroup && ROW && COL;
   bool pre = false;
   int buf = 0;
+  // The first row and column of local tile lt: by one 32-bit division
+  // (tile_rc) where the tensor changes between tiles (a group) or the
+  // instance is EDGE (H200, mxfp8: the MoE batch's columnwise 0.102 -> 0.095
+  // ms and both 0.168 -> 0.163, 8191² both 0.138 -> 0.128); the aligned
+  // single-tensor instance keeps the int64 division (8192² both: 0.076 ms
+  // with it, 0.077-0.078 with tile_rc; bench/RESULTS.md, 2026-11-29 09:55
+  // section, call 5).
+  auto rc_of = [&](int64_t lt, int64_t tiles_c, int64_t *r0, int64_t *c0) {
+    if constexpr (G::kGroup || EDGE) {
+      tile_rc(lt, tiles_c, r0, c0);
+      *r0 *= kTileR, *c0 *= kTileC;
+    } else {
+      *r0 = (lt / tiles_c) * kTileR, *c0 = (lt % tiles_c) * kTileC;
+    }
+  };
   // Loads tile `tile` into next where its tensor's rows are vector-loadable
   // (the same test the tile's own pass makes before it reads next).
   auto prefetch = [&](int64_t tile) {
@@ -413,7 +428,9 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
     const MxParams &q = grp.locate_from(tile, &nxt, &lt);
     if (EDGE && q.vec != kRowsAligned) return;
     const int64_t qtc = (q.k + kTileC - 1) / kTileC;
-    int64_t r0 = (lt / qtc) * kTileR, gc = (lt % qtc) * kTileC + 8 * lane;
+    int64_t r0, gc;
+    rc_of(lt, qtc, &r0, &gc);
+    gc += 8 * lane;
     const T *qx = (const T *)q.in;
     if (EDGE ? gc + 8 <= q.k : gc < q.k) {
 #pragma unroll
@@ -454,7 +471,8 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   const T *x = (const T *)p.in;
   const int64_t tiles_c = (p.k + kTileC - 1) / kTileC;
   const bool vec = !EDGE || p.vec == kRowsAligned;
-  int64_t r0 = (lt / tiles_c) * kTileR, c0 = (lt % tiles_c) * kTileC;
+  int64_t r0, c0;
+  rc_of(lt, tiles_c, &r0, &c0);
   int64_t gc = c0 + 8 * lane;
   bool valid = gc < p.k;  // some of this thread's 8 columns are inside the tensor
   const bool full = !EDGE || gc + 8 <= p.k;
@@ -515,7 +533,9 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
       bool next_pre = false;
       if constexpr (kStagePre) {
         if (tile + step < end) {
-          const int64_t nt = tile + step, qr0 = (nt / tiles_c) * kTileR, qc0 = (nt % tiles_c) * kTileC;
+          int64_t qr0, qc0;
+          tile_rc(tile + step, tiles_c, &qr0, &qc0);
+          qr0 *= kTileR, qc0 *= kTileC;
           if (interior(p, qr0, qc0)) {
             stage_rows4(stage[cb ^ 1][warp], x + (qr0 + warp) * p.k + qc0, 16 * p.k, lane);
             cp_async_commit();
