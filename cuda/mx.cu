@@ -585,6 +585,15 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   }
   if (kAhead && tile + step < end) prefetch(tile + step);
   if (ROW) {
+    // The scale of the lane's block in row row_of(r0, i) at rs + i·rstep:
+    // the tile's rows lie in one 32-row group (swizzled, rows 1 apart are 16
+    // entries apart) and rowwise scales are never j-major. One index per
+    // tile, not one per row: each ScaleOut::index read the layout's fields
+    // again, and in a group (whose tensor changes between tiles) every read
+    // is a load from the parameter block (bench/RESULTS.md, the MoE batch's
+    // ncu, 2026-11-29 09:55 section).
+    uint8_t *const rs = p.row_s.buf + p.row_s.index(row_of(r0, 0), gc / 32);
+    const int64_t rstep = (kSpread ? 8 : 1) * (p.row_s.swizzled ? 16 : p.row_s.pad_j);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       int64_t r = row_of(r0, i);
@@ -619,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
         if (valid && row_in(i)) {
           if (EL == kE2M1) *reinterpret_cast<uint32_t *>(p.row + (r * p.k + gc) / 2) = q.x;
           else *reinterpret_cast<uint2 *>(p.row + r * p.k + gc) = q;
-          if ((lane & 3) == 0) p.row_s.buf[p.row_s.index(r, gc / 32)] = (uint8_t)e8;
+          if ((lane & 3) == 0) rs[i * rstep] = (uint8_t)e8;
         }
       } else {
         const bool rin = r < p.m;
@@ -630,7 +639,7 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
             keep_nibbles(w1, ncols);
             store_bytes(p.row + r * p.row_pitch + gc / 2, w1, p.row_pitch - gc / 2);
           }
-          if ((lane & 3) == 0) p.row_s.buf[p.row_s.index(r, gc / 32)] = (uint8_t)e8;
+          if ((lane & 3) == 0) rs[i * rstep] = (uint8_t)e8;
         }
       }
     }
