@@ -262,8 +262,9 @@ __device__ __forceinline__ void flat_pick(const uint4 &u, const uint4 &t, uint32
 // g = 2w and 2w + 1) are 8 apart, 16·K bytes, so a is uniform over the warp
 // and its switch (flat_pick) one branch for all lanes. The tile kernel's
 // shifted path (load_piece's funnel shifts and store_run8_full's runs) issued
-// twice the aligned instructions here (bench/RESULTS.md, 8191²: 0.115 ms
-// against 0.056 at 8192²).
+// about twice the aligned instructions here (H200, 8191²: 0.113 ms against
+// 0.056 at 8192²; this path 0.108, 13.5 warp instructions per 32 elements,
+// latency-bound: bench/RESULTS.md, 2026-11-29 09:55 section, call 2).
 template <typename T>
 __device__ __forceinline__ void flat_tile_2d(const BlockParams &p, int64_t tr, int64_t tc, const T *stage, BlockShared &sh) {
   const int64_t r0 = tr * kTile, c0 = tc * kTile;

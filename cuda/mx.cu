@@ -410,9 +410,10 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   // (tile_rc) where the tensor changes between tiles (a group) or the
   // instance is EDGE (H200, mxfp8: the MoE batch's columnwise 0.102 -> 0.095
   // ms and both 0.168 -> 0.163, 8191² both 0.138 -> 0.128); the aligned
-  // single-tensor instance keeps the int64 division (8192² both: 0.076 ms
-  // with it, 0.077-0.078 with tile_rc; bench/RESULTS.md, 2026-11-29 09:55
-  // section, call 5).
+  // single-tensor instance keeps the int64 division, as measured (8192² both
+  // 0.076 ms with it against 0.077-0.078 with tile_rc in one run, a
+  // difference that later runs of the unchanged instance, 0.078, put within
+  // the noise; bench/RESULTS.md, 2026-11-29 09:55 section, calls 5-8).
   auto rc_of = [&](int64_t lt, int64_t tiles_c, int64_t *r0, int64_t *c0) {
     if constexpr (G::kGroup || EDGE) {
       tile_rc(lt, tiles_c, r0, c0);
@@ -534,8 +535,7 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
       if constexpr (kStagePre) {
         if (tile + step < end) {
           int64_t qr0, qc0;
-          tile_rc(tile + step, tiles_c, &qr0, &qc0);
-          qr0 *= kTileR, qc0 *= kTileC;
+          rc_of(tile + step, tiles_c, &qr0, &qc0);
           if (interior(p, qr0, qc0)) {
             stage_rows4(stage[cb ^ 1][warp], x + (qr0 + warp) * p.k + qc0, 16 * p.k, lane);
             cp_async_commit();
