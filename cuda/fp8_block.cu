@@ -614,6 +614,17 @@ __global__ void __launch_bounds__(kThreads, min_blocks<T>()) fp8_block_kernel(co
   }
 }
 
+// One CTA per tile (the hardware hands tiles to free CTA slots) rather than
+// the resident grid: for a tensor of few rounds (below), and for 16-bit rows
+// at an odd offset, whose edge tiles (loaded without the stage) cost about 4
+// full tiles each, so that the resident grid's CTAs holding one finished
+// last (H200, 8191², 128x128 rowwise: bench/RESULTS.md, 2026-11-29 09:55
+// section, call 2). Groups keep the persistent grid (tile lookups).
+inline bool one_cta_per_tile(const OneTensor &one, int64_t ntiles, int resident) {
+  return ntiles <= 8 * (int64_t)resident || one.p.vec == kRowsShifted;
+}
+inline bool one_cta_per_tile(const TensorGroup &, int64_t, int) { return false; }
+
 template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
 int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_error *err) {
   auto kern = fp8_block_kernel<T, ROW, COL, TWO_D, G>;
@@ -640,7 +651,7 @@ int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_err
   // 79 / 75 / 78 %; 4096×8192 85 / 82 / 82 -> 88 / 84 / 86; 8192² unchanged;
   // bench/RESULTS.md). Groups keep the persistent grid (tile lookups).
   unsigned g = (unsigned)(ntiles < resident ? ntiles : resident);
-  if (std::is_same<G, OneTensor>::value && ntiles <= 8 * (int64_t)resident) g = (unsigned)ntiles;
+  if (one_cta_per_tile(grp, ntiles, resident)) g = (unsigned)ntiles;
   kern<<<g, kThreads, smem, s>>>(grp);
   LQ_LAUNCHED("fp8_block quantize kernel launch");
   return QUANT_OK;
