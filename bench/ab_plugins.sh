@@ -6,12 +6,16 @@
 #
 # Expects build/ab/common.tar.xz (the objects every variant shares),
 # build/ab/<V>.tar.xz (each variant's own objects), build/final/libquant.so.xz
-# and build/final/gputest.test.xz. Runs the GPU tests matching RUN against
+# and build/final/gputest.test.xz (FINAL=folder: another folder). Runs the GPU tests matching RUN against
 # each plugin named in TEST_VARIANT (if RUN is set; one log per variant,
 # gputest_<V>.log), then BENCH's gpu_quantize.py
 # arguments (if set) for every variant in turn, ROUNDS times (default 2),
 # each row labelled with its variant, then EXTRA's arguments once against
 # the first TEST_VARIANT's plugin (if set). Logs under $OUT.
+# A variant may name a base variant, BASE_<V>=<W>: it links W's objects but
+# those its own archive replaces (to A/B one object against a whole set
+# without carrying the set twice). RUN_<V>, if set, replaces RUN for that
+# variant's tests, BENCH_<V> BENCH for its bench runs.
 # RUN is Go's -test.run: it splits at a top-level '|' before '/', so name
 # the subtest level in every alternative ('TestA/mxfp4|TestB/mxfp4'; in
 # 'TestA|TestB/mxfp4' all of TestA runs).
@@ -21,21 +25,27 @@ W=/tmp/ab
 log() { echo "== $(date -u +%T) [${SECONDS}s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 mkdir -p $W
-xz -dc build/final/libquant.so.xz > $W/libquant.so
-xz -dc build/final/gputest.test.xz > $W/gputest.test && chmod +x $W/gputest.test
+xz -dc ${FINAL:-build/final}/libquant.so.xz > $W/libquant.so
+xz -dc ${FINAL:-build/final}/gputest.test.xz > $W/gputest.test && chmod +x $W/gputest.test
 for v in common $VARIANTS; do mkdir -p $W/obj_$v && tar -xJf build/ab/$v.tar.xz -C $W/obj_$v; done
 for v in $VARIANTS; do
   mkdir -p $W/$v && cp $W/libquant.so $W/$v/
+  objs="$W/obj_common/*.o $W/obj_$v/*.o"
+  base=$(eval echo \${BASE_$v:-})
+  if [ -n "$base" ]; then
+    for o in $W/obj_$base/*.o; do [ -f $W/obj_$v/$(basename $o) ] || objs="$objs $o"; done
+  fi
   nvcc -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 -shared -cudart static \
-    -Xlinker --version-script=$PWD/cuda/libquant_cuda.map -o $W/$v/libquant_cuda.so $W/obj_common/*.o $W/obj_$v/*.o \
+    -Xlinker --version-script=$PWD/cuda/libquant_cuda.map -o $W/$v/libquant_cuda.so $objs \
     -L/usr/local/cuda/lib64 -lcublasLt -Xlinker -rpath,/usr/local/cuda/lib64 || { echo "link $v failed"; exit 1; }
   log "linked $v"
 done
 if [ -n "${RUN:-}" ]; then
   for tv in ${TEST_VARIANT}; do
-    log "gputest $tv ${RUN}"
+    run=$(eval echo "\"\${RUN_$tv:-\$RUN}\"")
+    log "gputest $tv ${run}"
     LIBQUANT_CUDA_PLUGIN=$W/$tv/libquant_cuda.so LIBQUANT_LIBRARY=$W/$tv/libquant.so \
-      timeout ${TEST_TIMEOUT:-300} $W/gputest.test -test.count=1 -test.v -test.run "$RUN" > $OUT/gputest_$tv.log 2>&1
+      timeout ${TEST_TIMEOUT:-300} $W/gputest.test -test.count=1 -test.v -test.run "$run" > $OUT/gputest_$tv.log 2>&1
     echo "gputest $tv rc=$?"
     echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest_$tv.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest_$tv.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest_$tv.log)"
     grep -E '^\s*--- FAIL' $OUT/gputest_$tv.log | head -10; tail -2 $OUT/gputest_$tv.log
@@ -45,7 +55,8 @@ if [ -n "${BENCH:-}" ]; then
   for round in $(seq 1 ${ROUNDS:-2}); do
     for v in $VARIANTS; do
       log "bench round $round $v"; mkdir -p $W/q_${v}_$round
-      eval "timeout ${BENCH_TIMEOUT:-200} python3 bench/gpu_quantize.py --lib $W/$v/libquant.so --label $v --out $W/q_${v}_$round $BENCH" \
+      bench=$(eval echo "\"\${BENCH_$v:-\$BENCH}\"")
+      eval "timeout ${BENCH_TIMEOUT:-200} python3 bench/gpu_quantize.py --lib $W/$v/libquant.so --label $v --out $W/q_${v}_$round $bench" \
         > $OUT/q_${v}_$round.log 2>&1
       echo "rc=$?"; grep -E "exact=|MoE|copy|host|launch" $OUT/q_${v}_$round.log | cut -c1-200
     done

@@ -17,6 +17,7 @@
 
 #include "e2m1.h"
 #include "e8m0.h"
+#include "launch.cuh"
 #include "quant_plugin.h"
 
 namespace lq {
@@ -1068,6 +1069,7 @@ inline int grid_cap() {
 constexpr int kTB = 64, kTBPitch = 68;
 template <typename Byte>
 __global__ void __launch_bounds__(256) transpose_bytes_kernel(const Byte *__restrict__ src, Byte *__restrict__ dst, int64_t m, int64_t k) {
+  pdl_wait();
   __shared__ Byte t[kTB][kTBPitch];
   const int64_t tiles_k = (k + kTB - 1) / kTB;
   const int64_t k0 = (int64_t)(blockIdx.x % tiles_k) * kTB, m0 = (int64_t)(blockIdx.x / tiles_k) * kTB;
@@ -1100,7 +1102,7 @@ int32_t transpose_bytes(const Byte *src, Byte *dst, int64_t m, int64_t k, cudaSt
   const int64_t tiles = ((m + kTB - 1) / kTB) * ((k + kTB - 1) / kTB);
   if (tiles == 0) return QUANT_OK;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "byte transpose: [%lld, %lld] has too many tiles", (long long)m, (long long)k);
-  transpose_bytes_kernel<Byte><<<(unsigned)tiles, dim3(32, 8), 0, s>>>(src, dst, m, k);
+  launch_kernel(transpose_bytes_kernel<Byte>, (unsigned)tiles, dim3(32, 8), 0, s, src, dst, m, k);
   LQ_LAUNCHED("byte transpose kernel launch");
   return QUANT_OK;
 }
@@ -1260,6 +1262,7 @@ __device__ __forceinline__ void cta_max_atomic(uint32_t v, uint32_t *out) {
 
 template <typename T, typename G>
 __global__ void __launch_bounds__(kAmaxThreads) units_amax_kernel(const __grid_constant__ G g) {
+  pdl_wait();
   int64_t local;
   const AmaxItem &it = g.locate(blockIdx.x, &local);
   const int64_t lo = local * kAmaxUnitElems, hi = lo + kAmaxUnitElems < it.n ? lo + kAmaxUnitElems : it.n;
@@ -1269,6 +1272,7 @@ __global__ void __launch_bounds__(kAmaxThreads) units_amax_kernel(const __grid_c
 // Zeroes every item's *out (before units_amax_kernel); one thread per item.
 template <typename G>
 __global__ void units_zero_kernel(const __grid_constant__ G g) {
+  pdl_wait();
   for (int i = threadIdx.x; i < g.size(); i += blockDim.x) *g.tensor(i).out = 0;
 }
 

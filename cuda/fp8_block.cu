@@ -562,6 +562,7 @@ __device__ __forceinline__ int64_t tiles_c_of(const BlockParams &p) { return (p.
 // CTAs per SM and left the memory idle while it computed: 48-59 % of copy).
 template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
 __global__ void __launch_bounds__(kThreads, min_blocks<T>()) fp8_block_kernel(const __grid_constant__ G grp) {
+  pdl_wait();
   extern __shared__ __align__(16) uint8_t smem[];
   T *stages = reinterpret_cast<T *>(smem);
   BlockShared &sh = *reinterpret_cast<BlockShared *>(smem + kStages * stage_bytes<T>());
@@ -618,8 +619,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<T>()) fp8_block_kernel(co
 // the resident grid: for a tensor of few rounds (below), and for 16-bit rows
 // at an odd offset, whose edge tiles (loaded without the stage) cost about 4
 // full tiles each, so that the resident grid's CTAs holding one finished
-// last (H200, 8191², 128x128 rowwise: bench/RESULTS.md, 2026-11-29 09:55
-// section, call 2). Groups keep the persistent grid (tile lookups).
+// last (H200, 8191², 128x128 rowwise: 0.108 ms on the resident grid, 0.075
+// one CTA per tile; bench/RESULTS.md, 2026-11-29 11:20 section, call 1).
+// Groups keep the persistent grid (tile lookups).
 inline bool one_cta_per_tile(const OneTensor &one, int64_t ntiles, int resident) {
   return ntiles <= 8 * (int64_t)resident || one.p.vec == kRowsShifted;
 }
@@ -652,7 +654,7 @@ int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_err
   // bench/RESULTS.md). Groups keep the persistent grid (tile lookups).
   unsigned g = (unsigned)(ntiles < resident ? ntiles : resident);
   if (one_cta_per_tile(grp, ntiles, resident)) g = (unsigned)ntiles;
-  kern<<<g, kThreads, smem, s>>>(grp);
+  launch_kernel(kern, g, kThreads, smem, s, grp);
   LQ_LAUNCHED("fp8_block quantize kernel launch");
   return QUANT_OK;
 }
@@ -706,6 +708,7 @@ int32_t launch_typed(InType t, const G &grp, bool row, bool col, bool two_d, int
 // ahead, instead of kStripDepth chunks of loads held in registers.
 template <typename T, int H, bool ROW, bool TWO_D, bool SHIFTED>
 __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __grid_constant__ BlockParams p, int strips, int64_t seg_rows) {
+  pdl_wait();
   constexpr int NB = H == 1 ? 2 : 1;  // T buffers per half
   constexpr int NW = kThreads / 32;   // warps per half
   __shared__ __align__(16) uint32_t tw[H * NB][kSW * kStripRowWords];
@@ -956,7 +959,7 @@ void launch_strip_t(const BlockParams &p, cudaStream_t s) {
   }();
   int64_t strips, segs, seg_rows;
   strip_grid(p.m, p.k, per_sm, &strips, &segs, &seg_rows, kSW * H);
-  fp8_block_strip_kernel<T, H, ROW, TWO_D, SHIFTED><<<(unsigned)(strips * segs), kThreads * H, smem, s>>>(p, (int)strips, seg_rows);
+  launch_kernel(fp8_block_strip_kernel<T, H, ROW, TWO_D, SHIFTED>, (unsigned)(strips * segs), kThreads * H, smem, s, p, (int)strips, seg_rows);
 }
 
 // Columnwise 1×128 alone in strips of 64 columns; with rowwise data or
@@ -1028,6 +1031,7 @@ __host__ __device__ constexpr int row_min_blocks() { return sizeof(T) == 2 ? 4 :
 
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads, row_min_blocks<T>()) fp8_block_rows_kernel(const __grid_constant__ RowParams p) {
+  pdl_wait();
   constexpr uint32_t kAll = 0xFFFFFFFFu;
   const int lane = threadIdx.x & 31, g = lane >> 3, i = lane & 7;
   static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
@@ -1100,7 +1104,7 @@ int32_t launch_rows(InType t, const BlockParams &bp, cudaStream_t st, bool *done
   const int res = t == InType::F32 ? rows_resident<float>() : t == InType::BF16 ? rows_resident<__nv_bfloat16>() : rows_resident<__half>();
   if (res == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the rowwise kernel does not fit this GPU");
   const int64_t ctas = flat_rows_plan(p, res, kRowThreads, (ceil_div(p.k, (int64_t)kTile) + 3) / 4);
-  kern<<<(unsigned)ctas, kRowThreads, 0, st>>>(p);
+  launch_kernel(kern, (unsigned)ctas, kRowThreads, 0, st, p);
   LQ_LAUNCHED("fp8_block rowwise kernel launch");
   *done = true;
   return QUANT_OK;
@@ -1155,6 +1159,7 @@ int32_t zero_scale_padding(const BlockDir &d, cudaStream_t s, quant_plugin_error
 
 template <typename O>
 __global__ void block_dequantize_kernel(const uint8_t *__restrict__ q, BlockScales sc, O *out, int64_t m, int64_t k, int colwise) {
+  pdl_wait();
   int64_t n = m * k, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t r = idx / k, c = idx % k;
@@ -1166,6 +1171,7 @@ __global__ void block_dequantize_kernel(const uint8_t *__restrict__ q, BlockScal
 }
 
 __global__ void transpose_scales(const float *__restrict__ src, int64_t src_stride, float *dst, int64_t dst_stride, int64_t mb, int64_t kb) {
+  pdl_wait();
   int64_t n = mb * kb, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t i = idx / kb, j = idx % kb;
@@ -1311,11 +1317,11 @@ extern "C" int32_t lq_block_dequantize(const quant_plugin_dequantize_args *a, qu
   if (blocks > grid_cap()) blocks = grid_cap();
   unsigned g = (unsigned)blocks;
   switch (ot) {
-    case InType::F32: block_dequantize_kernel<float><<<g, 256, 0, s>>>(d.data, d.s, (float *)a->out.data, a->m, a->k, colwise); break;
+    case InType::F32: launch_kernel(block_dequantize_kernel<float>, g, 256, 0, s, d.data, d.s, (float *)a->out.data, a->m, a->k, colwise); break;
     case InType::BF16:
-      block_dequantize_kernel<__nv_bfloat16><<<g, 256, 0, s>>>(d.data, d.s, (__nv_bfloat16 *)a->out.data, a->m, a->k, colwise);
+      launch_kernel(block_dequantize_kernel<__nv_bfloat16>, g, 256, 0, s, d.data, d.s, (__nv_bfloat16 *)a->out.data, a->m, a->k, colwise);
       break;
-    case InType::F16: block_dequantize_kernel<__half><<<g, 256, 0, s>>>(d.data, d.s, (__half *)a->out.data, a->m, a->k, colwise); break;
+    case InType::F16: launch_kernel(block_dequantize_kernel<__half>, g, 256, 0, s, d.data, d.s, (__half *)a->out.data, a->m, a->k, colwise); break;
   }
   LQ_LAUNCHED("fp8_block dequantize kernel launch");
   return QUANT_OK;
@@ -1336,7 +1342,7 @@ extern "C" int32_t lq_block_derive(const quant_plugin_derive_args *a, quant_plug
   if (mb * kb > 0) {
     int64_t blocks = ceil_div(mb * kb, 256);
     if (blocks > grid_cap()) blocks = grid_cap();
-    transpose_scales<<<(unsigned)blocks, 256, 0, s>>>(from.s.buf, from.s.stride, to.s.buf, to.s.stride, mb, kb);
+    launch_kernel(transpose_scales, (unsigned)blocks, 256, 0, s, from.s.buf, from.s.stride, to.s.buf, to.s.stride, mb, kb);
     LQ_LAUNCHED("fp8_block scale transpose kernel launch");
   }
   return QUANT_OK;

@@ -89,6 +89,7 @@ __device__ __forceinline__ void block_max_store(uint32_t v, uint32_t *out) {
 // elements on the raw words.
 template <typename T, bool VEC, bool ONE>
 __global__ void __launch_bounds__(kThreads) amax_kernel(const T *__restrict__ x, int64_t n, uint32_t *out) {
+  pdl_wait();
   float m = 0.0f;
   uint32_t m2 = 0;  // 16-bit inputs: packed magnitudes
   int64_t groups = n / 8;
@@ -148,12 +149,12 @@ int32_t launch_amax(const void *x, int64_t n, uint32_t *out, cudaStream_t s, qua
   if (blocks < 1) blocks = 1;
   if (blocks == 1) {
     // One CTA stores the amax: no memset of *out first (one launch, not two).
-    if (aligned16(x)) amax_kernel<T, true, true><<<1, kThreads, 0, s>>>((const T *)x, n, out);
-    else amax_kernel<T, false, true><<<1, kThreads, 0, s>>>((const T *)x, n, out);
+    if (aligned16(x)) launch_kernel(amax_kernel<T, true, true>, 1, kThreads, 0, s, (const T *)x, n, out);
+    else launch_kernel(amax_kernel<T, false, true>, 1, kThreads, 0, s, (const T *)x, n, out);
   } else {
     LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the amax");
-    if (aligned16(x)) amax_kernel<T, true, false><<<(unsigned)blocks, kThreads, 0, s>>>((const T *)x, n, out);
-    else amax_kernel<T, false, false><<<(unsigned)blocks, kThreads, 0, s>>>((const T *)x, n, out);
+    if (aligned16(x)) launch_kernel(amax_kernel<T, true, false>, (unsigned)blocks, kThreads, 0, s, (const T *)x, n, out);
+    else launch_kernel(amax_kernel<T, false, false>, (unsigned)blocks, kThreads, 0, s, (const T *)x, n, out);
   }
   LQ_LAUNCHED("amax kernel launch");
   return QUANT_OK;
@@ -253,6 +254,7 @@ __device__ __forceinline__ uint32_t cast4(const float *u, float scale, uint32_t 
 // Rowwise only: a flat pass over m·k elements, 8 per step.
 template <typename T, Fp8 F, bool VEC, bool AMAX>
 __global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
+  pdl_wait();
   float scale = cast_scale(p);
   write_scalars(p, scale);
   uint32_t m = cast_flat_range<T, F, VEC, AMAX>(p, scale, (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
@@ -441,6 +443,7 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
 
 template <typename T, Fp8 F, bool ROW, bool AMAX, bool RAGGED>
 __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, int vec_ok) {
+  pdl_wait();
   float scale = cast_scale(p);
   write_scalars(p, scale);
   uint32_t m = cast_transpose_tile<T, F, ROW, AMAX, RAGGED>(p, scale, blockIdx.x, vec_ok);
@@ -485,6 +488,7 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
 // held in registers.
 template <typename T, Fp8 F, bool ROW, bool AMAX, bool SHIFTED>
 __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int strips, int64_t seg_rows) {
+  pdl_wait();
   // Two T buffers: chunk n is written into tw[n & 1] while slower warps
   // still store chunk n − 1 from the other, so one barrier per chunk.
   __shared__ __align__(16) uint32_t tw[2][kSW * kStripRowWords];
@@ -620,7 +624,7 @@ void launch_strip_inst(const CastParams &p, cudaStream_t s) {
   }();
   int64_t strips, segs, seg_rows;
   strip_grid(p.m, p.k, per_sm, &strips, &segs, &seg_rows);
-  cast_strip_kernel<T, F, ROW, AMAX, SHIFTED><<<(unsigned)(strips * segs), kThreads, smem, s>>>(p, (int)strips, seg_rows);
+  launch_kernel(cast_strip_kernel<T, F, ROW, AMAX, SHIFTED>, (unsigned)(strips * segs), kThreads, smem, s, p, (int)strips, seg_rows);
 }
 
 template <typename T, Fp8 F>
@@ -651,6 +655,7 @@ constexpr int64_t kSmallN = 65536;
 
 template <typename T, Fp8 F, bool ROW, bool COL>
 __global__ void __launch_bounds__(kThreads) fp8_small_kernel(CastParams p, int vec_in, int vec_ok) {
+  pdl_wait();
   __shared__ uint32_t red[kThreads / 32];
   const T *x = (const T *)p.in;
   int64_t n = p.m * p.k, groups = n / 8;
@@ -708,11 +713,11 @@ int32_t launch_small(const CastParams &p, cudaStream_t s, quant_plugin_error *er
   int vec_in = aligned16(p.in);
   if (p.col != nullptr) {
     int vec_ok = transpose_vec_ok(p);
-    if (p.row != nullptr) fp8_small_kernel<T, F, true, true><<<1, kThreads, 0, s>>>(p, vec_in, vec_ok);
-    else fp8_small_kernel<T, F, false, true><<<1, kThreads, 0, s>>>(p, vec_in, vec_ok);
+    if (p.row != nullptr) launch_kernel(fp8_small_kernel<T, F, true, true>, 1, kThreads, 0, s, p, vec_in, vec_ok);
+    else launch_kernel(fp8_small_kernel<T, F, false, true>, 1, kThreads, 0, s, p, vec_in, vec_ok);
   } else {
     int vec_ok = vec_in && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
-    fp8_small_kernel<T, F, true, false><<<1, kThreads, 0, s>>>(p, vec_in, vec_ok);
+    launch_kernel(fp8_small_kernel<T, F, true, false>, 1, kThreads, 0, s, p, vec_in, vec_ok);
   }
   LQ_LAUNCHED("fp8 small-tensor quantize kernel launch");
   return QUANT_OK;
@@ -722,11 +727,11 @@ template <typename T, Fp8 F, bool RAGGED>
 void launch_cast_transpose(const CastParams &p, unsigned g, cudaStream_t s) {
   const int vec_ok = transpose_vec_ok(p);
   if (p.row != nullptr) {
-    if (p.delayed) cast_transpose_kernel<T, F, true, true, RAGGED><<<g, kThreads, 0, s>>>(p, vec_ok);
-    else cast_transpose_kernel<T, F, true, false, RAGGED><<<g, kThreads, 0, s>>>(p, vec_ok);
+    if (p.delayed) launch_kernel(cast_transpose_kernel<T, F, true, true, RAGGED>, g, kThreads, 0, s, p, vec_ok);
+    else launch_kernel(cast_transpose_kernel<T, F, true, false, RAGGED>, g, kThreads, 0, s, p, vec_ok);
   } else if constexpr (!RAGGED) {
-    if (p.delayed) cast_transpose_kernel<T, F, false, true, false><<<g, kThreads, 0, s>>>(p, vec_ok);
-    else cast_transpose_kernel<T, F, false, false, false><<<g, kThreads, 0, s>>>(p, vec_ok);
+    if (p.delayed) launch_kernel(cast_transpose_kernel<T, F, false, true, false>, g, kThreads, 0, s, p, vec_ok);
+    else launch_kernel(cast_transpose_kernel<T, F, false, false, false>, g, kThreads, 0, s, p, vec_ok);
   }
 }
 
@@ -739,11 +744,11 @@ void launch_flat(const CastParams &p, cudaStream_t s) {
   int64_t blocks = ceil_div(n / 8 > 0 ? n / 8 : 1, kThreads);
   if (blocks > grid_cap()) blocks = grid_cap();
   if (vec) {
-    if (p.delayed) cast_flat_kernel<T, F, true, true><<<(unsigned)blocks, kThreads, 0, s>>>(p);
-    else cast_flat_kernel<T, F, true, false><<<(unsigned)blocks, kThreads, 0, s>>>(p);
+    if (p.delayed) launch_kernel(cast_flat_kernel<T, F, true, true>, (unsigned)blocks, kThreads, 0, s, p);
+    else launch_kernel(cast_flat_kernel<T, F, true, false>, (unsigned)blocks, kThreads, 0, s, p);
   } else {
-    if (p.delayed) cast_flat_kernel<T, F, false, true><<<(unsigned)blocks, kThreads, 0, s>>>(p);
-    else cast_flat_kernel<T, F, false, false><<<(unsigned)blocks, kThreads, 0, s>>>(p);
+    if (p.delayed) launch_kernel(cast_flat_kernel<T, F, false, true>, (unsigned)blocks, kThreads, 0, s, p);
+    else launch_kernel(cast_flat_kernel<T, F, false, false>, (unsigned)blocks, kThreads, 0, s, p);
   }
 }
 
@@ -826,6 +831,7 @@ struct Fp8Group {
 };
 
 __global__ void group_zero_kernel(const __grid_constant__ Fp8Group g) {
+  pdl_wait();
   int i = threadIdx.x;
   if (i < g.count) {
     if (g.t[i].amax_accum) *g.t[i].amax_accum = 0;
@@ -835,6 +841,7 @@ __global__ void group_zero_kernel(const __grid_constant__ Fp8Group g) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) group_amax_kernel(const __grid_constant__ Fp8Group g) {
+  pdl_wait();
   int64_t local;
   const CastParams &p = g.t[g.locate(g.amax_first, blockIdx.x, &local)];
   const T *x = (const T *)p.in;
@@ -857,6 +864,7 @@ __global__ void __launch_bounds__(kThreads) group_amax_kernel(const __grid_const
 
 template <typename T, Fp8 F, bool ROW, bool COL, bool AMAX>
 __global__ void __launch_bounds__(kThreads) group_cast_kernel(const __grid_constant__ Fp8Group g) {
+  pdl_wait();
   int64_t local;
   const CastParams &p = g.t[g.locate(g.cast_first, blockIdx.x, &local)];
   float scale = cast_scale(p);
@@ -889,16 +897,16 @@ __global__ void __launch_bounds__(kThreads) group_cast_kernel(const __grid_const
 template <typename T, Fp8 F, bool ROW, bool COL>
 void launch_group_cast(const Fp8Group &g, bool amax, cudaStream_t s) {
   unsigned n = (unsigned)g.cast_first[g.count];
-  if (amax) group_cast_kernel<T, F, ROW, COL, true><<<n, kThreads, 0, s>>>(g);
-  else group_cast_kernel<T, F, ROW, COL, false><<<n, kThreads, 0, s>>>(g);
+  if (amax) launch_kernel(group_cast_kernel<T, F, ROW, COL, true>, n, kThreads, 0, s, g);
+  else launch_kernel(group_cast_kernel<T, F, ROW, COL, false>, n, kThreads, 0, s, g);
 }
 
 template <typename T, Fp8 F>
 int32_t launch_group(const Fp8Group &g, bool row, bool col, bool delayed, cudaStream_t s, quant_plugin_error *err) {
-  group_zero_kernel<<<1, kMaxGroup, 0, s>>>(g);
+  launch_kernel(group_zero_kernel, 1, kMaxGroup, 0, s, g);
   LQ_LAUNCHED("fp8 grouped zero kernel launch");
   if (!delayed) {
-    group_amax_kernel<T><<<(unsigned)g.amax_first[g.count], kThreads, 0, s>>>(g);
+    launch_kernel(group_amax_kernel<T>, (unsigned)g.amax_first[g.count], kThreads, 0, s, g);
     LQ_LAUNCHED("fp8 grouped amax kernel launch");
   }
   if (row && col) launch_group_cast<T, F, true, true>(g, delayed, s);
@@ -917,6 +925,7 @@ constexpr int kUpdateThreads = 1024;
 
 __global__ void __launch_bounds__(kUpdateThreads) delayed_update_kernel(float *scale, float *h, int64_t n, int has_reduced,
                                                                          float reduced, float scaled_max, int most_recent) {
+  pdl_wait();
   __shared__ float red[kUpdateThreads / 32];
   float a0 = h[0];
   if (has_reduced && reduced != 0.0f) a0 = reduced;
@@ -952,6 +961,7 @@ __global__ void __launch_bounds__(kUpdateThreads) delayed_update_kernel(float *s
 // columnwise data is read transposed.
 template <typename O, Fp8 F>
 __global__ void dequant_flat_kernel(const uint8_t *__restrict__ q, const float *scale_inv, O *out, int64_t n) {
+  pdl_wait();
   float si = *scale_inv;
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -962,6 +972,7 @@ __global__ void dequant_flat_kernel(const uint8_t *__restrict__ q, const float *
 template <typename O, Fp8 F>
 __global__ void dequant_transposed_kernel(const uint8_t *__restrict__ col, const float *scale_inv, O *out, int64_t m,
                                           int64_t k) {
+  pdl_wait();
   __shared__ uint8_t t[32][33];
   float si = *scale_inv;
   int64_t tiles_m = (m + 31) / 32;
@@ -1151,9 +1162,8 @@ extern "C" int32_t lq_fp8_delayed_update(const quant_plugin_delayed_update_args 
     return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "history: want float32 [L], L >= 1");
   if (!(a->reduced_amax >= 0.0f)) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "reduced_amax: %g must be >= 0", a->reduced_amax);
   cudaStream_t s = stream_of(a->stream);
-  delayed_update_kernel<<<1, kUpdateThreads, 0, s>>>((float *)a->scale.data, (float *)a->history.data, n, a->has_reduced,
-                                                     a->reduced_amax, a->scaled_max,
-                                                     a->params->amax_compute_algo == QUANT_AMAX_MOST_RECENT);
+  launch_kernel(delayed_update_kernel, 1, kUpdateThreads, 0, s, (float *)a->scale.data, (float *)a->history.data, n, a->has_reduced,
+                a->reduced_amax, a->scaled_max, a->params->amax_compute_algo == QUANT_AMAX_MOST_RECENT);
   LQ_LAUNCHED("delayed-scaling update kernel launch");
   return QUANT_OK;
 }
@@ -1165,14 +1175,14 @@ int32_t launch_dequant(const uint8_t *q, const float *si, void *out, int64_t m, 
   if (!colwise) {
     int64_t blocks = ceil_div(m * k > 0 ? m * k : 1, 256);
     if (blocks > grid_cap()) blocks = grid_cap();
-    if (f == Fp8::E4M3) dequant_flat_kernel<O, Fp8::E4M3><<<(unsigned)blocks, 256, 0, s>>>(q, si, (O *)out, m * k);
-    else dequant_flat_kernel<O, Fp8::E5M2><<<(unsigned)blocks, 256, 0, s>>>(q, si, (O *)out, m * k);
+    if (f == Fp8::E4M3) launch_kernel(dequant_flat_kernel<O, Fp8::E4M3>, (unsigned)blocks, 256, 0, s, q, si, (O *)out, m * k);
+    else launch_kernel(dequant_flat_kernel<O, Fp8::E5M2>, (unsigned)blocks, 256, 0, s, q, si, (O *)out, m * k);
   } else {
     int64_t tiles = ceil_div(m, 32) * ceil_div(k, 32);
     if (tiles < 1) tiles = 1;
     dim3 block(32, 8);
-    if (f == Fp8::E4M3) dequant_transposed_kernel<O, Fp8::E4M3><<<(unsigned)tiles, block, 0, s>>>(q, si, (O *)out, m, k);
-    else dequant_transposed_kernel<O, Fp8::E5M2><<<(unsigned)tiles, block, 0, s>>>(q, si, (O *)out, m, k);
+    if (f == Fp8::E4M3) launch_kernel(dequant_transposed_kernel<O, Fp8::E4M3>, (unsigned)tiles, block, 0, s, q, si, (O *)out, m, k);
+    else launch_kernel(dequant_transposed_kernel<O, Fp8::E5M2>, (unsigned)tiles, block, 0, s, q, si, (O *)out, m, k);
   }
   LQ_LAUNCHED("fp8 dequantize kernel launch");
   return QUANT_OK;

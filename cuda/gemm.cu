@@ -387,6 +387,7 @@ __device__ __forceinline__ void expand_group(const Expansion<OT> &x, int64_t k, 
 // groups [0, na) are A's, the rest B's.
 template <typename OT>
 __global__ void __launch_bounds__(256) expand_kernel(Expansion<OT> a, Expansion<OT> b, int64_t k) {
+  pdl_wait();
   const int64_t groups = (k + 15) / 16, na = a.rows * groups, n = na + b.rows * groups;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
@@ -418,7 +419,10 @@ __device__ __forceinline__ float alpha_eff(const Alpha &a) {
 // alpha_eff into out[0] and 0 into out[1]: the fused kernel's device alpha,
 // and cuBLASLt's alpha and beta in its device pointer mode (no C), where no
 // expand_contig_kernel writes them.
-__global__ void alpha_kernel(Alpha a, float *out) { out[0] = alpha_eff(a), out[1] = 0.0f; }
+__global__ void alpha_kernel(Alpha a, float *out) {
+  pdl_wait();
+  out[0] = alpha_eff(a), out[1] = 0.0f;
+}
 
 // ---------------------------------------------------------------------------
 // The contiguous MX/NVFP4 expansion (expand_contig_kernel)
@@ -605,6 +609,7 @@ __device__ __forceinline__ void contig_task(const ContigOp<OT> &x, int64_t k, ui
 template <typename OT, int KA, int KB>
 __global__ void __launch_bounds__(256, 4) expand_contig_kernel(const __grid_constant__ ContigOp<OT> a, const __grid_constant__ ContigOp<OT> b, int64_t k, uint64_t tasks_a,
                                                                   uint64_t tasks, Alpha ab, float *alpha_out) {
+  pdl_wait();
   if (alpha_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) alpha_out[0] = alpha_eff(ab), alpha_out[1] = 0.0f;  // alpha_kernel's
   const uint64_t lane = threadIdx.x & 31, stride = (uint64_t)gridDim.x * (blockDim.x / 32);
   for (uint64_t t = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; t < tasks; t += stride) {
@@ -731,6 +736,7 @@ __device__ __forceinline__ void phys_task(const PhysOp<OT> &x, uint64_t u0) {
 // so that each instance holds one scale lookup.
 template <typename OT, bool CB>
 __global__ void __launch_bounds__(256, 3) expand_phys_kernel(const __grid_constant__ PhysOp<OT> x, uint64_t tasks) {
+  pdl_wait();
   const uint64_t lane = threadIdx.x & 31, stride = (uint64_t)gridDim.x * (blockDim.x / 32);
   for (uint64_t t = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; t < tasks; t += stride)
     phys_task<OT, CB>(x, t * (32 * kSlots) + lane);
@@ -753,6 +759,7 @@ __device__ __forceinline__ void store_any(void *p, int dt, int64_t i, float x) {
 // the device factors (no kernel of its own).
 __global__ void epilogue_kernel(const float *s, const void *c, int cdt, Alpha ab, const void *bias, int bdt, void *d, int ddt,
                                 int accumulate, int64_t m, int64_t n) {
+  pdl_wait();
   const int64_t total = m * n, stride = (int64_t)gridDim.x * blockDim.x;
   const float al = s ? alpha_eff(ab) : 0.0f, bt = c ? ab.beta : 0.0f;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
@@ -769,6 +776,7 @@ __global__ void epilogue_kernel(const float *s, const void *c, int cdt, Alpha ab
 // thread: one 16-byte load of sums and one 16- or 8-byte store. s is 16-byte
 // aligned (scratch), d as wide as its store (the caller checks).
 __global__ void scale_kernel(const float *s, Alpha ab, void *d, int ddt, int64_t total) {
+  pdl_wait();
   const int64_t n4 = total / 4, stride = (int64_t)gridDim.x * blockDim.x;
   const float al = alpha_eff(ab);
   for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < n4; q += stride) {
@@ -1349,7 +1357,7 @@ int32_t launch_contig(const ContigOp<OT> &a, const ContigOp<OT> &b, const Contig
   uint64_t blocks = (tasks + 7) / 8;
   if (blocks > (uint64_t)resident) blocks = resident;
   if (blocks == 0) blocks = 1;  // alpha_out, if any
-  expand_contig_kernel<OT, KA, KB><<<(unsigned)blocks, 256, 0, s>>>(a, b, c.k, ta, tasks, c.ab, c.alpha_out);
+  launch_kernel(expand_contig_kernel<OT, KA, KB>, (unsigned)blocks, 256, 0, s, a, b, c.k, ta, tasks, c.ab, c.alpha_out);
   LQ_LAUNCHED("expand kernel launch");
   return QUANT_OK;
 }
@@ -1391,7 +1399,7 @@ int32_t launch_phys1(const PhysOp<OT> &x, cudaStream_t s, quant_plugin_error *er
   if (tasks == 0) return QUANT_OK;
   uint64_t blocks = (tasks + 7) / 8;
   if (blocks > (uint64_t)resident) blocks = resident;
-  expand_phys_kernel<OT, CB><<<(unsigned)blocks, 256, 0, s>>>(x, tasks);
+  launch_kernel(expand_phys_kernel<OT, CB>, (unsigned)blocks, 256, 0, s, x, tasks);
   LQ_LAUNCHED("expand kernel launch");
   return QUANT_OK;
 }
@@ -1419,7 +1427,7 @@ int32_t expand(const OpView &va, const OpView &vb, int ka, int kb, int64_t ga, i
   const int64_t K = c.k;
   if (ga > 0 || gb > 0) {
     const int64_t groups = (ga + gb) * ceil_div(K, 16);
-    expand_kernel<OT><<<expand_grid<OT>(groups), 256, 0, s>>>(expansion(va, ga, ld, false, oa), expansion(vb, gb, ld, true, ob), K);
+    launch_kernel(expand_kernel<OT>, expand_grid<OT>(groups), 256, 0, s, expansion(va, ga, ld, false, oa), expansion(vb, gb, ld, true, ob), K);
     LQ_LAUNCHED("expand kernel launch");
   }
   if (ka == kCNone && kb == kCNone) return QUANT_OK;
@@ -1514,12 +1522,12 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
                  a->alpha, has_c ? a->beta : 0.0f};
   auto epilogue = [&](const float *sums) -> int32_t {
     if (sums != nullptr && !has_c && !has_bias && !a->accumulate && (reinterpret_cast<uintptr_t>(a->d.data) & (ddt == 0 ? 15 : 7)) == 0) {
-      scale_kernel<<<grid_for(ceil_div(M * N, 4)), 256, 0, s>>>(sums, ab, a->d.data, ddt, M * N);
+      launch_kernel(scale_kernel, grid_for(ceil_div(M * N, 4)), 256, 0, s, sums, ab, a->d.data, ddt, M * N);
       LQ_LAUNCHED("epilogue kernel launch");
       return QUANT_OK;
     }
-    epilogue_kernel<<<grid_for(M * N), 256, 0, s>>>(sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
-                                                    a->d.data, ddt, a->accumulate, M, N);
+    launch_kernel(epilogue_kernel, grid_for(M * N), 256, 0, s, sums, has_c ? a->c.data : nullptr, cdt, ab, has_bias ? a->bias.data : nullptr, bdt,
+                  a->d.data, ddt, a->accumulate, M, N);
     LQ_LAUNCHED("epilogue kernel launch");
     return QUANT_OK;
   };
@@ -1532,7 +1540,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       float *sums = nullptr, *alpha_dev = nullptr;
       if (direct) {
         LQ_TRY(scratch.get(2 * sizeof(float), (void **)&alpha_dev, "alpha", err));
-        alpha_kernel<<<1, 1, 0, s>>>(ab, alpha_dev);
+        launch_kernel(alpha_kernel, 1, 1, 0, s, ab, alpha_dev);
         LQ_LAUNCHED("alpha kernel launch");
       } else {
         LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
@@ -1657,7 +1665,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
     if (dev_alpha) {
       float *ab_dev = (float *)(buf + off_ab);
       if (!alpha_done) {
-        alpha_kernel<<<1, 1, 0, s>>>(ab, ab_dev);
+        launch_kernel(alpha_kernel, 1, 1, 0, s, ab, ab_dev);
         LQ_LAUNCHED("alpha kernel launch");
       }
       c.alpha_beta = ab_dev;

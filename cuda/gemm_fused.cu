@@ -69,8 +69,12 @@
 #include <utility>
 
 #include "gemm_fused.cuh"
+#include "launch.cuh"
 
 namespace qfused {
+
+using lq::launch_kernel;
+using lq::pdl_wait;
 
 constexpr int kBK = 128;  // K elements per stage: one 128-byte swizzle row
 
@@ -409,6 +413,7 @@ __device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, in
 
 template <int BM, int BN, int TA, int TB, bool SB16, bool RAW, bool PIPE>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(const Params P) {
+  pdl_wait();
   using L = Layout<BM, BN, SB16, RAW>;
   constexpr int NWG = BM / 64;
   constexpr int NB = L::NB;
@@ -1304,10 +1309,12 @@ __device__ __forceinline__ void decode_body(const Params &P) {
 // local-memory requests per launch).
 template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
+  pdl_wait();
   decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>(P);
 }
 template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) {
+  pdl_wait();
   decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>(P);
 }
 
@@ -1327,7 +1334,7 @@ cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   if (e != cudaSuccess) return e;
   dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM));
-  kern<<<grid, (BM / 64 + 1) * 128, L::SMEM, stream>>>(p);
+  launch_kernel(kern, grid, (BM / 64 + 1) * 128, L::SMEM, stream, p);
   return cudaGetLastError();
 }
 
@@ -1397,7 +1404,7 @@ cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
       cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (e != cudaSuccess) return e;
     }
-    kern<<<(unsigned)((p.N + NW * 8 - 1) / (NW * 8)), WK * 32, smem, stream>>>(p);
+    launch_kernel(kern, (unsigned)((p.N + NW * 8 - 1) / (NW * 8)), WK * 32, smem, stream, p);
     return cudaGetLastError();
   };
   if constexpr (WAVE) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);

@@ -22,6 +22,7 @@ __device__ __forceinline__ float load_f32(__half x) {
 
 template <typename In, typename Out>
 __global__ void cast_kernel(const In *__restrict__ in, Out *__restrict__ out, int64_t n) {
+  pdl_wait();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     store_out(out + i, load_f32(in[i]));
 }
@@ -32,7 +33,7 @@ int32_t launch_cast(const void *in, void *out, int64_t n, cudaStream_t s, quant_
   const int threads = 256;
   int64_t blocks = (n + threads - 1) / threads;
   if (blocks > 65536) blocks = 65536;
-  cast_kernel<In, Out><<<(unsigned)blocks, threads, 0, s>>>(static_cast<const In *>(in), static_cast<Out *>(out), n);
+  launch_kernel(cast_kernel<In, Out>, (unsigned)blocks, threads, 0, s, static_cast<const In *>(in), static_cast<Out *>(out), n);
   LQ_LAUNCHED("identity cast of %lld elements", (long long)n);
   return QUANT_OK;
 }

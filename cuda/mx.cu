@@ -357,6 +357,7 @@ constexpr int mx_min_ctas(int el, bool row, bool col, bool edge, int elem, bool 
 // comes from grp.locate).
 template <typename T, int EL, bool ROW, bool COL, bool EDGE, bool RAGM, typename G>
 __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int)sizeof(T), G::kGroup)) mx_quantize_kernel(const __grid_constant__ G grp) {
+  pdl_wait();
   static_assert(!(EDGE && RAGM) && !(RAGM && EL == kE2M1), "RAGM: the aligned MXFP8 instance");
   // kFlat: the EDGE MXFP8 instance of 16-bit rows, whose interior tiles work
   // in the flat frame (mx8_flat_tile), their column arrays padded (kPadC).
@@ -849,6 +850,7 @@ __device__ __forceinline__ void mx8_encode32(const uint32_t *w, uint32_t e8, uin
 // G: as mx_quantize_kernel's, with strips (of p.fs sub-tiles) as units.
 template <typename T, int EL, bool ROW, bool COL, int MINB, bool PREF, bool EDGE, typename G>
 __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_constant__ G grp) {
+  pdl_wait();
   static_assert(EL == kE2M1 || (ROW && !COL && !EDGE), "MXFP8: the rowwise aligned instance");
   using R = Raw16<T>;
   // kAsync: the aligned instance copies each sub-tile into shared memory
@@ -1125,11 +1127,11 @@ void launch_mx_fast(const G &grp, bool edge, cudaStream_t s) {
   unsigned g = (unsigned)grp.total();
   if constexpr (EL == kE2M1) {
     if (edge) {
-      mx_fast_kernel<T, EL, ROW, COL, 4, false, true, G><<<g, kThreads, 0, s>>>(grp);
+      launch_kernel(mx_fast_kernel<T, EL, ROW, COL, 4, false, true, G>, g, kThreads, 0, s, grp);
       return;
     }
   }
-  mx_fast_kernel<T, EL, ROW, COL, 4, false, false, G><<<g, kThreads, 0, s>>>(grp);
+  launch_kernel(mx_fast_kernel<T, EL, ROW, COL, 4, false, false, G>, g, kThreads, 0, s, grp);
 }
 
 // CTAs of mx_quantize_kernel<..., EDGE, RAGM, G> that fit on the GPU at once.
@@ -1175,7 +1177,7 @@ void launch_mx_tiles(const G &grp, cudaStream_t s) {
   // direction as well ran rowwise the same (0.097 ms) and columnwise 0.090
   // against 0.088 ms, so one direction keeps one CTA per tile.
   if (EDGE && EL != kE2M1 && sizeof(T) == 2 && !G::kGroup && ROW && COL) g = (unsigned)((ntiles + 1) / 2);
-  mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G><<<g, kThreads, 0, s>>>(grp);
+  launch_kernel(mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G>, g, kThreads, 0, s, grp);
 }
 
 // Which instance of the tiles' kernel (or of the fast MXFP4 one) a tensor or
@@ -1259,6 +1261,7 @@ struct Mx8RowParams {
 
 template <typename T, int EL>
 __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_kernel(const __grid_constant__ Mx8RowParams p) {
+  pdl_wait();
   static_assert(EL != kE2M1, "MXFP8");
   static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
   constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
@@ -1314,7 +1317,7 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
   static const int res = resident_ctas(mx8_rows_kernel<T, EL>, kRowThreads);
   if (res == 0) return fail(err, QUANT_ERROR_PLUGIN, "mxfp8: the rowwise kernel does not fit this GPU");
   const int64_t ctas = flat_rows_plan(p, res, kRowThreads, (ceil_div(p.k, (int64_t)32) + 15) / 16);
-  mx8_rows_kernel<T, EL><<<(unsigned)ctas, kRowThreads, 0, st>>>(p);
+  launch_kernel(mx8_rows_kernel<T, EL>, (unsigned)ctas, kRowThreads, 0, st, p);
   LQ_LAUNCHED("mxfp8 rowwise kernel launch");
   return QUANT_OK;
 }
@@ -1402,6 +1405,7 @@ int32_t check_mx_dims(int64_t m, int64_t k, quant_plugin_error *err) {
 template <typename O, int EL>
 __global__ void mx_dequantize_kernel(const uint8_t *__restrict__ q, int64_t pitch, ScaleOut s, O *out, int64_t m, int64_t k,
                                      int colwise) {
+  pdl_wait();
   int64_t n = m * k, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t r = idx / k, c = idx % k;
@@ -1423,14 +1427,15 @@ void launch_mx_deq(const uint8_t *q, int64_t pitch, const ScaleOut &s, void *out
   int64_t blocks = ceil_div(m * k > 0 ? m * k : 1, 256);
   if (blocks > grid_cap()) blocks = grid_cap();
   unsigned g = (unsigned)blocks;
-  if (el == kE4M3) mx_dequantize_kernel<O, kE4M3><<<g, 256, 0, st>>>(q, pitch, s, (O *)out, m, k, colwise);
-  else if (el == kE5M2) mx_dequantize_kernel<O, kE5M2><<<g, 256, 0, st>>>(q, pitch, s, (O *)out, m, k, colwise);
-  else mx_dequantize_kernel<O, kE2M1><<<g, 256, 0, st>>>(q, pitch, s, (O *)out, m, k, colwise);
+  if (el == kE4M3) launch_kernel(mx_dequantize_kernel<O, kE4M3>, g, 256, 0, st, q, pitch, s, (O *)out, m, k, colwise);
+  else if (el == kE5M2) launch_kernel(mx_dequantize_kernel<O, kE5M2>, g, 256, 0, st, q, pitch, s, (O *)out, m, k, colwise);
+  else launch_kernel(mx_dequantize_kernel<O, kE2M1>, g, 256, 0, st, q, pitch, s, (O *)out, m, k, colwise);
 }
 
 // Scale layout conversion: dst[to(i, j)] = src[from(i, j)] for valid (i, j),
 // 0 in the padding (plugins/mxfp8 SwizzleScales).
 __global__ void mx_reswizzle_kernel(const uint8_t *__restrict__ src, ScaleOut from, ScaleOut to, int64_t ni, int64_t nj) {
+  pdl_wait();
   int64_t n = to.pad_i * to.pad_j, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t i = idx / to.pad_j, j = idx % to.pad_j;
@@ -1681,7 +1686,7 @@ extern "C" int32_t lq_mx_swizzle(const quant_plugin_swizzle_args *a, quant_plugi
   if (e == cudaSuccess) {
     int64_t blocks = ceil_div(n, 256);
     if (blocks > grid_cap()) blocks = grid_cap();
-    mx_reswizzle_kernel<<<(unsigned)blocks, 256, 0, s>>>(tmp, from, to, ni, nj);
+    launch_kernel(mx_reswizzle_kernel, (unsigned)blocks, 256, 0, s, tmp, from, to, ni, nj);
     e = cudaGetLastError();
   }
   cudaError_t fe = cudaFreeAsync(tmp, s);

@@ -324,6 +324,7 @@ __device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
 // 1×16 blocks (tile1D).
 template <typename T, bool ROW, bool COL, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constant__ G grp) {
+  pdl_wait();
   __shared__ float tile[kTileR * kStride];
   // A whole tile's columnwise codes and scales, [row block][column], stored
   // after the column pass as whole 32-byte sectors (see below).
@@ -438,6 +439,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
 // both directions repeat the tile's scale over its 16 stored rows.
 template <typename T, bool ROW, bool COL, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(const __grid_constant__ G grp) {
+  pdl_wait();
   __shared__ uint32_t bam[kTileR][kTileC / 16];
   __shared__ uint64_t codes[kTileR][kTileC / 16];
   __shared__ uint8_t tcode[kTileR / 16][kTileC / 16];
@@ -611,6 +613,7 @@ __device__ __forceinline__ uint32_t tile_amax(const uint32_t (&v)[8]) {
 // Units: strips of p.fs sub-tiles.
 template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE, typename G>
 __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid_constant__ G grp) {
+  pdl_wait();
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
   // kAsync: the aligned instance copies each sub-tile into shared memory
@@ -1039,6 +1042,7 @@ __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restric
 template <int P, bool STORE>
 __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
                                                            uint32_t mask, uint32_t *out, uint16_t *__restrict__ t, uint32_t *plain) {
+  pdl_wait();
   const int64_t chunks = (m + 15) / 16, c = ((int64_t)blockIdx.x * kThreads + threadIdx.x) * P;
   double best = 0.0;
   float pm = 0.0f;
@@ -1133,6 +1137,7 @@ constexpr int64_t kRhtUnit = 16 * kAmaxThreads;
 // Zeroes every item's accumulators before nv_group_amax_kernel.
 template <typename G>
 __global__ void nv_amax_zero_kernel(const __grid_constant__ G g) {
+  pdl_wait();
   for (int i = threadIdx.x; i < g.size(); i += blockDim.x) {
     *g.tensor(i).out = 0;
     if (g.tensor(i).plain != nullptr) *g.tensor(i).plain = 0;
@@ -1145,6 +1150,7 @@ inline int64_t nv_amax_units(const NvAmaxItem &it) {
 
 template <typename T, typename G>
 __global__ void __launch_bounds__(kAmaxThreads) nv_group_amax_kernel(const __grid_constant__ G g) {
+  pdl_wait();
   int64_t unit;
   const NvAmaxItem &it = g.locate(blockIdx.x, &unit);
   uint32_t bits;
@@ -1293,8 +1299,8 @@ constexpr bool kFastPref = false;
 template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
 void launch_fast(const G &grp, bool edge, cudaStream_t s) {
   unsigned g = (unsigned)grp.total();
-  if (edge) nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true, G><<<g, kThreads, 0, s>>>(grp);
-  else nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false, G><<<g, kThreads, 0, s>>>(grp);
+  if (edge) launch_kernel(nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true, G>, g, kThreads, 0, s, grp);
+  else launch_kernel(nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false, G>, g, kThreads, 0, s, grp);
 }
 
 // fast (nv_fast): grp's units are the fast kernel's strips; otherwise 64×128
@@ -1309,8 +1315,8 @@ void launch_nv4(const G &grp, bool two_d, bool fast, bool edge, cudaStream_t s) 
     }
   }
   unsigned grid = (unsigned)grp.total();
-  if (two_d) nvfp4_2d_kernel<T, ROW, COL, SRON, G><<<grid, kThreads, 0, s>>>(grp);
-  else nvfp4_1d_kernel<T, ROW, COL, SRON, G><<<grid, kThreads, 0, s>>>(grp);
+  if (two_d) launch_kernel(nvfp4_2d_kernel<T, ROW, COL, SRON, G>, grid, kThreads, 0, s, grp);
+  else launch_kernel(nvfp4_1d_kernel<T, ROW, COL, SRON, G>, grid, kThreads, 0, s, grp);
 }
 
 template <typename T, bool ROW, bool COL, typename G>
@@ -1354,10 +1360,10 @@ int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, uint1
   const dim3 grid((unsigned)bx, (unsigned)by);
   const __nv_bfloat16 *x = (const __nv_bfloat16 *)in.data;
   uint32_t *o = (uint32_t *)out, *pl = (uint32_t *)plain;
-  if (pair && t) rht_amax_kernel<2, true><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t, pl);
-  else if (pair) rht_amax_kernel<2, false><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t, pl);
-  else if (t) rht_amax_kernel<1, true><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t, pl);
-  else rht_amax_kernel<1, false><<<grid, kThreads, 0, s>>>(x, m, k, mask, o, t, pl);
+  if (pair && t) launch_kernel(rht_amax_kernel<2, true>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  else if (pair) launch_kernel(rht_amax_kernel<2, false>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  else if (t) launch_kernel(rht_amax_kernel<1, true>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  else launch_kernel(rht_amax_kernel<1, false>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
   LQ_LAUNCHED("rht amax kernel launch");
   return QUANT_OK;
 }
@@ -1371,6 +1377,7 @@ int32_t rht_dtype_error(quant_plugin_error *err) {
 template <typename O>
 __global__ void nvfp4_dequantize_kernel(const uint8_t *__restrict__ q, int64_t pitch, ScaleBuf s, const float *amaxp, O *out,
                                         int64_t m, int64_t k, int colwise) {
+  pdl_wait();
   float amax = *amaxp;
   int64_t n = m * k, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
@@ -1386,6 +1393,7 @@ __global__ void nvfp4_dequantize_kernel(const uint8_t *__restrict__ q, int64_t p
 // every tile and moving its scale (Derive in kernels.go).
 __global__ void nvfp4_derive_kernel(const uint8_t *__restrict__ src, int64_t sp, ScaleBuf ss, uint8_t *dst, int64_t dp, ScaleBuf ds,
                                     int64_t m, int64_t k) {
+  pdl_wait();
   int64_t mb = ceil_div(m, 16), n = k * mb, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t kk = idx / mb, b = idx % mb;  // stored row kk, block b of the columnwise copy
@@ -1401,6 +1409,7 @@ __global__ void nvfp4_derive_kernel(const uint8_t *__restrict__ src, int64_t sp,
 
 // Swizzle/Unswizzle of the whole padded matrix (SwizzleScales in kernels.go).
 __global__ void nvfp4_swizzle_kernel(const uint8_t *__restrict__ src, uint8_t *dst, int64_t rows, int64_t cols, int to_swizzled) {
+  pdl_wait();
   int64_t n = rows * cols, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     int64_t i = idx / cols, j = idx % cols, s = swizzle_index(i, j, cols);
@@ -1796,14 +1805,14 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
       grpc.t[i] = rht_col_params(grpc.t[i], ti);
     }
     if (amaxes.count > 0) {
-      nv_amax_zero_kernel<NvAmaxGroup><<<1, 2 * kMaxGroup, 0, s>>>(amaxes);
+      launch_kernel(nv_amax_zero_kernel<NvAmaxGroup>, 1, 2 * kMaxGroup, 0, s, amaxes);
       LQ_LAUNCHED("nvfp4 grouped amax zeroing kernel launch");
       if (amaxes.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many amax units");
       if (amaxes.total() > 0) {
         switch (t) {
-          case InType::F32: nv_group_amax_kernel<float><<<(unsigned)amaxes.total(), kAmaxThreads, 0, s>>>(amaxes); break;
-          case InType::BF16: nv_group_amax_kernel<__nv_bfloat16><<<(unsigned)amaxes.total(), kAmaxThreads, 0, s>>>(amaxes); break;
-          case InType::F16: nv_group_amax_kernel<__half><<<(unsigned)amaxes.total(), kAmaxThreads, 0, s>>>(amaxes); break;
+          case InType::F32: launch_kernel(nv_group_amax_kernel<float, NvAmaxGroup>, (unsigned)amaxes.total(), kAmaxThreads, 0, s, amaxes); break;
+          case InType::BF16: launch_kernel(nv_group_amax_kernel<__nv_bfloat16, NvAmaxGroup>, (unsigned)amaxes.total(), kAmaxThreads, 0, s, amaxes); break;
+          case InType::F16: launch_kernel(nv_group_amax_kernel<__half, NvAmaxGroup>, (unsigned)amaxes.total(), kAmaxThreads, 0, s, amaxes); break;
         }
         LQ_LAUNCHED("nvfp4 grouped amax kernel launch");
       }
@@ -1838,14 +1847,13 @@ extern "C" int32_t lq_nvfp4_dequantize(const quant_plugin_dequantize_args *a, qu
   unsigned g = (unsigned)blocks;
   switch (ot) {
     case InType::F32:
-      nvfp4_dequantize_kernel<float><<<g, 256, 0, s>>>(d.data, d.pitch, d.s, d.amax, (float *)a->out.data, a->m, a->k, colwise);
+      launch_kernel(nvfp4_dequantize_kernel<float>, g, 256, 0, s, d.data, d.pitch, d.s, d.amax, (float *)a->out.data, a->m, a->k, colwise);
       break;
     case InType::BF16:
-      nvfp4_dequantize_kernel<__nv_bfloat16>
-          <<<g, 256, 0, s>>>(d.data, d.pitch, d.s, d.amax, (__nv_bfloat16 *)a->out.data, a->m, a->k, colwise);
+      launch_kernel(nvfp4_dequantize_kernel<__nv_bfloat16>, g, 256, 0, s, d.data, d.pitch, d.s, d.amax, (__nv_bfloat16 *)a->out.data, a->m, a->k, colwise);
       break;
     case InType::F16:
-      nvfp4_dequantize_kernel<__half><<<g, 256, 0, s>>>(d.data, d.pitch, d.s, d.amax, (__half *)a->out.data, a->m, a->k, colwise);
+      launch_kernel(nvfp4_dequantize_kernel<__half>, g, 256, 0, s, d.data, d.pitch, d.s, d.amax, (__half *)a->out.data, a->m, a->k, colwise);
       break;
   }
   LQ_LAUNCHED("nvfp4 dequantize kernel launch");
@@ -1869,7 +1877,7 @@ extern "C" int32_t lq_nvfp4_derive(const quant_plugin_derive_args *a, quant_plug
   if (n > 0) {
     int64_t blocks = ceil_div(n, 256);
     if (blocks > grid_cap()) blocks = grid_cap();
-    nvfp4_derive_kernel<<<(unsigned)blocks, 256, 0, s>>>(from.data, from.pitch, from.s, to.data, to.pitch, to.s, a->m, a->k);
+    launch_kernel(nvfp4_derive_kernel, (unsigned)blocks, 256, 0, s, from.data, from.pitch, from.s, to.data, to.pitch, to.s, a->m, a->k);
     LQ_LAUNCHED("nvfp4 derive kernel launch");
   }
   return QUANT_OK;
@@ -1891,7 +1899,7 @@ extern "C" int32_t lq_nvfp4_swizzle(const quant_plugin_swizzle_args *a, quant_pl
   if (e == cudaSuccess && n > 0) {
     int64_t blocks = ceil_div(n, 256);
     if (blocks > grid_cap()) blocks = grid_cap();
-    nvfp4_swizzle_kernel<<<(unsigned)blocks, 256, 0, s>>>(tmp, d.s.buf, rows, cols, a->swizzled != 0);
+    launch_kernel(nvfp4_swizzle_kernel, (unsigned)blocks, 256, 0, s, tmp, d.s.buf, rows, cols, a->swizzled != 0);
     e = cudaGetLastError();
   }
   cudaError_t fe = cudaFreeAsync(tmp, s);
