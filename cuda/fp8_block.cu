@@ -1247,8 +1247,14 @@ extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_
   // A columnwise direction at M not a multiple of 16, or from rows at any
   // even offset: the strip kernel (both directions in one pass; H100,
   // 8191×8192, 1x128 both: 0.124 ms against 0.170 for the flat rowwise
-  // kernel plus the strips and 0.191 for the tile kernel).
-  if (col && use_strip(one.p)) {
+  // kernel plus the strips and 0.191 for the tile kernel). But 128x128 both
+  // directions from rows at an odd offset stay on the tile kernel, one CTA a
+  // tile, with its rowwise tiles in the flat frame (H200, 8191²: 0.163 ms
+  // against the strips' 0.177; the columnwise-only cases are faster on the
+  // strips, 1x128 0.088 against 0.101: bench/RESULTS.md, 2026-11-29 11:20
+  // section, call 2).
+  const bool tile_2d_both = two_d && row && one.p.vec == kRowsShifted;
+  if (col && use_strip(one.p) && !tile_2d_both) {
     if (row && !two_d && one.p.vec == kRowsShifted) {
       // 1x128 both directions from 16-bit rows at any even offset (an odd
       // K): the rows in flat order, then the columns by the staged strips,
