@@ -93,6 +93,27 @@ cudaError_t pool_malloc_async(void **p, size_t bytes, cudaStream_t s);
     if (lq_s_ != QUANT_OK) return lq_s_; \
   } while (0)
 
+// Zeroes up to four 32-bit words (the amax accumulators a following kernel
+// reduces into with atomics; null entries skipped). A kernel rather than
+// cudaMemsetAsync: a memset between two kernels is no kernel boundary that
+// programmatic dependent launch shortens, and this kernel lets the next one
+// be scheduled at once (pdl_trigger), so that its cost hides behind that
+// kernel's launch (bench/RESULTS.md, 2026-11-29 11:20 section, call 3).
+struct ZeroWords {
+  uint32_t *p[4];
+};
+template <typename = void>  // instantiated only where it is launched
+__global__ void zero_words_kernel(ZeroWords w) {
+  pdl_wait();
+  pdl_trigger();
+  if (threadIdx.x < 4 && w.p[threadIdx.x] != nullptr) *w.p[threadIdx.x] = 0;
+}
+inline int32_t zero_words(cudaStream_t s, quant_plugin_error *err, void *a, void *b = nullptr) {
+  launch_kernel(zero_words_kernel<>, 1, 32, 0, s, ZeroWords{{(uint32_t *)a, (uint32_t *)b, nullptr, nullptr}});
+  LQ_LAUNCHED("zeroing the amax (kernel launch)");
+  return QUANT_OK;
+}
+
 // ---------------------------------------------------------------------------
 // Arguments
 // ---------------------------------------------------------------------------

@@ -17,8 +17,10 @@ namespace lq {
 // nothing of the plugin reads or writes global memory before it (the kernel
 // parameters are constant-bank data). A kernel launched after a memset, a
 // copy, an event wait or a host function waits as a plain launch does.
-// No kernel triggers its dependents early (griddepcontrol.launch_dependents):
-// measured, that gained nothing over the implicit trigger at the kernel's end.
+// The kernels that do real work do not trigger their dependents early
+// (pdl_trigger below): measured, that gained nothing over the implicit
+// trigger at the kernel's end. zero_words_kernel (common.cuh), a one-CTA
+// kernel in place of a cudaMemsetAsync, does.
 // What it saves is the gap between two kernels: on an H200, 1.6-1.7 µs per
 // boundary, 13 % of a 12 µs memory-bound kernel (bench/pdl_probe.cu;
 // bench/RESULTS.md, 2026-11-29 11:20 section), and the host's enqueue is no
@@ -27,6 +29,14 @@ namespace lq {
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel on the stream (launched by launch_kernel) be
+// scheduled now; it still waits in its pdl_wait() for this one's completion.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

@@ -1348,8 +1348,7 @@ void launch_nv(InType t, const G &grp, const NvSpec &sp, bool row, bool col, boo
 int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, uint16_t *t, float *plain, cudaStream_t s,
                  quant_plugin_error *err) {
   int64_t m = in.shape[0], k = in.shape[1];
-  if (out != nullptr) LQ_CUDA(cudaMemsetAsync(out, 0, sizeof(float), s), "zeroing the columnwise amax");
-  if (plain != nullptr) LQ_CUDA(cudaMemsetAsync(plain, 0, sizeof(float), s), "zeroing the rowwise amax");
+  if (out != nullptr || plain != nullptr) LQ_TRY(zero_words(s, err, out, plain));
   // Pairs of columns where every row starts 4-byte aligned (K even, the base
   // too); CTAs down the chunks until the GPU holds grid_cap() of them.
   const bool pair = k % 2 == 0 && (reinterpret_cast<uintptr_t>(in.data) & 3) == 0 && (reinterpret_cast<uintptr_t>(t) & 3) == 0;
