@@ -1443,6 +1443,19 @@ __global__ void mx_reswizzle_kernel(const uint8_t *__restrict__ src, ScaleOut fr
   }
 }
 
+// The scale padding of p (mx_prepare's p.zpad), for a quantize kernel that
+// does not zero it, zeroed by one small kernel ahead of it: only the padding
+// entries (a memset of the whole buffers wrote every scale twice), and a
+// kernel boundary that programmatic dependent launch shortens, where a
+// memset's is not (bench/RESULTS.md, 2026-11-29 11:20 section, call 5). It
+// lets the quantize kernel be scheduled at once (pdl_trigger).
+__global__ void mx_padding_kernel(ScaleOut r, ScaleOut c) {
+  pdl_wait();
+  pdl_trigger();
+  zero_scale_padding(r, blockIdx.x, gridDim.x);
+  zero_scale_padding(c, blockIdx.x, gridDim.x);
+}
+
 }  // namespace
 }  // namespace lq
 
@@ -1473,11 +1486,18 @@ bool mx_kernel_zeroes(bool fast, const MxGeom &g, bool row, bool col, int mode) 
   return !fast || mx4_horiz(g.el == kE2M1, row, col, mode);
 }
 
-// The scale padding of p (mx_prepare's p.zpad) zeroed by memsets, for a
-// kernel that does not zero it.
+// The scale padding of p (mx_prepare's p.zpad), for a quantize kernel that
+// does not zero it: mx_padding_kernel.
 int32_t mx_zero_padding(const MxParams &p, cudaStream_t s, quant_plugin_error *err) {
-  if (p.zpad & 1) LQ_CUDA(cudaMemsetAsync(p.row_s.buf, 0, p.row_s.pad_i * p.row_s.pad_j, s), "zeroing rowwise scale padding");
-  if (p.zpad & 2) LQ_CUDA(cudaMemsetAsync(p.col_s.buf, 0, p.col_s.pad_i * p.col_s.pad_j, s), "zeroing columnwise scale padding");
+  if (p.zpad == 0) return QUANT_OK;
+  const ScaleOut none{};
+  const ScaleOut &r = (p.zpad & 1) ? p.row_s : none, &c = (p.zpad & 2) ? p.col_s : none;
+  auto entries = [](const ScaleOut &x) { return x.buf == nullptr ? 0 : (x.pad_i - x.ni) * x.pad_j + x.ni * (x.pad_j - x.nj); };
+  const int64_t n = entries(r) > entries(c) ? entries(r) : entries(c);
+  int64_t blocks = ceil_div(n, (int64_t)256);
+  blocks = blocks < 1 ? 1 : blocks > grid_cap() ? grid_cap() : blocks;
+  launch_kernel(mx_padding_kernel, (unsigned)blocks, 256, 0, s, r, c);
+  LQ_LAUNCHED("mx scale padding kernel launch");
   return QUANT_OK;
 }
 
