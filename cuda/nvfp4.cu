@@ -1024,6 +1024,46 @@ __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restric
   return (uint32_t)f64_to_bf16_bits(best) << 16;
 }
 
+// rht_amax_kernel's ODD instance (an odd K): row i of a chunk, column pair
+// (c, c + 1) (c even; lane l of a warp has c = c_w + 2l) from aligned
+// 4-byte words only. An even row starts 4-byte aligned: the pair is the
+// word at p (&x[row, c]). An odd row's aligned words are (c + 1, c + 2):
+// each lane loads its own, and the pair is the high half of the word of the
+// lane below (c − 1, c) and the low half of its own; lane 0 loads the word
+// below itself (p − 1: the row above ends there). Every word read holds
+// only elements of the row where column c + 1 exists (c + 2 ≤ K − 1, as K
+// is odd); the last column's lane (has2 false) loads no word of its own and
+// its second column reads as zero. ok: the lane's column and the row exist
+// (every lane of the warp must call it: the shuffle).
+template <bool ODD_ROW>
+__device__ __forceinline__ uint32_t rht_pair_odd(const __nv_bfloat16 *p, bool ok, bool has2, int lane) {
+  const uint16_t *h = reinterpret_cast<const uint16_t *>(p);
+  if constexpr (!ODD_ROW) return !ok ? 0u : has2 ? __ldg(reinterpret_cast<const unsigned int *>(h)) : (uint32_t)__ldg(h);
+  const uint32_t own = ok && has2 ? __ldg(reinterpret_cast<const unsigned int *>(h + 1)) : 0u;
+  uint32_t below = __shfl_up_sync(0xFFFFFFFFu, own, 1);
+  if (lane == 0) below = ok ? __ldg(reinterpret_cast<const unsigned int *>(h - 1)) : 0u;
+  return (below >> 16) | (own << 16);
+}
+
+// The stores that match rht_pair_odd: the transformed pair (column c in the
+// low half) of row i into d (&t[row, c]). An odd row's aligned word
+// (c + 1, c + 2) takes the next lane's column c + 2: lane 31 stores its
+// column c + 1 alone and lane 0 its column c alone (the word below belongs
+// to another warp). Every lane of the warp must call it (the shuffle).
+template <bool ODD_ROW>
+__device__ __forceinline__ void rht_store_odd(uint16_t *d, uint32_t pair, bool act, bool has2, int lane) {
+  if constexpr (!ODD_ROW) {
+    if (act && has2) *reinterpret_cast<uint32_t *>(d) = pair;
+    else if (act) d[0] = (uint16_t)pair;
+    return;
+  }
+  const uint32_t next = __shfl_down_sync(0xFFFFFFFFu, pair, 1);
+  if (!act) return;
+  if (lane == 0) d[0] = (uint16_t)pair;
+  if (has2 && lane != 31) *reinterpret_cast<uint32_t *>(d + 1) = (pair >> 16) | (next << 16);
+  else if (has2) d[1] = (uint16_t)(pair >> 16);
+}
+
 // One tensor: thread t of CTA (bx, by) takes columns (bx·kThreads + t)·P ..
 // +P-1 (P = 2 where K is even: one 4-byte load per row gives both) and the
 // chunks by, by + gridDim.y, ... with no division in the loop; a warp's load
@@ -1039,14 +1079,31 @@ __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restric
 // with out null, no amax is reduced. With plain, the input's own amax too
 // (max |x|, NaN ignored: amax_range's rule), which a rowwise copy takes:
 // one read of x fewer.
-template <int P, bool STORE>
+//
+// ODD (P = 2 at an odd K, spec §14: any shape): rows alternate between a
+// 4-byte aligned start (even rows) and a 2-byte one (odd rows), and a row
+// group's 16 rows start at an even row, so row i of a chunk is aligned
+// exactly when i is even: a compile-time fact in the unrolled loops. Every
+// load and store is an aligned word, an odd row's pairs assembled by lane
+// shuffles (rht_pair_odd, rht_store_odd), so every lane of a warp runs the
+// loop (act: its column exists). The last column (c = K − 1) has no
+// partner: its second column reads as zeros, whose transform is zero (no
+// effect on either maximum), and is not stored. (H200, 8191², the
+// columnwise RHT copy: this pass took 149 µs with one 2-byte load and store
+// per element (P = 1), and as long with a pair per lane from two unaligned
+// halves and 2-byte stores, L1 hits 50 %, 17.5 of 32 bytes per stored
+// sector; 81 µs at 8192², bench/RESULTS.md.)
+template <int P, bool STORE, bool ODD>
 __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
                                                            uint32_t mask, uint32_t *out, uint16_t *__restrict__ t, uint32_t *plain) {
   pdl_wait();
+  static_assert(!ODD || P == 2, "ODD is the column-pair instance's");
   const int64_t chunks = (m + 15) / 16, c = ((int64_t)blockIdx.x * kThreads + threadIdx.x) * P;
+  const bool act = c < k, has2 = !ODD || c + 1 < k;  // ODD: whether columns c and c + 1 exist
+  const int lane = threadIdx.x & 31;
   double best = 0.0;
   float pm = 0.0f;
-  if (c < k)
+  if (ODD || act)
     for (int64_t b = blockIdx.y; b < chunks; b += gridDim.y) {
       const __nv_bfloat16 *col = x + 16 * b * k + c;
       const int rows = m - 16 * b < 16 ? (int)(m - 16 * b) : 16;
@@ -1056,7 +1113,12 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
         // steps for both columns instead of 32 scalar ones).
         uint32_t w[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) w[i] = i < rows ? *reinterpret_cast<const uint32_t *>(col + i * k) : 0u;
+        for (int i = 0; i < 16; i++) {
+          if constexpr (ODD) {
+            if ((i & 1) == 0) w[i] = rht_pair_odd<false>(col + i * k, act && i < rows, has2, lane);
+            else w[i] = rht_pair_odd<true>(col + i * k, act && i < rows, has2, lane);
+          } else w[i] = i < rows ? *reinterpret_cast<const uint32_t *>(col + i * k) : 0u;
+        }
         bool f0, f1;
         rht_pair_f32_ok(w, f0, f1);
         if constexpr (STORE) {
@@ -1087,7 +1149,14 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
           rht_chunk_max_as(v[1], 0u, f1, best, o);
           uint16_t *d = t + 16 * b * k + c;
 #pragma unroll
-          for (int i = 0; i < 16; i++) *reinterpret_cast<uint32_t *>(d + i * k) = (w[i] & 0xFFFFu) | ((uint32_t)o[i] << 16);
+          for (int i = 0; i < 16; i++) {
+            const uint32_t pair = (w[i] & 0xFFFFu) | ((uint32_t)o[i] << 16);
+            if constexpr (ODD) {
+              if ((i & 1) == 0) rht_store_odd<false>(d + i * k, pair, act, has2, lane);
+              else rht_store_odd<true>(d + i * k, pair, act, has2, lane);
+            }
+            else *reinterpret_cast<uint32_t *>(d + i * k) = pair;
+          }
         } else {
 #pragma unroll
           for (int i = 0; i < 16; i++) {
@@ -1395,9 +1464,11 @@ int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, uint1
                  quant_plugin_error *err) {
   int64_t m = in.shape[0], k = in.shape[1];
   if (out != nullptr || plain != nullptr) LQ_TRY(zero_words(s, err, out, plain));
-  // Pairs of columns where every row starts 4-byte aligned (K even, the base
-  // too); CTAs down the chunks until the GPU holds grid_cap() of them.
-  const bool pair = k % 2 == 0 && (reinterpret_cast<uintptr_t>(in.data) & 3) == 0 && (reinterpret_cast<uintptr_t>(t) & 3) == 0;
+  // Pairs of columns where the base is 4-byte aligned (and t's): every row
+  // starts aligned at an even K, every other row at an odd K (the ODD
+  // instance); CTAs down the chunks until the GPU holds grid_cap() of them.
+  const bool pair = (reinterpret_cast<uintptr_t>(in.data) & 3) == 0 && (reinterpret_cast<uintptr_t>(t) & 3) == 0;
+  const bool odd = k % 2 != 0;
   const int64_t bx = ceil_div(k > 0 ? k : 1, (int64_t)kThreads * (pair ? 2 : 1)), chunks = ceil_div(m > 0 ? m : 1, 16);
   int64_t by = grid_cap() / bx;
   by = by < 1 ? 1 : by > chunks ? chunks : by > 65535 ? 65535 : by;
@@ -1405,10 +1476,12 @@ int32_t rht_amax(const quant_plugin_tensor &in, uint32_t mask, float *out, uint1
   const dim3 grid((unsigned)bx, (unsigned)by);
   const __nv_bfloat16 *x = (const __nv_bfloat16 *)in.data;
   uint32_t *o = (uint32_t *)out, *pl = (uint32_t *)plain;
-  if (pair && t) launch_kernel(rht_amax_kernel<2, true>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
-  else if (pair) launch_kernel(rht_amax_kernel<2, false>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
-  else if (t) launch_kernel(rht_amax_kernel<1, true>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
-  else launch_kernel(rht_amax_kernel<1, false>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  if (pair && odd && t) launch_kernel(rht_amax_kernel<2, true, true>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  else if (pair && odd) launch_kernel(rht_amax_kernel<2, false, true>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  else if (pair && t) launch_kernel(rht_amax_kernel<2, true, false>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  else if (pair) launch_kernel(rht_amax_kernel<2, false, false>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  else if (t) launch_kernel(rht_amax_kernel<1, true, false>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
+  else launch_kernel(rht_amax_kernel<1, false, false>, grid, kThreads, 0, s, x, m, k, mask, o, t, pl);
   LQ_LAUNCHED("rht amax kernel launch");
   return QUANT_OK;
 }
