@@ -1024,28 +1024,43 @@ __device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restric
   return (uint32_t)f64_to_bf16_bits(best) << 16;
 }
 
-// rht_amax_kernel's ODD instance (an odd K): row i of a chunk, column pair
-// (c, c + 1) (c even; lane l of a warp has c = c_w + 2l) from aligned
-// 4-byte words only. An even row starts 4-byte aligned: the pair is the
-// word at p (&x[row, c]). An odd row's aligned words are (c + 1, c + 2):
-// each lane loads its own, and the pair is the high half of the word of the
-// lane below (c − 1, c) and the low half of its own; lane 0 loads the word
-// below itself (p − 1: the row above ends there). Every word read holds
-// only elements of the row where column c + 1 exists (c + 2 ≤ K − 1, as K
-// is odd); the last column's lane (has2 false) loads no word of its own and
-// its second column reads as zero. ok: the lane's column and the row exist
-// (every lane of the warp must call it: the shuffle).
-template <bool ODD_ROW>
-__device__ __forceinline__ uint32_t rht_pair_odd(const __nv_bfloat16 *p, bool ok, bool has2, int lane) {
-  const uint16_t *h = reinterpret_cast<const uint16_t *>(p);
-  if constexpr (!ODD_ROW) return !ok ? 0u : has2 ? __ldg(reinterpret_cast<const unsigned int *>(h)) : (uint32_t)__ldg(h);
-  const uint32_t own = ok && has2 ? __ldg(reinterpret_cast<const unsigned int *>(h + 1)) : 0u;
-  uint32_t below = __shfl_up_sync(0xFFFFFFFFu, own, 1);
-  if (lane == 0) below = ok ? __ldg(reinterpret_cast<const unsigned int *>(h - 1)) : 0u;
-  return (below >> 16) | (own << 16);
+// rht_amax_kernel's ODD instance (an odd K): the 16 rows of a chunk at col
+// (&x[16b, c]), column pair (c, c + 1) (c even; lane l of a warp has
+// c = c_w + 2l) into w from aligned 4-byte words only. An even row starts
+// 4-byte aligned: the pair is the word at &x[row, c]. An odd row's aligned
+// words are (c + 1, c + 2): each lane loads its own, and the pair is the
+// high half of the word of the lane below (c − 1, c) and the low half of
+// its own; lane 0 loads the word below itself (the row above ends there).
+// Every word read holds only elements of the row where column c + 1 exists
+// (c + 2 ≤ K − 1, as K is odd); the last column's lane (has2 false) loads a
+// 2-byte element in an even row and no word of its own in an odd one, and
+// its second column reads as zero. All loads first, then the shuffles, so
+// that the chunk's loads are in flight together (with a shuffle after each
+// odd row's load, H200 8191²: 140 µs against 120). act: the lane's column exists; rows:
+// the chunk's rows inside the tensor. Every lane of the warp must call it.
+__device__ __forceinline__ void rht_load_odd(const __nv_bfloat16 *col, int64_t k, int rows, bool act, bool has2, int lane, uint32_t (&w)[16]) {
+  uint32_t below[8];
+#pragma unroll
+  for (int i = 0; i < 16; i++) {
+    const uint16_t *h = reinterpret_cast<const uint16_t *>(col + i * k);
+    const bool ok = act && i < rows;
+    if ((i & 1) == 0) {
+      uint32_t v = ok && has2 ? __ldg(reinterpret_cast<const unsigned int *>(h)) : 0u;
+      if (ok && !has2) v = __ldg(h);
+      w[i] = v;
+    } else {
+      w[i] = ok && has2 ? __ldg(reinterpret_cast<const unsigned int *>(h + 1)) : 0u;
+      below[i >> 1] = ok && lane == 0 ? __ldg(reinterpret_cast<const unsigned int *>(h - 1)) : 0u;
+    }
+  }
+#pragma unroll
+  for (int i = 1; i < 16; i += 2) {
+    const uint32_t up = __shfl_up_sync(0xFFFFFFFFu, w[i], 1);
+    w[i] = ((lane == 0 ? below[i >> 1] : up) >> 16) | (w[i] << 16);
+  }
 }
 
-// The stores that match rht_pair_odd: the transformed pair (column c in the
+// The stores that match rht_load_odd: the transformed pair (column c in the
 // low half) of row i into d (&t[row, c]). An odd row's aligned word
 // (c + 1, c + 2) takes the next lane's column c + 2: lane 31 stores its
 // column c + 1 alone and lane 0 its column c alone (the word below belongs
@@ -1085,14 +1100,15 @@ __device__ __forceinline__ void rht_store_odd(uint16_t *d, uint32_t pair, bool a
 // group's 16 rows start at an even row, so row i of a chunk is aligned
 // exactly when i is even: a compile-time fact in the unrolled loops. Every
 // load and store is an aligned word, an odd row's pairs assembled by lane
-// shuffles (rht_pair_odd, rht_store_odd), so every lane of a warp runs the
+// shuffles (rht_load_odd, rht_store_odd), so every lane of a warp runs the
 // loop (act: its column exists). The last column (c = K − 1) has no
 // partner: its second column reads as zeros, whose transform is zero (no
 // effect on either maximum), and is not stored. (H200, 8191², the
 // columnwise RHT copy: this pass took 149 µs with one 2-byte load and store
 // per element (P = 1), and as long with a pair per lane from two unaligned
-// halves and 2-byte stores, L1 hits 50 %, 17.5 of 32 bytes per stored
-// sector; 81 µs at 8192², bench/RESULTS.md.)
+// halves and 2-byte stores (L1 hits 50 %, 17.5 of 32 bytes per stored
+// sector); 140 µs with the shuffles after each odd row's load, 120 µs with
+// the chunk's loads first; 82 µs at 8192², bench/RESULTS.md.)
 template <int P, bool STORE, bool ODD>
 __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
                                                            uint32_t mask, uint32_t *out, uint16_t *__restrict__ t, uint32_t *plain) {
@@ -1112,12 +1128,11 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
         // The exactness test on the raw pairs (rht_pair_f32_ok: 16 packed
         // steps for both columns instead of 32 scalar ones).
         uint32_t w[16];
+        if constexpr (ODD) {
+          rht_load_odd(col, k, rows, act, has2, lane, w);
+        } else {
 #pragma unroll
-        for (int i = 0; i < 16; i++) {
-          if constexpr (ODD) {
-            if ((i & 1) == 0) w[i] = rht_pair_odd<false>(col + i * k, act && i < rows, has2, lane);
-            else w[i] = rht_pair_odd<true>(col + i * k, act && i < rows, has2, lane);
-          } else w[i] = i < rows ? *reinterpret_cast<const uint32_t *>(col + i * k) : 0u;
+          for (int i = 0; i < 16; i++) w[i] = i < rows ? *reinterpret_cast<const uint32_t *>(col + i * k) : 0u;
         }
         bool f0, f1;
         rht_pair_f32_ok(w, f0, f1);
