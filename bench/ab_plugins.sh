@@ -14,7 +14,8 @@
 # the first TEST_VARIANT's plugin (if set). Logs under $OUT.
 # A variant may name a base variant, BASE_<V>=<W>: it links W's objects but
 # those its own archive replaces (to A/B one object against a whole set
-# without carrying the set twice). RUN_<V>, if set, replaces RUN for that
+# without carrying the set twice). A variant's (or its base's) object
+# replaces the common object of the same name. RUN_<V>, if set, replaces RUN for that
 # variant's tests, BENCH_<V> BENCH for its bench runs.
 # RUN is Go's -test.run: it splits at a top-level '|' before '/', so name
 # the subtest level in every alternative ('TestA/mxfp4|TestB/mxfp4'; in
@@ -30,11 +31,17 @@ xz -dc ${FINAL:-build/final}/gputest.test.xz > $W/gputest.test && chmod +x $W/gp
 for v in common $VARIANTS; do mkdir -p $W/obj_$v && tar -xJf build/ab/$v.tar.xz -C $W/obj_$v; done
 for v in $VARIANTS; do
   mkdir -p $W/$v && cp $W/libquant.so $W/$v/
-  objs="$W/obj_common/*.o $W/obj_$v/*.o"
+  # The variant's own objects, then its base's and the common ones it does
+  # not replace (by file name).
+  objs="$W/obj_$v/*.o"
   base=$(eval echo \${BASE_$v:-})
   if [ -n "$base" ]; then
     for o in $W/obj_$base/*.o; do [ -f $W/obj_$v/$(basename $o) ] || objs="$objs $o"; done
   fi
+  for o in $W/obj_common/*.o; do
+    n=$(basename $o)
+    [ -f $W/obj_$v/$n ] || { [ -n "$base" ] && [ -f $W/obj_$base/$n ]; } || objs="$objs $o"
+  done
   nvcc -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 -shared -cudart static \
     -Xlinker --version-script=$PWD/cuda/libquant_cuda.map -o $W/$v/libquant_cuda.so $objs \
     -L/usr/local/cuda/lib64 -lcublasLt -Xlinker -rpath,/usr/local/cuda/lib64 || { echo "link $v failed"; exit 1; }
