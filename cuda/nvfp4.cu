@@ -1104,11 +1104,12 @@ __device__ __forceinline__ void rht_store_odd(uint16_t *d, uint32_t pair, bool a
 // loop (act: its column exists). The last column (c = K − 1) has no
 // partner: its second column reads as zeros, whose transform is zero (no
 // effect on either maximum), and is not stored. (H200, 8191², the
-// columnwise RHT copy: this pass took 149 µs with one 2-byte load and store
-// per element (P = 1), and as long with a pair per lane from two unaligned
-// halves and 2-byte stores (L1 hits 50 %, 17.5 of 32 bytes per stored
-// sector); 140 µs with the shuffles after each odd row's load, 120 µs with
-// the chunk's loads first; 82 µs at 8192², bench/RESULTS.md.)
+// columnwise RHT copy: this pass took 149 µs with a pair per lane from two
+// unaligned halves and 2-byte stores (L1 hits 50 %, 17.5 of 32 bytes per
+// stored sector), a columnwise quantize as long as with one 2-byte load and
+// store per element (P = 1); 140 µs with the shuffles after each odd row's
+// load, 120 µs with the chunk's loads first; 82 µs at 8192²,
+// bench/RESULTS.md.)
 template <int P, bool STORE, bool ODD>
 __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
                                                            uint32_t mask, uint32_t *out, uint16_t *__restrict__ t, uint32_t *plain) {
