@@ -1074,56 +1074,110 @@ inline int grid_cap() {
 
 // dst[c][r] = src[r][c] for bytes: [m, k] -> [k, m], any m, k and alignment
 // (fp8's derive, fp8_block's update_usage, and fp8's columnwise copy where the
-// input rows are not 16-byte aligned). A CTA of 32×8 threads moves a 64×64
-// tile through shared memory: each thread loads its 16 bytes (two columns of
-// eight rows; a warp's load is 32 consecutive bytes of one row) before any
-// is stored, so that 32 KB per SM are in flight at eight CTAs per SM, and
-// each warp store writes 32 consecutive bytes of one output row. The shared
-// rows are 68 bytes (17 words, an odd count), so that a warp reading one
-// column (32 rows) hits 32 banks. (H200, 8191², 2 × 67 MB: about 0.09 ms,
-// 35 % of the copy bandwidth. Measured and not kept: 32-bit words in the flat
-// frame, the 17 aligned words under each 64-byte tile row loaded and each
-// output word built from four tile rows' bytes, the two shared words at an
-// output row's ends stored byte by byte: fp8 delayed "both" at 8191² took
-// 0.154 ms against this kernel's 0.141.) A template so that each file that
+// input rows are not 16-byte aligned). A CTA of 256 threads takes a tile of
+// kTM = 128 input rows by kTK = 64 columns: 64 runs of 128 output bytes
+// (output row k0 + c, bytes m0 .. m0 + 127).
+//
+// Interior tiles (a tile row above and one below, all 64 columns inside the
+// tensor) make every global access an aligned 4-byte word, whatever m, k and
+// the pointers' alignment:
+//   - load: the 17 aligned words under each input row's 64 bytes, for the
+//     tile's rows and the kTH = 3 rows above it, staged as loaded: row r's
+//     byte c sits a_r + c bytes into its staged row, a_r the row's offset in
+//     its first word;
+//   - store: output run c begins e bytes into an aligned word; lane l of a
+//     warp writes the run's aligned word l, whose bytes are input rows
+//     4l − e .. 4l − e + 3 of the tile at column c (rows −e .. −1: the
+//     halo), four byte reads from shared memory. The run's last e bytes lie
+//     in the word after, which is word 0 of the tile below (a 128-byte step,
+//     so its run begins at the same e): that tile writes them, as this one
+//     writes its word 0, with the same values (bytes of the same input). A
+//     warp's runs c = w, w + 8, ... are 8·m bytes apart: one e for all.
+// The staged rows are 17 words apart plus a word every four rows, so that
+// the 32 lanes' rows 4l + const fall in 32 banks.
+// Other tiles (the first and the last tile row, the last tile column) go byte
+// by byte with bounds checks, and also write the 3 bytes before each of their
+// runs, which an interior tile above leaves to the tile below. (H200, 8191²,
+// 2 × 67 MB: 0.055-0.058 ms, 57 % of the copy bandwidth, against 0.088 for
+// the 64×64 tile of a byte per thread and access this replaced, 0.108 for a
+// strip kernel of aligned 8-byte words, and about 0.10 for 64×64 tiles of
+// aligned words whose runs' end words went byte by byte: bench/RESULTS.md,
+// 2026-11-29 12:30 and 13:20 sections.) A template so that each file that
 // launches it gets one copy and the others none.
-constexpr int kTB = 64, kTBPitch = 68;
+constexpr int kTM = 128, kTK = 64, kTH = 3, kTS = kTM + kTH, kTW = kTK / 4 + 1;
+__device__ __forceinline__ int tb_row(int s) { return s * kTW + (s >> 2); }  // staged row s's first word
+constexpr int kTWords = kTS * kTW + kTS / 4 + 1;
+
 template <typename Byte>
 __global__ void __launch_bounds__(256) transpose_bytes_kernel(const Byte *__restrict__ src, Byte *__restrict__ dst, int64_t m, int64_t k) {
   pdl_wait();
-  __shared__ Byte t[kTB][kTBPitch];
-  const int64_t tiles_k = (k + kTB - 1) / kTB;
-  const int64_t k0 = (int64_t)(blockIdx.x % tiles_k) * kTB, m0 = (int64_t)(blockIdx.x / tiles_k) * kTB;
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  Byte v[16];
+  __shared__ uint32_t words[kTWords];
+  uint8_t *sm = reinterpret_cast<uint8_t *>(words);
+  const int64_t tiles_m = (m + kTM - 1) / kTM;
+  const int64_t m0 = (int64_t)(blockIdx.x % tiles_m) * kTM, k0 = (int64_t)(blockIdx.x / tiles_m) * kTK;
+  const int t = threadIdx.x;
+  const uintptr_t sb = reinterpret_cast<uintptr_t>(src), db = reinterpret_cast<uintptr_t>(dst);
+  if (m0 > 0 && m0 + kTM < m && k0 + kTK <= k) {
+    constexpr int kLoads = (kTS * kTW + 255) / 256;
+    uint32_t v[kLoads];
 #pragma unroll
-  for (int i = 0; i < 8; i++)
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int64_t mm = m0 + ty + 8 * i, kk = k0 + tx + 32 * h;
-      v[2 * i + h] = (mm < m && kk < k) ? src[mm * k + kk] : Byte(0);
+    for (int j = 0; j < kLoads; j++) {
+      const int i = t + 256 * j;
+      if (i < kTS * kTW) {
+        const int s = i / kTW, w = i - s * kTW;
+        const uintptr_t a = sb + (uintptr_t)((m0 - kTH + s) * k + k0);
+        v[j] = __ldg(reinterpret_cast<const uint32_t *>(a & ~(uintptr_t)3) + w);
+      }
     }
 #pragma unroll
-  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < kLoads; j++) {
+      const int i = t + 256 * j;
+      if (i < kTS * kTW) {
+        const int s = i / kTW;
+        words[tb_row(s) + i - s * kTW] = v[j];
+      }
+    }
+    const int w = t / 32, l = t % 32;
+    const uintptr_t run = db + (uintptr_t)((k0 + w) * m + m0);
+    const int e = (int)(run & 3);
+    int base[4];  // byte b of lane l's words: staged row 4l − e + b + kTH at column 0
 #pragma unroll
-    for (int h = 0; h < 2; h++) t[ty + 8 * i][tx + 32 * h] = v[2 * i + h];
+    for (int b = 0; b < 4; b++) {
+      const int s = 4 * l - e + b + kTH;
+      base[b] = 4 * tb_row(s) + (int)((sb + (uintptr_t)((m0 - kTH + s) * k + k0)) & 3);
+    }
+    uint32_t *out = reinterpret_cast<uint32_t *>(run - e) + l;
+    const int64_t step = 2 * m;  // words between runs c and c + 8
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kTK / 8; i++) {
+      const int c = w + 8 * i;
+      out[i * step] = (uint32_t)sm[base[0] + c] | (uint32_t)sm[base[1] + c] << 8 | (uint32_t)sm[base[2] + c] << 16 |
+                      (uint32_t)sm[base[3] + c] << 24;
+    }
+    return;
+  }
+  const int s0 = m0 > 0 ? 0 : kTH, rows = kTS - s0;  // staged rows s0 .. kTS-1: input rows m0 + s - kTH
+  for (int i = t; i < rows * kTK; i += 256) {
+    const int s = s0 + i / kTK, c = i % kTK;
+    const int64_t mm = m0 + s - kTH, kk = k0 + c;
+    sm[4 * tb_row(s) + c] = (mm < m && kk < k) ? reinterpret_cast<const uint8_t *>(src)[mm * k + kk] : 0;
+  }
   __syncthreads();
-#pragma unroll
-  for (int i = 0; i < 8; i++)
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int64_t kk = k0 + ty + 8 * i, mm = m0 + tx + 32 * h;
-      if (kk < k && mm < m) dst[kk * m + mm] = t[tx + 32 * h][ty + 8 * i];
-    }
+  for (int i = t; i < rows * kTK; i += 256) {
+    const int c = i / rows, s = s0 + i % rows;
+    const int64_t mm = m0 + s - kTH, kk = k0 + c;
+    if (mm < m && kk < k) reinterpret_cast<uint8_t *>(dst)[kk * m + mm] = sm[4 * tb_row(s) + c];
+  }
 }
 
 // Launches transpose_bytes_kernel over an [m, k] byte matrix (nothing when empty).
 template <typename Byte>
 int32_t transpose_bytes(const Byte *src, Byte *dst, int64_t m, int64_t k, cudaStream_t s, quant_plugin_error *err) {
-  const int64_t tiles = ((m + kTB - 1) / kTB) * ((k + kTB - 1) / kTB);
+  const int64_t tiles = ((m + kTM - 1) / kTM) * ((k + kTK - 1) / kTK);
   if (tiles == 0) return QUANT_OK;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "byte transpose: [%lld, %lld] has too many tiles", (long long)m, (long long)k);
-  launch_kernel(transpose_bytes_kernel<Byte>, (unsigned)tiles, dim3(32, 8), 0, s, src, dst, m, k);
+  launch_kernel(transpose_bytes_kernel<Byte>, (unsigned)tiles, 256, 0, s, src, dst, m, k);
   LQ_LAUNCHED("byte transpose kernel launch");
   return QUANT_OK;
 }

@@ -1224,6 +1224,23 @@ int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t,
   return QUANT_OK;
 }
 
+// The 128×128 columnwise copy from the rowwise one, [m, k] codes at rd with
+// scales rs: one scale per tile serves both directions (spec §6), so the
+// columnwise codes are the rowwise ones transposed byte for byte and the
+// scale grid is transposed (derive, and "both" at an odd K).
+int32_t derive_2d(const uint8_t *rd, const BlockScales &rs, const BlockDir &to, int64_t m, int64_t k, cudaStream_t s, quant_plugin_error *err) {
+  LQ_TRY(zero_scale_padding(to, s, err));
+  LQ_TRY(transpose_bytes(rd, to.data, m, k, s, err));
+  int64_t mb = ceil_div(m, kTile), kb = ceil_div(k, kTile);
+  if (mb * kb > 0) {
+    int64_t blocks = ceil_div(mb * kb, 256);
+    if (blocks > grid_cap()) blocks = grid_cap();
+    launch_kernel(transpose_scales, (unsigned)blocks, 256, 0, s, rs.buf, rs.stride, to.s.buf, to.s.stride, mb, kb);
+    LQ_LAUNCHED("fp8_block scale transpose kernel launch");
+  }
+  return QUANT_OK;
+}
+
 }  // namespace
 
 extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err) {
@@ -1244,17 +1261,31 @@ extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_
     LQ_TRY(launch_rows(t, one.p, stream_of(a->stream), &done, err));
     if (done) return QUANT_OK;
   }
+  // 128x128 both directions from rows at an odd offset: the rowwise tiles
+  // (the tile kernel, one CTA a tile, rowwise tiles in the flat frame), then
+  // the columnwise copy derived from them (derive_2d: the same bytes, as one
+  // scale per tile serves both directions). H200, 8191²: 0.133 ms (rowwise
+  // tiles 0.074, transpose 0.055) against 0.163 for the tile kernel writing
+  // both and 0.177 for the strips (bench/RESULTS.md, 2026-11-29 13:20
+  // section).
+  if (two_d && row && col && one.p.vec == kRowsShifted) {
+    cudaStream_t s = stream_of(a->stream);
+    OneTensor r = one;
+    r.p.col = nullptr;
+    r.p.col_s = BlockScales{};
+    r.p.col_vec = 0;
+    LQ_TRY(launch_typed(t, r, true, false, true, r.ntiles, s, err));
+    BlockDir cd;
+    LQ_TRY(block_dir(a->out[1], true, true, one.p.m, one.p.k, &cd, err));
+    return derive_2d(one.p.row, one.p.row_s, cd, one.p.m, one.p.k, s, err);
+  }
   // A columnwise direction at M not a multiple of 16, or from rows at any
   // even offset: the strip kernel (both directions in one pass; H100,
   // 8191×8192, 1x128 both: 0.124 ms against 0.170 for the flat rowwise
-  // kernel plus the strips and 0.191 for the tile kernel). But 128x128 both
-  // directions from rows at an odd offset stay on the tile kernel, one CTA a
-  // tile, with its rowwise tiles in the flat frame (H200, 8191²: 0.163 ms
-  // against the strips' 0.177; the columnwise-only cases are faster on the
-  // strips, 1x128 0.088 against 0.101: bench/RESULTS.md, 2026-11-29 11:20
-  // section, call 2).
-  const bool tile_2d_both = two_d && row && one.p.vec == kRowsShifted;
-  if (col && use_strip(one.p) && !tile_2d_both) {
+  // kernel plus the strips and 0.191 for the tile kernel; the columnwise-only
+  // cases are faster on the strips than on the tile kernel, 1x128 0.088
+  // against 0.101: bench/RESULTS.md, 2026-11-29 11:20 section, call 2).
+  if (col && use_strip(one.p)) {
     if (row && !two_d && one.p.vec == kRowsShifted) {
       // 1x128 both directions from 16-bit rows at any even offset (an odd
       // K): the rows in flat order, then the columns by the staged strips,
@@ -1341,15 +1372,5 @@ extern "C" int32_t lq_block_derive(const quant_plugin_derive_args *a, quant_plug
   BlockDir from, to;
   LQ_TRY(block_dir(a->from, true, false, a->m, a->k, &from, err));
   LQ_TRY(block_dir(a->to, true, true, a->m, a->k, &to, err));
-  cudaStream_t s = stream_of(a->stream);
-  LQ_TRY(zero_scale_padding(to, s, err));
-  LQ_TRY(transpose_bytes(from.data, to.data, a->m, a->k, s, err));
-  int64_t mb = ceil_div(a->m, kTile), kb = ceil_div(a->k, kTile);
-  if (mb * kb > 0) {
-    int64_t blocks = ceil_div(mb * kb, 256);
-    if (blocks > grid_cap()) blocks = grid_cap();
-    launch_kernel(transpose_scales, (unsigned)blocks, 256, 0, s, from.s.buf, from.s.stride, to.s.buf, to.s.stride, mb, kb);
-    LQ_LAUNCHED("fp8_block scale transpose kernel launch");
-  }
-  return QUANT_OK;
+  return derive_2d(from.data, from.s, to, a->m, a->k, stream_of(a->stream), err);
 }

@@ -775,28 +775,15 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
     // their transpose. Per-tensor scaling gives both copies one scale, so
     // the columnwise codes are the rowwise ones transposed byte for byte
     // (spec §7: the transposed copy is exact because the scale is shared).
-    // The tile kernel here shifted every 16-byte piece into place: H200,
-    // 8191², delayed scaling, 0.180 ms against 0.078 at 8192²; this takes
-    // 0.142 (the transpose about 0.09 of it).
+    // H200, 8191², delayed scaling: 0.109 ms (flat cast 0.050, transpose
+    // 0.057) against 0.076 at 8192²; the columnwise codes cast again from
+    // the input by the staged strips took 0.127 (0.052 + 0.074), the tile
+    // kernel shifting every 16-byte piece into place 0.180 (bench/RESULTS.md,
+    // 2026-11-29 13:20 section). (Also measured and not kept: one launch, the
+    // strips writing the rowwise codes from the stage in the flat frame too:
+    // 0.150 ms.)
     launch_flat<T, F>(p, s);  // writes both directions' scalars, the rowwise codes only
     LQ_LAUNCHED("fp8 cast kernel launch");
-    if constexpr (sizeof(T) == 2) {
-      CastParams c = p;
-      c.row = nullptr;
-      if (use_strip(c, sizeof(T)) && ceil_div(p.k, (int64_t)kSW) <= 0x7FFFFFFF) {
-        // 16-bit rows at M ≥ kStripMinM: the columnwise codes cast again
-        // from the input by the staged strips, without a second amax
-        // (the flat kernel reduced it): H200, 8191², delayed scaling,
-        // 0.053 + 0.074 ms against the transpose's 0.053 + 0.088.
-        // (Measured and not kept: one launch, the strips also writing the
-        // rowwise codes from the stage in the flat frame, an aligned 8-byte
-        // word per granule from the strip row that holds its first element:
-        // 0.150 ms, the strips' kernel slower by more than the flat cast.)
-        launch_strip_inst<T, F, false, false, true>(c, s);
-        LQ_LAUNCHED("fp8 cast-transpose strip kernel launch");
-        return QUANT_OK;
-      }
-    }
     return transpose_bytes(p.row, p.col, p.m, p.k, s, err);
   }
   unsigned g = (unsigned)tiles;

@@ -793,6 +793,13 @@ func TestDeriveAndSwizzleMatchCPU(t *testing.T) {
 		{host.Params{Format: "mxfp8"}, false, true, [2]int64{100, 33}},
 		{host.Params{Format: "mxfp4"}, false, true, [2]int64{17, 47}},
 		{host.Params{Format: "fp8_block", BlockDims: 2}, true, false, [2]int64{129, 47}},
+		// The byte transpose's interior tiles (128 rows by 64 columns with a
+		// tile row above and below): every offset of the input rows and of
+		// the output runs within a 4-byte word (odd M and K), and aligned.
+		{host.Params{Format: "fp8"}, true, false, [2]int64{777, 331}},
+		{host.Params{Format: "fp8"}, true, false, [2]int64{514, 258}},
+		{host.Params{Format: "fp8"}, true, false, [2]int64{512, 256}},
+		{host.Params{Format: "fp8_block", BlockDims: 2}, true, false, [2]int64{1031, 517}},
 	}
 	for _, c := range cases {
 		if _, err := host.LookupFormat(c.p.Format); err != nil {
