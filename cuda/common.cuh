@@ -1098,8 +1098,9 @@ inline int grid_cap() {
 // Other tiles (the first and the last tile row, the last tile column) go byte
 // by byte with bounds checks, and also write the 3 bytes before each of their
 // runs, which an interior tile above leaves to the tile below. (H200, 8191²,
-// 2 × 67 MB: 0.055-0.058 ms, 57 % of the copy bandwidth, against 0.088 for
-// the 64×64 tile of a byte per thread and access this replaced, 0.108 for a
+// 2 × 67 MB: 0.055-0.058 ms, 57 % of the copy bandwidth, against 0.082-0.088
+// for the 64×64 tile of a byte per thread and access this replaced (8192²:
+// 0.053 against 0.058), 0.108 for a
 // strip kernel of aligned 8-byte words, and about 0.10 for 64×64 tiles of
 // aligned words whose runs' end words went byte by byte: bench/RESULTS.md,
 // 2026-11-29 12:30 and 13:20 sections.) A template so that each file that
