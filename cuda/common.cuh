@@ -1073,8 +1073,9 @@ inline int grid_cap() {
 }
 
 // dst[c][r] = src[r][c] for bytes: [m, k] -> [k, m], any m, k and alignment
-// (fp8's derive, fp8_block's update_usage, and fp8's columnwise copy where the
-// input rows are not 16-byte aligned). A CTA of 256 threads takes a tile of
+// (the derive of fp8 and of fp8_block 128x128, and their "both" quantize where
+// the input rows are not 16-byte aligned: the rowwise codes, then these
+// transposed). A CTA of 256 threads takes a tile of
 // kTM = 128 input rows by kTK = 64 columns: 64 runs of 128 output bytes
 // (output row k0 + c, bytes m0 .. m0 + 127).
 //
@@ -1100,9 +1101,9 @@ inline int grid_cap() {
 // runs, which an interior tile above leaves to the tile below. (H200, 8191²,
 // 2 × 67 MB: 0.055-0.058 ms, 57 % of the copy bandwidth, against 0.082-0.088
 // for the 64×64 tile of a byte per thread and access this replaced (8192²:
-// 0.053 against 0.058), 0.108 for a
-// strip kernel of aligned 8-byte words, and about 0.10 for 64×64 tiles of
-// aligned words whose runs' end words went byte by byte: bench/RESULTS.md,
+// 0.053 against 0.058), 0.108 for a strip kernel of aligned 8-byte words,
+// about 0.10 for 64×64 tiles of aligned words whose runs' end words went
+// byte by byte, and 0.064 for this kernel on 128×128 tiles: bench/RESULTS.md,
 // 2026-11-29 12:30 and 13:20 sections.) A template so that each file that
 // launches it gets one copy and the others none.
 constexpr int kTM = 128, kTK = 64, kTH = 3, kTS = kTM + kTH, kTW = kTK / 4 + 1;
