@@ -1075,17 +1075,15 @@ inline int grid_cap() {
 // dst[c][r] = src[r][c] for bytes: [m, k] -> [k, m], any m, k and alignment
 // (the derive of fp8 and of fp8_block 128x128, and their "both" quantize where
 // the input rows are not 16-byte aligned: the rowwise codes, then these
-// transposed). A CTA of 256 threads takes a tile of
-// kTM = 128 input rows by kTK = 64 columns: 64 runs of 128 output bytes
-// (output row k0 + c, bytes m0 .. m0 + 127).
-//
-// Interior tiles (a tile row above and one below, all 64 columns inside the
-// tensor) make every global access an aligned 4-byte word, whatever m, k and
-// the pointers' alignment:
+// transposed). A CTA of 256 threads takes a tile of kTM = 128 input rows by
+// kTK = 64 columns: 64 runs of up to 128 output bytes (output row k0 + c,
+// bytes m0 .. m0 + 127). Every access is an aligned 4-byte word, whatever m,
+// k and the pointers' alignment, but at the edges of the tensor:
 //   - load: the 17 aligned words under each input row's 64 bytes, for the
 //     tile's rows and the kTH = 3 rows above it, staged as loaded: row r's
 //     byte c sits a_r + c bytes into its staged row, a_r the row's offset in
-//     its first word;
+//     its first word (a word at the buffer's start or end: its bytes inside,
+//     one by one);
 //   - store: output run c begins e bytes into an aligned word; lane l of a
 //     warp writes the run's aligned word l, whose bytes are input rows
 //     4l − e .. 4l − e + 3 of the tile at column c (rows −e .. −1: the
@@ -1094,17 +1092,24 @@ inline int grid_cap() {
 //     so its run begins at the same e): that tile writes them, as this one
 //     writes its word 0, with the same values (bytes of the same input). A
 //     warp's runs c = w, w + 8, ... are 8·m bytes apart: one e for all.
+//     Interior tiles (a tile row above and one below, all 64 columns inside
+//     the tensor) do just that, unchecked. Edge tiles run the same steps with
+//     bounds checks (a separate path: one path for both, checked, took
+//     74 µs at 8191² against these two's 45); there words that are partly
+//     another's go byte by byte: word 0 of the first tile row (its first e
+//     bytes end the output row before), and the words past the last input row
+//     in the last tile row, which also writes word 32 where its rows reach
+//     past word 31. (bench/models/transpose_bytes_model.py checks these
+//     indices: every byte once right, every word access aligned, in bounds.)
 // The staged rows are 17 words apart plus a word every four rows, so that
-// the 32 lanes' rows 4l + const fall in 32 banks.
-// Other tiles (the first and the last tile row, the last tile column) go byte
-// by byte with bounds checks, and also write the 3 bytes before each of their
-// runs, which an interior tile above leaves to the tile below. (H200, 8191²,
-// 2 × 67 MB: 0.055-0.058 ms, 57 % of the copy bandwidth, against 0.082-0.088
-// for the 64×64 tile of a byte per thread and access this replaced (8192²:
-// 0.053 against 0.058), 0.108 for a strip kernel of aligned 8-byte words,
-// about 0.10 for 64×64 tiles of aligned words whose runs' end words went
-// byte by byte, and 0.064 for this kernel on 128×128 tiles: bench/RESULTS.md,
-// 2026-11-29 12:30 and 13:20 sections.) A template so that each file that
+// the 32 lanes' rows 4l + const fall in 32 banks. (H200, 8191²,
+// 2 × 67 MB: 0.045 ms, 70 % of the copy bandwidth (8192²: 0.043); 0.056
+// when the edge tiles went byte by byte, which cost 256x7168 9.0 µs against
+// 3.8 now; 0.082-0.088 for the 64×64 tile of a byte per thread and access
+// this replaced, 0.108 for a strip kernel of aligned 8-byte words, about 0.10
+// for 64×64 tiles of aligned words whose runs' end words went byte by byte,
+// and 0.064 for the edge-byte kernel on 128×128 tiles: bench/RESULTS.md,
+// 2026-11-29 12:30, 13:20 and 14:30 sections.) A template so that each file that
 // launches it gets one copy and the others none.
 constexpr int kTM = 128, kTK = 64, kTH = 3, kTS = kTM + kTH, kTW = kTK / 4 + 1;
 __device__ __forceinline__ int tb_row(int s) { return s * kTW + (s >> 2); }  // staged row s's first word
@@ -1114,7 +1119,7 @@ template <typename Byte>
 __global__ void __launch_bounds__(256) transpose_bytes_kernel(const Byte *__restrict__ src, Byte *__restrict__ dst, int64_t m, int64_t k) {
   pdl_wait();
   __shared__ uint32_t words[kTWords];
-  uint8_t *sm = reinterpret_cast<uint8_t *>(words);
+  const uint8_t *sm = reinterpret_cast<const uint8_t *>(words);
   const int64_t tiles_m = (m + kTM - 1) / kTM;
   const int64_t m0 = (int64_t)(blockIdx.x % tiles_m) * kTM, k0 = (int64_t)(blockIdx.x / tiles_m) * kTK;
   const int t = threadIdx.x;
@@ -1159,17 +1164,71 @@ __global__ void __launch_bounds__(256) transpose_bytes_kernel(const Byte *__rest
     }
     return;
   }
-  const int s0 = m0 > 0 ? 0 : kTH, rows = kTS - s0;  // staged rows s0 .. kTS-1: input rows m0 + s - kTH
-  for (int i = t; i < rows * kTK; i += 256) {
-    const int s = s0 + i / kTK, c = i % kTK;
-    const int64_t mm = m0 + s - kTH, kk = k0 + c;
-    sm[4 * tb_row(s) + c] = (mm < m && kk < k) ? reinterpret_cast<const uint8_t *>(src)[mm * k + kk] : 0;
+  // An edge tile: the same staging and stores, with the bounds checks.
+  const uintptr_t se = sb + (uintptr_t)(m * k);
+  const int rows = m - m0 < kTM ? (int)(m - m0) : kTM, cols = k - k0 < kTK ? (int)(k - k0) : kTK;
+  const int s_lo = m0 > 0 ? 0 : kTH, s_hi = kTH + rows;  // staged rows s: input rows m0 + s - kTH
+  constexpr int kLoads = (kTS * kTW + 255) / 256;
+  uint32_t v[kLoads];
+#pragma unroll
+  for (int j = 0; j < kLoads; j++) {
+    const int i = t + 256 * j, s = i / kTW, w = i - s * kTW;
+    if (i < kTS * kTW && s >= s_lo && s < s_hi) {
+      const uintptr_t p = ((sb + (uintptr_t)((m0 - kTH + s) * k + k0)) & ~(uintptr_t)3) + 4 * w;
+      if (p >= sb && p + 4 <= se) {
+        v[j] = __ldg(reinterpret_cast<const uint32_t *>(p));
+      } else {  // a word at the buffer's start or end: its bytes inside only
+        uint32_t x = 0;
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+          if (p + b >= sb && p + b < se) x |= (uint32_t)__ldg(reinterpret_cast<const uint8_t *>(p + b)) << (8 * b);
+        v[j] = x;
+      }
+    }
   }
+#pragma unroll
+  for (int j = 0; j < kLoads; j++) {
+    const int i = t + 256 * j, s = i / kTW;
+    if (i < kTS * kTW && s >= s_lo && s < s_hi) words[tb_row(s) + i - s * kTW] = v[j];
+  }
+  const int w = t / 32, l = t % 32;
+  const uintptr_t run = db + (uintptr_t)((k0 + w) * m + m0);
+  const int e = (int)(run & 3);
+  // Byte b of lane l's word is input row r = 4l − e + b of the tile, staged
+  // row r + kTH; the tile writes it if r < rows and, in the first tile row,
+  // r ≥ 0 (rows −e .. −1 are the last output row's, written by its last tile
+  // row). Words 0 .. 31 cover rows up to 127 − e; the last tile row also
+  // writes word 32 (lane 0) where its rows reach past that.
+  int base[4], xbase[4];
+  uint32_t mask = 0, xmask = 0;
+#pragma unroll
+  for (int b = 0; b < 4; b++) {
+    const int r = 4 * l - e + b, xr = kTM - e + b;
+    base[b] = 4 * tb_row(r + kTH) + (int)((sb + (uintptr_t)((m0 + r) * k + k0)) & 3);
+    if ((m0 > 0 || r >= 0) && r < rows) mask |= 1u << b;
+    if (xr < rows) xmask |= 1u << b;
+    xbase[b] = xr < rows ? 4 * tb_row(xr + kTH) + (int)((sb + (uintptr_t)((m0 + xr) * k + k0)) & 3) : 0;
+  }
+  if (l != 0 || m0 + kTM < m) xmask = 0;
+  uint8_t *out = reinterpret_cast<uint8_t *>(run - e) + 4 * l;
+  const int64_t step = 8 * m;  // bytes between runs c and c + 8
   __syncthreads();
-  for (int i = t; i < rows * kTK; i += 256) {
-    const int c = i / rows, s = s0 + i % rows;
-    const int64_t mm = m0 + s - kTH, kk = k0 + c;
-    if (mm < m && kk < k) reinterpret_cast<uint8_t *>(dst)[kk * m + mm] = sm[4 * tb_row(s) + c];
+#pragma unroll
+  for (int i = 0; i < kTK / 8; i++) {
+    const int c = w + 8 * i;
+    if (c >= cols) break;
+    const uint32_t x = (uint32_t)sm[base[0] + c] | (uint32_t)sm[base[1] + c] << 8 | (uint32_t)sm[base[2] + c] << 16 |
+                       (uint32_t)sm[base[3] + c] << 24;
+    if (mask == 15) {
+      *reinterpret_cast<uint32_t *>(out + i * step) = x;
+    } else {
+#pragma unroll
+      for (int b = 0; b < 4; b++)
+        if (mask >> b & 1) out[i * step + b] = (uint8_t)(x >> (8 * b));
+    }
+#pragma unroll
+    for (int b = 0; b < 4; b++)
+      if (xmask >> b & 1) out[i * step + 4 * 32 + b] = sm[xbase[b] + c];
   }
 }
 
