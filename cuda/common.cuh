@@ -1072,6 +1072,63 @@ inline int grid_cap() {
   return sms * 8;
 }
 
+// The padding of a scale buffer of [pad_i, pad_j] entries whose valid ones
+// are [ni, nj] (MXFP8, MXFP4 and NVFP4 scales past the tensor, zeros: spec
+// §14 item 4): rows ni..pad_i, then columns nj..pad_j of the valid rows.
+// Padding and valid entries are distinct positions in every layout (the
+// swizzle is a bijection), so the quantize kernels zero only the padding, or
+// scale_padding_kernel ahead of one that does not, where a memset of the
+// whole buffer per call wrote every scale twice (host time per call, issue
+// #15).
+//
+// S: a scale buffer with fields buf, ni, nj, pad_i, pad_j and index(i, j), the
+// position of entry (i, j) in its layout.
+template <typename S>
+__host__ __device__ __forceinline__ int64_t scale_padding_entries(const S &s) {
+  return s.buf == nullptr ? 0 : (s.pad_i - s.ni) * s.pad_j + s.ni * (s.pad_j - s.nj);
+}
+
+// Zeroes part `part` of `parts` of the padding of s (a null buffer: none).
+template <typename S>
+__device__ __forceinline__ void zero_scale_padding(const S &s, int64_t part, int64_t parts) {
+  if (s.buf == nullptr) return;
+  int64_t a = (s.pad_i - s.ni) * s.pad_j, w = s.pad_j - s.nj, n = a + s.ni * w;
+  for (int64_t idx = part * blockDim.x + threadIdx.x; idx < n; idx += parts * blockDim.x) {
+    int64_t i, j;
+    if (idx < a) {
+      i = s.ni + idx / s.pad_j;
+      j = idx % s.pad_j;
+    } else {
+      i = (idx - a) / w;
+      j = s.nj + (idx - a) % w;
+    }
+    s.buf[s.index(i, j)] = 0;
+  }
+}
+
+// The padding of up to two scale buffers (a null one: none), zeroed by one
+// small kernel ahead of a quantize kernel that does not zero it: a kernel
+// boundary that programmatic dependent launch shortens, where a memset's is
+// not (bench/RESULTS.md, 2026-11-29 11:20 section, call 5). It lets the
+// quantize kernel be scheduled at once (pdl_trigger). Instantiated only in
+// the files that launch it (mx.cu, nvfp4.cu).
+template <typename S>
+__global__ void scale_padding_kernel(S r, S c) {
+  pdl_wait();
+  pdl_trigger();
+  zero_scale_padding(r, blockIdx.x, gridDim.x);
+  zero_scale_padding(c, blockIdx.x, gridDim.x);
+}
+template <typename S>
+int32_t launch_scale_padding(const S &r, const S &c, cudaStream_t s, quant_plugin_error *err) {
+  const int64_t nr = scale_padding_entries(r), nc = scale_padding_entries(c), n = nr > nc ? nr : nc;
+  if (n == 0) return QUANT_OK;
+  const int64_t blocks = ceil_div(n, (int64_t)256);
+  launch_kernel(scale_padding_kernel<S>, (unsigned)(blocks > grid_cap() ? grid_cap() : blocks), 256, 0, s, r, c);
+  LQ_LAUNCHED("scale padding kernel launch");
+  return QUANT_OK;
+}
+
 // dst[c][r] = src[r][c] for bytes: [m, k] -> [k, m], any m, k and alignment
 // (the derive of fp8 and of fp8_block 128x128, and their "both" quantize where
 // the input rows are not 16-byte aligned: the rowwise codes, then these

@@ -1151,7 +1151,7 @@ int32_t block_params(const quant_plugin_params *p, bool *two_d, quant_plugin_err
 }
 
 // Zeroes the padded columns of every scale row (zeroPadding).
-int32_t zero_scale_padding(const BlockDir &d, cudaStream_t s, quant_plugin_error *err) {
+int32_t zero_block_scale_padding(const BlockDir &d, cudaStream_t s, quant_plugin_error *err) {
   if (d.valid == d.s.stride) return QUANT_OK;
   LQ_CUDA(cudaMemset2DAsync(d.s.buf + d.valid, d.s.stride * 4, 0, (d.s.stride - d.valid) * 4, d.rows, s), "zeroing scale padding");
   return QUANT_OK;
@@ -1187,9 +1187,10 @@ using namespace lq;
 namespace {
 
 // One tensor's parameters, checks and scale padding (zeroPadding), shared by
-// the single and the grouped quantize. *tiles: its 128×128 tiles.
+// the single and the grouped quantize. *tiles: its 128×128 tiles; *cdir (if
+// not null): the columnwise direction's buffers, as parsed.
 int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t, BlockParams *p, int64_t *tiles, bool *row,
-                      bool *col, quant_plugin_error *err) {
+                      bool *col, quant_plugin_error *err, BlockDir *cdir = nullptr) {
   int64_t m = a->input.shape[0], k = a->input.shape[1];
   *row = a->out[0].num_buffers > 0;
   *col = a->out[1].num_buffers > 0;
@@ -1221,6 +1222,7 @@ int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t,
   p->row_vec = rd.data != nullptr && (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0 && k % 8 == 0;
   p->col_vec = cd.data != nullptr && aligned16(cd.data) && m % 16 == 0;
   p->row_flat = p->vec == kRowsShifted && rd.data != nullptr && (reinterpret_cast<uintptr_t>(rd.data) & 7) == 0;
+  if (cdir != nullptr) *cdir = cd;
   return QUANT_OK;
 }
 
@@ -1229,7 +1231,7 @@ int32_t block_prepare(const quant_plugin_quantize_args *a, bool two_d, InType t,
 // columnwise codes are the rowwise ones transposed byte for byte and the
 // scale grid is transposed (derive, and "both" at an odd K).
 int32_t derive_2d(const uint8_t *rd, const BlockScales &rs, const BlockDir &to, int64_t m, int64_t k, cudaStream_t s, quant_plugin_error *err) {
-  LQ_TRY(zero_scale_padding(to, s, err));
+  LQ_TRY(zero_block_scale_padding(to, s, err));
   LQ_TRY(transpose_bytes(rd, to.data, m, k, s, err));
   int64_t mb = ceil_div(m, kTile), kb = ceil_div(k, kTile);
   if (mb * kb > 0) {
@@ -1250,7 +1252,8 @@ extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_
   bool two_d, row, col;
   LQ_TRY(block_params(a->params, &two_d, err));
   OneTensor one;
-  LQ_TRY(block_prepare(a, two_d, t, &one.p, &one.ntiles, &row, &col, err));
+  BlockDir cd;
+  LQ_TRY(block_prepare(a, two_d, t, &one.p, &one.ntiles, &row, &col, err, &cd));
   if (one.ntiles == 0) return QUANT_OK;
   // Rowwise 1×128 alone with rows that the tile kernel would shift and
   // store as unaligned runs (K not a multiple of 8): the rows in flat order.
@@ -1275,8 +1278,6 @@ extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_
     r.p.col_s = BlockScales{};
     r.p.col_vec = 0;
     LQ_TRY(launch_typed(t, r, true, false, true, r.ntiles, s, err));
-    BlockDir cd;
-    LQ_TRY(block_dir(a->out[1], true, true, one.p.m, one.p.k, &cd, err));
     return derive_2d(one.p.row, one.p.row_s, cd, one.p.m, one.p.k, s, err);
   }
   // A columnwise direction at M not a multiple of 16, or from rows at any

@@ -20,8 +20,8 @@ namespace lq {
 // The kernels that do real work do not trigger their dependents early
 // (pdl_trigger below): measured, that gained nothing over the implicit
 // trigger at the kernel's end. The small kernels that replaced memsets ahead
-// of a quantize kernel (zero_words_kernel in common.cuh, mx_padding_kernel,
-// nv_padding_kernel) do.
+// of a quantize kernel (zero_words_kernel and scale_padding_kernel in
+// common.cuh) do.
 // What it saves is the gap between two kernels: on an H200, 1.6-1.7 µs per
 // boundary, 13 % of a 12 µs memory-bound kernel (bench/pdl_probe.cu;
 // bench/RESULTS.md, 2026-11-29 11:20 section), and the host's enqueue is no

@@ -55,27 +55,6 @@ struct ScaleOut {
   }
 };
 
-// Zeroes part `part` of `parts` of the padding entries of s (rows ni..pad_i,
-// then columns nj..pad_j of the valid rows): the quantize kernels do it
-// instead of a memset per call (host time per call, issue #15). Padding and
-// valid entries are distinct positions in every layout (the swizzle is a
-// bijection).
-__device__ __forceinline__ void zero_scale_padding(const ScaleOut &s, int64_t part, int64_t parts) {
-  if (s.buf == nullptr) return;
-  int64_t a = (s.pad_i - s.ni) * s.pad_j, w = s.pad_j - s.nj, n = a + s.ni * w;
-  for (int64_t idx = part * blockDim.x + threadIdx.x; idx < n; idx += parts * blockDim.x) {
-    int64_t i, j;
-    if (idx < a) {
-      i = s.ni + idx / s.pad_j;
-      j = idx % s.pad_j;
-    } else {
-      i = (idx - a) / w;
-      j = s.nj + (idx - a) % w;
-    }
-    s.buf[s.index(i, j)] = 0;
-  }
-}
-
 struct MxParams {
   const void *in;
   int64_t m, k;
@@ -1443,19 +1422,6 @@ __global__ void mx_reswizzle_kernel(const uint8_t *__restrict__ src, ScaleOut fr
   }
 }
 
-// The scale padding of p (mx_prepare's p.zpad), for a quantize kernel that
-// does not zero it, zeroed by one small kernel ahead of it: only the padding
-// entries (a memset of the whole buffers wrote every scale twice), and a
-// kernel boundary that programmatic dependent launch shortens, where a
-// memset's is not (bench/RESULTS.md, 2026-11-29 11:20 section, call 5). It
-// lets the quantize kernel be scheduled at once (pdl_trigger).
-__global__ void mx_padding_kernel(ScaleOut r, ScaleOut c) {
-  pdl_wait();
-  pdl_trigger();
-  zero_scale_padding(r, blockIdx.x, gridDim.x);
-  zero_scale_padding(c, blockIdx.x, gridDim.x);
-}
-
 }  // namespace
 }  // namespace lq
 
@@ -1487,18 +1453,10 @@ bool mx_kernel_zeroes(bool fast, const MxGeom &g, bool row, bool col, int mode) 
 }
 
 // The scale padding of p (mx_prepare's p.zpad), for a quantize kernel that
-// does not zero it: mx_padding_kernel.
+// does not zero it: launch_scale_padding.
 int32_t mx_zero_padding(const MxParams &p, cudaStream_t s, quant_plugin_error *err) {
-  if (p.zpad == 0) return QUANT_OK;
   const ScaleOut none{};
-  const ScaleOut &r = (p.zpad & 1) ? p.row_s : none, &c = (p.zpad & 2) ? p.col_s : none;
-  auto entries = [](const ScaleOut &x) { return x.buf == nullptr ? 0 : (x.pad_i - x.ni) * x.pad_j + x.ni * (x.pad_j - x.nj); };
-  const int64_t n = entries(r) > entries(c) ? entries(r) : entries(c);
-  int64_t blocks = ceil_div(n, (int64_t)256);
-  blocks = blocks < 1 ? 1 : blocks > grid_cap() ? grid_cap() : blocks;
-  launch_kernel(mx_padding_kernel, (unsigned)blocks, 256, 0, s, r, c);
-  LQ_LAUNCHED("mx scale padding kernel launch");
-  return QUANT_OK;
+  return launch_scale_padding((p.zpad & 1) ? p.row_s : none, (p.zpad & 2) ? p.col_s : none, s, err);
 }
 
 // One tensor's parameters, checks and padding (zeroPadding), shared by the

@@ -1289,46 +1289,15 @@ struct NvDir {
   int64_t ni = 0, nj = 0, pad_i = 0;  // the valid scales [ni, nj] of [pad_i, s.pad_j]
 };
 
-// The scale padding of up to two directions (a null buffer: none), zeroed
-// before the quantize kernel, which does not write there: only the padding
-// entries (rows ni..pad_i, then columns nj..pad_j of the valid rows; padding
-// and valid entries are distinct positions in both layouts, the swizzle
-// being a bijection), where a memset of the whole buffers wrote every scale
-// twice, and a kernel boundary that programmatic dependent launch shortens,
-// where a memset's is not (bench/RESULTS.md, 2026-11-29 11:20 section, call
-// 5). It lets the quantize kernel be scheduled at once (pdl_trigger).
-struct NvPad {
-  ScaleBuf s;
-  int64_t ni, nj, pad_i;
-  __host__ __device__ int64_t entries() const { return s.buf == nullptr ? 0 : (pad_i - ni) * s.pad_j + ni * (s.pad_j - nj); }
+// The scale padding of up to two directions (a null one: none), zeroed
+// before the quantize kernel, which does not write there (launch_scale_padding
+// in common.cuh).
+struct NvPad : ScaleBuf {
+  int64_t ni = 0, nj = 0, pad_i = 0;
 };
-
-__device__ __forceinline__ void nv_zero_padding(const NvPad &p, int64_t part, int64_t parts) {
-  const int64_t a = (p.pad_i - p.ni) * p.s.pad_j, w = p.s.pad_j - p.nj, n = p.entries();
-  for (int64_t idx = part * blockDim.x + threadIdx.x; idx < n; idx += parts * blockDim.x) {
-    const int64_t i = idx < a ? p.ni + idx / p.s.pad_j : (idx - a) / w, j = idx < a ? idx % p.s.pad_j : p.nj + (idx - a) % w;
-    p.s.buf[p.s.index(i, j)] = 0;
-  }
-}
-
-__global__ void nv_padding_kernel(NvPad r, NvPad c) {
-  pdl_wait();
-  pdl_trigger();
-  nv_zero_padding(r, blockIdx.x, gridDim.x);
-  nv_zero_padding(c, blockIdx.x, gridDim.x);
-}
-
-// r, c: the directions whose scales have padding (null: none).
 int32_t nv_zero_scale_padding(const NvDir *r, const NvDir *c, cudaStream_t s, quant_plugin_error *err) {
   auto pad = [](const NvDir *d) { return d == nullptr ? NvPad{} : NvPad{d->s, d->ni, d->nj, d->pad_i}; };
-  const NvPad pr = pad(r), pc = pad(c);
-  const int64_t n = pr.entries() > pc.entries() ? pr.entries() : pc.entries();
-  if (n == 0) return QUANT_OK;
-  int64_t blocks = ceil_div(n, (int64_t)256);
-  blocks = blocks > grid_cap() ? grid_cap() : blocks;
-  launch_kernel(nv_padding_kernel, (unsigned)blocks, 256, 0, s, pr, pc);
-  LQ_LAUNCHED("nvfp4 scale padding kernel launch");
-  return QUANT_OK;
+  return launch_scale_padding(pad(r), pad(c), s, err);
 }
 
 // A direction's buffers (Layout in format.go): data [rows, ⌈cols/2⌉] (a layout
