@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -457,13 +458,13 @@ var kinds = []string{"normal", "wide", "adversarial", "bits", "zeros-and-ones"}
 
 // TestQuantizeMatchesCPU: every registered format the plugin serves, every
 // config, usage, input dtype, value kind and shape.
-func TestQuantizeMatchesCPU(t *testing.T) {
-	needGPU(t)
-	registered := map[string]bool{}
+// servedFormats: which formats are registered, and which the CUDA plugin
+// serves.
+func servedFormats() (registered, served map[string]bool) {
+	registered, served = map[string]bool{}, map[string]bool{}
 	for _, n := range host.FormatNames() {
 		registered[n] = true
 	}
-	served := map[string]bool{}
 	for _, p := range native.Plugins() {
 		for _, k := range p.Kernels {
 			if k.Device == host.CUDA {
@@ -471,6 +472,12 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 			}
 		}
 	}
+	return registered, served
+}
+
+func TestQuantizeMatchesCPU(t *testing.T) {
+	needGPU(t)
+	registered, served := servedFormats()
 	for format, cfgs := range configs() {
 		if !registered[format] || !served[format] {
 			t.Logf("SKIP %s: registered=%v, served by the CUDA plugin=%v", format, registered[format], served[format])
@@ -498,6 +505,50 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 									dequantizeBoth(t, what, cq, gq)
 								}
 							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestOffsetInputMatchesCPU: every format's first config from an input that
+// starts 1 or 4 elements into its allocation (a contiguous view at an
+// offset, as torch's x.view(-1)[o:].view(m, k) gives), so that its rows are
+// not 16-byte aligned whatever K is: the kernels' paths for inputs that
+// vector loads cannot reach (row_load_mode's kRowsScalar): 16-bit input 2
+// or 8 bytes past a 16-byte boundary, fp32 4 bytes past one (and 16: aligned
+// again). Shapes above fp8's one-CTA size (65536 elements), with an even and
+// an odd K.
+func TestOffsetInputMatchesCPU(t *testing.T) {
+	needGPU(t)
+	registered, served := servedFormats()
+	for format, cfgs := range configs() {
+		if !registered[format] || !served[format] {
+			t.Logf("SKIP %s: registered=%v, served by the CUDA plugin=%v", format, registered[format], served[format])
+			continue
+		}
+		c := cfgs[0]
+		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+			for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
+				for _, off := range []int64{1, 4} {
+					t.Run(fmt.Sprintf("%s/%s/%s/%s/+%d", format, c.name, usage, dt, off), func(t *testing.T) {
+						p := c.p
+						p.Format = format
+						qc, qg := quantizerPair(t, p, usage)
+						for si, sh := range [][2]int64{{259, 389}, {300, 1024}, {2049, 1001}} {
+							x := input(t, dt, "normal", sh[0], sh[1], uint64(si))
+							whole := gpuTensor(t, dt, []int64{sh[0]*sh[1] + off})
+							view := host.Tensor{Ptr: unsafe.Add(whole.Ptr, off*dt.Size()), DType: dt, Shape: []int64{sh[0], sh[1]}, Device: gpu}
+							require.NoError(t, host.CopyTensor(view, x, 0))
+							cq, err := qc.Quantize(x, host.QuantizeOptions{})
+							require.NoError(t, err)
+							t.Cleanup(cq.Free)
+							gq := poisonedQTensor(t, qg, x.Shape, byte(0x5A+si))
+							require.NoError(t, qg.QuantizeInto(view, host.QuantizeOptions{}, gq))
+							require.NoError(t, host.Synchronize(gpu, 0))
+							compareTensors(t, fmt.Sprint(sh), cq, gq)
 						}
 					})
 				}
