@@ -458,10 +458,10 @@ var kinds = []string{"normal", "wide", "adversarial", "bits", "zeros-and-ones"}
 
 // TestQuantizeMatchesCPU: every registered format the plugin serves, every
 // config, usage, input dtype, value kind and shape.
-// servedFormats: which formats are registered, and which the CUDA plugin
-// serves.
-func servedFormats() (registered, served map[string]bool) {
-	registered, served = map[string]bool{}, map[string]bool{}
+// servedConfigs: configs() of the formats that are registered and that the
+// CUDA plugin serves; the others are logged as skipped.
+func servedConfigs(t *testing.T) map[string][]config {
+	registered, served := map[string]bool{}, map[string]bool{}
 	for _, n := range host.FormatNames() {
 		registered[n] = true
 	}
@@ -472,17 +472,20 @@ func servedFormats() (registered, served map[string]bool) {
 			}
 		}
 	}
-	return registered, served
-}
-
-func TestQuantizeMatchesCPU(t *testing.T) {
-	needGPU(t)
-	registered, served := servedFormats()
+	out := map[string][]config{}
 	for format, cfgs := range configs() {
 		if !registered[format] || !served[format] {
 			t.Logf("SKIP %s: registered=%v, served by the CUDA plugin=%v", format, registered[format], served[format])
 			continue
 		}
+		out[format] = cfgs
+	}
+	return out
+}
+
+func TestQuantizeMatchesCPU(t *testing.T) {
+	needGPU(t)
+	for format, cfgs := range servedConfigs(t) {
 		for _, c := range cfgs {
 			for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
 				for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
@@ -523,12 +526,7 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 // an odd K.
 func TestOffsetInputMatchesCPU(t *testing.T) {
 	needGPU(t)
-	registered, served := servedFormats()
-	for format, cfgs := range configs() {
-		if !registered[format] || !served[format] {
-			t.Logf("SKIP %s: registered=%v, served by the CUDA plugin=%v", format, registered[format], served[format])
-			continue
-		}
+	for format, cfgs := range servedConfigs(t) {
 		c := cfgs[0]
 		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
 			for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
