@@ -456,8 +456,6 @@ func configs() map[string][]config {
 
 var kinds = []string{"normal", "wide", "adversarial", "bits", "zeros-and-ones"}
 
-// TestQuantizeMatchesCPU: every registered format the plugin serves, every
-// config, usage, input dtype, value kind and shape.
 // servedConfigs: configs() of the formats that are registered and that the
 // CUDA plugin serves; the others are logged as skipped.
 func servedConfigs(t *testing.T) map[string][]config {
@@ -483,6 +481,8 @@ func servedConfigs(t *testing.T) map[string][]config {
 	return out
 }
 
+// TestQuantizeMatchesCPU: every registered format the plugin serves, every
+// config, usage, input dtype, value kind and shape.
 func TestQuantizeMatchesCPU(t *testing.T) {
 	needGPU(t)
 	for format, cfgs := range servedConfigs(t) {
