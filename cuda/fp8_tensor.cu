@@ -775,13 +775,14 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
     // their transpose. Per-tensor scaling gives both copies one scale, so
     // the columnwise codes are the rowwise ones transposed byte for byte
     // (spec §7: the transposed copy is exact because the scale is shared).
-    // H200, 8191², delayed scaling: 0.109 ms (flat cast 0.050, transpose
-    // 0.057) against 0.076 at 8192²; the columnwise codes cast again from
+    // H200, 8191², delayed scaling: 0.098 ms (flat cast 0.050, transpose
+    // 0.045) against 0.075 at 8192²; the columnwise codes cast again from
     // the input by the staged strips took 0.127 (0.052 + 0.074), the tile
     // kernel shifting every 16-byte piece into place 0.180 (bench/RESULTS.md,
-    // 2026-11-29 13:20 section). (Also measured and not kept: one launch, the
-    // strips writing the rowwise codes from the stage in the flat frame too:
-    // 0.150 ms.)
+    // 2026-11-29 13:20 and 14:30 sections). (Also measured and not kept: one
+    // launch, the strips writing the rowwise codes from the stage in the flat
+    // frame too: 0.150 ms; the transpose's tiles casting the codes as they
+    // stage them, one read of the input: 0.142-0.157, 15:25 section.)
     launch_flat<T, F>(p, s);  // writes both directions' scalars, the rowwise codes only
     LQ_LAUNCHED("fp8 cast kernel launch");
     return transpose_bytes(p.row, p.col, p.m, p.k, s, err);
