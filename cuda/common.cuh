@@ -425,10 +425,11 @@ __device__ __forceinline__ float e8m0_decode(uint32_t b) {
   if (b == 0) return __uint_as_float(0x00400000u);
   return __uint_as_float(b << 23);
 }
+// Selects rather than branches (b: 0 .. 0xFF).
 __device__ __forceinline__ float e8m0_rcp(uint32_t b) {
-  if (b == 0xFF) return __uint_as_float(0x7FFFFFFFu);
-  if (b == 254) return __uint_as_float(0x00400000u);
-  return __uint_as_float((254u - b) << 23);
+  uint32_t r = (254u - b) << 23;
+  r = b == 254 ? 0x00400000u : r;
+  return __uint_as_float(b == 0xFF ? 0x7FFFFFFFu : r);
 }
 
 // numeric.Float32ToBF16 (NaN keeps sign and payload, made quiet).
@@ -1056,8 +1057,12 @@ __device__ __forceinline__ void tile_rc(int64_t t, int64_t tiles_c, int64_t *tr,
 }
 
 // The GEMM-swizzled position of compact scale (i, j) (swizzle.Index, spec §4.7).
+// i, j, cols ≥ 0, so the divisions are shifts and the four terms disjoint
+// bit fields (signed int64 division and remainder by constants take
+// several instructions each).
 __device__ __forceinline__ int64_t swizzle_index(int64_t i, int64_t j, int64_t cols) {
-  return ((i / 128) * (cols / 4) + j / 4) * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4;
+  const uint64_t u = (uint64_t)i, v = (uint64_t)j;
+  return (int64_t)((((u >> 7) * ((uint64_t)cols >> 2) + (v >> 2)) << 9) | ((u & 31) << 4) | (((u >> 5) & 3) << 2) | (v & 3));
 }
 
 // Launch geometry helper: enough blocks to fill the GPU a few times.

@@ -26,3 +26,11 @@ LQ_HD uint32_t lq_e8m0_round_up(float x) {
   const uint32_t e = lq_umin((a + (a < 0x00800000u ? 0x003FFFFFu : 0x007FFFFFu)) >> 23, 0xFEu);
   return a > 0x7F800000u || b == 0xFF800000u ? 0xFFu : e;
 }
+
+// lq_e8m0_round_up for a magnitude: x in [+0, +Inf], never NaN (a block's
+// amax times the format's 1/max, spec §4.3: NaN is skipped in the amax).
+// There the NaN and -Inf cases cannot occur, and the sign bit is 0.
+LQ_HD uint32_t lq_e8m0_round_up_mag(float x) {
+  const uint32_t a = lq_f32_bits(x);
+  return lq_umin((a + (a < 0x00800000u ? 0x003FFFFFu : 0x007FFFFFu)) >> 23, 0xFEu);
+}
