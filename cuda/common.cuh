@@ -1895,11 +1895,13 @@ __device__ __forceinline__ void store_bytes16(uint8_t *dst, uint4 v, int a, int 
 // in_al, out_al, m, k, phase, nseg, seg_steps). flat_rows_place: the walk over
 // [m, k] input in (elements of sz bytes) and codes out, rounded down to a
 // 16-element boundary (phase elements before the tensor's first); false
-// where the two do not lie at one offset mod 16 elements.
+// where the two do not lie at one offset mod 16 elements, or where a row has
+// kFlatRowMax elements or more (FlatRow's positions in a row are 32-bit).
+constexpr int64_t kFlatRowMax = (int64_t)1 << 30;
 template <typename P>
 bool flat_rows_place(P &p, const void *in, uint8_t *out, size_t sz, int64_t m, int64_t k) {
   const uintptr_t ia = reinterpret_cast<uintptr_t>(in), oa = reinterpret_cast<uintptr_t>(out);
-  if (ia % sz != 0 || (ia / sz) % 16 != oa % 16) return false;
+  if (ia % sz != 0 || (ia / sz) % 16 != oa % 16 || k >= kFlatRowMax) return false;
   p.phase = (int)(oa % 16);
   p.in_al = reinterpret_cast<const void *>(ia - p.phase * sz);
   p.out_al = out - p.phase;
@@ -1943,12 +1945,19 @@ int resident_ctas(K kernel, int threads) {
 // 16), so a CTA runs one of with_offset's 16 copies of the step and an SM
 // as many as it holds CTAs, not all 16 (H200, 8191²: a fifth of the flat
 // rows kernels' cycles waited on instruction fetch). The rows after the
-// last whole 128 keep their order.
+// last whole 128 keep their order. One segment per row (rows enough for every
+// warp, the large tensors) takes no 64-bit division.
 template <typename P>
 __device__ __forceinline__ int64_t flat_item(const P &p, int64_t item, int steps, int *t0, int *t1) {
-  const int64_t v = item / p.nseg;
-  *t0 = (int)(item - v * p.nseg) * p.seg_steps;
-  *t1 = min(*t0 + p.seg_steps, steps);
+  int64_t v = item;
+  if (p.nseg == 1) {
+    *t0 = 0;
+    *t1 = steps;
+  } else {
+    v = item / p.nseg;
+    *t0 = (int)(item - v * p.nseg) * p.seg_steps;
+    *t1 = min(*t0 + p.seg_steps, steps);
+  }
   if (v >= (p.m & ~(int64_t)127)) return v;
   const int rem = (int)(v & 127);
   return (v & ~(int64_t)127) + 16 * (rem & 7) + (rem >> 3);
@@ -1956,20 +1965,24 @@ __device__ __forceinline__ int64_t flat_item(const P &p, int64_t item, int steps
 
 // One warp's row (or segment of one: steps t0 .. t1−1 of 32 chunks) in a flat
 // rows kernel: row r of [m, k] input at in_al + phase elements, its codes at
-// out_al + phase bytes. Lane l holds chunk 32t + l of step t.
+// out_al + phase bytes. Lane l holds chunk 32t + l of step t. Positions in
+// the row are 32-bit (k < kFlatRowMax, flat_rows_place), and the tests on
+// them combine with & and |, not && and || (short-circuit branches and 64-bit
+// compares made the load's test alone a tenth of mx8_rows_kernel's
+// instructions: bench/RESULTS.md, 2026-11-29 16:45 section).
 template <typename T>
 struct FlatRow {
   static constexpr int CW = chunk_words<T>();
   const T *in;
   uint8_t *out;
-  int64_t lim;  // chunk c holds the row's elements at o−16c .. lim−16c−1 of it
-  int64_t nc;   // chunks the row touches
+  int lim;  // chunk c holds the row's elements at o−16c .. lim−16c−1 of it
+  int nc;   // chunks the row touches
   int o, t0, t1, lane;
 
   __device__ __forceinline__ FlatRow(const void *in_al, uint8_t *out_al, int phase, int64_t r, int64_t k, int t0_, int t1_) {
     const int64_t f0 = phase + r * k;  // the row's first element, counted from in_al
     o = (int)(f0 & 15);
-    lim = k + o;
+    lim = (int)k + o;
     nc = (lim + 15) >> 4;
     in = (const T *)in_al + (f0 & ~(int64_t)15);
     out = out_al + (f0 & ~(int64_t)15);
@@ -1981,8 +1994,8 @@ struct FlatRow {
   // Step t's chunks (the segment's own, and lane 0 of step t1: its first o
   // elements end the segment's last block), zero where not loaded.
   __device__ __forceinline__ void load(int t, uint32_t (&w)[CW]) const {
-    const int64_t c = 32 * (int64_t)t + lane;
-    const bool ok = c < nc && (t < t1 || (t == t1 && lane == 0));
+    const int c = 32 * t + lane;
+    const bool ok = (c < nc) & ((t < t1) | ((t == t1) & (lane == 0)));
 #pragma unroll
     for (int q = 0; q < CW / 4; q++) {
       uint4 u = make_uint4(0, 0, 0, 0);
@@ -1994,9 +2007,9 @@ struct FlatRow {
   // Zeroes step t's elements past the row's end (the next row's): the zero
   // padding of spec §14, which enters no maximum.
   __device__ __forceinline__ void clip(int t, uint32_t (&w)[CW]) const {
-    if (32 * (int64_t)t + 32 <= (lim >> 4)) return;  // every chunk whole (the warp's condition)
-    const int64_t b = lim - 16 * (32 * (int64_t)t + lane);
-    const int n = b >= 16 ? 16 : b > 0 ? (int)b : 0;
+    if (32 * t + 32 <= (lim >> 4)) return;  // every chunk whole (the warp's condition)
+    const int b = lim - 16 * (32 * t + lane);
+    const int n = b >= 16 ? 16 : b > 0 ? b : 0;
     if constexpr (sizeof(T) == 2) {
 #pragma unroll
       for (int j = 0; j < 8; j++) w[j] = n >= 2 * j + 2 ? w[j] : n == 2 * j + 1 ? w[j] & 0xFFFFu : 0u;
@@ -2009,18 +2022,18 @@ struct FlatRow {
   // The codes v of the lane's chunk of step t: the bytes of this row and
   // segment (a chunk's bytes of another row or segment are left to it).
   __device__ __forceinline__ void store(int t, uint4 v) const {
-    const int64_t c = 32 * (int64_t)t + lane, left = lim - 16 * c;
-    const int sa = t == t0 && lane == 0 ? o : 0, sb = left >= 16 ? 16 : left > 0 ? (int)left : 0;
+    const int c = 32 * t + lane, left = lim - 16 * c;
+    const int sa = (t == t0) & (lane == 0) ? o : 0, sb = left >= 16 ? 16 : left > 0 ? left : 0;
     if (sa == 0 && sb == 16) *reinterpret_cast<uint4 *>(out + 16 * c) = v;
     else if (sa < sb) store_bytes16(out + 16 * c, v, sa, sb);
   }
 
   // Whether the lane writes the tail: step t1's lane 0, whose first o
   // elements (clipped at the row's end) end the segment's last block.
-  __device__ __forceinline__ bool has_tail() const { return lane == 0 && o != 0 && 32 * (int64_t)t1 < nc; }
+  __device__ __forceinline__ bool has_tail() const { return (lane == 0) & (o != 0) & (32 * t1 < nc); }
   __device__ __forceinline__ void store_tail(uint4 v) const {
-    const int64_t left = lim - 16 * 32 * (int64_t)t1;
-    const int sb = left >= o ? o : left > 0 ? (int)left : 0;
+    const int left = lim - 16 * 32 * t1;
+    const int sb = left >= o ? o : left > 0 ? left : 0;
     if (sb > 0) store_bytes16(out + 16 * 32 * (int64_t)t1, v, 0, sb);
   }
 };

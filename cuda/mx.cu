@@ -56,6 +56,13 @@ struct ScaleOut {
     if (j_major) return j * pad_i + i;
     return i * pad_j + j;
   }
+  // index(i, j) = row_base(i) + row_off(j): row i's part once per row, j's
+  // per entry (swizzled: j's fields are the low bits and j/4·512, disjoint
+  // from i's).
+  __device__ __forceinline__ int64_t row_base(int64_t i) const { return swizzled ? swizzle_index(i, 0, pad_j) : j_major ? i : i * pad_j; }
+  __device__ __forceinline__ int64_t row_off(int j) const {
+    return swizzled ? (int64_t)((j >> 2) * 512 + (j & 3)) : j_major ? (int64_t)j * pad_i : (int64_t)j;
+  }
 };
 
 struct MxParams {
@@ -378,9 +385,12 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   Raw8<T> next[4];
   // EDGE MXFP8, 16-bit rows at any even offset: an interior tile, whose 32
   // rows and 256 columns, and the 33rd chunk of every row, lie inside the
-  // tensor (uniform over the CTA).
+  // tensor (uniform over the CTA). & and |, not && and ||: the short-circuit
+  // branches took 1.4 of the kernel's 38.7 warp instructions per 32 elements
+  // (H200, 8191² both, bench/RESULTS.md 2026-11-29 16:45 section).
   auto interior = [&](const MxParams &q, int64_t r0, int64_t c0) -> bool {
-    return q.vec == kRowsShifted && q.flat && r0 + kTileR <= q.m && c0 + kTileC <= q.k && (r0 + kTileR < q.m || c0 + kTileC + 8 <= q.k);
+    return (q.vec == kRowsShifted) & (q.flat != 0) & (r0 + kTileR <= q.m) & (c0 + kTileC <= q.k) &
+           ((r0 + kTileR < q.m) | (c0 + kTileC + 8 <= q.k));
   };
   // kStagePre: the EDGE instance of one 16-bit tensor with both directions
   // runs two tiles per CTA (launch_mx_tiles); while it processes the first,
@@ -1251,12 +1261,13 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
   const int lane = threadIdx.x & 31;
   const bool even = (lane & 1) == 0;
   const int64_t warps = (int64_t)gridDim.x * (kRowThreads / 32), items = p.m * p.nseg;
-  const int64_t nb = (p.k + 31) / 32;
-  const int steps = (int)((nb + 15) / 16);
+  const int nb = (int)((p.k + 31) / 32);  // k < kFlatRowMax
+  const int steps = (nb + 15) / 16;
   for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
     int t0, t1;
     const int64_t r = flat_item(p, item, steps, &t0, &t1);
     const FlatRow<T> fr(p.in_al, p.out_al, p.phase, r, p.k, t0, t1);
+    uint8_t *const srow = p.s.buf + p.s.row_base(r);  // the row's scales: srow[row_off(j)]
     const int o = fr.o;
     FlatWalk<T> w;
     w.start(fr);
@@ -1271,8 +1282,8 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
       const uint32_t nlo = __shfl_down_sync(kAll, even ? lo : 0u, 2), nlo_step = __shfl_sync(kAll, lon, 0);
       a = max(a, lane == 30 ? nlo_step : nlo);
       const uint32_t e8 = mx_exponent<EL>(__uint_as_float(a), p.floor);
-      const int64_t j = 16 * (int64_t)t + (lane >> 1);
-      if (even && j < nb) p.s.buf[p.s.index(r, j)] = (uint8_t)e8;
+      const int j = 16 * t + (lane >> 1);
+      if (even & (j < nb)) srow[p.s.row_off(j)] = (uint8_t)e8;
       const uint32_t below = __shfl_up_sync(kAll, e8, 1);
       uint32_t pe = __shfl_up_sync(kAll, e8, 2);
       if (lane == 0) pe = prev_e8;
