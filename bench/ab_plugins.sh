@@ -45,6 +45,10 @@ for v in $VARIANTS; do
   nvcc -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 -shared -cudart static \
     -Xlinker --version-script=$PWD/cuda/libquant_cuda.map -o $W/$v/libquant_cuda.so $objs \
     -L/usr/local/cuda/lib64 -lcublasLt -Xlinker -rpath,/usr/local/cuda/lib64 || { echo "link $v failed"; exit 1; }
+  # A variant whose objects leave a symbol undefined (an archive missing an
+  # object, or one older than the plugin's table) links but does not load;
+  # stop here rather than fail every test and bench row.
+  python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' $W/$v/libquant_cuda.so || { echo "variant $v: the plugin does not load"; exit 1; }
   log "linked $v"
 done
 if [ -n "${RUN:-}" ]; then
