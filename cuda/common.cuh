@@ -406,19 +406,6 @@ __device__ __forceinline__ float e2m1_decode(uint32_t c) {
   return (c & 8u) ? -m : m;
 }
 
-// numeric.Float32ToE8M0RoundUp (TE's float_to_e8m0, spec §4.3): e8m0.h's
-// branch-free form, checked against the rule on every float32 by
-// cuda/hosttest/e8m0_exhaustive.cc.
-__device__ __forceinline__ uint32_t e8m0_round_up(float x) { return lq_e8m0_round_up(x); }
-
-// numeric.Float32ToE8M0Floor.
-__device__ __forceinline__ uint32_t e8m0_floor(float x) {
-  uint32_t b = __float_as_uint(x) & 0x7FFFFFFFu;
-  if (b >= 0x7F800000u) return 0xFF;
-  if (b < 0x00800000u) return 0;
-  return b >> 23;
-}
-
 // numeric.DecodeE8M0 and E8M0Reciprocal.
 __device__ __forceinline__ float e8m0_decode(uint32_t b) {
   if (b == 0xFF) return __uint_as_float(0x7FFFFFFFu);

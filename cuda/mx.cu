@@ -30,14 +30,15 @@ constexpr int kThreads = 256, kTileR = 32, kTileC = 256;
 enum El { kE4M3 = 0, kE5M2 = 1, kE2M1 = 2 };
 
 // The block's scale from its amax, a magnitude (+0 .. +Inf: NaN is skipped,
-// so never NaN), which keeps the NaN and -Inf cases of e8m0_floor and
-// e8m0_round_up out of every block's instructions.
+// so never NaN), which keeps the rules' NaN and -Inf cases out of every
+// block's instructions.
 template <int EL>
 __device__ __forceinline__ uint32_t mx_exponent(float amax, int floor) {
   constexpr uint32_t emax = EL == kE4M3 ? 8 : EL == kE5M2 ? 15 : 2;
   constexpr uint32_t rcp = EL == kE4M3 ? 0x3B124925u : EL == kE5M2 ? 0x37924925u : 0x3E2AAAABu;
   if (floor) {
-    // e8m0_floor: the exponent field (0 for a subnormal), 0xFF for +Inf.
+    // numeric.Float32ToE8M0Floor: the exponent field (0 for a subnormal),
+    // 0xFF for +Inf.
     const uint32_t b = (__float_as_uint(amax) & 0x7FFFFFFFu) >> 23;
     return b == 0xFF ? b : max(b, emax) - emax;
   }
