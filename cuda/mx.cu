@@ -355,9 +355,8 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   __shared__ __align__(16) uint32_t part[kThreads / 32][kFlat ? kPadC : kTileC];
   __shared__ __align__(16) float colf[kFlat ? kPadC : kTileC];
   __shared__ uint16_t colb[EL == kE2M1 ? kTileC : 1][kTileR / 4 + 1];
-  // EDGE: a warp's rows as aligned chunks; kFlat: two buffers, the next
-  // tile's chunks copied into one while the tile reads the other.
-  __shared__ __align__(16) uint4 stage[kFlat && !G::kGroup && ROW && COL ? 2 : 1][EDGE && sizeof(T) == 2 ? kThreads / 32 : 1][4][kTileC / 8 + 1];
+  // EDGE: a warp's rows as aligned chunks.
+  __shared__ __align__(16) uint4 stage[EDGE && sizeof(T) == 2 ? kThreads / 32 : 1][4][kTileC / 8 + 1];
   const int64_t ntiles = grp.total();
   // The tiles of this CTA: blockIdx.x, + gridDim.x, ... for one tensor; a
   // group's CTA takes a run of consecutive tiles instead, so that it moves
@@ -393,13 +392,6 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
     return (q.vec == kRowsShifted) & (q.flat != 0) & (r0 + kTileR <= q.m) & (c0 + kTileC <= q.k) &
            ((r0 + kTileR < q.m) | (c0 + kTileC + 8 <= q.k));
   };
-  // kStagePre: the EDGE instance of one 16-bit tensor with both directions
-  // runs two tiles per CTA (launch_mx_tiles); while it processes the first,
-  // the second's chunks are in flight into the other stage buffer, if it is
-  // interior (pre: stage buffer buf holds this tile's chunks).
-  constexpr bool kStagePre = kFlat && !G::kGroup && ROW && COL;
-  bool pre = false;
-  int buf = 0;
   // The first row and column of local tile lt: by one 32-bit division
   // (tile_rc) where the tensor changes between tiles (a group) or the
   // instance is EDGE (H200, mxfp8: the MoE batch's columnwise 0.102 -> 0.095
@@ -500,7 +492,6 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
   // not in the input's flat alignment, take the checked path (H100, 8191²:
   // the checked path on every tile executed 2.4× the aligned instructions).
   bool staged[4] = {false, false, false, false};
-  const int cb = buf;  // the stage buffer of this tile
   bool inner = false;
   if constexpr (kFlat) inner = interior(p, r0, c0);
   if constexpr (EDGE && sizeof(T) == 2) {
@@ -508,7 +499,7 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
       __syncwarp();  // the warp's last tile has read its chunks
       if (inner) {
         // Row row_of(r0, i) is x + (r0 + warp)·K + 8·i·K.
-        if (!pre) stage_rows4(stage[cb][warp], x + (r0 + warp) * p.k + c0, 16 * p.k, lane);
+        stage_rows4(stage[warp], x + (r0 + warp) * p.k + c0, 16 * p.k, lane);
       } else {
         const uintptr_t end = reinterpret_cast<uintptr_t>(x + p.m * p.k);
 #pragma unroll
@@ -516,38 +507,21 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
           int64_t r = row_of(r0, i);
           const uintptr_t base = reinterpret_cast<uintptr_t>(x + r * p.k + c0) & ~(uintptr_t)15;
           if (r < p.m) {
-            if (base + 16 * (lane + 1) <= end) cp_async16(&stage[cb][warp][i][lane], reinterpret_cast<const void *>(base + 16 * lane));
-            if (lane == 0 && base + 16 * 33 <= end) cp_async16(&stage[cb][warp][i][32], reinterpret_cast<const void *>(base + 16 * 32));
+            if (base + 16 * (lane + 1) <= end) cp_async16(&stage[warp][i][lane], reinterpret_cast<const void *>(base + 16 * lane));
+            if (lane == 0 && base + 16 * 33 <= end) cp_async16(&stage[warp][i][32], reinterpret_cast<const void *>(base + 16 * 32));
           }
           staged[i] = r < p.m && full && base + 16 * (lane + 2) <= end;
         }
       }
       cp_async_commit();
-      // kStagePre: the next tile's chunks into the other buffer, in flight
-      // through this tile (the warp read that buffer in its last tile).
-      bool next_pre = false;
-      if constexpr (kStagePre) {
-        if (tile + step < end) {
-          int64_t qr0, qc0;
-          rc_of(tile + step, tiles_c, &qr0, &qc0);
-          if (interior(p, qr0, qc0)) {
-            stage_rows4(stage[cb ^ 1][warp], x + (qr0 + warp) * p.k + qc0, 16 * p.k, lane);
-            cp_async_commit();
-            next_pre = true;
-          }
-        }
-      }
-      if (next_pre) cp_async_wait_1();
-      else cp_async_wait_all();
+      cp_async_wait_all();
       __syncwarp();
-      pre = next_pre;
-      if (next_pre) buf ^= 1;
     }
   }
   if constexpr (kFlat) {
     if (inner) {
       if (kAhead && tile + step < end) prefetch(tile + step);
-      mx8_flat_tile<T, EL, ROW, COL>(p, stage[cb][warp], r0, c0, warp, lane, part, colf);
+      mx8_flat_tile<T, EL, ROW, COL>(p, stage[warp], r0, c0, warp, lane, part, colf);
       if (COL) __syncthreads();  // the next tile reuses the shared arrays
       group_zpad(p, lt, tiles_c);
       continue;
@@ -563,7 +537,7 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
       for (int e = 0; e < 8; e++) v[i][e] = 0.0f;
     } else if (rin && full && vec) raw_convert<T>(next[i], v[i]);
     else if (staged[i]) {
-      const uint4 a = stage[cb][warp][i][lane], b = stage[cb][warp][i][lane + 1];
+      const uint4 a = stage[warp][i][lane], b = stage[warp][i][lane + 1];
       const uint32_t raw8[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
       Raw8<T> raw;
       shift_uniform<4>(raw8, (int)(reinterpret_cast<uintptr_t>(x + r * p.k + gc) & 15), *reinterpret_cast<uint32_t(*)[4]>(&raw.w[0]));
@@ -1159,17 +1133,11 @@ void launch_mx_tiles(const G &grp, cudaStream_t s) {
   const bool persistent = G::kGroup || (ROW && COL && EL != kE2M1 && !EDGE);  // the EDGE instance does not prefetch
   const int64_t cap = persistent ? mx_resident<T, EL, ROW, COL, EDGE, RAGM, G>() : ntiles;
   unsigned g = (unsigned)(ntiles < cap ? ntiles : cap);
-  // The EDGE MXFP8 instance of one 16-bit tensor with both directions: two
-  // tiles per CTA, the second's chunks copied into the other stage buffer
-  // during the first (kStagePre). H100, 8191² (before the flat frame): 4-5 %
-  // faster than one CTA per tile, and a persistent grid (396 CTAs of about
-  // 21 tiles each, the next tile always in flight) 10-20 % slower in every
-  // direction (20 % of the SMs' cycles idle at its end). With the flat frame
-  // (bench/RESULTS.md, branch mxboth): four tiles per CTA ran both
-  // directions in 0.188 ms against two's 0.170; two tiles per CTA for one
-  // direction as well ran rowwise the same (0.097 ms) and columnwise 0.090
-  // against 0.088 ms, so one direction keeps one CTA per tile.
-  if (EDGE && EL != kE2M1 && sizeof(T) == 2 && !G::kGroup && ROW && COL) g = (unsigned)((ntiles + 1) / 2);
+  // (The EDGE MXFP8 instance of one 16-bit tensor with both directions ran
+  // two tiles per CTA, the second's chunks copied during the first: 4-5 %
+  // faster than one CTA per tile on the H100. Rows in the flat frame take
+  // mx8_band_kernel now, and the rest, a code buffer off the input's flat
+  // alignment or K past kBandMaxK, one CTA per tile as one direction does.)
   launch_kernel(mx_quantize_kernel<T, EL, ROW, COL, EDGE, RAGM, G>, g, kThreads, 0, s, grp);
 }
 
@@ -1314,6 +1282,337 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
   launch_kernel(mx8_rows_kernel<T, EL>, (unsigned)ctas, kRowThreads, 0, st, p);
   LQ_LAUNCHED("mxfp8 rowwise kernel launch");
   return QUANT_OK;
+}
+
+// ---------------------------------------------------------------------------
+// MXFP8 with both directions from 16-bit rows at any even offset (an odd K,
+// spec §14), in the flat frame
+// (MxParams::flat; see mx8_flat_tile): a CTA walks a band of 32 rows, one
+// columnwise block row, along K in steps of 256 columns (window t: columns
+// 256t .. 256t + 255), each of its 8 warps rows w + 8i of the band (one
+// offset o mod 8 elements: 8 rows are 8·K elements apart). Lane l holds the
+// aligned 8-element chunk 32t + l of each of its rows (row columns 256t + 8l − o ..),
+// and its codes are that chunk's aligned 8-byte code word in both
+// directions. For the maxima lane 0 takes its elements e < o (window t − 1's,
+// counted there) from chunk 32t + 32 instead, so that the warp's maxima are
+// exactly window t's, lane l's element e at column (8l − o + e) mod 256 as
+// in the flat tile; its codes e < o take block 8t − 1's scale, kept from the
+// last step, and window t − 1's column scales, kept in a ring of two
+// windows. Against one CTA per 32×256 tile (mx_quantize_kernel's flat
+// frame):
+// - the steps are copied into a ring of three shared stages two steps ahead
+//   (cp.async, 33 chunks a row), a pointer bump apart, with no per-tile
+//   set-up;
+// - no code word straddles two tiles: every lane stores its chunk's word
+//   whole (the tile wrote lane 0's two pieces byte by byte, a twelfth of
+//   its instructions);
+// - the band's edges are the walk's own (zero fill past the rows' chunks
+//   and rows, the elements past a row's end zeroed in the stage, byte
+//   stores at a row's first and last chunk), so no tile takes a checked
+//   path.
+// A band may be cut into segments of steps (too few bands to fill the
+// GPU): a segment's first chunk leaves its bytes e < o to the segment
+// before, whose last step stores them (chunk 32·t1's first o codes, with
+// its own scales).
+// H200 (bench/RESULTS.md, 2026-11-29 18:00 section), ms against the tile
+// kernel: 8191² 0.117-0.120 against 0.122-0.124, 2048×7167 0.036 against
+// 0.038, 45×4095 0.008-0.009 against 0.013-0.014. Columnwise alone keeps the
+// tile kernel (8191²: this walk without its rowwise half ran 0.072 ms against
+// 0.069); 16 warps of two rows (32 warps a SM) ran 0.123, issue-bound.
+// ---------------------------------------------------------------------------
+constexpr int kBandSlots = 3;
+constexpr int kBandWarps = 8, kBandRows = kTileR / kBandWarps;  // a warp's rows: w + 8i
+constexpr int kBandThreads = 32 * kBandWarps;
+using BandStage = uint4[kBandWarps][kBandRows][kTileC / 8 + 1];  // a step's chunks, per warp and row
+constexpr int kBandRing = 2 * kTileC;                       // the column scales of two windows
+__device__ __forceinline__ int pad_ring(int c) { return c + (c >> 3); }
+
+struct Mx8BandParams {
+  MxParams p;
+  int steps;            // windows of 256 columns per row
+  int nseg, seg_steps;  // segments per band, steps per segment
+};
+
+// Shared memory of mx8_band_kernel: the stage ring, the column maxima of the
+// warps (padded columns, kPadC) and the column scales' ring.
+constexpr size_t kBandSmem =
+    kBandSlots * sizeof(BandStage) + sizeof(uint32_t) * kBandWarps * kPadC + sizeof(float) * (kBandRing + kBandRing / 8);
+
+// Bytes a .. b−1 of code word q at dst (8-byte aligned), one byte a store.
+// Not inlined: the band kernel calls it at a row's ends only, and inlined
+// ptxas predicated its stores into every step (H200: 2.2 of 34.5 warp
+// instructions per 32 elements).
+__device__ __noinline__ void store_bytes8(uint8_t *dst, uint2 q, int a, int b) {
+#pragma unroll
+  for (int e = 0; e < 8; e++)
+    if ((e >= a) & (e < b)) dst[e] = (uint8_t)((e < 4 ? q.x : q.y) >> (8 * (e & 3)));
+}
+
+// The largest K the band kernel takes: its offsets within a band are 32-bit.
+constexpr int64_t kBandMaxK = ((int64_t)1 << 31) / (2 * kTileR) - kTileC;
+
+template <typename T, int EL>
+__global__ void __launch_bounds__(kBandThreads, 3) mx8_band_kernel(const __grid_constant__ Mx8BandParams bp) {
+  pdl_wait();
+  using R = Raw16<T>;
+  static_assert(sizeof(T) == 2 && EL != kE2M1, "MXFP8 of 16-bit input");
+  extern __shared__ __align__(16) uint8_t band_smem[];
+  BandStage *stages = reinterpret_cast<BandStage *>(band_smem);
+  uint32_t(*part)[kPadC] = reinterpret_cast<uint32_t(*)[kPadC]>(band_smem + kBandSlots * sizeof(BandStage));
+  float *colf = reinterpret_cast<float *>(band_smem + kBandSlots * sizeof(BandStage) + sizeof(uint32_t) * kBandWarps * kPadC);
+
+  const MxParams &p = bp.p;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t band = blockIdx.x / bp.nseg;
+  const int seg = (int)(blockIdx.x - band * bp.nseg);
+  const int t0 = seg * bp.seg_steps, t1 = min(t0 + bp.seg_steps, bp.steps);
+  const int64_t r0 = kTileR * band + warp;  // the warp's rows r0 + 8i
+  const int64_t f0 = r0 * p.k;
+  const int o = (int)(f0 & 7);
+  const int lim = (int)p.k + o;  // chunk c holds the row's elements at o − 8c .. lim − 8c − 1 of it
+  const int nc = (lim + 7) >> 3;
+  const int rows = r0 >= p.m ? 0 : (int)min((int64_t)kBandRows, (p.m - r0 + kBandWarps - 1) / kBandWarps);  // rows of the warp inside the tensor
+  // Row r0 + 8i's chunk c: input bytes at in + i·ri + 16c, codes at out + i·rc + 8c
+  // (k < kBandMaxK: 32-bit offsets).
+  const char *in = reinterpret_cast<const char *>((const T *)p.in + (f0 - o));
+  const uint32_t rc = (uint32_t)(kBandWarps * p.k), ri = 2 * rc;
+  const int64_t cbase = f0 - o;
+  uint32_t sel[4], mk0[4];  // the halves of elements e < o; lane 0's (others 0)
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    sel[j] = low_half_mask(j, o);
+    mk0[j] = lane == 0 ? sel[j] : 0u;
+  }
+  uint8_t *const rs = p.row_s.buf + p.row_s.row_base(r0);  // row r0 + 8i's scales at rs + i·rstep (one 32-row group)
+  const uint32_t rstep = p.row_s.swizzled ? 16u * kBandWarps : (uint32_t)(kBandWarps * p.row_s.pad_j);
+  const int nb = (int)((p.k + 31) >> 5);
+  const uint32_t st0 = (uint32_t)__cvta_generic_to_shared(&stages[0][warp][0][lane]);
+
+  // Step s's chunks into stage s mod 3: lane l chunk 32s + l of each row,
+  // lane 0 also chunk 32s + 32; zeros past the row's chunks or rows.
+  auto stage = [&](int s) {
+    const uint32_t d = st0 + (uint32_t)(s % kBandSlots) * (uint32_t)sizeof(BandStage);
+    const char *src = in + 512 * (int64_t)s + 16 * lane;
+    if ((rows == kBandRows) & (32 * s + 33 <= nc)) {
+#pragma unroll
+      for (int i = 0; i < kBandRows; i++) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 16 * 33 * i), "l"(src + i * ri) : "memory");
+        if (lane == 0) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 16 * (33 * i + 32)), "l"(src + i * ri + 512) : "memory");
+      }
+    } else {
+      const int c = 32 * s + lane;
+#pragma unroll
+      for (int i = 0; i < kBandRows; i++) {
+        const bool a = (i < rows) & (c < nc), b = (i < rows) & (c + 32 < nc);
+        cp_async16_n(d + 16 * 33 * i, a ? (const void *)(src + i * ri) : p.in, a ? 16u : 0u);
+        if (lane == 0) cp_async16_n(d + 16 * (33 * i + 32), b ? (const void *)(src + i * ri + 512) : p.in, b ? 16u : 0u);
+      }
+    }
+    cp_async_commit();
+  };
+
+  float prev[kBandRows] = {};  // lane 0: block 8t − 1's scale factor per row
+  if (t0 < t1) stage(t0);
+  if (t0 + 1 < t1) stage(t0 + 1);
+  else cp_async_commit();
+  for (int t = t0; t < t1; t++) {
+    __syncwarp();  // the warp's lanes are done with stage t − 1, which t + 2 reuses
+    if (t + 2 < t1) stage(t + 2);
+    else cp_async_commit();
+    cp_async_wait_2();
+    __syncwarp();
+    uint4(*st)[kTileC / 8 + 1] = stages[t % kBandSlots][warp];
+    const int c = 32 * t + lane;  // the lane's chunk
+    const int nhi = lim - 8 * c, nlo = lim - 8 * (32 * t + 32);
+    // A chunk that reaches past the row's end holds the next row's elements
+    // (or none): zeroed in the stage, so that they enter no maximum (spec
+    // §14); their codes are not stored.
+    if (8 * (32 * t + 33) > lim) {
+      auto clip = [](uint4 &u, int n) {
+        uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) w[j] &= (2 * j < n ? 0xFFFFu : 0u) | (2 * j + 1 < n ? 0xFFFF0000u : 0u);
+        u = make_uint4(w[0], w[1], w[2], w[3]);
+      };
+#pragma unroll
+      for (int i = 0; i < kBandRows; i++) {
+        if (nhi < 8) clip(st[i][lane], nhi);
+        if ((lane == 0) & (nlo < 8)) clip(st[i][32], nlo);
+      }
+      __syncwarp();
+    }
+    // The lane's code bytes a .. b−1 are this segment's: all but lane 0's
+    // e < o at the segment's first step (another segment's or row's) and
+    // the bytes past the row's end.
+    const int sa = (lane == 0) & (t == t0) ? o : 0, sb = nhi < 8 ? (nhi > 0 ? nhi : 0) : 8;
+    const bool whole = (sa == 0) & (sb == 8);
+    uint32_t pm[4] = {0u, 0u, 0u, 0u};  // column maxima over the warp's rows, 16-bit magnitudes
+    float fh[kBandRows], flo[kBandRows];  // rowwise: the scale factors of the lane's elements e ≥ o and e < o, per row
+    {
+      uint8_t *const rss = rs + p.row_s.row_off(8 * t + (lane >> 2));
+      const bool sok = ((lane & 3) == 0) & (8 * t + (lane >> 2) < nb);
+#pragma unroll
+      for (int i = 0; i < kBandRows; i++) {
+        const uint4 cu = st[i][lane], d = st[i][32];
+        const uint32_t cw[4] = {cu.x, cu.y, cu.z, cu.w}, dw[4] = {d.x, d.y, d.z, d.w};
+        // Block 8t + l/4 (l % 4 = 0: the high part, e ≥ o; the low part is
+        // block l/4 − 1's, and for lane 0 block 8t + 7's, from chunk 32t + 32):
+        // as mx8_flat_tile.
+        uint32_t l16 = 0, h16 = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const uint32_t x = (dw[j] & mk0[j]) | (cw[j] & ~mk0[j]);
+          pm[j] = hmax2_mag<T>(pm[j], x);
+          l16 = hmax2_masked<T>(l16, x, sel[j] & 0x7FFF7FFFu);
+          h16 = hmax2_masked<T>(h16, x, ~sel[j] & 0x7FFF7FFFu);
+        }
+        const uint32_t lo = hmax2_bits<T>(l16), hi = hmax2_bits<T>(h16);
+        uint32_t m = (lane & 3) ? max(lo, hi) : hi;
+        m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
+        m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
+        m = max(m, __shfl_sync(0xFFFFFFFFu, lo, (lane + 4) & 28));
+        const uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
+        fh[i] = e8m0_rcp(e8);
+        const float fl = __shfl_sync(0xFFFFFFFFu, fh[i], (lane & 3) ? lane : (lane + 31) & 31);
+        flo[i] = lane == 0 ? prev[i] : fl;
+        if (lane == 0) prev[i] = fl;  // block 8t + 7's: the next step's flo, and this one's tail
+        if (sok & (i < rows)) rss[i * rstep] = (uint8_t)e8;
+      }
+    }
+    // The column maxima: lane l's element e at padded column (8l − o + e) mod 256.
+#pragma unroll
+    for (int e = 0; e < 8; e++) part[warp][pad_col((8 * lane - o + e) & (kTileC - 1))] = mag16_bits<T>((pm[e >> 1] >> (16 * (e & 1))) & 0xFFFFu);
+    __syncthreads();
+    if (threadIdx.x < kTileC) {
+      const int x = threadIdx.x, cx = pad_col(x);
+      uint32_t m = part[0][cx];
+#pragma unroll
+      for (int w = 1; w < kBandWarps; w++) m = max(m, part[w][cx]);
+      const uint32_t e8 = mx_exponent<EL>(__uint_as_float(m), p.floor);
+      colf[pad_ring((kTileC * t + x) & (kBandRing - 1))] = e8m0_rcp(e8);
+      const int64_t col = kTileC * (int64_t)t + x;
+      if (col < p.k) p.col_s.buf[p.col_s.index(col, band)] = (uint8_t)e8;
+    }
+    __syncthreads();
+    // Lane l's element e is column 256t + 8l − o + e (lane 0's e < o: window
+    // t − 1's). Each element is widened once for both directions' codes.
+    float f[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) f[e] = colf[pad_ring((kTileC * t + 8 * lane - o + e) & (kBandRing - 1))];
+    const uint32_t at = 8 * (uint32_t)c;
+    uint8_t *const colb = p.col + cbase + at, *const rowb = p.row + cbase + at;
+#pragma unroll
+    for (int i = 0; i < kBandRows; i++) {
+      const uint4 cu = st[i][lane];
+      const uint32_t cw[4] = {cu.x, cu.y, cu.z, cu.w};
+      float v[8];
+#pragma unroll
+      for (int e = 0; e < 8; e++) v[e] = (e & 1) ? R::hi(cw[e >> 1]) : R::lo(cw[e >> 1]);
+      if (i < rows) {
+        const uint2 qc = encode8f<EL>(v, f);
+        if (whole) *reinterpret_cast<uint2 *>(colb + i * rc) = qc;
+        else store_bytes8(colb + i * rc, qc, sa, sb);
+        float fr[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) fr[e] = e < o ? flo[i] : fh[i];
+        const uint2 qr = encode8f<EL>(v, fr);
+        if (whole) *reinterpret_cast<uint2 *>(rowb + i * rc) = qr;
+        else store_bytes8(rowb + i * rc, qr, sa, sb);
+      }
+    }
+    // The segment's last step: chunk 32·t1's first o elements (lane 0's
+    // e < o above) close block 8t + 7 and window t, so their codes are this
+    // segment's (clipped at the row's end).
+    if ((t == t1 - 1) & (lane == 0) & (o != 0) & (nlo > 0)) {
+      const int n = nlo < o ? nlo : o;
+      float fc[8];
+#pragma unroll
+      for (int e = 0; e < 8; e++) fc[e] = colf[pad_ring((kTileC * t + kTileC - o + e) & (kBandRing - 1))];
+#pragma unroll
+      for (int i = 0; i < kBandRows; i++) {
+        if (i < rows) {
+          const uint4 d = st[i][32];
+          const uint32_t dw[4] = {d.x, d.y, d.z, d.w};
+          float v[8], fr[8];
+#pragma unroll
+          for (int e = 0; e < 8; e++) {
+            v[e] = (e & 1) ? R::hi(dw[e >> 1]) : R::lo(dw[e >> 1]);
+            fr[e] = prev[i];
+          }
+          const uint32_t at = i * rc + 8 * (uint32_t)(32 * t1);
+          store_bytes8(p.row + cbase + at, encode8f<EL>(v, fr), 0, n);
+          store_bytes8(p.col + cbase + at, encode8f<EL>(v, fc), 0, n);
+        }
+      }
+    }
+  }
+  cp_async_wait_all();
+  zero_scale_padding(p.row_s, blockIdx.x, gridDim.x);
+  zero_scale_padding(p.col_s, blockIdx.x, gridDim.x);
+}
+
+// Segments per band for mx8_band_kernel's grid (bands × nseg CTAs): one
+// step per CTA where the whole walk has fewer steps than the resident CTA
+// slots; as many segments as keep the CTAs within one round of the slots
+// where the bands are fewer than those (H200, 8191², 256 bands: one segment
+// each ran both directions in 0.124 ms, three segments, two rounds of the
+// 396 slots, 0.128); else the fewest that fill the last round to 90 % (every
+// segment refills the stage ring), or the fullest last round.
+inline void band_plan(int64_t bands, int steps, int resident, int *nseg, int *seg_steps) {
+  int best = 1;
+  double best_eff = 0;
+  if (bands * steps <= resident) {
+    best = steps;
+  } else if (bands <= resident) {
+    best = (int)(resident / bands);
+  } else {
+    for (int n = 1; n <= steps; n++) {
+      const int64_t u = bands * n, rounds = ceil_div(u, (int64_t)resident);
+      const double eff = (double)u / (double)(rounds * resident);
+      if (eff > best_eff + 1e-9) best = n, best_eff = eff;
+      if (eff >= 0.9) break;
+    }
+  }
+  *seg_steps = (int)ceil_div((int64_t)steps, (int64_t)best);
+  *nseg = (int)ceil_div((int64_t)steps, (int64_t)*seg_steps);
+}
+
+template <typename T, int EL>
+int32_t launch_mx8_band_t(const MxParams &p, cudaStream_t st, quant_plugin_error *err) {
+  auto kern = mx8_band_kernel<T, EL>;
+  // Once per instance: the dynamic shared-memory limit and the resident CTAs.
+  static const int resident = [&] {
+    int per_sm = 0, dev = 0, sms = 0;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kBandSmem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kBandThreads, kBandSmem) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
+      cudaGetLastError();
+      return 0;
+    }
+    return per_sm * sms;
+  }();
+  if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "mxfp8: the band kernel does not fit this GPU (%zu bytes of shared memory)", kBandSmem);
+  Mx8BandParams bp{};
+  bp.p = p;
+  bp.steps = (int)ceil_div(p.k, (int64_t)kTileC);
+  const int64_t bands = ceil_div(p.m, (int64_t)kTileR);
+  band_plan(bands, bp.steps, resident, &bp.nseg, &bp.seg_steps);
+  launch_kernel(kern, (unsigned)(bands * bp.nseg), kBandThreads, kBandSmem, st, bp);
+  LQ_LAUNCHED("mxfp8 band kernel launch");
+  return QUANT_OK;
+}
+
+// MXFP8 with both directions through mx8_band_kernel, where the rows lie at
+// any even offset in the flat frame (MxParams::flat; else *done stays
+// false): one tensor, 16-bit input.
+int32_t launch_mx8_band(InType t, int el, const MxParams &p, cudaStream_t st, bool *done, quant_plugin_error *err) {
+  *done = false;
+  if (t == InType::F32 || !p.flat || p.row == nullptr || p.col == nullptr || p.k > kBandMaxK ||
+      ceil_div(p.m, (int64_t)kTileR) * ceil_div(p.k, (int64_t)kTileC) > 0x7FFFFFFF)
+    return QUANT_OK;
+  *done = true;
+  if (t == InType::BF16) return el == kE4M3 ? launch_mx8_band_t<__nv_bfloat16, kE4M3>(p, st, err) : launch_mx8_band_t<__nv_bfloat16, kE5M2>(p, st, err);
+  return el == kE4M3 ? launch_mx8_band_t<__half, kE4M3>(p, st, err) : launch_mx8_band_t<__half, kE5M2>(p, st, err);
 }
 
 struct MxGeom {
@@ -1553,6 +1852,13 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
     // rows in flat order, its scale padding zeroed by the kernel.
     bool done;
     LQ_TRY(launch_mx8_rows(t, g, one.p, stream_of(a->stream), &done, err));
+    if (done) return QUANT_OK;
+  }
+  if (mode == kMxEdge && !g.packed && one.p.row != nullptr && one.p.col != nullptr) {
+    // MXFP8 with both directions from rows at any even offset: bands of 32
+    // rows walked along K, the scale padding zeroed by the kernel.
+    bool done;
+    LQ_TRY(launch_mx8_band(t, g.el, one.p, stream_of(a->stream), &done, err));
     if (done) return QUANT_OK;
   }
   const bool fast = mx_use_fast(may, g, mode);
