@@ -1911,12 +1911,14 @@ int64_t flat_rows_plan(P &p, int resident, int threads, int64_t steps) {
   return ctas < resident ? ctas : resident;
 }
 
-// How many CTAs of threads each of kernel fit on the current device (0: none,
-// or a query failed; its error is cleared).
+// How many CTAs of threads each of kernel, with smem bytes of dynamic shared
+// memory (the kernel's limit raised to that first), fit on the current
+// device (0: none, or a query failed; its error is cleared).
 template <typename K>
-int resident_ctas(K kernel, int threads) {
+int resident_ctas(K kernel, int threads, size_t smem = 0) {
   int per_sm = 0, dev = 0, sms = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+  if ((smem > 0 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
     cudaGetLastError();
     return 0;

@@ -632,16 +632,7 @@ int32_t launch_b3(const G &grp, int64_t ntiles, cudaStream_t s, quant_plugin_err
   auto kern = fp8_block_kernel<T, ROW, COL, TWO_D, G>;
   constexpr size_t smem = block_smem<T>();
   // Once per kernel: the dynamic shared-memory limit and how many CTAs fit.
-  static const int resident = [&] {
-    int per_sm = 0, dev = 0, sms = 0;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
-      cudaGetLastError();
-      return 0;
-    }
-    return per_sm * sms;
-  }();
+  static const int resident = resident_ctas(kern, kThreads, smem);
   if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the quantize kernel does not fit this GPU (%zu bytes of shared memory)", smem);
   // Every resident CTA, even where the last round is part full (8192²: 4096
   // tiles over 396 CTAs; as few CTAs as keep the 11 rounds, 373, ran 1-4 %

@@ -1581,16 +1581,7 @@ template <typename T, int EL>
 int32_t launch_mx8_band_t(const MxParams &p, cudaStream_t st, quant_plugin_error *err) {
   auto kern = mx8_band_kernel<T, EL>;
   // Once per instance: the dynamic shared-memory limit and the resident CTAs.
-  static const int resident = [&] {
-    int per_sm = 0, dev = 0, sms = 0;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kBandSmem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kBandThreads, kBandSmem) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || per_sm < 1) {
-      cudaGetLastError();
-      return 0;
-    }
-    return per_sm * sms;
-  }();
+  static const int resident = resident_ctas(kern, kBandThreads, kBandSmem);
   if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "mxfp8: the band kernel does not fit this GPU (%zu bytes of shared memory)", kBandSmem);
   Mx8BandParams bp{};
   bp.p = p;
