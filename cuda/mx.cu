@@ -734,9 +734,10 @@ __device__ __forceinline__ uint32_t e2m1_ref_pack8(const float (&v)[8], float f)
   return x;
 }
 
-// 32 codes of one block held as 16 words of element pairs (element i is half
-// i%2 of word w[i/2]): element i in bits 4(i%8) of word i/8. e8: the block's
-// scale, f = e8m0_rcp(e8).
+// The codes of 8G elements of one block (G = 4: the whole block; 2: a half)
+// held as 4G words of element pairs (element i is half i%2 of word w[i/2]):
+// element i in bits 4(i%8) of o[i/8]. e8: the block's scale, f =
+// e8m0_rcp(e8); amax and nan: the whole block's.
 //
 // BF16 with e8 <= 251 (f, f/2 and f/4 normal BF16 numbers), no NaN and
 // fl(amax·f) < 7: two elements an instruction (e2m1_bf16x2_mags: 3 fma + 2
@@ -744,17 +745,16 @@ __device__ __forceinline__ uint32_t e2m1_ref_pack8(const float (&v)[8], float f)
 // H100, 8192², mxfp4 both, see bench/RESULTS.md, branch mx4both); every
 // other block through the reference encoding, as FP16 blocks that fail the
 // FP32 fast form's test.
-template <typename T>
-__device__ __forceinline__ uint4 mx4_encode32(const uint32_t *w, uint32_t e8, float amax, bool nan) {
+template <typename T, int G>
+__device__ __forceinline__ void mx4_encode(const uint32_t *w, uint32_t e8, float amax, bool nan, uint32_t (&o)[G]) {
   using R = Raw16<T>;
-  uint32_t o[4];
   const float f = e8m0_rcp(e8);
   // One branch per block, not per 8 codes (a select per group compiled to
   // four branch regions, each recomputing f/2 and f/4).
   const bool fast = !nan && __fmul_rn(amax, f) < 7.0f && (InTraits<T>::kind != InType::BF16 || e8 <= 251u);
   if (fast) {
 #pragma unroll
-    for (int g = 0; g < 4; g++) {
+    for (int g = 0; g < G; g++) {
       if constexpr (InTraits<T>::kind == InType::BF16) {
         o[g] = e2m1_bf16x2_pack8(&w[4 * g], (254u - e8) * 0x00800080u);
       } else {
@@ -766,13 +766,18 @@ __device__ __forceinline__ uint4 mx4_encode32(const uint32_t *w, uint32_t e8, fl
     }
   } else {
 #pragma unroll
-    for (int g = 0; g < 4; g++) {
+    for (int g = 0; g < G; g++) {
       float v[8];
 #pragma unroll
       for (int i = 0; i < 8; i++) v[i] = (i & 1) ? R::hi(w[4 * g + i / 2]) : R::lo(w[4 * g + i / 2]);
       o[g] = e2m1_ref_pack8(v, f);
     }
   }
+}
+template <typename T>
+__device__ __forceinline__ uint4 mx4_encode32(const uint32_t *w, uint32_t e8, float amax, bool nan) {
+  uint32_t o[4];
+  mx4_encode<T, 4>(w, e8, amax, nan, o);
   return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
@@ -1236,7 +1241,10 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
     int t0, t1;
     const int64_t r = flat_item(p, item, steps, &t0, &t1);
     const FlatRow<T> fr(p.in_al, p.out_al, p.phase, r, p.k, t0, t1);
-    uint8_t *const srow = p.s.buf + p.s.row_base(r);  // the row's scales: srow[row_off(j)]
+    // Lane l's block of step t, 16t + l/2: its scale at sp + t·sstep
+    // (ScaleOut::row_off(16t + x) = row_off(x) + t·row_off(16), x < 16).
+    uint8_t *const sp = p.s.buf + p.s.row_base(r) + p.s.row_off(lane >> 1);
+    const int64_t sstep = p.s.row_off(16);
     const int o = fr.o;
     FlatWalk<T> w;
     w.start(fr);
@@ -1252,7 +1260,7 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 2 ? 4 : 2) mx8_rows_
       a = max(a, lane == 30 ? nlo_step : nlo);
       const uint32_t e8 = mx_exponent<EL>(__uint_as_float(a), p.floor);
       const int j = 16 * t + (lane >> 1);
-      if (even & (j < nb)) srow[p.s.row_off(j)] = (uint8_t)e8;
+      if (even & (j < nb)) sp[t * sstep] = (uint8_t)e8;
       const uint32_t below = __shfl_up_sync(kAll, e8, 1);
       uint32_t pe = __shfl_up_sync(kAll, e8, 2);
       if (lane == 0) pe = prev_e8;
@@ -1281,6 +1289,158 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
   const int64_t ctas = flat_rows_plan(p, res, kRowThreads, (ceil_div(p.k, (int64_t)32) + 15) / 16);
   launch_kernel(mx8_rows_kernel<T, EL>, (unsigned)ctas, kRowThreads, 0, st, p);
   LQ_LAUNCHED("mxfp8 rowwise kernel launch");
+  return QUANT_OK;
+}
+
+// ---------------------------------------------------------------------------
+// MXFP4 rowwise alone from 16-bit rows at any even offset (an odd K, spec
+// §14): the rows walked as the flat rows kernels walk them (common.cuh:
+// FlatRow, FlatWalk; lane l holds the aligned chunk 32t + l of step t).
+// MXFP4's codes do not follow the input's flat frame (half a byte per
+// element, rows of ⌈K/2⌉ bytes), so each lane first shifts its chunk by the
+// row's offset o, taking elements 0 .. o−1 from the next lane's chunk (lane
+// 31: lane 0's chunk of the next step, which the loads two steps ahead
+// hold). It then holds row columns 16L .. 16L + 15 (L = 32t + l), half of
+// block 16t + l/2, whose 8 code bytes are bytes 8L .. 8L + 7 of the row. The
+// two lanes of a block reduce its amax with one shuffle and encode as the
+// tile kernels do (mx4_encode). Rows of 8n bytes from an aligned buffer (K =
+// 16n − 1 or 16n) store their codes as they are, one aligned 8-byte store a
+// lane; other rows, which start sh bytes past an aligned word, store the
+// aligned words under them, each from two lanes' codes (a shuffle), and
+// byte stores only where a word is shared with the row before or after, or
+// with another segment of the row. The first case has a path of its own:
+// with the two in one (the second's tests on every store) the kernel ran
+// 0.053 ms at 8191² against 0.050. The kernel zeroes its scale padding
+// itself. (H200, bench/RESULTS.md 2026-11-29 19:38 section, rowwise, ms
+// against the fast kernel's EDGE instance: 8191² 0.050 against 0.054 (0.043
+// at 8192²), 4096×4097 0.021 against 0.035, 4095×8191 0.027-0.028 against
+// 0.032.)
+// ---------------------------------------------------------------------------
+struct Mx4RowParams {
+  const void *in_al;  // input rounded down to a 16-element boundary: phase elements before the tensor
+  uint8_t *out;       // rowwise codes, rows of pitch bytes
+  int64_t m, k, pitch;
+  int phase;
+  int nseg, seg_steps;  // segments per row, steps per segment
+  int floor;
+  ScaleOut s;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_constant__ Mx4RowParams p) {
+  pdl_wait();
+  static_assert(sizeof(T) == 2, "16-bit input");
+  using R = Raw16<T>;
+  constexpr uint32_t kAll = 0xFFFFFFFFu;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * (kRowThreads / 32), items = p.m * p.nseg;
+  const int nb = (int)((p.k + 31) / 32), k = (int)p.k, pitch = (int)p.pitch;  // k < kFlatRowMax
+  const int steps = (nb + 15) / 16;
+  // Every row's codes start 8-byte aligned (the grid's test, uniform).
+  const bool words = (pitch % 8 == 0) & ((reinterpret_cast<uintptr_t>(p.out) & 7) == 0);
+  for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
+    int t0, t1;
+    const int64_t r = flat_item(p, item, steps, &t0, &t1);
+    const FlatRow<T> fr(p.in_al, p.out, p.phase, r, p.k, t0, t1);  // (its out unused: the codes are not flat)
+    // Lane l's block of step t, 16t + l/2: its scale at sp + t·sstep
+    // (ScaleOut::row_off(16t + x) = row_off(x) + t·row_off(16), x < 16).
+    uint8_t *const sp = p.s.buf + p.s.row_base(r) + p.s.row_off(lane >> 1);
+    const int64_t sstep = p.s.row_off(16);
+    // The row's codes at al + sh (al 8-byte aligned; sh is the warp's).
+    uint8_t *const orow = p.out + r * p.pitch;
+    const int sh = (int)(reinterpret_cast<uintptr_t>(orow) & 7);
+    uint8_t *const al = orow - sh;
+    uint64_t carry = 0;
+    FlatWalk<T> w;
+    w.start(fr);
+    for (int t = t0; t < t1; t++) {
+      w.ahead(fr, t);
+      // Row columns 16L .. 16L + 15: elements o .. 15 of the lane's chunk,
+      // then 0 .. o − 1 of the next one.
+      uint32_t x[8];
+      with_offset(fr.o, [&](auto oc) {
+        constexpr int O = decltype(oc)::value;
+        uint32_t nx[8];
+#pragma unroll
+        for (int i = 0; i < (O + 1) / 2; i++) nx[i] = __shfl_sync(kAll, lane == 0 ? w.nxt[i] : w.cur[i], (lane + 1) & 31);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          const int q = j + O / 2;
+          const uint32_t a = q < 8 ? w.cur[q] : nx[q - 8];
+          if constexpr (O % 2 == 0) {
+            x[j] = a;
+          } else {
+            const uint32_t b = q + 1 < 8 ? w.cur[q + 1] : nx[q + 1 - 8];
+            x[j] = __byte_perm(a, b, 0x5432);
+          }
+        }
+      });
+      // Block 16t + l/2: lanes l and l ^ 1. A NaN (a magnitude above Inf's)
+      // is skipped by the amax, as the tile kernels' mx4_amax skips it.
+      uint32_t m16 = mag16(x);
+      m16 = max(m16, __shfl_xor_sync(kAll, m16, 1));
+      const bool nan = m16 > R::kInf;
+      float amax = R::mag(m16);
+      if (__any_sync(kAll, nan)) {
+        float a = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) a = amax_f(amax_f(a, R::lo(x[j])), R::hi(x[j]));
+        a = amax_f(a, __shfl_xor_sync(kAll, a, 1));
+        if (nan) amax = a;
+      }
+      const uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
+      const int L = 32 * t + lane, j = 16 * t + (lane >> 1);
+      if (((lane & 1) == 0) & (j < nb)) sp[t * sstep] = (uint8_t)e8;
+      uint32_t c[2];
+      mx4_encode<T, 2>(x, e8, amax, nan, c);
+      // Columns past K (the padding column K of an odd K) code 0, also in a
+      // block whose scale is NaN (spec §14).
+      if (16 * L + 16 > k) keep_nibbles(c, k - 16 * L);
+      const uint64_t cw = (uint64_t)c[0] | ((uint64_t)c[1] << 32);
+      if (words) {
+        // Rows of 8n bytes from an aligned base: every word whole.
+        if (8 * L < pitch) *reinterpret_cast<uint64_t *>(al + 8 * L) = cw;
+      } else {
+        // Word L at al + 8L: bytes 8 − sh .. 7 of lane L − 1's codes (lane
+        // 0: lane 31's of the last step), then bytes 0 .. 7 − sh of lane
+        // L's; its bytes sh .. sh + pitch − 8L − 1 are the row's, and at the
+        // segment's first step lane 0's bytes below sh are not this
+        // segment's. (The byte stores as loops: no call and no predicated
+        // stores in the step, which the rows' ends and the segments' rarely
+        // take.)
+        uint64_t wv = cw;
+        if (sh != 0) {
+          const uint64_t up = __shfl_up_sync(kAll, cw, 1), pc = lane == 0 ? carry : up;
+          carry = __shfl_sync(kAll, cw, 31);
+          wv = (pc >> (64 - 8 * sh)) | (cw << (8 * sh));
+        }
+        const int lo = (lane == 0) & (t == t0) ? sh : 0, hi = min(8, sh + pitch - 8 * L);
+        if ((lo == 0) & (hi == 8)) {
+          *reinterpret_cast<uint64_t *>(al + 8 * L) = wv;
+        } else {
+#pragma unroll 1
+          for (int e = lo; e < hi; e++) al[8 * L + e] = (uint8_t)(wv >> (8 * e));
+        }
+        // The segment's last lane: its bytes 8 − sh .. 7 open word L + 1.
+        if ((sh != 0) & (lane == 31) & (t == t1 - 1)) {
+          const int h1 = min(sh, sh + pitch - 8 * (L + 1));
+#pragma unroll 1
+          for (int e = 0; e < h1; e++) al[8 * L + 8 + e] = (uint8_t)(cw >> (64 - 8 * sh + 8 * e));
+        }
+      }
+      w.next();
+    }
+  }
+  zero_scale_padding(p.s, blockIdx.x, gridDim.x);
+}
+
+template <typename T>
+int32_t launch_mx4_rows_t(Mx4RowParams p, cudaStream_t st, quant_plugin_error *err) {
+  static const int res = resident_ctas(mx4_rows_kernel<T>, kRowThreads);
+  if (res == 0) return fail(err, QUANT_ERROR_PLUGIN, "mxfp4: the rowwise kernel does not fit this GPU");
+  const int64_t ctas = flat_rows_plan(p, res, kRowThreads, (ceil_div(p.k, (int64_t)32) + 15) / 16);
+  launch_kernel(mx4_rows_kernel<T>, (unsigned)ctas, kRowThreads, 0, st, p);
+  LQ_LAUNCHED("mxfp4 rowwise kernel launch");
   return QUANT_OK;
 }
 
@@ -1646,6 +1806,25 @@ int32_t launch_mx8_rows(InType t, const MxGeom &g, const MxParams &bp, cudaStrea
   return fail(err, QUANT_ERROR_INTERNAL, "input type");
 }
 
+// MXFP4 rowwise alone through mx4_rows_kernel, from 16-bit rows at any even
+// offset (else *done stays false).
+int32_t launch_mx4_rows(InType t, const MxGeom &g, const MxParams &bp, cudaStream_t st, bool *done, quant_plugin_error *err) {
+  *done = false;
+  const uintptr_t ia = reinterpret_cast<uintptr_t>(bp.in);
+  if (!g.packed || t == InType::F32 || bp.col != nullptr || bp.vec != kRowsShifted || bp.k >= kFlatRowMax || bp.row_pitch > 0x7FFFFFFF) return QUANT_OK;
+  Mx4RowParams p{};
+  p.phase = (int)((ia / 2) % 16);
+  p.in_al = reinterpret_cast<const void *>(ia - 2 * (uintptr_t)p.phase);
+  p.out = bp.row;
+  p.m = bp.m;
+  p.k = bp.k;
+  p.pitch = bp.row_pitch;
+  p.floor = bp.floor;
+  p.s = bp.row_s;
+  *done = true;
+  return t == InType::BF16 ? launch_mx4_rows_t<__nv_bfloat16>(p, st, err) : launch_mx4_rows_t<__half>(p, st, err);
+}
+
 // The scale layout of a direction (plugins/mxfp8 scaleLayoutOf): valid (ni, nj)
 // on the block ceilings (spec §14 item 4), padded (pad128, pad4).
 void scale_geom(const MxGeom &g, bool colwise, int64_t m, int64_t k, int swizzled, ScaleOut *s, int64_t *ni, int64_t *nj) {
@@ -1843,6 +2022,13 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
     // rows in flat order, its scale padding zeroed by the kernel.
     bool done;
     LQ_TRY(launch_mx8_rows(t, g, one.p, stream_of(a->stream), &done, err));
+    if (done) return QUANT_OK;
+  }
+  if (mode == kMxEdge && g.packed && one.p.col == nullptr) {
+    // MXFP4 rowwise alone from rows at any even offset (an odd K): the rows
+    // in flat order, its scale padding zeroed by the kernel.
+    bool done;
+    LQ_TRY(launch_mx4_rows(t, g, one.p, stream_of(a->stream), &done, err));
     if (done) return QUANT_OK;
   }
   if (mode == kMxEdge && !g.packed && one.p.row != nullptr && one.p.col != nullptr) {

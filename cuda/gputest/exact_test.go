@@ -389,11 +389,15 @@ type config struct {
 // mxfp8 rowwise alone at an odd K takes the flat rows kernel
 // (mx8_rows_kernel): [3, 8191] cuts each row into segments of one step (512
 // elements), [300, 1001] walks rows of two steps at every offset mod 16.
+// mxfp4 rowwise alone at an odd K takes mx4_rows_kernel: [3, 8191] (rows of
+// 4096 bytes, each code word whole; segments of one step), [300, 1001] (rows
+// of 501 bytes at every offset mod 8 into a code word, and every input
+// offset mod 16), [5, 4097] (words shared by two segments of a row).
 var shapes = map[string][][2]int64{
 	"fp8": {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2052}, {2049, 1000},
 		{257, 1001}, {2049, 1001}, {1024, 777}, {1031, 33}},
 	"mxfp8": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}}, raggedShapes...),
-	"mxfp4": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}}, raggedShapes...),
+	"mxfp4": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}, {5, 4097}}, raggedShapes...),
 	"nvfp4": append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}}, raggedShapes...),
 	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2048}, {2049, 1024}, {1031, 2052},
 		{257, 1001}, {2049, 1001}, {1024, 777}, {1031, 33}},
