@@ -1310,11 +1310,13 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 // byte stores only where a word is shared with the row before or after, or
 // with another segment of the row. The first case has a path of its own:
 // with the two in one (the second's tests on every store) the kernel ran
-// 0.053 ms at 8191² against 0.050. The kernel zeroes its scale padding
-// itself. (H200, bench/RESULTS.md 2026-11-29 19:38 section, rowwise, ms
-// against the fast kernel's EDGE instance: 8191² 0.050 against 0.054 (0.043
-// at 8192²), 4096×4097 0.021 against 0.035, 4095×8191 0.027-0.028 against
-// 0.032.)
+// 0.053 ms at 8191² against 0.050; the scale and code addresses advance by
+// a step's bytes (0.050 → 0.047-0.048). One copy of the whole walk per
+// offset (with_offset around the loop instead of the shift) ran 0.08-0.12:
+// instruction fetch. The kernel zeroes its scale padding itself. (H200,
+// bench/RESULTS.md 2026-11-29 19:38 section, rowwise, ms against the fast
+// kernel's EDGE instance: 8191² 0.047-0.048 against 0.054 (0.043 at 8192²),
+// 4096×4097 0.020 against 0.035, 4095×8191 0.026 against 0.032.)
 // ---------------------------------------------------------------------------
 struct Mx4RowParams {
   const void *in_al;  // input rounded down to a 16-element boundary: phase elements before the tensor
@@ -1351,9 +1353,10 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
     const int sh = (int)(reinterpret_cast<uintptr_t>(orow) & 7);
     uint8_t *const al = orow - sh;
     uint64_t carry = 0;
+    uint8_t *spt = sp + t0 * sstep, *op = al + 8 * (32 * t0 + lane);
     FlatWalk<T> w;
     w.start(fr);
-    for (int t = t0; t < t1; t++) {
+    for (int t = t0; t < t1; t++, spt += sstep, op += 256) {
       w.ahead(fr, t);
       // Row columns 16L .. 16L + 15: elements o .. 15 of the lane's chunk,
       // then 0 .. o − 1 of the next one.
@@ -1390,7 +1393,7 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
       }
       const uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
       const int L = 32 * t + lane, j = 16 * t + (lane >> 1);
-      if (((lane & 1) == 0) & (j < nb)) sp[t * sstep] = (uint8_t)e8;
+      if (((lane & 1) == 0) & (j < nb)) *spt = (uint8_t)e8;
       uint32_t c[2];
       mx4_encode<T, 2>(x, e8, amax, nan, c);
       // Columns past K (the padding column K of an odd K) code 0, also in a
@@ -1399,7 +1402,7 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
       const uint64_t cw = (uint64_t)c[0] | ((uint64_t)c[1] << 32);
       if (words) {
         // Rows of 8n bytes from an aligned base: every word whole.
-        if (8 * L < pitch) *reinterpret_cast<uint64_t *>(al + 8 * L) = cw;
+        if (8 * L < pitch) *reinterpret_cast<uint64_t *>(op) = cw;
       } else {
         // Word L at al + 8L: bytes 8 − sh .. 7 of lane L − 1's codes (lane
         // 0: lane 31's of the last step), then bytes 0 .. 7 − sh of lane
@@ -1416,16 +1419,16 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
         }
         const int lo = (lane == 0) & (t == t0) ? sh : 0, hi = min(8, sh + pitch - 8 * L);
         if ((lo == 0) & (hi == 8)) {
-          *reinterpret_cast<uint64_t *>(al + 8 * L) = wv;
+          *reinterpret_cast<uint64_t *>(op) = wv;
         } else {
 #pragma unroll 1
-          for (int e = lo; e < hi; e++) al[8 * L + e] = (uint8_t)(wv >> (8 * e));
+          for (int e = lo; e < hi; e++) op[e] = (uint8_t)(wv >> (8 * e));
         }
         // The segment's last lane: its bytes 8 − sh .. 7 open word L + 1.
         if ((sh != 0) & (lane == 31) & (t == t1 - 1)) {
           const int h1 = min(sh, sh + pitch - 8 * (L + 1));
 #pragma unroll 1
-          for (int e = 0; e < h1; e++) al[8 * L + 8 + e] = (uint8_t)(cw >> (64 - 8 * sh + 8 * e));
+          for (int e = 0; e < h1; e++) op[8 + e] = (uint8_t)(cw >> (64 - 8 * sh + 8 * e));
         }
       }
       w.next();
