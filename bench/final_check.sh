@@ -74,7 +74,7 @@ ptests)
   (make -j8 cuda BUILD=/tmp/mk > $OUT/make_cuda.log 2>&1; echo "make cuda rc=$?" >> $OUT/make_cuda.log) &
   mk=$!
   log "gputest in three processes"
-  G1='TestQuantize|TestRagged|TestAligned|TestAmax|TestDelayed|TestDerive|TestMixed|TestDevice|TestRHT|TestPlugin'
+  G1='TestQuantize|TestRagged|TestAligned|TestOffset|TestAmax|TestDelayed|TestDerive|TestMixed|TestDevice|TestRHT|TestPlugin'
   G2='TestGemm'
   G3='TestLinear|TestGroupedLinear'
   i=0; pids=""
