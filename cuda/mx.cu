@@ -1304,8 +1304,7 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 // block 16t + l/2, whose 8 code bytes are bytes 8L .. 8L + 7 of the row. The
 // two lanes of a block reduce its amax with one shuffle and encode as the
 // tile kernels do (mx4_encode). Rows of 8n bytes from an aligned buffer (K =
-// 16n − 1 or 16n) store their codes as they are, one aligned 8-byte store a
-// lane; other rows, which start sh bytes past an aligned word, store the
+// 16n − 1) store their codes as they are, one aligned 8-byte store a lane; other rows, which start sh bytes past an aligned word, store the
 // aligned words under them, each from two lanes' codes (a shuffle), and
 // byte stores only where a word is shared with the row before or after, or
 // with another segment of the row. The first case has a path of its own:
@@ -1344,7 +1343,7 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
     int t0, t1;
     const int64_t r = flat_item(p, item, steps, &t0, &t1);
     const FlatRow<T> fr(p.in_al, p.out, p.phase, r, p.k, t0, t1);  // (its out unused: the codes are not flat)
-    // Lane l's block of step t, 16t + l/2: its scale at sp + t·sstep
+    // Lane l's block of step t, 16t + l/2: its scale at spt = sp + t·sstep
     // (ScaleOut::row_off(16t + x) = row_off(x) + t·row_off(16), x < 16).
     uint8_t *const sp = p.s.buf + p.s.row_base(r) + p.s.row_off(lane >> 1);
     const int64_t sstep = p.s.row_off(16);
