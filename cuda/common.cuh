@@ -2059,4 +2059,107 @@ struct FlatWalk {
   }
 };
 
+// ---- Packed FP4 codes from a flat rows kernel (mx4_rows_kernel, nv4_rows_kernel) ----
+//
+// FP4 codes (half a byte per element, rows of ⌈K/2⌉ bytes) do not follow the
+// input's flat frame. From 16-bit rows at any even offset (an odd K, spec
+// §14) each lane first shifts its chunk by the row's offset o
+// (fp4_row_cols): it then holds row columns 16L .. 16L + 15 (L = 32t + lane,
+// step t), whose 8 code bytes are bytes 8L .. 8L + 7 of the row
+// (Fp4RowStore).
+
+// Row columns 16L .. 16L + 15 of the walk's step into x: elements o .. 15 of
+// the lane's chunk, then 0 .. o − 1 of the next lane's (lane 31: lane 0's
+// chunk of the next step, which the loads two steps ahead hold). Every lane
+// of the warp calls it.
+template <typename T>
+__device__ __forceinline__ void fp4_row_cols(const FlatWalk<T> &w, int o, uint32_t (&x)[8]) {
+  static_assert(sizeof(T) == 2, "16-bit input");
+  const int lane = threadIdx.x & 31;
+  with_offset(o, [&](auto oc) {
+    constexpr int O = decltype(oc)::value;
+    uint32_t nx[8];
+#pragma unroll
+    for (int i = 0; i < (O + 1) / 2; i++) nx[i] = __shfl_sync(0xFFFFFFFFu, lane == 0 ? w.nxt[i] : w.cur[i], (lane + 1) & 31);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const int q = j + O / 2;
+      const uint32_t a = q < 8 ? w.cur[q] : nx[q - 8];
+      if constexpr (O % 2 == 0) {
+        x[j] = a;
+      } else {
+        const uint32_t b = q + 1 < 8 ? w.cur[q + 1] : nx[q + 1 - 8];
+        x[j] = __byte_perm(a, b, 0x5432);
+      }
+    }
+  });
+}
+
+// The stores of a warp's row (or segment) of packed FP4 codes, rows of pitch
+// bytes at out: lane L's 8 code bytes (code i in bits 4i, the padding
+// nibbles zeroed by the caller) are bytes 8L .. 8L + 7 of the row. Rows of
+// 8n bytes from an 8-byte aligned buffer (words: K = 16n − 1 here) store
+// them as they are, one aligned 8-byte store a lane; other rows, which start
+// sh bytes past an aligned word, store the aligned words under them, each
+// from two lanes' codes (a shuffle), and byte stores only where a word is
+// shared with the row before or after, or with another segment of the row.
+// The first case has a path of its own: with the two in one (the second's
+// tests on every store) mx4_rows_kernel ran 0.053 ms at 8191² against 0.050;
+// the code address advances by a step's bytes (with the scale's, 0.050 →
+// 0.047-0.048; H200, bench/RESULTS.md 2026-11-29 19:38 section).
+struct Fp4RowStore {
+  uint8_t *op;     // word L's address: the row's aligned word below it, + 8L
+  uint64_t carry;  // lane 31's codes of the step before
+  int sh, pitch, t0, t1, lane;
+  bool words;
+
+  __device__ __forceinline__ Fp4RowStore(uint8_t *out, int64_t r, int pitch_, bool words_, int t0_, int t1_) {
+    uint8_t *const orow = out + r * (int64_t)pitch_;
+    sh = (int)(reinterpret_cast<uintptr_t>(orow) & 7);
+    lane = threadIdx.x & 31;
+    op = orow - sh + 8 * (32 * t0_ + lane);
+    carry = 0;
+    pitch = pitch_;
+    t0 = t0_;
+    t1 = t1_;
+    words = words_;
+  }
+
+  // Lane L = 32t + lane's codes cw at step t (the steps in order, every lane
+  // of the warp), then on to step t + 1.
+  __device__ __forceinline__ void store(uint64_t cw, int t) {
+    const int L = 32 * t + lane;
+    if (words) {
+      if (8 * L < pitch) *reinterpret_cast<uint64_t *>(op) = cw;
+    } else {
+      // Word L: bytes 8 − sh .. 7 of lane L − 1's codes (lane 0: lane 31's
+      // of the step before), then bytes 0 .. 7 − sh of lane L's; its bytes
+      // sh .. sh + pitch − 8L − 1 are the row's, and at the segment's first
+      // step lane 0's bytes below sh are not this segment's. (The byte
+      // stores as loops: no call and no predicated stores in the step,
+      // which the rows' ends and the segments' rarely take.)
+      uint64_t wv = cw;
+      if (sh != 0) {
+        const uint64_t up = __shfl_up_sync(0xFFFFFFFFu, cw, 1), pc = lane == 0 ? carry : up;
+        carry = __shfl_sync(0xFFFFFFFFu, cw, 31);
+        wv = (pc >> (64 - 8 * sh)) | (cw << (8 * sh));
+      }
+      const int lo = (lane == 0) & (t == t0) ? sh : 0, hi = min(8, sh + pitch - 8 * L);
+      if ((lo == 0) & (hi == 8)) {
+        *reinterpret_cast<uint64_t *>(op) = wv;
+      } else {
+#pragma unroll 1
+        for (int e = lo; e < hi; e++) op[e] = (uint8_t)(wv >> (8 * e));
+      }
+      // The segment's last lane: its bytes 8 − sh .. 7 open word L + 1.
+      if ((sh != 0) & (lane == 31) & (t == t1 - 1)) {
+        const int h1 = min(sh, sh + pitch - 8 * (L + 1));
+#pragma unroll 1
+        for (int e = 0; e < h1; e++) op[8 + e] = (uint8_t)(cw >> (64 - 8 * sh + 8 * e));
+      }
+    }
+    op += 256;
+  }
+};
+
 }  // namespace lq

@@ -1300,17 +1300,12 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 // element, rows of ⌈K/2⌉ bytes), so each lane first shifts its chunk by the
 // row's offset o, taking elements 0 .. o−1 from the next lane's chunk (lane
 // 31: lane 0's chunk of the next step, which the loads two steps ahead
-// hold). It then holds row columns 16L .. 16L + 15 (L = 32t + l), half of
-// block 16t + l/2, whose 8 code bytes are bytes 8L .. 8L + 7 of the row. The
-// two lanes of a block reduce its amax with one shuffle and encode as the
-// tile kernels do (mx4_encode). Rows of 8n bytes from an aligned buffer (K =
-// 16n − 1) store their codes as they are, one aligned 8-byte store a lane; other rows, which start sh bytes past an aligned word, store the
-// aligned words under them, each from two lanes' codes (a shuffle), and
-// byte stores only where a word is shared with the row before or after, or
-// with another segment of the row. The first case has a path of its own:
-// with the two in one (the second's tests on every store) the kernel ran
-// 0.053 ms at 8191² against 0.050; the scale and code addresses advance by
-// a step's bytes (0.050 → 0.047-0.048). One copy of the whole walk per
+// hold; common.cuh: fp4_row_cols). It then holds row columns 16L .. 16L +
+// 15 (L = 32t + l), half of block 16t + l/2, whose 8 code bytes are bytes
+// 8L .. 8L + 7 of the row (common.cuh: Fp4RowStore). The two lanes of a
+// block reduce its amax with one shuffle and encode as the tile kernels do
+// (mx4_encode). The scale and code addresses advance by a step's bytes
+// (0.050 → 0.047-0.048 ms at 8191²). One copy of the whole walk per
 // offset (with_offset around the loop instead of the shift) ran 0.08-0.12:
 // instruction fetch. The kernel zeroes its scale padding itself. (H200,
 // bench/RESULTS.md 2026-11-29 19:38 section, rowwise, ms against the fast
@@ -1347,36 +1342,14 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
     // (ScaleOut::row_off(16t + x) = row_off(x) + t·row_off(16), x < 16).
     uint8_t *const sp = p.s.buf + p.s.row_base(r) + p.s.row_off(lane >> 1);
     const int64_t sstep = p.s.row_off(16);
-    // The row's codes at al + sh (al 8-byte aligned; sh is the warp's).
-    uint8_t *const orow = p.out + r * p.pitch;
-    const int sh = (int)(reinterpret_cast<uintptr_t>(orow) & 7);
-    uint8_t *const al = orow - sh;
-    uint64_t carry = 0;
-    uint8_t *spt = sp + t0 * sstep, *op = al + 8 * (32 * t0 + lane);
+    uint8_t *spt = sp + t0 * sstep;
+    Fp4RowStore st(p.out, r, pitch, words, t0, t1);
     FlatWalk<T> w;
     w.start(fr);
-    for (int t = t0; t < t1; t++, spt += sstep, op += 256) {
+    for (int t = t0; t < t1; t++, spt += sstep) {
       w.ahead(fr, t);
-      // Row columns 16L .. 16L + 15: elements o .. 15 of the lane's chunk,
-      // then 0 .. o − 1 of the next one.
       uint32_t x[8];
-      with_offset(fr.o, [&](auto oc) {
-        constexpr int O = decltype(oc)::value;
-        uint32_t nx[8];
-#pragma unroll
-        for (int i = 0; i < (O + 1) / 2; i++) nx[i] = __shfl_sync(kAll, lane == 0 ? w.nxt[i] : w.cur[i], (lane + 1) & 31);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-          const int q = j + O / 2;
-          const uint32_t a = q < 8 ? w.cur[q] : nx[q - 8];
-          if constexpr (O % 2 == 0) {
-            x[j] = a;
-          } else {
-            const uint32_t b = q + 1 < 8 ? w.cur[q + 1] : nx[q + 1 - 8];
-            x[j] = __byte_perm(a, b, 0x5432);
-          }
-        }
-      });
+      fp4_row_cols(w, fr.o, x);
       // Block 16t + l/2: lanes l and l ^ 1. A NaN (a magnitude above Inf's)
       // is skipped by the amax, as the tile kernels' mx4_amax skips it.
       uint32_t m16 = mag16(x);
@@ -1398,38 +1371,7 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
       // Columns past K (the padding column K of an odd K) code 0, also in a
       // block whose scale is NaN (spec §14).
       if (16 * L + 16 > k) keep_nibbles(c, k - 16 * L);
-      const uint64_t cw = (uint64_t)c[0] | ((uint64_t)c[1] << 32);
-      if (words) {
-        // Rows of 8n bytes from an aligned base: every word whole.
-        if (8 * L < pitch) *reinterpret_cast<uint64_t *>(op) = cw;
-      } else {
-        // Word L at al + 8L: bytes 8 − sh .. 7 of lane L − 1's codes (lane
-        // 0: lane 31's of the last step), then bytes 0 .. 7 − sh of lane
-        // L's; its bytes sh .. sh + pitch − 8L − 1 are the row's, and at the
-        // segment's first step lane 0's bytes below sh are not this
-        // segment's. (The byte stores as loops: no call and no predicated
-        // stores in the step, which the rows' ends and the segments' rarely
-        // take.)
-        uint64_t wv = cw;
-        if (sh != 0) {
-          const uint64_t up = __shfl_up_sync(kAll, cw, 1), pc = lane == 0 ? carry : up;
-          carry = __shfl_sync(kAll, cw, 31);
-          wv = (pc >> (64 - 8 * sh)) | (cw << (8 * sh));
-        }
-        const int lo = (lane == 0) & (t == t0) ? sh : 0, hi = min(8, sh + pitch - 8 * L);
-        if ((lo == 0) & (hi == 8)) {
-          *reinterpret_cast<uint64_t *>(op) = wv;
-        } else {
-#pragma unroll 1
-          for (int e = lo; e < hi; e++) op[e] = (uint8_t)(wv >> (8 * e));
-        }
-        // The segment's last lane: its bytes 8 − sh .. 7 open word L + 1.
-        if ((sh != 0) & (lane == 31) & (t == t1 - 1)) {
-          const int h1 = min(sh, sh + pitch - 8 * (L + 1));
-#pragma unroll 1
-          for (int e = 0; e < h1; e++) op[8 + e] = (uint8_t)(cw >> (64 - 8 * sh + 8 * e));
-        }
-      }
+      st.store((uint64_t)c[0] | ((uint64_t)c[1] << 32), t);
       w.next();
     }
   }
