@@ -901,6 +901,90 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
   }
 }
 
+// ---------------------------------------------------------------------------
+// NVFP4 1×16 rowwise alone from 16-bit rows at any even offset (an odd K,
+// spec §14), round to nearest: the rows walked as the flat rows kernels walk
+// them (common.cuh: FlatRow, FlatWalk), lane l shifting its chunk by the
+// row's offset (fp4_row_cols) so that it holds block L = 32t + l of the row
+// (columns 16L .. 16L + 15) whole, and storing its 8 code bytes, bytes 8L ..
+// 8L + 7 of the row, as mx4_rows_kernel does (Fp4RowStore). Each lane's
+// block needs no other lane: its amax, E4M3 scale and codes are the fast
+// kernel's (block_scale through enc_tab, encode16_rn). The fast kernel's
+// EDGE instance, which ran these rows before, loads each 32-element piece
+// shifted and stores byte runs. The caller has zeroed the scale padding
+// and any row padding (nv_prepare).
+// ---------------------------------------------------------------------------
+constexpr int kRowThreads = 256;
+
+struct Nv4RowParams {
+  const void *in_al;  // input rounded down to a 16-element boundary: phase elements before the tensor
+  uint8_t *out;       // rowwise codes, rows of pitch bytes
+  int64_t m, k, pitch;
+  int phase;
+  int nseg, seg_steps;  // segments per row, steps per segment
+  ScaleBuf s;
+  const float *amax;  // the rowwise global amax
+  float *amax_dst[2];  // NvParams' scalar copies, made by CTA 0
+  const float *amax_src[2];
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads, 4) nv4_rows_kernel(const __grid_constant__ Nv4RowParams p) {
+  pdl_wait();
+  static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
+  using R = Raw16<T>;
+  __shared__ float enc_tab[128];
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (p.amax_dst[0]) *p.amax_dst[0] = *p.amax_src[0];
+    if (p.amax_dst[1]) *p.amax_dst[1] = *p.amax_src[1];
+  }
+  const float s_enc = global_s_enc(*p.amax);
+  const float sd6 = __fmul_rn(s_enc, __uint_as_float(0x3E2AAAABu));
+  if (threadIdx.x < 128) enc_tab[threadIdx.x] = enc_of_code(threadIdx.x, (float)(1.0 / (double)s_enc));
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * (kRowThreads / 32), items = p.m * p.nseg;
+  const int nb = (int)((p.k + 15) / 16), k = (int)p.k, pitch = (int)p.pitch;  // k < kFlatRowMax
+  const int steps = (nb + 31) / 32;
+  const bool words = (pitch % 8 == 0) & ((reinterpret_cast<uintptr_t>(p.out) & 7) == 0);
+  // ScaleBuf::index(r, j + 32) = index(r, j) + sstep (swizzled: 8 groups of 4 columns, each 512 bytes).
+  const int64_t sstep = p.s.swizzled ? 4096 : 32;
+  for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
+    int t0, t1;
+    const int64_t r = flat_item(p, item, steps, &t0, &t1);
+    const FlatRow<T> fr(p.in_al, p.out, p.phase, r, p.k, t0, t1);  // (its out unused: the codes are not flat)
+    uint8_t *spt = p.s.buf + p.s.index(r, lane) + t0 * sstep;
+    Fp4RowStore st(p.out, r, pitch, words, t0, t1);
+    FlatWalk<T> w;
+    w.start(fr);
+    for (int t = t0; t < t1; t++, spt += sstep) {
+      w.ahead(fr, t);
+      uint32_t x[8];
+      fp4_row_cols(w, fr.o, x);
+      // The block's amax, NaN ignored (amax16 where a NaN is there).
+      const uint32_t m16 = mag16(x);
+      const bool nan = m16 > R::kInf;
+      float v[16];
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        v[2 * j] = R::lo(x[j]);
+        v[2 * j + 1] = R::hi(x[j]);
+      }
+      const float bam = nan ? __uint_as_float(amax16(v)) : R::mag(m16);
+      const uint32_t code = fp8<Fp8::E4M3>(__fmul_rn(bam, sd6));
+      const int L = 32 * t + lane;
+      if (L < nb) *spt = (uint8_t)code;
+      const uint64_t sgn = (uint64_t)signs8_pairs(&x[0]) | ((uint64_t)signs8_pairs(&x[4]) << 32);
+      const uint64_t q = encode16_rn(v, enc_tab[code & 127], bam, nan, sgn);
+      uint32_t c[2] = {(uint32_t)q, (uint32_t)(q >> 32)};
+      // Columns past K (the padding column K of an odd K) code 0 (spec §14).
+      if (16 * L + 16 > k) keep_nibbles(c, k - 16 * L);
+      st.store((uint64_t)c[0] | ((uint64_t)c[1] << 32), t);
+      w.next();
+    }
+  }
+}
+
 // Columnwise amax with the RHT (rhtAmax): max |y| over the BF16-rounded
 // transform of every 16-row chunk of every column, NaN ignored. BF16 rounding
 // is monotone, so rounding each |y| before the max equals rounding the max.
@@ -1651,11 +1735,47 @@ bool nv_units(InType t, G &grp, const NvSpec &sp, bool col, bool *fast) {
   return edge;
 }
 
+// NVFP4 1×16 rowwise alone through nv4_rows_kernel, from 16-bit rows at any
+// even offset, round to nearest, the global amax read (not self_amax: a
+// small tensor's one launch) (else *done stays false).
+int32_t launch_nv4_rows(InType t, const NvParams &q, const NvSpec &sp, cudaStream_t st, bool *done, quant_plugin_error *err) {
+  *done = false;
+  if (t == InType::F32 || sp.two_d || sp.sr || q.col != nullptr || q.vec != kRowsShifted || q.self_amax || q.m_load != q.m ||
+      q.k >= kFlatRowMax || q.row_pitch > 0x7FFFFFFF)
+    return QUANT_OK;
+  const uintptr_t ia = reinterpret_cast<uintptr_t>(q.in);
+  Nv4RowParams p{};
+  p.phase = (int)((ia / 2) % 16);
+  p.in_al = reinterpret_cast<const void *>(ia - 2 * (uintptr_t)p.phase);
+  p.out = q.row;
+  p.m = q.m;
+  p.k = q.k;
+  p.pitch = q.row_pitch;
+  p.s = q.row_s;
+  p.amax = q.row_amax;
+  for (int i = 0; i < 2; i++) p.amax_dst[i] = q.amax_dst[i], p.amax_src[i] = q.amax_src[i];
+  auto kern = t == InType::BF16 ? nv4_rows_kernel<__nv_bfloat16> : nv4_rows_kernel<__half>;
+  static const int res[2] = {resident_ctas(nv4_rows_kernel<__nv_bfloat16>, kRowThreads), resident_ctas(nv4_rows_kernel<__half>, kRowThreads)};
+  const int r = res[t == InType::BF16 ? 0 : 1];
+  if (r == 0) return fail(err, QUANT_ERROR_PLUGIN, "nvfp4: the rowwise kernel does not fit this GPU");
+  const int64_t ctas = flat_rows_plan(p, r, kRowThreads, (ceil_div(p.k, (int64_t)16) + 31) / 32);
+  launch_kernel(kern, (unsigned)ctas, kRowThreads, 0, st, p);
+  *done = true;
+  return QUANT_OK;
+}
+
 // One quantize launch over grp's units; what names the input in the error
 // when they are more than a grid holds.
 template <typename G>
 int32_t nv_launch(InType t, G &grp, const NvSpec &sp, bool row, bool col, cudaStream_t s, const char *what,
                   quant_plugin_error *err) {
+  if constexpr (!G::kGroup) {
+    if (row && !col) {
+      bool done;
+      LQ_TRY(launch_nv4_rows(t, grp.p, sp, s, &done, err));
+      if (done) return QUANT_OK;
+    }
+  }
   bool fast;
   const bool edge = nv_units(t, grp, sp, col, &fast);
   if (grp.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "%s: too many tiles", what);
