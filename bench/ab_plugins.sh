@@ -28,7 +28,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 mkdir -p $W
 xz -dc ${FINAL:-build/final}/libquant.so.xz > $W/libquant.so
 xz -dc ${FINAL:-build/final}/gputest.test.xz > $W/gputest.test && chmod +x $W/gputest.test
-for v in common $VARIANTS; do mkdir -p $W/obj_$v && tar -xJf build/ab/$v.tar.xz -C $W/obj_$v; done
+# Every variant's archive and every base's (a base need not be a variant).
+bases=""
+for v in $VARIANTS; do bases="$bases $(eval echo \${BASE_$v:-})"; done
+for v in $(echo common $VARIANTS $bases | tr ' ' '\n' | awk 'NF && !seen[$0]++'); do
+  [ -d $W/obj_$v ] || { mkdir -p $W/obj_$v && tar -xJf build/ab/$v.tar.xz -C $W/obj_$v; } || { echo "archive $v missing"; exit 1; }
+done
 for v in $VARIANTS; do
   mkdir -p $W/$v && cp $W/libquant.so $W/$v/
   # The variant's own objects, then its base's and the common ones it does
