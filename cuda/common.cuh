@@ -1897,6 +1897,28 @@ bool flat_rows_place(P &p, const void *in, uint8_t *out, size_t sz, int64_t m, i
   return true;
 }
 
+// The parameters an FP4 rows kernel's walk takes (mx4_rows_kernel,
+// nv4_rows_kernel; flat_item, flat_rows_plan), whose packed codes do not
+// follow the input's flat frame.
+struct Fp4RowPlace {
+  const void *in_al;  // input rounded down to a 16-element boundary: phase elements before the tensor
+  uint8_t *out;       // rowwise codes, rows of pitch bytes
+  int64_t m, k, pitch;
+  int phase;
+  int nseg, seg_steps;  // segments per row, steps per segment
+};
+
+// The walk over [m, k] 16-bit input in, codes out at pitch bytes a row.
+inline void fp4_rows_place(Fp4RowPlace &p, const void *in, int64_t m, int64_t k, uint8_t *out, int64_t pitch) {
+  const uintptr_t ia = reinterpret_cast<uintptr_t>(in);
+  p.phase = (int)((ia / 2) % 16);
+  p.in_al = reinterpret_cast<const void *>(ia - 2 * (uintptr_t)p.phase);
+  p.m = m;
+  p.k = k;
+  p.out = out;
+  p.pitch = pitch;
+}
+
 // Rows too few for every resident warp (resident CTAs of threads each) are
 // cut into segments of steps (steps per row): sets p.nseg and p.seg_steps,
 // returns the CTAs to launch.

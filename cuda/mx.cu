@@ -1312,12 +1312,7 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 // kernel's EDGE instance: 8191² 0.047-0.048 against 0.054 (0.043 at 8192²),
 // 4096×4097 0.020 against 0.035, 4095×8191 0.026 against 0.032.)
 // ---------------------------------------------------------------------------
-struct Mx4RowParams {
-  const void *in_al;  // input rounded down to a 16-element boundary: phase elements before the tensor
-  uint8_t *out;       // rowwise codes, rows of pitch bytes
-  int64_t m, k, pitch;
-  int phase;
-  int nseg, seg_steps;  // segments per row, steps per segment
+struct Mx4RowParams : Fp4RowPlace {
   int floor;
   ScaleOut s;
 };
@@ -1754,15 +1749,9 @@ int32_t launch_mx8_rows(InType t, const MxGeom &g, const MxParams &bp, cudaStrea
 // offset (else *done stays false).
 int32_t launch_mx4_rows(InType t, const MxGeom &g, const MxParams &bp, cudaStream_t st, bool *done, quant_plugin_error *err) {
   *done = false;
-  const uintptr_t ia = reinterpret_cast<uintptr_t>(bp.in);
   if (!g.packed || t == InType::F32 || bp.col != nullptr || bp.vec != kRowsShifted || bp.k >= kFlatRowMax || bp.row_pitch > 0x7FFFFFFF) return QUANT_OK;
   Mx4RowParams p{};
-  p.phase = (int)((ia / 2) % 16);
-  p.in_al = reinterpret_cast<const void *>(ia - 2 * (uintptr_t)p.phase);
-  p.out = bp.row;
-  p.m = bp.m;
-  p.k = bp.k;
-  p.pitch = bp.row_pitch;
+  fp4_rows_place(p, bp.in, bp.m, bp.k, bp.row, bp.row_pitch);
   p.floor = bp.floor;
   p.s = bp.row_s;
   *done = true;

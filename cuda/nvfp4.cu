@@ -916,12 +916,7 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
 // ---------------------------------------------------------------------------
 constexpr int kRowThreads = 256;
 
-struct Nv4RowParams {
-  const void *in_al;  // input rounded down to a 16-element boundary: phase elements before the tensor
-  uint8_t *out;       // rowwise codes, rows of pitch bytes
-  int64_t m, k, pitch;
-  int phase;
-  int nseg, seg_steps;  // segments per row, steps per segment
+struct Nv4RowParams : Fp4RowPlace {
   ScaleBuf s;
   const float *amax;  // the rowwise global amax
   float *amax_dst[2];  // NvParams' scalar copies, made by CTA 0
@@ -1743,14 +1738,8 @@ int32_t launch_nv4_rows(InType t, const NvParams &q, const NvSpec &sp, cudaStrea
   if (t == InType::F32 || sp.two_d || sp.sr || q.col != nullptr || q.vec != kRowsShifted || q.self_amax || q.m_load != q.m ||
       q.k >= kFlatRowMax || q.row_pitch > 0x7FFFFFFF)
     return QUANT_OK;
-  const uintptr_t ia = reinterpret_cast<uintptr_t>(q.in);
   Nv4RowParams p{};
-  p.phase = (int)((ia / 2) % 16);
-  p.in_al = reinterpret_cast<const void *>(ia - 2 * (uintptr_t)p.phase);
-  p.out = q.row;
-  p.m = q.m;
-  p.k = q.k;
-  p.pitch = q.row_pitch;
+  fp4_rows_place(p, q.in, q.m, q.k, q.row, q.row_pitch);
   p.s = q.row_s;
   p.amax = q.row_amax;
   for (int i = 0; i < 2; i++) p.amax_dst[i] = q.amax_dst[i], p.amax_src[i] = q.amax_src[i];
