@@ -923,20 +923,55 @@ struct Nv4RowParams : Fp4RowPlace {
   const float *amax_src[2];
 };
 
-template <typename T>
-__global__ void __launch_bounds__(kRowThreads, 4) nv4_rows_kernel(const __grid_constant__ Nv4RowParams p) {
-  pdl_wait();
-  static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
-  using R = Raw16<T>;
-  __shared__ float enc_tab[128];
+// The NVFP4 rows kernels' setup: CTA 0's amax copies, the global encode
+// scale's S_enc/6 (returned) and the enc_b table of the 128 E4M3 codes.
+// Every thread of the CTA calls it (a barrier).
+__device__ __forceinline__ float nv4_rows_setup(const Nv4RowParams &p, float *enc_tab) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     if (p.amax_dst[0]) *p.amax_dst[0] = *p.amax_src[0];
     if (p.amax_dst[1]) *p.amax_dst[1] = *p.amax_src[1];
   }
   const float s_enc = global_s_enc(*p.amax);
-  const float sd6 = __fmul_rn(s_enc, __uint_as_float(0x3E2AAAABu));
   if (threadIdx.x < 128) enc_tab[threadIdx.x] = enc_of_code(threadIdx.x, (float)(1.0 / (double)s_enc));
   __syncthreads();
+  return __fmul_rn(s_enc, __uint_as_float(0x3E2AAAABu));
+}
+
+// A lane's 1×16 block x of a rows kernel's step: its elements as floats in v,
+// whether one is a NaN (*nan), and its amax, NaN ignored (amax16 where a NaN
+// is there).
+template <typename T>
+__device__ __forceinline__ float nv4_block(const uint32_t (&x)[8], float (&v)[16], bool *nan) {
+  using R = Raw16<T>;
+  const uint32_t m16 = mag16(x);
+  *nan = m16 > R::kInf;
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    v[2 * j] = R::lo(x[j]);
+    v[2 * j + 1] = R::hi(x[j]);
+  }
+  return *nan ? __uint_as_float(amax16(v)) : R::mag(m16);
+}
+
+// The block's 16 codes (block L of the row: columns past k code 0, spec §14)
+// at the scale of amax sa (the block's own amax bam, or its 16×16 tile's),
+// whose E4M3 code goes to *code.
+__device__ __forceinline__ uint64_t nv4_codes(const uint32_t (&x)[8], const float (&v)[16], float bam, bool nan, float sa,
+                                              const float *enc_tab, float sd6, int L, int k, uint32_t *code) {
+  *code = fp8<Fp8::E4M3>(__fmul_rn(sa, sd6));
+  const uint64_t sgn = (uint64_t)signs8_pairs(&x[0]) | ((uint64_t)signs8_pairs(&x[4]) << 32);
+  const uint64_t q = encode16_rn(v, enc_tab[*code & 127], bam, nan, sgn);
+  uint32_t c[2] = {(uint32_t)q, (uint32_t)(q >> 32)};
+  if (16 * L + 16 > k) keep_nibbles(c, k - 16 * L);
+  return (uint64_t)c[0] | ((uint64_t)c[1] << 32);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads, 4) nv4_rows_kernel(const __grid_constant__ Nv4RowParams p) {
+  pdl_wait();
+  static_assert(kRowThreads == 256, "flat_item: 8 warps per CTA");
+  __shared__ float enc_tab[128];
+  const float sd6 = nv4_rows_setup(p, enc_tab);
   const int lane = threadIdx.x & 31;
   const int64_t warps = (int64_t)gridDim.x * (kRowThreads / 32), items = p.m * p.nseg;
   const int nb = (int)((p.k + 15) / 16), k = (int)p.k, pitch = (int)p.pitch;  // k < kFlatRowMax
@@ -956,27 +991,77 @@ __global__ void __launch_bounds__(kRowThreads, 4) nv4_rows_kernel(const __grid_c
       w.ahead(fr, t);
       uint32_t x[8];
       fp4_row_cols(w, fr.o, x);
-      // The block's amax, NaN ignored (amax16 where a NaN is there).
-      const uint32_t m16 = mag16(x);
-      const bool nan = m16 > R::kInf;
       float v[16];
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        v[2 * j] = R::lo(x[j]);
-        v[2 * j + 1] = R::hi(x[j]);
-      }
-      const float bam = nan ? __uint_as_float(amax16(v)) : R::mag(m16);
-      const uint32_t code = fp8<Fp8::E4M3>(__fmul_rn(bam, sd6));
+      bool nan;
+      const float bam = nv4_block<T>(x, v, &nan);
       const int L = 32 * t + lane;
+      uint32_t code;
+      const uint64_t q = nv4_codes(x, v, bam, nan, bam, enc_tab, sd6, L, k, &code);
       if (L < nb) *spt = (uint8_t)code;
-      const uint64_t sgn = (uint64_t)signs8_pairs(&x[0]) | ((uint64_t)signs8_pairs(&x[4]) << 32);
-      const uint64_t q = encode16_rn(v, enc_tab[code & 127], bam, nan, sgn);
-      uint32_t c[2] = {(uint32_t)q, (uint32_t)(q >> 32)};
-      // Columns past K (the padding column K of an odd K) code 0 (spec §14).
-      if (16 * L + 16 > k) keep_nibbles(c, k - 16 * L);
-      st.store((uint64_t)c[0] | ((uint64_t)c[1] << 32), t);
+      st.store(q, t);
       w.next();
     }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// NVFP4 16×16 rowwise alone, the same rows: a CTA of 16 warps walks one
+// 16-row group along K (or a segment of its steps), warp w row 16g + w
+// exactly as nv4_rows_kernel walks a row; at each step the warps' block
+// amaxes meet in shared memory (two buffers, one barrier a step), and each
+// lane codes its block at the scale of the 16×16 tile's amax (the fast
+// kernel's rule: the tile's scale, the block's own amax for its fast-encode
+// test). Rows past M are the zero padding (spec §14): their warps load row M
+// − 1, zero it, and store nothing. Grid: one CTA per (group, segment).
+// ---------------------------------------------------------------------------
+constexpr int kBandWarps = 16;
+
+template <typename T>
+__global__ void __launch_bounds__(32 * kBandWarps, 2) nv4_band16_kernel(const __grid_constant__ Nv4RowParams p) {
+  pdl_wait();
+  __shared__ float enc_tab[128];
+  __shared__ uint32_t tmax[2][kBandWarps][32];
+  const float sd6 = nv4_rows_setup(p, enc_tab);
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+  const int nb = (int)((p.k + 15) / 16), k = (int)p.k, pitch = (int)p.pitch;  // k < kFlatRowMax
+  const int steps = (nb + 31) / 32;
+  const bool words = (pitch % 8 == 0) & ((reinterpret_cast<uintptr_t>(p.out) & 7) == 0);
+  const int64_t sstep = p.s.swizzled ? 4096 : 32;
+  const int64_t g = blockIdx.x / (unsigned)p.nseg;
+  const int t0 = (int)(blockIdx.x - g * p.nseg) * p.seg_steps, t1 = min(t0 + p.seg_steps, steps);
+  const int64_t r = 16 * g + wi;
+  const bool valid = r < p.m;
+  const int64_t rr = valid ? r : p.m - 1;
+  const FlatRow<T> fr(p.in_al, p.out, p.phase, rr, p.k, t0, t1);
+  uint8_t *spt = p.s.buf + p.s.index(rr, lane) + t0 * sstep;
+  Fp4RowStore st(p.out, rr, pitch, words, t0, t1);
+  FlatWalk<T> w;
+  w.start(fr);
+  for (int t = t0; t < t1; t++, spt += sstep) {
+    w.ahead(fr, t);
+    uint32_t x[8];
+    fp4_row_cols(w, fr.o, x);
+    if (!valid) {
+#pragma unroll
+      for (int j = 0; j < 8; j++) x[j] = 0;
+    }
+    float v[16];
+    bool nan;
+    const float bam = nv4_block<T>(x, v, &nan);
+    uint32_t(*const b)[32] = tmax[t & 1];
+    b[wi][lane] = __float_as_uint(bam);
+    __syncthreads();
+    uint32_t tm = b[0][lane];
+#pragma unroll
+    for (int i = 1; i < kBandWarps; i++) tm = max(tm, b[i][lane]);  // non-negative floats order as their bits
+    if (valid) {
+      const int L = 32 * t + lane;
+      uint32_t code;
+      const uint64_t q = nv4_codes(x, v, bam, nan, __uint_as_float(tm), enc_tab, sd6, L, k, &code);
+      if (L < nb) *spt = (uint8_t)code;
+      st.store(q, t);
+    }
+    w.next();
   }
 }
 
@@ -1730,12 +1815,47 @@ bool nv_units(InType t, G &grp, const NvSpec &sp, bool col, bool *fast) {
   return edge;
 }
 
-// NVFP4 1×16 rowwise alone through nv4_rows_kernel, from 16-bit rows at any
-// even offset, round to nearest, the global amax read (not self_amax: a
-// small tensor's one launch) (else *done stays false).
+// NVFP4 rowwise alone through nv4_rows_kernel (1×16) or nv4_band16_kernel
+// (16×16), from 16-bit rows at any even offset, round to nearest, the
+// global amax read (not self_amax: a small tensor's one launch) (else *done
+// stays false). The 16×16 kernel takes tensors of fewer 16-row groups than
+// its resident CTAs (2 per SM), each group cut into segments of steps; with
+// more, the fast kernel's EDGE instance is as fast or faster (H200, ms with
+// the amax pass, EDGE / band: 4096×4097 0.047 / 0.038, 2048×7167 0.030 /
+// 0.028, 4095×8191 0.058 / 0.059; 8191² 0.101 / 0.106 with every group a
+// CTA, 0.110 with four CTAs' worth of segments per slot: the barrier a step
+// holds each CTA's 16 warps together; bench/RESULTS.md, 2026-11-29 21:14
+// section).
+template <typename T>
+int32_t launch_nv4_rows_t(Nv4RowParams p, bool two_d, cudaStream_t st, bool *done, quant_plugin_error *err) {
+  const int64_t steps = (ceil_div(p.k, (int64_t)16) + 31) / 32;
+  *done = true;
+  if (two_d) {
+    static const int res = resident_ctas(nv4_band16_kernel<T>, 32 * kBandWarps);
+    if (res == 0) return fail(err, QUANT_ERROR_PLUGIN, "nvfp4: the 16x16 rowwise kernel does not fit this GPU");
+    const int64_t groups = ceil_div(p.m, (int64_t)16);
+    if (groups >= res) {
+      *done = false;
+      return QUANT_OK;
+    }
+    int64_t nseg = ceil_div((int64_t)res, groups);
+    if (nseg > steps) nseg = steps;
+    p.seg_steps = (int)ceil_div(steps, nseg);
+    p.nseg = (int)ceil_div(steps, (int64_t)p.seg_steps);
+    if (groups * p.nseg > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many rows");
+    launch_kernel(nv4_band16_kernel<T>, (unsigned)(groups * p.nseg), 32 * kBandWarps, 0, st, p);
+    return QUANT_OK;
+  }
+  static const int res = resident_ctas(nv4_rows_kernel<T>, kRowThreads);
+  if (res == 0) return fail(err, QUANT_ERROR_PLUGIN, "nvfp4: the rowwise kernel does not fit this GPU");
+  const int64_t ctas = flat_rows_plan(p, res, kRowThreads, steps);
+  launch_kernel(nv4_rows_kernel<T>, (unsigned)ctas, kRowThreads, 0, st, p);
+  return QUANT_OK;
+}
+
 int32_t launch_nv4_rows(InType t, const NvParams &q, const NvSpec &sp, cudaStream_t st, bool *done, quant_plugin_error *err) {
   *done = false;
-  if (t == InType::F32 || sp.two_d || sp.sr || q.col != nullptr || q.vec != kRowsShifted || q.self_amax || q.m_load != q.m ||
+  if (t == InType::F32 || sp.sr || q.col != nullptr || q.vec != kRowsShifted || q.self_amax || q.m_load != q.m ||
       q.k >= kFlatRowMax || q.row_pitch > 0x7FFFFFFF)
     return QUANT_OK;
   Nv4RowParams p{};
@@ -1743,14 +1863,7 @@ int32_t launch_nv4_rows(InType t, const NvParams &q, const NvSpec &sp, cudaStrea
   p.s = q.row_s;
   p.amax = q.row_amax;
   for (int i = 0; i < 2; i++) p.amax_dst[i] = q.amax_dst[i], p.amax_src[i] = q.amax_src[i];
-  auto kern = t == InType::BF16 ? nv4_rows_kernel<__nv_bfloat16> : nv4_rows_kernel<__half>;
-  static const int res[2] = {resident_ctas(nv4_rows_kernel<__nv_bfloat16>, kRowThreads), resident_ctas(nv4_rows_kernel<__half>, kRowThreads)};
-  const int r = res[t == InType::BF16 ? 0 : 1];
-  if (r == 0) return fail(err, QUANT_ERROR_PLUGIN, "nvfp4: the rowwise kernel does not fit this GPU");
-  const int64_t ctas = flat_rows_plan(p, r, kRowThreads, (ceil_div(p.k, (int64_t)16) + 31) / 32);
-  launch_kernel(kern, (unsigned)ctas, kRowThreads, 0, st, p);
-  *done = true;
-  return QUANT_OK;
+  return t == InType::BF16 ? launch_nv4_rows_t<__nv_bfloat16>(p, sp.two_d, st, done, err) : launch_nv4_rows_t<__half>(p, sp.two_d, st, done, err);
 }
 
 // One quantize launch over grp's units; what names the input in the error

@@ -393,16 +393,20 @@ type config struct {
 // 4096 bytes, each code word whole; segments of one step), [300, 1001] (rows
 // of 501 bytes at every offset mod 8 into a code word, and every input
 // offset mod 16), [5, 4097] (words shared by two segments of a row).
-// nvfp4 1×16 rowwise alone at an odd K takes nv4_rows_kernel, above the
-// 65536 elements a quantize reduces its amax in one launch (nv_self_amax):
-// [40, 8191] (code words whole, segments of one step), [33, 4097] (words
-// shared by two segments), [300, 1001] (rows at every offset).
+// nvfp4 rowwise alone at an odd K takes nv4_rows_kernel (1×16) and
+// nv4_band16_kernel (16×16), above the 65536 elements a quantize reduces
+// its amax in one launch (nv_self_amax): [40, 8191] (code words whole,
+// segments of one step, a last 16-row group of 8 rows), [33, 4097] (words
+// shared by two segments, a last group of one row), [300, 1001] (rows at
+// every offset); [8200, 9] has more 16-row groups than the 16×16 kernel's
+// resident CTAs on any GPU of up to 256 SMs, and keeps the fast kernel's
+// EDGE instance.
 var shapes = map[string][][2]int64{
 	"fp8": {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2052}, {2049, 1000},
 		{257, 1001}, {2049, 1001}, {1024, 777}, {1031, 33}},
 	"mxfp8": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}}, raggedShapes...),
 	"mxfp4": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}, {5, 4097}}, raggedShapes...),
-	"nvfp4": append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}, {40, 8191}, {33, 4097}, {300, 1001}}, raggedShapes...),
+	"nvfp4": append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}, {40, 8191}, {33, 4097}, {300, 1001}, {8200, 9}}, raggedShapes...),
 	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2048}, {2049, 1024}, {1031, 2052},
 		{257, 1001}, {2049, 1001}, {1024, 777}, {1031, 33}},
 	"identity": {{1, 1}, {3, 5}, {17, 130}, {257, 1000}},
@@ -697,10 +701,11 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 			q, err := host.NewQuantizer(c, host.BothUsages)
 			require.NoError(t, err)
 			defer q.Release()
-			// NVFP4 1×16 rowwise alone at an odd K (nv4_rows_kernel, which
-			// also makes the amax copy) with the caller's amax.
+			// NVFP4 rowwise alone at an odd K (nv4_rows_kernel and
+			// nv4_band16_kernel, which also make the amax copy) with the
+			// caller's amax.
 			var qr *host.Quantizer
-			if c.Format == "nvfp4" && c.BlockDims != 2 {
+			if c.Format == "nvfp4" {
 				qr, err = host.NewQuantizer(c, host.Rowwise)
 				require.NoError(t, err)
 				defer qr.Release()
