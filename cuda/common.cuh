@@ -2184,4 +2184,23 @@ struct Fp4RowStore {
   }
 };
 
+// Row r's steps t0 .. t1 − 1 of an FP4 rows kernel's walk over p (the
+// row's segment, every lane of the warp): step(t, x, st) with the lane's row
+// columns 16L .. 16L + 15 of step t in x (fp4_row_cols) and the row's code
+// stores st (Fp4RowStore, words: rows of 8n bytes from an aligned buffer).
+template <typename T, typename P, typename F>
+__device__ __forceinline__ void fp4_row_walk(const P &p, int64_t r, int t0, int t1, bool words, F &&step) {
+  const FlatRow<T> fr(p.in_al, p.out, p.phase, r, p.k, t0, t1);  // (its out unused: the codes are not flat)
+  Fp4RowStore st(p.out, r, (int)p.pitch, words, t0, t1);
+  FlatWalk<T> w;
+  w.start(fr);
+  for (int t = t0; t < t1; t++) {
+    w.ahead(fr, t);
+    uint32_t x[8];
+    fp4_row_cols(w, fr.o, x);
+    step(t, x, st);
+    w.next();
+  }
+}
+
 }  // namespace lq

@@ -1332,19 +1332,12 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
   for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
     int t0, t1;
     const int64_t r = flat_item(p, item, steps, &t0, &t1);
-    const FlatRow<T> fr(p.in_al, p.out, p.phase, r, p.k, t0, t1);  // (its out unused: the codes are not flat)
     // Lane l's block of step t, 16t + l/2: its scale at spt = sp + t·sstep
     // (ScaleOut::row_off(16t + x) = row_off(x) + t·row_off(16), x < 16).
     uint8_t *const sp = p.s.buf + p.s.row_base(r) + p.s.row_off(lane >> 1);
     const int64_t sstep = p.s.row_off(16);
     uint8_t *spt = sp + t0 * sstep;
-    Fp4RowStore st(p.out, r, pitch, words, t0, t1);
-    FlatWalk<T> w;
-    w.start(fr);
-    for (int t = t0; t < t1; t++, spt += sstep) {
-      w.ahead(fr, t);
-      uint32_t x[8];
-      fp4_row_cols(w, fr.o, x);
+    fp4_row_walk<T>(p, r, t0, t1, words, [&](int t, const uint32_t(&x)[8], Fp4RowStore &st) {
       // Block 16t + l/2: lanes l and l ^ 1. A NaN (a magnitude above Inf's)
       // is skipped by the amax, as the tile kernels' mx4_amax skips it.
       uint32_t m16 = mag16(x);
@@ -1361,14 +1354,14 @@ __global__ void __launch_bounds__(kRowThreads, 4) mx4_rows_kernel(const __grid_c
       const uint32_t e8 = mx_exponent<kE2M1>(amax, p.floor);
       const int L = 32 * t + lane, j = 16 * t + (lane >> 1);
       if (((lane & 1) == 0) & (j < nb)) *spt = (uint8_t)e8;
+      spt += sstep;
       uint32_t c[2];
       mx4_encode<T, 2>(x, e8, amax, nan, c);
       // Columns past K (the padding column K of an odd K) code 0, also in a
       // block whose scale is NaN (spec §14).
       if (16 * L + 16 > k) keep_nibbles(c, k - 16 * L);
       st.store((uint64_t)c[0] | ((uint64_t)c[1] << 32), t);
-      w.next();
-    }
+    });
   }
   zero_scale_padding(p.s, blockIdx.x, gridDim.x);
 }

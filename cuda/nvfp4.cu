@@ -982,15 +982,8 @@ __global__ void __launch_bounds__(kRowThreads, 4) nv4_rows_kernel(const __grid_c
   for (int64_t item = (int64_t)blockIdx.x * (kRowThreads / 32) + threadIdx.x / 32; item < items; item += warps) {
     int t0, t1;
     const int64_t r = flat_item(p, item, steps, &t0, &t1);
-    const FlatRow<T> fr(p.in_al, p.out, p.phase, r, p.k, t0, t1);  // (its out unused: the codes are not flat)
     uint8_t *spt = p.s.buf + p.s.index(r, lane) + t0 * sstep;
-    Fp4RowStore st(p.out, r, pitch, words, t0, t1);
-    FlatWalk<T> w;
-    w.start(fr);
-    for (int t = t0; t < t1; t++, spt += sstep) {
-      w.ahead(fr, t);
-      uint32_t x[8];
-      fp4_row_cols(w, fr.o, x);
+    fp4_row_walk<T>(p, r, t0, t1, words, [&](int t, const uint32_t(&x)[8], Fp4RowStore &st) {
       float v[16];
       bool nan;
       const float bam = nv4_block<T>(x, v, &nan);
@@ -998,9 +991,9 @@ __global__ void __launch_bounds__(kRowThreads, 4) nv4_rows_kernel(const __grid_c
       uint32_t code;
       const uint64_t q = nv4_codes(x, v, bam, nan, bam, enc_tab, sd6, L, k, &code);
       if (L < nb) *spt = (uint8_t)code;
+      spt += sstep;
       st.store(q, t);
-      w.next();
-    }
+    });
   }
 }
 
@@ -1032,15 +1025,8 @@ __global__ void __launch_bounds__(32 * kBandWarps, 2) nv4_band16_kernel(const __
   const int64_t r = 16 * g + wi;
   const bool valid = r < p.m;
   const int64_t rr = valid ? r : p.m - 1;
-  const FlatRow<T> fr(p.in_al, p.out, p.phase, rr, p.k, t0, t1);
   uint8_t *spt = p.s.buf + p.s.index(rr, lane) + t0 * sstep;
-  Fp4RowStore st(p.out, rr, pitch, words, t0, t1);
-  FlatWalk<T> w;
-  w.start(fr);
-  for (int t = t0; t < t1; t++, spt += sstep) {
-    w.ahead(fr, t);
-    uint32_t x[8];
-    fp4_row_cols(w, fr.o, x);
+  fp4_row_walk<T>(p, rr, t0, t1, words, [&](int t, uint32_t(&x)[8], Fp4RowStore &st) {
     if (!valid) {
 #pragma unroll
       for (int j = 0; j < 8; j++) x[j] = 0;
@@ -1061,8 +1047,8 @@ __global__ void __launch_bounds__(32 * kBandWarps, 2) nv4_band16_kernel(const __
       if (L < nb) *spt = (uint8_t)code;
       st.store(q, t);
     }
-    w.next();
-  }
+    spt += sstep;
+  });
 }
 
 // Columnwise amax with the RHT (rhtAmax): max |y| over the BF16-rounded
