@@ -903,9 +903,9 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
 
 // ---------------------------------------------------------------------------
 // NVFP4 1×16 rowwise alone from 16-bit rows at any even offset (an odd K,
-// spec §14), round to nearest: the rows walked as the flat rows kernels walk
-// them (common.cuh: FlatRow, FlatWalk), lane l shifting its chunk by the
-// row's offset (fp4_row_cols) so that it holds block L = 32t + l of the row
+// spec §14), round to nearest: the rows walked as mx4_rows_kernel walks
+// them (common.cuh: fp4_row_walk), lane l shifting its chunk by the row's
+// offset (fp4_row_cols) so that it holds block L = 32t + l of the row
 // (columns 16L .. 16L + 15) whole, and storing its 8 code bytes, bytes 8L ..
 // 8L + 7 of the row, as mx4_rows_kernel does (Fp4RowStore). Each lane's
 // block needs no other lane: its amax, E4M3 scale and codes are the fast
@@ -1828,7 +1828,6 @@ int32_t launch_nv4_rows_t(Nv4RowParams p, bool two_d, cudaStream_t st, bool *don
     if (nseg > steps) nseg = steps;
     p.seg_steps = (int)ceil_div(steps, nseg);
     p.nseg = (int)ceil_div(steps, (int64_t)p.seg_steps);
-    if (groups * p.nseg > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many rows");
     launch_kernel(nv4_band16_kernel<T>, (unsigned)(groups * p.nseg), 32 * kBandWarps, 0, st, p);
     return QUANT_OK;
   }
