@@ -1898,8 +1898,8 @@ bool flat_rows_place(P &p, const void *in, uint8_t *out, size_t sz, int64_t m, i
 }
 
 // The parameters an FP4 rows kernel's walk takes (mx4_rows_kernel,
-// nv4_rows_kernel; flat_item, flat_rows_plan), whose packed codes do not
-// follow the input's flat frame.
+// nv4_rows_kernel, nv4_band16_kernel; flat_item, flat_rows_plan), whose
+// packed codes do not follow the input's flat frame.
 struct Fp4RowPlace {
   const void *in_al;  // input rounded down to a 16-element boundary: phase elements before the tensor
   uint8_t *out;       // rowwise codes, rows of pitch bytes
@@ -2081,7 +2081,7 @@ struct FlatWalk {
   }
 };
 
-// ---- Packed FP4 codes from a flat rows kernel (mx4_rows_kernel, nv4_rows_kernel) ----
+// ---- Packed FP4 codes from a flat rows kernel (mx4_rows_kernel, nv4_rows_kernel, nv4_band16_kernel) ----
 //
 // FP4 codes (half a byte per element, rows of ⌈K/2⌉ bytes) do not follow the
 // input's flat frame. From 16-bit rows at any even offset (an odd K, spec
