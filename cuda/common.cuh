@@ -1502,32 +1502,39 @@ namespace lq {
 // ---- Strips walked down M (fp8's cast_strip_kernel, fp8_block's
 // fp8_block_col_strip_kernel) ----
 //
-// At a token count M that is not a multiple of 16 the transposed rows [K, M]
-// start at every offset mod 16. A CTA of 256 threads owns a strip of kSW
+// At a token count M that is not a multiple of 32 the transposed rows [K, M]
+// start at every offset mod 32. A CTA of 256 threads owns a strip of kSW
 // input columns (kSW output rows) over a segment of M (a multiple of kSH
 // rows) and walks down it kSH rows at a time: the strip's output is one
 // contiguous range per output row, and output row r's offset o = addr(r, s0)
-// mod 16 is the same for every chunk (chunks start at multiples of 16), so
-// each output row goes out as whole aligned 16-byte stores in the global
-// frame; only where a row's segment begins and ends does a partial 16-byte
-// chunk go out byte by byte.
+// mod 32 is the same for every chunk (chunks start at multiples of 32), so
+// each output row goes out as whole 32-byte sectors of the global frame (two
+// aligned 16-byte stores each, from neighbouring lanes); only where a row's
+// segment begins and ends does a partial 16-byte piece go out byte by byte.
+// (With pieces aligned to 16 bytes only, two of each 128-byte run's five
+// sectors were written in halves, one in each of two chunks: the L2 takes
+// each half as a sector write of its own; bench/RESULTS.md, "the cost of
+// partial-sector writes".)
 //
 // Per chunk each thread holds 4 rows × 8 columns, casts them, transposes 4×4
 // bytes and writes one word per column into T (StripCols::put); a warp then
 // writes four output rows, lane j the aligned 16 bytes that hold the chunk's
 // bytes [16j − o, 16j − o + 16): a 4-byte and a 16-byte shared load and four
 // funnel shifts (StripCols::store). T's row holds the previous chunk's last
-// 16 bytes before the chunk's (the prefix: the bytes of chunk j = 0 before
+// 32 bytes before the chunk's (the prefix: the bytes of pieces j = 0, 1 before
 // the chunk), and is shifted by 4·⌊o/4⌋ bytes so that the 16-byte load is
 // aligned; its 16-byte granules are XOR-swizzled by the row's group of 8 so
 // that a warp's transposed words (8 rows, 4 words each) hit 32 banks. T is
 // double-buffered (the prefix comes from the other buffer).
 constexpr int kSW = 64, kSH = 128;
 constexpr int kStripRowWords = 64;  // 16 granules per T row (the swizzle keeps granule indices < 16)
+constexpr int kStripAlign = 32;     // the output's alignment: o = addr mod kStripAlign
+constexpr int kStripPre = kStripAlign / 4;  // prefix words per T row
 constexpr int kStripDepth = 2;      // chunks whose loads are in flight
 
-// The physical word in T of row cc's logical word lw (lw = data word + 4 +
-// ⌊o/4⌋: the prefix is logical words ⌊o/4⌋ .. ⌊o/4⌋ + 3).
+// The physical word in T of row cc's logical word lw (lw = data word +
+// kStripPre + ⌊o/4⌋: the prefix is logical words ⌊o/4⌋ .. ⌊o/4⌋ + 7; the
+// largest, the flush's last piece, lies in granule kSH/16 + 3 = 11).
 __device__ __forceinline__ int strip_word(int cc, int lw) { return cc * kStripRowWords + 4 * ((lw >> 2) ^ ((cc >> 3) & 7)) + (lw & 3); }
 
 // Row R, columns c .. c+7 of the input (rows 16-byte aligned) as raw words:
@@ -1671,7 +1678,7 @@ struct StripCols {
   uint8_t *gb[2];
   bool rv[2];
 
-  __device__ __forceinline__ int o_of(int cc) const { return (int)((colbase + (uintptr_t)((c0 + cc) * M + s0)) & 15); }
+  __device__ __forceinline__ int o_of(int cc) const { return (int)((colbase + (uintptr_t)((c0 + cc) * M + s0)) & (kStripAlign - 1)); }
 
   // tid: the thread's index among the strip's 256 threads.
   __device__ __forceinline__ StripCols(uint8_t *col, int64_t m, int64_t k, int64_t c0_, int64_t s0_, unsigned tid) {
@@ -1686,14 +1693,14 @@ struct StripCols {
 #pragma unroll
     for (int e = 0; e < 8; e++) {
       const int cc = 8 * cg + e;
-      wa[e] = strip_word(cc, g + 4 + (o_of(cc) >> 2));
+      wa[e] = strip_word(cc, g + kStripPre + (o_of(cc) >> 2));
     }
     const int rho = lane >> 3, j = lane & 7;
 #pragma unroll
     for (int s = 0; s < 2; s++) {
       const int cc = 32 * s + 4 * warp + rho, o = o_of(cc);
-      ra128[s] = strip_word(cc, 4 * (j + 1));
-      ra32[s] = strip_word(cc, 4 * j + 3);
+      ra128[s] = strip_word(cc, 4 * j + kStripPre);
+      ra32[s] = strip_word(cc, 4 * j + kStripPre - 1);
       sh[s] = 32 - 8 * (o & 3);
       ot[s] = 16 * j - o;  // the chunk's first byte, relative to the segment's first row
       gb[s] = col + (c0 + cc) * M + s0 + ot[s];
@@ -1711,11 +1718,11 @@ struct StripCols {
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int a = wa[4 * h + e];
-        if (g >= kSH / 4 - 4) {
-          // The last chunk's last 16 bytes are this chunk's prefix
+        if (g >= kSH / 4 - kStripPre) {
+          // The last chunk's last 32 bytes are this chunk's prefix
           // (logical word lw − kSH/4, from the other buffer).
           const int cc = 8 * cg + 4 * h + e;
-          t[strip_word(cc, g + 4 + (o_of(cc) >> 2) - kSH / 4)] = prev[a];
+          t[strip_word(cc, g + kStripPre + (o_of(cc) >> 2) - kSH / 4)] = prev[a];
         }
         t[a] = cw[e];
       }
@@ -1742,26 +1749,28 @@ struct StripCols {
     }
   }
 
-  // The bytes after the last chunk's last whole 16-byte chunk: chunk j = 8
-  // of the last chunk (o of them in T t, the last chunk's, the rest past the
-  // segment).
+  // The bytes after the last chunk's last whole pieces: pieces j = 8 and 9
+  // of the last chunk (o of those bytes in T t, the last chunk's, the rest
+  // past the segment), by lanes j = 0 and 1.
   __device__ __forceinline__ void flush(const uint32_t *t, int nchunks, int64_t L, unsigned tid) const {
     const int warp = tid >> 5, lane = tid & 31, rho = lane >> 3, j = lane & 7;
-    if (j != 0) return;
+    static_assert(kStripAlign == 32, "two pieces per row");
+    if (j >= 2) return;
     const int64_t nb = (int64_t)(nchunks - 1) * kSH + kSH;
 #pragma unroll
     for (int s = 0; s < 2; s++) {
       const int cc = 32 * s + 4 * warp + rho;
       const int64_t tt = nb + ot[s];
       if (!rv[s] || tt >= L) continue;
-      const uint4 u = *reinterpret_cast<const uint4 *>(&t[strip_word(cc, 4 * (kSH / 16 + 1))]);
-      const uint32_t pw = t[strip_word(cc, 4 * (kSH / 16) + 3)];
+      const int lw = 4 * (kSH / 16 + j) + kStripPre;
+      const uint4 u = *reinterpret_cast<const uint4 *>(&t[strip_word(cc, lw)]);
+      const uint32_t pw = t[strip_word(cc, lw - 1)];
       uint32_t w[4];
       w[0] = __funnelshift_rc(pw, u.x, sh[s]);
       w[1] = __funnelshift_rc(u.x, u.y, sh[s]);
       w[2] = __funnelshift_rc(u.y, u.z, sh[s]);
       w[3] = __funnelshift_rc(u.z, u.w, sh[s]);
-      strip_put_partial(gb[s] + nb, w, 0, (int)(L - tt < 16 ? L - tt : 16));
+      strip_put_partial(gb[s] + nb, w, tt >= 0 ? 0 : (int)-tt, (int)(L - tt < 16 ? L - tt : 16));
     }
   }
 };

@@ -384,8 +384,10 @@ type config struct {
 // an odd K staged through shared memory (common.cuh: strip_stage) at M ≥
 // 256: [257, 1001] (a partial last strip, rows at every offset mod 16, the
 // tensor's last granule past its end), [2049, 1001] (several segments per
-// strip), [1024, 777] (M a multiple of 16: aligned transposed rows), [1031,
-// 33] (one strip, narrower than kSW); fp32 rows there keep the tile kernel.
+// strip), [1024, 777] (M a multiple of 32: aligned transposed rows), [1040,
+// 777] (M ≡ 16 mod 32: transposed rows at offsets 0 and 16 of their 32-byte
+// sectors), [1031, 33] (one strip, narrower than kSW); fp32 rows there keep
+// the tile kernel.
 // mxfp8 rowwise alone at an odd K takes the flat rows kernel
 // (mx8_rows_kernel): [3, 8191] cuts each row into segments of one step (512
 // elements), [300, 1001] walks rows of two steps at every offset mod 16.
@@ -403,12 +405,12 @@ type config struct {
 // EDGE instance.
 var shapes = map[string][][2]int64{
 	"fp8": {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2052}, {2049, 1000},
-		{257, 1001}, {2049, 1001}, {1024, 777}, {1031, 33}},
+		{257, 1001}, {2049, 1001}, {1024, 777}, {1040, 777}, {1031, 33}},
 	"mxfp8": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}}, raggedShapes...),
 	"mxfp4": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}, {5, 4097}}, raggedShapes...),
 	"nvfp4": append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}, {40, 8191}, {33, 4097}, {300, 1001}, {8200, 9}}, raggedShapes...),
 	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2048}, {2049, 1024}, {1031, 2052},
-		{257, 1001}, {2049, 1001}, {1024, 777}, {1031, 33}},
+		{257, 1001}, {2049, 1001}, {1024, 777}, {1040, 777}, {1031, 33}},
 	"identity": {{1, 1}, {3, 5}, {17, 130}, {257, 1000}},
 }
 
