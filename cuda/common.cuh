@@ -379,22 +379,27 @@ __device__ __forceinline__ uint32_t e2m1_bf16x2_pack8(const uint32_t *w, uint32_
   return ((lo & 0x0F0F0F0Fu) | ((hi << 4) & 0xF0F0F0F0u)) | signs8_pairs(w);
 }
 
-// numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6).
+// numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6),
+// without the conversion unit (a quarter of the FP32 rate on sm_90; the
+// (float) of the random byte and the two (uint32_t) of t took two of its
+// slots per element): u = rbits/256 exactly, as the float 1 + rbits/256 built
+// in the mantissa minus 1; t = fma(u, step, |x|), the one rounding of the
+// exact |x| + u·step (u·step is exact: step is a power of two), as
+// fadd(u·step, |x|); and t's code from its bits: below 0.5 code 0, on
+// [0.5, 1) code 1, from 1 on 2e + 2 + m1 (e the exponent, m1 the first
+// fraction bit: [1, 1.5) 2, [1.5, 2) 3, [2, 3) 4, [3, 4) 5, [4, 6) 6,
+// [6, 8) 7), at most 7 (the clamp to 6), which is (bits − bits(0.5)) >> 22
+// clamped to [1, 7] where t ≥ 0.5.
 __device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t rbits) {
-  uint32_t b = __float_as_uint(x);
-  uint32_t a = b & 0x7FFFFFFFu;
+  const uint32_t b = __float_as_uint(x), a = b & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return 7;
-  float ax = __uint_as_float(a);
-  float step = 2.0f;
-  if (ax < 2.0f) step = 0.5f;
-  else if (ax < 4.0f) step = 1.0f;
-  float t = __fadd_rn(__fmul_rn(__fmul_rn((float)(rbits & 0xFFu), 1.0f / 256.0f), step), ax);
-  uint32_t c;
-  if (t < 2.0f) c = (uint32_t)__fmul_rn(t, 2.0f);
-  else if (t < 4.0f) c = 2u + (uint32_t)t;
-  else if (t < 6.0f) c = 6u;
-  else c = 7u;
-  return ((b >> 28) & 8u) | c;
+  const float ax = __uint_as_float(a);
+  const float step = ax < 2.0f ? 0.5f : ax < 4.0f ? 1.0f : 2.0f;
+  const float u = __fsub_rn(__uint_as_float(0x3F800000u | ((rbits & 0xFFu) << 15)), 1.0f);
+  const float t = __fmaf_rn(u, step, ax);
+  int c = ((int)__float_as_uint(t) - 0x3F000000) >> 22;
+  c = c < 1 ? 1 : c > 7 ? 7 : c;
+  return ((b >> 28) & 8u) | (t < 0.5f ? 0u : (uint32_t)c);
 }
 
 // numeric.DecodeE2M1: 0, 0.5, 1, 1.5, 2, 3, 4, 6 (codes 8..15 negative),
