@@ -679,7 +679,7 @@ int32_t launch_typed(InType t, const G &grp, bool row, bool col, bool two_d, int
 // runs each need shifted partial stores at both ends (H100, 8191×8192: 44 %
 // of copy against 86 % at 8192²). This kernel walks strips down M like fp8's
 // cast_strip_kernel (common.cuh: StripCols), so that each output row goes
-// out as aligned 16-byte stores in the global frame. A chunk of kSH = 128
+// out as whole 32-byte sectors in the global frame. A chunk of kSH = 128
 // rows starts at a multiple of 128 (segments are multiples of kSH rows), so
 // it is exactly one 1×128 block of each of its columns, and with strips of
 // 128 columns (H = 2 halves of 256 threads, each a StripCols of kSW

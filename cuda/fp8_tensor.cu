@@ -458,18 +458,19 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
 // Here a CTA owns a strip of kSW input columns (kSW output rows) over a
 // segment of M and walks down it kSH rows at a time: the strip's output is
 // one contiguous range per output row, and output row r's offset
-// o = addr(r, s0) mod 16 is the same for every chunk (chunks start at
-// multiples of 16), so each output row goes out as whole aligned 16-byte
-// stores in the global frame; only where a row's segment begins and ends
-// does a partial 16-byte chunk go out byte by byte.
+// o = addr(r, s0) mod 32 is the same for every chunk (chunks start at
+// multiples of 32), so each output row goes out as whole 32-byte sectors
+// (aligned 16-byte stores) in the global frame; only where a row's segment
+// begins and ends does a partial 16-byte piece go out byte by byte
+// (common.cuh: StripCols).
 //
 // Per chunk: each thread loads 4 rows × 8 columns (a warp's load covers
 // four rows' kSW elements), casts, transposes 4×4 bytes
 // and writes one word per column into T; a warp then writes four output
 // rows, lane j the aligned 16 bytes that hold the chunk's bytes
 // [16j − o, 16j − o + 16): a 4-byte and a 16-byte shared load and four
-// funnel shifts. T's row holds the previous chunk's last 16 bytes before
-// the chunk's (the prefix: the bytes of chunk j = 0 before the chunk), and
+// funnel shifts. T's row holds the previous chunk's last 32 bytes before
+// the chunk's (the prefix: the bytes of pieces j = 0, 1 before the chunk), and
 // is shifted by 4·⌊o/4⌋ bytes so that the 16-byte load is aligned; its
 // 16-byte granules are XOR-swizzled by the row's group of 8 so that a
 // warp's transposed words (8 rows, 4 words each) hit 32 banks. Two T
