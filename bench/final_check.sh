@@ -11,7 +11,7 @@
 #                                     MoE batch and the host time per call
 #                                     (issue #15's table), the GEMM rows at
 #                                     8192³ and the LLM shape (about 400 s).
-#   bash bench/final_check.sh ptests  the tests mode with the GPU suite split into three
+#   bash bench/final_check.sh ptests  the tests mode with the GPU suite split into four
 #                                     processes run side by side (quantize / GEMM / linear),
 #                                     beside `make cuda` from the checkout, the demo, the
 #                                     MLP and the torch CUDA tests (about 300-450 s where
@@ -73,16 +73,19 @@ ptests)
   # make cuda from the checkout on the machine itself (issue #11's "make cuda builds"), beside the tests.
   (make -j8 cuda BUILD=/tmp/mk > $OUT/make_cuda.log 2>&1; echo "make cuda rc=$?" >> $OUT/make_cuda.log) &
   mk=$!
-  log "gputest in three processes"
-  G1='TestQuantize|TestRagged|TestAligned|TestOffset|TestAmax|TestDelayed|TestDerive|TestMixed|TestDevice|TestRHT|TestPlugin'
+  log "gputest in four processes"
+  # TestQuantizeMatchesCPU alone took 340 s of the first group's 480 beside
+  # make cuda (2026-11-29 23:31), so the quantize suites are two groups.
+  G0='^TestQuantizeMatchesCPU$'
+  G1='TestQuantizeGrouped|TestRagged|TestAligned|TestOffset|TestAmax|TestDelayed|TestDerive|TestMixed|TestDevice|TestRHT|TestPlugin'
   G2='TestGemm'
   G3='TestLinear|TestGroupedLinear'
   # Every test of the binary in some group (-test.run matches unanchored): a
   # test added after the groups were written would otherwise not run at all.
-  miss=$($W/gputest.test -test.list '.*' | grep '^Test' | grep -vE "$G1|$G2|$G3" | tr '\n' ' ')
+  miss=$($W/gputest.test -test.list '.*' | grep '^Test' | grep -vE "$G0|$G1|$G2|$G3" | tr '\n' ' ')
   [ -z "$miss" ] || echo "ptests: in no group, not run: $miss"
   i=0; pids=""
-  for g in "$G1" "$G2" "$G3"; do
+  for g in "$G0" "$G1" "$G2" "$G3"; do
     i=$((i+1))
     (timeout 480 $W/gputest.test -test.count=1 -test.v -test.run "$g" > $OUT/gputest$i.log 2>&1; echo "gputest$i rc=$?" >> $OUT/gputest$i.log) &
     pids="$pids $!"
@@ -99,7 +102,7 @@ ptests)
   echo "pytest rc=$?"; tail -1 $OUT/pytest.log
   wait $pids
   log "gputest done"
-  for i in 1 2 3; do tail -1 $OUT/gputest$i.log; grep -E '^(ok|FAIL|PASS)' $OUT/gputest$i.log | tail -1; done
+  for i in 1 2 3 4; do tail -1 $OUT/gputest$i.log; grep -E '^(ok|FAIL|PASS)' $OUT/gputest$i.log | tail -1; done
   cat $OUT/gputest?.log > $OUT/gputest.log && rm $OUT/gputest?.log  # at most 8 files come back
   echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest.log)"
   grep -E '^\s*--- FAIL' $OUT/gputest.log | head -10
