@@ -12,7 +12,7 @@
 #                                     (issue #15's table), the GEMM rows at
 #                                     8192³ and the LLM shape (about 400 s).
 #   bash bench/final_check.sh ptests  the tests mode with the GPU suite split into four
-#                                     processes run side by side (quantize / GEMM / linear),
+#                                     processes run side by side (quantize twice / GEMM / linear),
 #                                     beside `make cuda` from the checkout, the demo, the
 #                                     MLP and the torch CUDA tests (about 300-450 s where
 #                                     tests takes 450)
