@@ -394,8 +394,10 @@ __device__ __forceinline__ uint32_t e2m1_bf16x2_pack8(const uint32_t *w, uint32_
 //     3, [2, 3) 4, [3, 4) 5, [4, 6) 6, [6, 8) 7), at most 7 (the clamp to 6):
 //     (bits − bits(0.5)) >> 22 clamped to [1, 7] where t ≥ 0.5;
 //   - x's sign; a NaN gives code 7 (+6).
-// (H200, nvfp4_1d_kernel SR rowwise 8192²: 23 warp instructions per 32
-// elements in the previous form with its branch, its three conversions gone.)
+// (H200, nvfp4_1d_kernel SR rowwise 8192²: 17 of the kernel's 37.4 warp
+// instructions per 32 elements, against 23 for a form with a branch per
+// element and compares for the step, and more with the conversions: 136.6
+// -> 113.5 µs in all; bench/RESULTS.md, 2026-11-29 22:40 section.)
 __device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t w, int j) {
   const uint32_t b = __float_as_uint(x), a = b & 0x7FFFFFFFu;
   const float ax = __uint_as_float(a);
