@@ -141,15 +141,20 @@ e2m1-bf16x2-check: cuda/gputest/e2m1_bf16x2_check.cu cuda/common.cuh cuda/e2m1.h
 	$(BUILD)/e2m1_bf16x2_check
 
 # Device codecs that compile for the host too, checked exhaustively without a GPU.
-test-cuda-host: $(BUILD)/e2m1_exhaustive $(BUILD)/e8m0_exhaustive
+test-cuda-host: $(BUILD)/e2m1_exhaustive $(BUILD)/e8m0_exhaustive $(BUILD)/e2m1_sr_check
 	$(BUILD)/e2m1_exhaustive
 	$(BUILD)/e8m0_exhaustive
+	$(BUILD)/e2m1_sr_check
 
 $(BUILD)/e2m1_exhaustive: cuda/hosttest/e2m1_exhaustive.cc cuda/e2m1.h
 	@mkdir -p $(BUILD)
 	$(CXX) -std=c++11 $(CWARN) -O2 -o $@ $<
 
 $(BUILD)/e8m0_exhaustive: cuda/hosttest/e8m0_exhaustive.cc cuda/e8m0.h cuda/e2m1.h
+	@mkdir -p $(BUILD)
+	$(CXX) -std=c++11 $(CWARN) -O2 -o $@ $<
+
+$(BUILD)/e2m1_sr_check: cuda/hosttest/e2m1_sr_check.cc cuda/e2m1.h
 	@mkdir -p $(BUILD)
 	$(CXX) -std=c++11 $(CWARN) -O2 -o $@ $<
 

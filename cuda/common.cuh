@@ -379,37 +379,6 @@ __device__ __forceinline__ uint32_t e2m1_bf16x2_pack8(const uint32_t *w, uint32_
   return ((lo & 0x0F0F0F0Fu) | ((hi << 4) & 0xF0F0F0F0u)) | signs8_pairs(w);
 }
 
-// numeric.StochasticRoundE2M1 (TE's software cvt.rs emulation, spec §5.6) of
-// x with the random byte j of w, straight-line and without the conversion
-// unit (a quarter of the FP32 rate on sm_90):
-//   - u·step, u = r/256 and step 0.5 below 2, 1 below 4, else 2: r·2^-9
-//     (the float 64 + r·2^-9, byte r placed in its mantissa by one byte
-//     permute, minus 64: exact) times 2^min(max(e, 0), 2), e |x|'s exponent
-//     (the exponent bits alone as a float, clamped to [1, 4]; zero and
-//     subnormals give 1): a power of two, so the product is exact;
-//   - t = fma(u·step's factors, |x|): the one rounding of the exact sum, as
-//     fadd(u·step, |x|);
-//   - t's code from its bits: below 0.5 code 0, on [0.5, 1) 1, from 1 on 2e +
-//     2 + m1 (e the exponent, m1 the first fraction bit: [1, 1.5) 2, [1.5, 2)
-//     3, [2, 3) 4, [3, 4) 5, [4, 6) 6, [6, 8) 7), at most 7 (the clamp to 6):
-//     (bits − bits(0.5)) >> 22 clamped to [1, 7] where t ≥ 0.5;
-//   - x's sign; a NaN gives code 7 (+6).
-// (H200, nvfp4_1d_kernel SR rowwise 8192²: 17 of the kernel's 37.4 warp
-// instructions per 32 elements, against 23 for a form with a branch per
-// element and compares for the step, and more with the conversions: 136.6
-// -> 113.5 µs in all; bench/RESULTS.md, 2026-11-29 22:40 section.)
-__device__ __forceinline__ uint32_t e2m1_sr(float x, uint32_t w, int j) {
-  const uint32_t b = __float_as_uint(x), a = b & 0x7FFFFFFFu;
-  const float ax = __uint_as_float(a);
-  const float p2 = fminf(fmaxf(__uint_as_float(a & 0x7F800000u), 1.0f), 4.0f);
-  const float ur = __fsub_rn(__uint_as_float(__byte_perm(w, 0x42800000u, 0x7604u | ((uint32_t)j << 4))), 64.0f);
-  const float t = __fmaf_rn(ur, p2, ax);
-  int c = ((int)__float_as_uint(t) - 0x3F000000) >> 22;
-  c = c < 1 ? 1 : c > 7 ? 7 : c;
-  const uint32_t m = t < 0.5f ? 0u : (uint32_t)c;
-  return a > 0x7F800000u ? 7u : m | ((b >> 28) & 8u);
-}
-
 // numeric.DecodeE2M1: 0, 0.5, 1, 1.5, 2, 3, 4, 6 (codes 8..15 negative),
 // computed rather than looked up so that nothing goes to local memory.
 __device__ __forceinline__ float e2m1_decode(uint32_t c) {

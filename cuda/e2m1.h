@@ -128,3 +128,86 @@ LQ_HD uint32_t lq_e2m1_fast(float y) {
 LQ_HD uint32_t lq_e2m1_capped(float y) {
   return ((lq_f32_bits(y) >> 28) & 8u) | (lq_f32_bits(lq_e2m1_mag_m_capped(fabsf(y))) - LQ_E2M1_M_BITS);
 }
+
+// ---- Stochastic rounding (numeric.StochasticRoundE2M1: TE's software
+// cvt.rs emulation, spec §5.6) ----
+
+LQ_HD float lq_mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+LQ_HD float lq_sub(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+// prmt in its default mode for selectors whose nibbles are below 8: byte n of
+// the result is byte (s >> 4n) & 7 of {y, x}.
+LQ_HD uint32_t lq_byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t v = ((uint64_t)y << 32) | x;
+  uint32_t r = 0;
+  for (int n = 0; n < 4; n++) r |= (uint32_t)((v >> (8 * ((s >> (4 * n)) & 7))) & 0xFFu) << (8 * n);
+  return r;
+#endif
+}
+
+// The definition, each rounding spelled out: u = r/256 for the random byte
+// r, step 0.5 below 2, 1 below 4, else 2; t = fl(fl(u·step) + |x|), floored
+// onto the grid of t's own region and clamped to 6; x's sign; NaN gives +6
+// (code 7).
+LQ_HD uint32_t lq_e2m1_sr_reference(float x, uint32_t r) {
+  const uint32_t b = lq_f32_bits(x), a = b & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 7;
+  const float ax = lq_bits_f32(a);
+  float step = 2.0f;
+  if (ax < 2.0f) step = 0.5f;
+  else if (ax < 4.0f) step = 1.0f;
+  const float t = lq_add(lq_mul(lq_mul((float)(r & 0xFFu), 1.0f / 256.0f), step), ax);
+  uint32_t c;
+  if (t < 2.0f) c = (uint32_t)lq_mul(t, 2.0f);
+  else if (t < 4.0f) c = 2u + (uint32_t)t;
+  else if (t < 6.0f) c = 6u;
+  else c = 7u;
+  return ((b >> 28) & 8u) | c;
+}
+
+// The same codes of x with the random byte j of w, straight-line and without
+// the conversion unit (a quarter of the FP32 rate on sm_90), as the kernels
+// run it:
+//   - u·step = r·2^-9 (the float 64 + r·2^-9, byte r placed in its mantissa
+//     by one byte permute, minus 64: exact) times 2^min(max(e, 0), 2), e
+//     |x|'s exponent (the exponent bits alone as a float, clamped to [1, 4];
+//     zero and subnormals give 1): a power of two, so the product is exact;
+//   - t = fma of those factors and |x|: the one rounding of the exact sum, as
+//     the definition's fadd of the exact u·step;
+//   - t's code from its bits: below 0.5 code 0, on [0.5, 1) 1, from 1 on 2e +
+//     2 + m1 (e the exponent, m1 the first fraction bit: [1, 1.5) 2, [1.5, 2)
+//     3, [2, 3) 4, [3, 4) 5, [4, 6) 6, [6, 8) 7), at most 7 (the clamp to 6):
+//     (bits − bits(0.5)) >> 22 clamped to [1, 7] where t ≥ 0.5;
+//   - x's sign; a NaN gives code 7 (+6), by a select.
+// (H200, nvfp4_1d_kernel SR rowwise 8192²: 17 of the kernel's 37.4 warp
+// instructions per 32 elements, against 23 for a form with a branch per
+// element and compares for the step, and more with the definition's
+// conversions: 136.6 -> 113.5 µs in all; bench/RESULTS.md, 2026-11-29 22:40
+// section.) cuda/hosttest checks it against lq_e2m1_sr_reference.
+LQ_HD uint32_t lq_e2m1_sr(float x, uint32_t w, int j) {
+  const uint32_t b = lq_f32_bits(x), a = b & 0x7FFFFFFFu;
+  const float ax = lq_bits_f32(a);
+  const float p2 = fminf(fmaxf(lq_bits_f32(a & 0x7F800000u), 1.0f), 4.0f);
+  const float ur = lq_sub(lq_bits_f32(lq_byte_perm(w, 0x42800000u, 0x7604u | ((uint32_t)j << 4))), 64.0f);
+  const float t = lq_fma(ur, p2, ax);
+  int c = ((int)lq_f32_bits(t) - 0x3F000000) >> 22;
+  c = c < 1 ? 1 : c > 7 ? 7 : c;
+  const uint32_t m = t < 0.5f ? 0u : (uint32_t)c;
+  return a > 0x7F800000u ? 7u : m | ((b >> 28) & 8u);
+}

@@ -124,7 +124,7 @@ __device__ __forceinline__ uint64_t encode16(const float (&v)[16], float enc, ui
     uint32_t c;
     if (SRON) {
       uint32_t word = i < 4 ? w.x : i < 8 ? w.y : i < 12 ? w.z : w.w;
-      c = e2m1_sr(y, word, i & 3);
+      c = lq_e2m1_sr(y, word, i & 3);
     } else {
       c = e2m1(y);
     }
