@@ -610,9 +610,14 @@ __device__ __forceinline__ uint32_t tile_amax(const uint32_t (&v)[8]) {
 // was 1–5 % slower for five of the six block shapes and usages and level for
 // the sixth: bench/RESULTS.md, branch fp4ragged.)
 //
+// SRON: stochastic rounding (1×16 blocks only: a 16×16 tile rounds each
+// element once with its rowwise bits, which the columnwise pass here does not
+// hold), each block with its direction's bits (sr_bytes), as nvfp4_1d_kernel.
+//
 // Units: strips of p.fs sub-tiles.
-template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE, typename G>
+template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid_constant__ G grp) {
+  static_assert(!(SRON && TWO_D), "16x16 tiles with stochastic rounding take nvfp4_2d_kernel");
   pdl_wait();
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
@@ -783,8 +788,12 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
           v[2 * j] = R::lo(w[8 * b + j]);
           v[2 * j + 1] = R::hi(w[8 * b + j]);
         }
-        const uint64_t sgn = (uint64_t)signs8_pairs(&w[8 * b]) | ((uint64_t)signs8_pairs(&w[8 * b + 4]) << 32);
-        qd[b] = encode16_rn(v, enc, bam[b], bnan[b], sgn);
+        if constexpr (SRON) {
+          qd[b] = encode16<true>(v, enc, sr_bytes(p.sr, 0, (uint64_t)r * p.k + c + 16 * b));
+        } else {
+          const uint64_t sgn = (uint64_t)signs8_pairs(&w[8 * b]) | ((uint64_t)signs8_pairs(&w[8 * b + 4]) << 32);
+          qd[b] = encode16_rn(v, enc, bam[b], bnan[b], sgn);
+        }
       }
       uint32_t ow[4] = {(uint32_t)qd[0], (uint32_t)(qd[0] >> 32), (uint32_t)qd[1], (uint32_t)(qd[1] >> 32)};
       if (EDGE) {
@@ -837,7 +846,10 @@ __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid
           }
           uint32_t code = fp8<Fp8::E4M3>(__fmul_rn(scale_amax, sd6_col));
           float enc = enc_tab[TWO_D ? 0 : 1][code & 127];
-          qd[h] = encode16_rn(v, enc, bamax, nan, sgn[h]);
+          if constexpr (SRON)
+            qd[h] = encode16<true>(v, enc, sr_bytes(p.sr, 1, (uint64_t)(c0 + 2 * pp + h) * p.m + r0 + 16 * rb));
+          else
+            qd[h] = encode16_rn(v, enc, bamax, nan, sgn[h]);
           csc[4 * sub + rb][2 * pp + h] = (uint8_t)code;
         }
         *reinterpret_cast<uint4 *>(&ccodes[rb][2 * pp]) =
@@ -1500,12 +1512,13 @@ int nv_subtiles(const G &grp) {
   }
 }
 
-// Whether the fast kernel serves these options (16-bit input, round to
-// nearest, no RHT on a columnwise copy: the RHT leaves the rowwise one as it
-// is, spec §5.5, so a rowwise-only quantize with the RHT on is the plain one;
-// a columnwise copy with the RHT is the plain quantize of the transformed
-// tensor, rht_col_params, with the options less the RHT).
-bool nv_fast(InType t, const NvSpec &sp, bool has_col) { return t != InType::F32 && !sp.sr && !(sp.rht && has_col); }
+// Whether the fast kernel serves these options (16-bit input, stochastic
+// rounding only on 1×16 blocks, no RHT on a columnwise copy: the RHT leaves
+// the rowwise one as it is, spec §5.5, so a rowwise-only quantize with the
+// RHT on is the plain one; a columnwise copy with the RHT is the plain
+// quantize of the transformed tensor, rht_col_params, with the options less
+// the RHT).
+bool nv_fast(InType t, const NvSpec &sp, bool has_col) { return t != InType::F32 && !(sp.sr && sp.two_d) && !(sp.rht && has_col); }
 
 // Whether a tensor needs the fast kernel's EDGE instance: anything but whole
 // 32-element runs and rows of 16-byte-aligned loads and stores. Any M takes
@@ -1546,21 +1559,25 @@ bool nv_self_amax(const NvParams &p, const NvSpec &sp, bool has_col, bool fast) 
 constexpr int kFastMinB = 4;
 constexpr bool kFastPref = false;
 
-template <typename T, bool ROW, bool COL, bool TWO_D, typename G>
+template <typename T, bool ROW, bool COL, bool TWO_D, bool SRON, typename G>
 void launch_fast(const G &grp, bool edge, cudaStream_t s) {
   unsigned g = (unsigned)grp.total();
-  if (edge) launch_kernel(nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true, G>, g, kThreads, 0, s, grp);
-  else launch_kernel(nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false, G>, g, kThreads, 0, s, grp);
+  if (edge) launch_kernel(nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, true, SRON, G>, g, kThreads, 0, s, grp);
+  else launch_kernel(nvfp4_fast_kernel<T, ROW, COL, TWO_D, kFastMinB, kFastPref, false, SRON, G>, g, kThreads, 0, s, grp);
 }
 
 // fast (nv_fast): grp's units are the fast kernel's strips; otherwise 64×128
 // tiles, one CTA each.
 template <typename T, bool ROW, bool COL, bool SRON, typename G>
 void launch_nv4(const G &grp, bool two_d, bool fast, bool edge, cudaStream_t s) {
-  if constexpr (sizeof(T) == 2 && !SRON) {
-    if (fast) {
-      if (two_d) launch_fast<T, ROW, COL, true>(grp, edge, s);
-      else launch_fast<T, ROW, COL, false>(grp, edge, s);
+  if constexpr (sizeof(T) == 2) {
+    if (fast) {  // nv_fast: not 16x16 tiles with stochastic rounding
+      if constexpr (SRON) {
+        launch_fast<T, ROW, COL, false, true>(grp, edge, s);
+      } else {
+        if (two_d) launch_fast<T, ROW, COL, true, false>(grp, edge, s);
+        else launch_fast<T, ROW, COL, false, false>(grp, edge, s);
+      }
       return;
     }
   }
