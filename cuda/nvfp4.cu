@@ -502,9 +502,10 @@ __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(const __grid_constan
 }
 
 // ---------------------------------------------------------------------------
-// Round-to-nearest without the RHT, 16-bit inputs (BF16, FP16): the fast
-// kernel. Same bytes as nvfp4_1d_kernel / nvfp4_2d_kernel (which still serve
-// FP32 input and stochastic rounding), fewer instructions:
+// 16-bit inputs (BF16, FP16), round to nearest or (1×16 blocks) stochastic
+// rounding, without the RHT: the fast kernel. Same bytes as nvfp4_1d_kernel /
+// nvfp4_2d_kernel (which still serve FP32 input and 16×16 tiles with
+// stochastic rounding), fewer instructions:
 //   - block amaxes from the raw 16-bit words: |bits| (one LOP3 per pair) and an
 //     unsigned 16x2 max (max.u16x2, one per pair) give max |x| and, at the same
 //     time, whether the block holds a NaN (a magnitude above the Inf pattern);
@@ -1891,7 +1892,7 @@ int32_t nv_launch(InType t, G &grp, const NvSpec &sp, bool row, bool col, cudaSt
 // (rht_amax_kernel) also writes the transform, rounded to BF16, into a
 // temporary [m, k] tensor (2 bytes per element, from the pool), and the
 // columnwise copy is the plain columnwise quantize of that tensor (the fast
-// kernel, or with stochastic rounding the 1×16 kernel: the same bytes, as
+// kernel, stochastic rounding included: the same bytes, as
 // the transform's values are what the spec rounds). H200, 8192²: the fused
 // cast that transformed in its column phase took 160 µs of a 0.231 ms
 // columnwise quantize (bench/RESULTS.md). The rowwise copy, if any, is the
