@@ -111,7 +111,9 @@ static HostOp make_op(int64_t rows, int64_t K, int elem, bool sb16, bool swz, Sc
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < nb; j++) {
       uint8_t s;
-      if (sb16)
+      if (sb16 && mode == kAdversarial)
+        s = (uint8_t)(rng() % 0x7F);  // every non-negative E4M3 scale: zero, subnormals 2^-9 .. 7·2^-9, normals to 448
+      else if (sb16)
         s = (uint8_t)(0x08 + rng() % (0x7E - 0x08 + 1));  // positive normal E4M3 scales
       else if (mode == kAdversarial)
         s = (uint8_t)(rng() % 255);  // 2^-127 .. 2^127, the whole E8M0 range
@@ -656,6 +658,10 @@ int main(int argc, char **argv) {
         {16, 8600, 320, kE2M1, kE2M1, false, false, kNormal, false},   // MXFP4, integer path
         {3, 8500, 256, kE2M1, kE2M1, true, true, kNormal, true},       // NVFP4
         {512, 512, 2048, kE4M3, kE4M3, false, false, kNormal, false},
+        // Decode, NVFP4 with every E4M3 scale (zero and subnormals too), one
+        // and two row tiles.
+        {16, 300, 512, kE2M1, kE2M1, true, false, kAdversarial, false},
+        {29, 130, 1056, kE2M1, kE2M1, true, true, kAdversarial, true},
     };
   }
   // The bound takes the measured F (at least F_doc, checked above), so that a
