@@ -622,14 +622,19 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // the tensor cores, promoted with the tile kernel's rule (acc = fma(T_b,
 // sa·sb, acc) up to the order of the two exact scalings, FP64 where the E8M0
 // exponents are extreme):
-//   - FP4 × FP4 (MXFP4, NVFP4): the E2M1 codes as integers holding twice
-//     their values, one integer mma.sync m16n8k32 per 32-block (NVFP4:
-//     m16n8k16 per 16-block): 4·T_b exact in int32, the 1/4 folded into a
-//     scale. A's codes go in as int8; B's, converted once per use, as uint8
-//     2v + 12 (two byte permutes per four codes), the 12·ΣA that this adds
-//     taken out by the mma's C, one more mma per block of A; C also carries
-//     the bits of 1.5·2^23 so that the sum reads as a float with one FP32
-//     subtraction (the int-to-float unit runs at a quarter rate).
+//   - FP4 × FP4 with E8M0 scales on one side at least (MXFP4, MXFP4 ×
+//     NVFP4): the E2M1 codes as integers holding twice their values, one
+//     integer mma.sync m16n8k32 per 32-block (with NVFP4: m16n8k16 per
+//     16-block): 4·T_b exact in int32, the 1/4 folded into a scale. A's
+//     codes go in as int8; B's, converted once per use, as uint8 2v + 12
+//     (two byte permutes per four codes), the 12·ΣA that this adds taken out
+//     by the mma's C, one more mma per block of A; C also carries the bits of
+//     1.5·2^23 so that the sum reads as a float with one FP32 subtraction
+//     (the int-to-float unit runs at a quarter rate).
+//   - NVFP4 × NVFP4: FP16 mma.sync m16n8k16 per 16-block with A's E4M3 scale
+//     multiplied into A's codes (exact in FP16), so that the block sum comes
+//     out as T_b·sa, exactly, and the promotion is one FMA with sb (the
+//     kernel's NVFP4 branch says why the bits are those of the integer path).
 //   - a pair with an FP8 operand (MXFP8, MXFP8 × MXFP4): the codes converted
 //     to FP16 (exact: every E4M3, E5M2 and E2M1 value is an FP16 value) and
 //     two chained mma.sync m16n8k16 FP16 → FP32 per 32-block, which is what
@@ -641,8 +646,9 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // high): elements 8q .. 8q+7 (one 8-byte load of FP8 codes, 4 bytes of E2M1);
 // the FP16 path gives the low registers to the first k16, the high ones to the
 // second. NVFP4: elements 4q .. 4q+3 and 16+4q .. 16+4q+3, so that the low
-// registers are the first 16-block, the high ones the second, one integer k16
-// each.
+// registers are the first 16-block, the high ones the second, one k16 each
+// (NVFP4 × NVFP4 pairs elements (4q, 4q+2) and (4q+1, 4q+3) in its FP16
+// registers: e2m1x8_to_f16x).
 //
 // Numerics. The probe (cuda/gputest/fused_check.cu, bench/RESULTS.md)
 // measures 17 fraction bits kept relative to the largest product inside an
