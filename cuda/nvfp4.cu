@@ -618,8 +618,8 @@ __device__ __forceinline__ uint32_t tile_amax(const uint32_t (&v)[8]) {
 // Units: strips of p.fs sub-tiles.
 template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid_constant__ G grp) {
-  static_assert(!(SRON && TWO_D), "16x16 tiles with stochastic rounding take nvfp4_2d_kernel");
   pdl_wait();
+  static_assert(!(SRON && TWO_D), "16x16 tiles with stochastic rounding take nvfp4_2d_kernel");
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
   // kAsync: the aligned instance copies each sub-tile into shared memory
