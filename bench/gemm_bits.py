@@ -6,6 +6,10 @@ builds of the CUDA plugin compute the same bits (run on the GPU machine):
     LIBQUANT_LIBRARY=/tmp/ab/B/libquant.so python3 bench/gemm_bits.py dump nvfp4 /tmp/b.npz
     python3 bench/gemm_bits.py compare /tmp/a.npz /tmp/b.npz
 
+FORMATS is one format for both operands or "A,B" (e.g. "mxfp8,nvfp4"), each
+optionally with its element ("mxfp8:e5m2,mxfp4"); several separated by "+"
+("nvfp4+mxfp8,mxfp4") go into one file.
+
 The operands are made on the CPU from a fixed seed (the same in every
 process): normal values times a power of two per 16-element block of each
 row (2^-14 .. 2^2, some blocks zero, a few outliers), so that the block
@@ -41,23 +45,30 @@ def operand(rows, k, gen):
     return x.to(torch.bfloat16)
 
 
-def dump(fmt, path):
+def quantizer(lq, spec):
+    name, _, element = spec.partition(":")
+    return lq.Quantizer(name, usage="rowwise", **({"element": element} if element else {}))
+
+
+def dump(formats, path):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import libquant as lq
-    gen = torch.Generator().manual_seed(0x5EED)
-    q = lq.Quantizer(fmt, usage="rowwise")
     out = {}
-    for m, n, k in SHAPES:
-        a = q.quantize(operand(m, k, gen).cuda())
-        b = q.quantize(operand(n, k, gen).cuda())
-        d = lq.gemm(a, b, trans_b=True)
-        torch.cuda.synchronize()
-        bits = d.cpu().contiguous().view(torch.int32).numpy()
-        out["%dx%dx%d" % (m, n, k)] = bits
-        print("%s %dx%dx%d: %d outputs, %d finite, checksum %08x" %
-              (fmt, m, n, k, bits.size, int(np.isfinite(bits.view(np.float32)).sum()),
-               int(np.bitwise_xor.reduce(bits.ravel().astype(np.uint32)))))
+    for pair in formats.split("+"):
+        fa, _, fb = pair.partition(",")
+        qa, qb = quantizer(lq, fa), quantizer(lq, fb or fa)
+        gen = torch.Generator().manual_seed(0x5EED)
+        for m, n, k in SHAPES:
+            a = qa.quantize(operand(m, k, gen).cuda())
+            b = qb.quantize(operand(n, k, gen).cuda())
+            d = lq.gemm(a, b, trans_b=True)
+            torch.cuda.synchronize()
+            bits = d.cpu().contiguous().view(torch.int32).numpy()
+            out["%s %dx%dx%d" % (pair, m, n, k)] = bits
+            print("%s %dx%dx%d: %d outputs, %d finite, checksum %08x" %
+                  (pair, m, n, k, bits.size, int(np.isfinite(bits.view(np.float32)).sum()),
+                   int(np.bitwise_xor.reduce(bits.ravel().astype(np.uint32)))))
     np.savez(path, **out)
 
 

@@ -871,6 +871,18 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   // cores, block sums exact; the 4 comes out of the scales.
   constexpr bool INT = FA4 && FB4;
   constexpr float ISC = INT ? 0.25f : 1.0f;
+  // An FP8 operand A against E2M1 codes B (MXFP8 × MXFP4, MXFP8 × NVFP4):
+  // B's codes go to the FP16 mma as 2^-14 times their values
+  // (e2m1x8_to_f16x: 12 instructions per 8 codes, against 24 through E4M3
+  // and the conversion unit), so the block sums come out times 2^-14,
+  // exactly (a power of two scales every product alike, and the truncation
+  // inside the mma is relative to the largest one), and A's E8M0 scale,
+  // applied first in every promotion below, carries the 2^14 back (inside
+  // the E8M0 fast range, [2^-63, 2^64] times 2^14, exact): the same bits.
+  // A's FP8 codes then pair elements (0, 2) and (1, 3) of each four in its
+  // FP16 registers, as e2m1x8_to_f16x does.
+  constexpr bool B16X = FB4 && !INT;
+  constexpr float BSC = B16X ? 16384.0f : 1.0f;
   static_assert(!SA16 || FA4, "E4M3 scales per 16 come with E2M1 codes");
   static_assert(!SB16 || FB4, "E4M3 scales per 16 come with E2M1 codes");
   extern __shared__ __align__(16) uint8_t dsm[];
@@ -1019,13 +1031,18 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       const uint8_t *c = base + swz_chunk(r, u, rb) + 2 * q;
       return *reinterpret_cast<const uint16_t *>(c) | ((uint32_t) * reinterpret_cast<const uint16_t *>(c + 8) << 16);
     };
+    // The 8 E2M1 codes of 32-block u of row r that lane (g, q) holds with
+    // 32-blocks: elements 8q..8q+7.
+    auto codes32 = [&](const uint8_t *base, int r, int u, int rb) -> uint32_t {
+      return *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, u, rb) + 4 * q);
+    };
     auto frag = [&](const uint8_t *base, int r, int u, bool fp4, int rb, uint32_t &lo, uint32_t &hi, bool bias = false) {
       if (fp4) {
         uint32_t v;  // 8 codes: elements 8q.., or (P16) 4q.. and 16+4q.. (bytes 2q, 8+2q)
         if constexpr (P16) {
           v = codes16(base, r, u, rb);
         } else {
-          v = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, u, rb) + 4 * q);
+          v = codes32(base, r, u, rb);
         }
         if (INT && bias)
           e2m1x8_to_u8(v, lo, hi, tab_p0, tab_q0);
@@ -1151,8 +1168,13 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           a_corr(a, ac);
         } else {
           uint32_t h0[4], h1[4];
-          fp8x8_to_f16<TA>(a[0], a[2], h0);
-          fp8x8_to_f16<TA>(a[1], a[3], h1);
+          if constexpr (B16X) {  // bytes (0, 2, 1, 3): the pairs of e2m1x8_to_f16x
+            fp8x8_to_f16<TA>(prmt(a[0], a[0], 0x3120), prmt(a[2], a[2], 0x3120), h0);
+            fp8x8_to_f16<TA>(prmt(a[1], a[1], 0x3120), prmt(a[3], a[3], 0x3120), h1);
+          } else {
+            fp8x8_to_f16<TA>(a[0], a[2], h0);
+            fp8x8_to_f16<TA>(a[1], a[3], h1);
+          }
           ah[0][0] = h0[0], ah[0][1] = h1[0], ah[0][2] = h0[1], ah[0][3] = h1[1];
           ah[1][0] = h0[2], ah[1][1] = h1[2], ah[1][2] = h0[3], ah[1][3] = h1[3];
         }
@@ -1176,9 +1198,9 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           constexpr bool fast = decltype(fast_tag)::value;
           auto e8 = [&](uint32_t w, int u) -> float {  // E8M0 byte u of w, times ISC (exact)
             if constexpr (fast)
-              return e8m0_byte(w, u) * ISC;
+              return e8m0_byte(w, u) * ISC * BSC;
             else
-              return e8m0_to_float((w >> (8 * u)) & 255) * ISC;
+              return e8m0_to_float((w >> (8 * u)) & 255) * ISC * BSC;
           };
 #pragma unroll
           for (int u = 0; u < 4; u++) {
@@ -1201,10 +1223,14 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             }
 #pragma unroll
             for (int t = 0; t < NW; t++) {
-              uint32_t b0, b1;
+              [[maybe_unused]] uint32_t b0, b1;
               [[maybe_unused]] uint32_t bh[4];
-              frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
-              if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+              if constexpr (B16X) {
+                e2m1x8_to_f16x(P16 ? codes16(st + L::B_OFF, 8 * t + g, u, L::BRB) : codes32(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
+              } else {
+                frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
+                if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+              }
               float fb[2][2];  // B's scales: [16-block 2u+x][column 2q, 2q+1]
               if constexpr (SB16) {
                 const float2 f0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
@@ -1278,14 +1304,18 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
               a_frags(mt, u, a[mt], ah[mt], ac[mt]);
-              ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * ISC, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * ISC;  // exact in the fast range
+              ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * ISC * BSC, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * ISC * BSC;  // exact in the fast range
             }
     #pragma unroll
             for (int t = 0; t < NW; t++) {
-              uint32_t b0, b1;
+              [[maybe_unused]] uint32_t b0, b1;
               [[maybe_unused]] uint32_t bh[4];
-              frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
-              if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+              if constexpr (B16X) {
+                e2m1x8_to_f16x(P16 ? codes16(st + L::B_OFF, 8 * t + g, u, L::BRB) : codes32(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
+              } else {
+                frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
+                if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+              }
               const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
     #pragma unroll
               for (int mt = 0; mt < MT; mt++) {
@@ -1309,8 +1339,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
                 } else {
                   if constexpr (INT)
                     for (int e = 0; e < 4; e++) d[e] -= kMagic;  // exact: 4·T_b
-                  const double r0 = (double)e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255) * ISC,
-                               r1 = (double)e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255) * ISC;
+                  const double r0 = (double)e8m0_to_float((sa[mt][0][0] >> (8 * u)) & 255) * ISC * BSC,
+                               r1 = (double)e8m0_to_float((sa[mt][1][0] >> (8 * u)) & 255) * ISC * BSC;
                   const double t0 = e8m0_to_float((sb[t][0][0] >> (8 * u)) & 255), t1 = e8m0_to_float((sb[t][1][0] >> (8 * u)) & 255);
                   o[0] = (float)fma((double)d[0], r0 * t0, (double)o[0]), o[1] = (float)fma((double)d[1], r0 * t1, (double)o[1]);
                   o[2] = (float)fma((double)d[2], r1 * t0, (double)o[2]), o[3] = (float)fma((double)d[3], r1 * t1, (double)o[3]);
