@@ -1105,23 +1105,28 @@ __device__ __forceinline__ void decode_body(const Params &P) {
 
     if constexpr (NV) {
       // NVFP4 × NVFP4 on the FP16 tensor cores, A's scale inside the mma:
-      // A's codes as FP16 a·sa·2^-14 and B's as b·2^-14 (e2m1x8_to_f16x;
-      // mul.rn.f16x2 by sa, exact: a·sa has at most 6 significant bits and is
-      // a multiple of 2^-10, so a·sa·2^-14 is an FP16 value, subnormal or
-      // not), one mma k16 per 16-block with c = 0, giving d = T·sa·2^-28
-      // exactly, then acc' = fma(d, sb, acc') where acc' = acc·2^-28
-      // (restored once after the loop). The same bits as fma(T·sa, sb, acc):
+      // A's codes as FP16 a·sa (e2m1x8_to_f16x's a·2^-14, times 2^14, times
+      // sa by mul.rn.f16x2, exact: a·sa has at most 6 significant bits and
+      // lies in [2^-10, 2688], a normal FP16 value) and B's as b·2^-14 (normal
+      // but for the code 0.5, at 2^-15), one mma k16 per 16-block with c = 0,
+      // giving d = T·sa·2^-14 exactly, then acc' = fma(d, sb, acc') where
+      // acc' = acc·2^-14 (restored once after the loop). The same bits as
+      // fma(T·sa, sb, acc):
       //   - the block sum is exact: its 16 products are multiples of
-      //     2^(E-5)·2^-28 (a·b a multiple of 1/4, sa = s·2^(E-3) with s < 16)
-      //     below 2^(E+7)·2^-28, so truncating them to F fraction bits below
-      //     the largest (F ≥ 11 suffices; the probe measures 17, the bound
-      //     assumes 13) drops nothing, and the sum (16 significant bits) is
-      //     an FP32 value (subnormal E4M3 scales s·2^-9: multiples of 2^-11
-      //     below 2^-1, F ≥ 9);
-      //   - d·sb = T·sa·sb exactly, and every acc' is a multiple of 2^-48
-      //     (the terms are multiples of 2^-20 before the 2^-28), so no
+      //     2^(E-5)·2^-14 (a·b a multiple of 1/4, sa = s·2^(E-3) with s < 16)
+      //     below 2^(E+7)·2^-14, so truncating them to F fraction bits below
+      //     the largest drops nothing for F ≥ 11, or F ≥ 12 if B's subnormal
+      //     0.5 counts at FP16's least normal exponent (the probe measures
+      //     17, the bound assumes 13), and the sum (16 significant bits) is an
+      //     FP32 value (subnormal E4M3 scales s·2^-9: multiples of 2^-25 below
+      //     2^-15, F ≥ 10). A is kept normal: as a subnormal FP16 value (a·sa
+      //     times 2^-14, the first form of this code) the margin would need F
+      //     up to 17 under that count (bench/RESULTS.md, "an FP8 A against
+      //     E2M1 B", where a subnormal B changed E5M2 sums);
+      //   - d·sb = T·sa·sb exactly, and every acc' is a multiple of 2^-34
+      //     (the terms are multiples of 2^-20 before the 2^-14), so no
       //     rounding meets the subnormal range and each one is the unscaled
-      //     rounding times 2^-28.
+      //     rounding times 2^-14.
       // This replaced the integer path here (E2M1 codes as int8 on the IMMA
       // units, the sum then scaled by sa and by sb: two FMAs per element and
       // 16-block, and a correction mma per A block): bench/RESULTS.md, "NVFP4
@@ -1139,8 +1144,9 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           e4m3_bcast2(sa[mt][1][u / 2], (2 * u) % 4, s1[0], s1[1]);
 #pragma unroll
           for (int x = 0; x < 2; x++) {
-            ah[mt][x][0] = hmul2(r0[2 * x], s0[x]), ah[mt][x][1] = hmul2(r1[2 * x], s1[x]);
-            ah[mt][x][2] = hmul2(r0[2 * x + 1], s0[x]), ah[mt][x][3] = hmul2(r1[2 * x + 1], s1[x]);
+            // 0x7400: 2^14 in both halves, so a·2^-14 becomes a, then a·sa.
+            ah[mt][x][0] = hmul2(hmul2(r0[2 * x], 0x74007400u), s0[x]), ah[mt][x][1] = hmul2(hmul2(r1[2 * x], 0x74007400u), s1[x]);
+            ah[mt][x][2] = hmul2(hmul2(r0[2 * x + 1], 0x74007400u), s0[x]), ah[mt][x][3] = hmul2(hmul2(r1[2 * x + 1], 0x74007400u), s1[x]);
           }
         }
 #pragma unroll
@@ -1365,13 +1371,13 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     }
   }
   cp_async_wait<0>();
-  if constexpr (NV) {  // acc' = acc·2^-28 (the NVFP4 branch above): exact
+  if constexpr (NV) {  // acc' = acc·2^-14 (the NVFP4 branch above): exact
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
       for (int t = 0; t < NW; t++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) acc[mt][t][e] *= 268435456.0f;  // 2^28
+        for (int e = 0; e < 4; e++) acc[mt][t][e] *= 16384.0f;  // 2^14
   }
 
   // Partial results of the warps (in the ring, now free), added in warp order.
