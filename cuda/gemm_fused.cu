@@ -1189,6 +1189,19 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           ah[1][0] = h0[2], ah[1][1] = h1[2], ah[1][2] = h0[3], ah[1][3] = h1[3];
         }
       };
+      // B's fragments of 32-block u, row tile t: b0, b1 (integer codes) or,
+      // where the FP16 path runs, bh: the two k16's registers (B16X: E2M1
+      // codes at 2^-13 times their values).
+      auto b_frags = [&](int t, int u, uint32_t &b0, uint32_t &b1, [[maybe_unused]] uint32_t (&bh)[4]) {
+        if constexpr (B16X) {
+          e2m1x8_to_f16x(P16 ? codes16(st + L::B_OFF, 8 * t + g, u, L::BRB) : codes32(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
+#pragma unroll
+          for (int i = 0; i < 4; i++) bh[i] = hmul2(bh[i], 0x40004000u);  // times 2 (FP16 2.0 in both halves): 2^-13
+        } else {
+          frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
+          if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
+        }
+      };
       if constexpr (MIX) {
         // One operand NVFP4 (E4M3 per 16), the other E8M0 per 32: each 16-block
         // sum on its own (FP16: two unchained k16; FP4 × FP4: integer k16),
@@ -1235,14 +1248,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             for (int t = 0; t < NW; t++) {
               [[maybe_unused]] uint32_t b0, b1;
               [[maybe_unused]] uint32_t bh[4];
-              if constexpr (B16X) {
-                e2m1x8_to_f16x(P16 ? codes16(st + L::B_OFF, 8 * t + g, u, L::BRB) : codes32(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
-#pragma unroll
-                for (int i = 0; i < 4; i++) bh[i] = hmul2(bh[i], 0x40004000u);  // times 2 (FP16 2.0 in both halves): 2^-13
-              } else {
-                frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
-                if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
-              }
+              b_frags(t, u, b0, b1, bh);
               float fb[2][2];  // B's scales: [16-block 2u+x][column 2q, 2q+1]
               if constexpr (SB16) {
                 const float2 f0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
@@ -1322,14 +1328,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             for (int t = 0; t < NW; t++) {
               [[maybe_unused]] uint32_t b0, b1;
               [[maybe_unused]] uint32_t bh[4];
-              if constexpr (B16X) {
-                e2m1x8_to_f16x(P16 ? codes16(st + L::B_OFF, 8 * t + g, u, L::BRB) : codes32(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
-#pragma unroll
-                for (int i = 0; i < 4; i++) bh[i] = hmul2(bh[i], 0x40004000u);  // times 2 (FP16 2.0 in both halves): 2^-13
-              } else {
-                frag(st + L::B_OFF, 8 * t + g, u, FB4, L::BRB, b0, b1, true);
-                if constexpr (!INT) fp8x8_to_f16<TB>(b0, b1, bh);
-              }
+              b_frags(t, u, b0, b1, bh);
               const float s0 = e8m0_byte(sb[t][0][0], u), s1 = e8m0_byte(sb[t][1][0], u);
     #pragma unroll
               for (int mt = 0; mt < MT; mt++) {
