@@ -1219,11 +1219,15 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         }
         auto promote_group = [&](auto fast_tag) {
           constexpr bool fast = decltype(fast_tag)::value;
-          auto e8 = [&](uint32_t w, int u) -> float {  // E8M0 byte u of w, times ISC (exact)
+          // E8M0 byte u of w, times ISC (exact); on the fast path also times
+          // BSC (inside the fast range, exact), on the FP64 one not: there
+          // the byte may be up to 254 and 2^127·2^13 is no float, so the
+          // promotion takes BSC into d in double instead.
+          auto e8 = [&](uint32_t w, int u) -> float {
             if constexpr (fast)
               return e8m0_byte(w, u) * ISC * BSC;
             else
-              return e8m0_to_float((w >> (8 * u)) & 255) * ISC * BSC;
+              return e8m0_to_float((w >> (8 * u)) & 255) * ISC;
           };
 #pragma unroll
           for (int u = 0; u < 4; u++) {
@@ -1280,7 +1284,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
                     if constexpr (fast)
                       o[e] = fmaf(d[x][e] * s8, s4, o[e]);
                     else
-                      o[e] = (float)fma((double)d[x][e], (double)s8 * (double)s4, (double)o[e]);
+                      o[e] = (float)fma((double)d[x][e] * BSC, (double)s8 * (double)s4, (double)o[e]);
                   }
               }
             }

@@ -84,7 +84,11 @@ struct HostOp {
   }
 };
 
-enum ScaleMode { kNormal, kAdversarial, kAdversarialLow };
+// kAdversarialHigh: E8M0 scales of 2^115 (byte 242, outside the decode
+// kernel's fast range: its FP64 promotion, where 2^115·2^13 is no float) and
+// E4M3 scales per 16 of 2^-9..7·2^-9, so that an MXFP8 × NVFP4 product at K
+// up to 64 stays below 2^127.
+enum ScaleMode { kNormal, kAdversarial, kAdversarialLow, kAdversarialHigh };
 
 static HostOp make_op(int64_t rows, int64_t K, int elem, bool sb16, bool swz, ScaleMode mode, std::mt19937_64 &rng) {
   HostOp o;
@@ -111,7 +115,11 @@ static HostOp make_op(int64_t rows, int64_t K, int elem, bool sb16, bool swz, Sc
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < nb; j++) {
       uint8_t s;
-      if (sb16 && mode == kAdversarial)
+      if (sb16 && mode == kAdversarialHigh)
+        s = (uint8_t)(1 + rng() % 7);  // subnormal E4M3 scales
+      else if (mode == kAdversarialHigh)
+        s = 242;  // 2^115
+      else if (sb16 && mode == kAdversarial)
         s = (uint8_t)(rng() % 0x7F);  // every non-negative E4M3 scale: zero, subnormals 2^-9 .. 7·2^-9, normals to 448
       else if (sb16)
         s = (uint8_t)(0x08 + rng() % (0x7E - 0x08 + 1));  // positive normal E4M3 scales
@@ -282,7 +290,7 @@ static bool check_case(int64_t M, int64_t N, int64_t K, int ea, int eb, bool sb1
   bool pass = bad == 0 && guard_ok && nonzero > 0;
   printf("%s %s x %s %s M=%lld N=%lld K=%lld scales=%s %s out=%s: max err/bound %.3f, max rel err %.3g, %lld bad%s\n",
          pass ? "PASS" : "FAIL", a.sb16 ? "nvfp4" : ename(ea), b.sb16 ? "nvfp4" : ename(eb), swz ? "A-swizzled" : "B-swizzled",
-         (long long)M, (long long)N, (long long)K, mode == kAdversarial ? "adversarial" : "normal", a.sb16 || b.sb16 ? "per16" : "per32",
+         (long long)M, (long long)N, (long long)K, mode == kAdversarial ? "adversarial" : mode == kAdversarialHigh ? "high" : "normal", a.sb16 || b.sb16 ? "per16" : "per32",
          bf16 ? "bf16" : "fp32", worst, worst_fp32, (long long)bad, guard_ok ? "" : ", GUARD OVERWRITTEN");
   fflush(stdout);
   return pass;
@@ -662,6 +670,10 @@ int main(int argc, char **argv) {
         // and two row tiles.
         {16, 300, 512, kE2M1, kE2M1, true, false, kAdversarial, false},
         {29, 130, 1056, kE2M1, kE2M1, true, true, kAdversarial, true},
+        // Decode, MXFP8 × NVFP4 with the activation's scales at 2^115 (the
+        // FP64 promotion, where the FP16 path's 2^13 must not go into a
+        // float).
+        {8, 100, 64, kE4M3, kE2M1, false, false, kAdversarialHigh, false, 1},
     };
   }
   // The bound takes the measured F (at least F_doc, checked above), so that a
