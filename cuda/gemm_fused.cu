@@ -995,6 +995,14 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     const int kg = w + i * WK;
     const uint8_t *st = ring + (i % S) * L::BYTES;
     const bool whole = (int64_t)kg * 128 + 128 <= K;
+    // The 32-blocks of a group past K are computed like the others, not
+    // skipped: their codes are zero-filled (issue) and their scale bytes 1.0
+    // (below), so each adds an exact zero block sum (T = 0 with finite
+    // scales: acc + 0 = acc, but for an acc of -0, which only a negative
+    // sum below FP32's least subnormal gives, and which becomes +0: within
+    // the bound either way). A test per block would end the straight-line
+    // code of a group at every 32-block, so that no block's shared loads
+    // could be scheduled during the previous block's promotion.
 
     // Fragments of lane (g, q): 8 elements of each 32-block of row g (+8 for
     // A's second half), as two registers (above the kernel: which).
@@ -1134,7 +1142,6 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       // decode on the FP16 tensor cores".
 #pragma unroll
       for (int u = 0; u < 4; u++) {
-        if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
         uint32_t ah[MT][2][4];  // [row tile][16-block 2u + x]: the mma's A registers
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
@@ -1232,7 +1239,6 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           };
 #pragma unroll
           for (int u = 0; u < 4; u++) {
-            if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
             uint32_t a[MT][4];
             [[maybe_unused]] uint32_t ah[MT][2][4];
             [[maybe_unused]] int ac[MT][2][4];
@@ -1315,7 +1321,6 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           constexpr bool fast = decltype(fast_tag)::value;
     #pragma unroll
           for (int u = 0; u < 4; u++) {
-            if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
             // INT: int8 fragments for IMMA. Else FP16 fragments for two HMMA k16
             // (what ptxas makes of an FP8 mma.sync on sm_90, A converted once per
             // block instead of once per mma): the low register's elements are
