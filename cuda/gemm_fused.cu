@@ -995,6 +995,14 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     const int kg = w + i * WK;
     const uint8_t *st = ring + (i % S) * L::BYTES;
     const bool whole = (int64_t)kg * 128 + 128 <= K;
+    // The 32-blocks of a group past K are computed like the others, not
+    // skipped: their codes are zero-filled (issue) and their scale bytes 1.0
+    // (below), so each adds an exact zero block sum (T = 0 with finite
+    // scales: acc + 0 = acc, but for an acc of -0, which only a negative
+    // sum below FP32's least subnormal gives, and which becomes +0: within
+    // the bound either way). A test per block would end the straight-line
+    // code of a group at every 32-block, so that no block's shared loads
+    // could be scheduled during the previous block's promotion.
 
     // Fragments of lane (g, q): 8 elements of each 32-block of row g (+8 for
     // A's second half), as two registers (above the kernel: which).
@@ -1134,7 +1142,6 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       // decode on the FP16 tensor cores".
 #pragma unroll
       for (int u = 0; u < 4; u++) {
-        if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
         uint32_t ah[MT][2][4];  // [row tile][16-block 2u + x]: the mma's A registers
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
@@ -1232,7 +1239,6 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           };
 #pragma unroll
           for (int u = 0; u < 4; u++) {
-            if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
             uint32_t a[MT][4];
             [[maybe_unused]] uint32_t ah[MT][2][4];
             [[maybe_unused]] int ac[MT][2][4];
@@ -1315,7 +1321,6 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           constexpr bool fast = decltype(fast_tag)::value;
     #pragma unroll
           for (int u = 0; u < 4; u++) {
-            if (!whole && (int64_t)kg * 128 + 32 * u >= K) break;
             // INT: int8 fragments for IMMA. Else FP16 fragments for two HMMA k16
             // (what ptxas makes of an FP8 mma.sync on sm_90, A converted once per
             // block instead of once per mma): the low register's elements are
@@ -1489,12 +1494,19 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //   - NVFP4 × NVFP4 left the integer path for FP16 (2026-11-30) and keeps
 //     the FP4 pairs' shapes (its smaller stages): `fused_check shapes` put
 //     the dispatched ones within 4 % of the fastest (bench/RESULTS.md, "NVFP4
-//     decode on the FP16 tensor cores", call 3).
+//     decode on the FP16 tensor cores", call 3), but for 16 rows in more
+//     than one wave, where 4/4/4 (four CTAs of 32 weight rows per SM) ran
+//     ahead of 8/6/3 in every run (H200, M16 N28672 K8192, ms: 0.0865 /
+//     0.0898, 0.0876 / 0.0900, 0.0892 / 0.0911, 0.0874 / 0.0894, and with
+//     the blocks past K computed 0.0855 / 0.0867, 0.0850 / 0.0868;
+//     bench/RESULTS.md, "the decode kernel's blocks past K"). MXFP4 stays at
+//     8/6/3 (0.0813 against 4/4/4's 0.0892).
 struct DecodeShape {
   int NW, WK, S;
 };
-constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool one_wave) {
+constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, bool one_wave) {
   if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
+  if (nv && !one_wave) return DecodeShape{4, 4, 4};
   if (fp4_pair) return one_wave ? DecodeShape{8, 8, 3} : DecodeShape{8, 6, 3};
   return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
 }
@@ -1512,7 +1524,7 @@ inline bool decode_one_wave(const Params &p) {
 
 template <int MT, bool WAVE, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
-  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, WAVE);
+  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, SA16 && SB16, WAVE);
   constexpr int NW = sh.NW, WK = sh.WK, S = sh.S;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");

@@ -495,7 +495,7 @@ static void time_decode_shape(const qfused::Params &d) {
   CK(cudaDeviceSynchronize());
   const std::vector<float> ts = time_each(30, [&] { kern<<<grid, WK * 32, smem>>>(d); });
   const bool wave = qfused::decode_one_wave(d);
-  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, wave);
+  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, SA16 && SB16, wave);
   printf("  NW %d WK %d S %d%s: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes%s\n", NW, WK, S, ONE ? " one" : "", ts[15],
          ts[0], grid, WK * 32, per_sm, smem, cur.NW == NW && cur.WK == WK && cur.S == S && ONE == wave ? "  <- dispatched" : "");
   fflush(stdout);
@@ -665,6 +665,7 @@ int main(int argc, char **argv) {
         {7, 9000, 256, kE4M3, kE4M3, false, true, kAdversarial, true},
         {16, 8600, 320, kE2M1, kE2M1, false, false, kNormal, false},   // MXFP4, integer path
         {3, 8500, 256, kE2M1, kE2M1, true, true, kNormal, true},       // NVFP4
+        {16, 8700, 352, kE2M1, kE2M1, true, false, kAdversarial, false},  // NVFP4 at 16 rows (4/4/4), K % 128 != 0
         {512, 512, 2048, kE4M3, kE4M3, false, false, kNormal, false},
         // Decode, NVFP4 with every E4M3 scale (zero and subnormals too), one
         // and two row tiles.
