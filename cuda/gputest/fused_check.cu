@@ -522,6 +522,10 @@ static void decode_shapes_mt(const qfused::Params &d) {
   time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d);
   time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16, true>(d);
+  if constexpr (FA4 && FB4) {  // FP4 stages are small enough for a fourth in one CTA per SM
+    time_decode_shape<MT, 8, 8, 4, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 8, 8, 4, FA4, FB4, SA16, SB16, true>(d);
+  }
   time_decode_shape<MT, 8, 7, 3, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 6, 3, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 12, 2, FA4, FB4, SA16, SB16>(d);
