@@ -1501,30 +1501,54 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     the blocks past K computed 0.0855 / 0.0867, 0.0850 / 0.0868;
 //     bench/RESULTS.md, "the decode kernel's blocks past K"). MXFP4 stays at
 //     8/6/3 (0.0813 against 4/4/4's 0.0892).
+//   - Fewer weight rows than 33 per SM (N ≤ 32·SMs: 4224 on 132 SMs): a
+//     CTA's time is its own instruction stream's (M16 N4096 on 64 CTAs of
+//     64 rows took as long as N8192 on 128), so the CTAs get smaller until
+//     they cover more than half the SMs: 32 weight rows where that does it
+//     (16 rows of A: 4/16/2, 32 rows: 4/8/2), else 16 (2/8/2, 2/16/2). H200
+//     (bench/RESULTS.md, "the decode kernel's blocks past K", call 7), ms,
+//     MXFP8 / MXFP4 / NVFP4: M16 N4096 K8192 0.0167 / 0.0185 / 0.0189
+//     against 8/8/x's 0.0226 / 0.0246 / 0.0283 (M1 alike), M32 N4096 4/8/2
+//     0.0214 / 0.0262 / 0.0276 against 0.0311 / 0.0364 / 0.0393, M16 N2048
+//     2/8/2 0.0136 / 0.0152 / 0.0152 against 0.0229 / 0.0252 / 0.0283, M32
+//     N2048 2/16/2 0.0167 / 0.0216 / 0.0202 against 0.0316 / 0.0368 /
+//     0.0406; from 80 CTAs of 64 rows (N5120, N6144) the one-wave shapes
+//     stay within 7 % of the fastest.
 struct DecodeShape {
   int NW, WK, S;
 };
-constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, bool one_wave) {
+// How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
+// CTAs of 64 weight rows than SMs; kWave64, one wave of them that covers
+// more than half the SMs (decode_kernel_one); kWave32 and kWave16, CTAs of
+// 32 or 16 weight rows that do.
+enum DecodeFill { kWaves, kWave64, kWave32, kWave16 };
+constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
+  if (fill == kWave32) return mt == 2 ? DecodeShape{4, 8, 2} : DecodeShape{4, 16, 2};
+  if (fill == kWave16) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{2, 8, 2};
+  const bool one_wave = fill == kWave64;
   if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
   if (nv && !one_wave) return DecodeShape{4, 4, 4};
   if (fp4_pair) return one_wave ? DecodeShape{8, 8, 3} : DecodeShape{8, 6, 3};
   return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
 }
 
-// Whether the NW = 8 shapes' CTAs of 64 weight rows fit in one wave, one
-// per SM (the device's SM count; false if the query fails).
-inline bool decode_one_wave(const Params &p) {
+// decode_shape's fill for N weight rows on this device (its SM count; kWaves
+// if the query fails).
+inline int decode_fill(const Params &p) {
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return kWaves;
   }
-  return (p.N + 63) / 64 <= sms;
+  const int64_t c64 = (p.N + 63) / 64, c32 = (p.N + 31) / 32;
+  if (c64 > sms) return kWaves;
+  if (2 * c64 > sms) return kWave64;
+  return 2 * c32 > sms ? kWave32 : kWave16;
 }
 
-template <int MT, bool WAVE, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int F, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
-  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, SA16 && SB16, WAVE);
+  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, SA16 && SB16, F);
   constexpr int NW = sh.NW, WK = sh.WK, S = sh.S;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
@@ -1537,41 +1561,41 @@ cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
     launch_kernel(kern, (unsigned)((p.N + NW * 8 - 1) / (NW * 8)), WK * 32, smem, stream, p);
     return cudaGetLastError();
   };
-  if constexpr (WAVE) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
+  if constexpr (F == kWave64) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
   else return launch(decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
 }
 
-template <int MT, bool WAVE>
+template <int MT, int F>
 cudaError_t launch_decode_mt(const Params &p, cudaStream_t stream) {
-  if (p.a.s16 && p.b.s16) return launch_decode_cfg<MT, WAVE, 0, 0, true, true, true, true>(p, stream);
+  if (p.a.s16 && p.b.s16) return launch_decode_cfg<MT, F, 0, 0, true, true, true, true>(p, stream);
   // One side NVFP4 (E2M1, E4M3 per 16), the other MX (E4M3, E5M2 or E2M1).
   if (p.a.s16) {
     switch (p.b.elem) {
-      case kE4M3: return launch_decode_cfg<MT, WAVE, 0, 0, true, false, true, false>(p, stream);
-      case kE5M2: return launch_decode_cfg<MT, WAVE, 0, 1, true, false, true, false>(p, stream);
-      case kE2M1: return launch_decode_cfg<MT, WAVE, 0, 0, true, true, true, false>(p, stream);
+      case kE4M3: return launch_decode_cfg<MT, F, 0, 0, true, false, true, false>(p, stream);
+      case kE5M2: return launch_decode_cfg<MT, F, 0, 1, true, false, true, false>(p, stream);
+      case kE2M1: return launch_decode_cfg<MT, F, 0, 0, true, true, true, false>(p, stream);
     }
     return cudaErrorInvalidValue;
   }
   if (p.b.s16) {
     switch (p.a.elem) {
-      case kE4M3: return launch_decode_cfg<MT, WAVE, 0, 0, false, true, false, true>(p, stream);
-      case kE5M2: return launch_decode_cfg<MT, WAVE, 1, 0, false, true, false, true>(p, stream);
-      case kE2M1: return launch_decode_cfg<MT, WAVE, 0, 0, true, true, false, true>(p, stream);
+      case kE4M3: return launch_decode_cfg<MT, F, 0, 0, false, true, false, true>(p, stream);
+      case kE5M2: return launch_decode_cfg<MT, F, 1, 0, false, true, false, true>(p, stream);
+      case kE2M1: return launch_decode_cfg<MT, F, 0, 0, true, true, false, true>(p, stream);
     }
     return cudaErrorInvalidValue;
   }
   // Element pairs (E4M3, E5M2, E2M1 widened to E4M3): the nine instances.
   switch (p.a.elem * 3 + p.b.elem) {
-    case kE4M3 * 3 + kE4M3: return launch_decode_cfg<MT, WAVE, 0, 0, false, false, false, false>(p, stream);
-    case kE4M3 * 3 + kE5M2: return launch_decode_cfg<MT, WAVE, 0, 1, false, false, false, false>(p, stream);
-    case kE4M3 * 3 + kE2M1: return launch_decode_cfg<MT, WAVE, 0, 0, false, true, false, false>(p, stream);
-    case kE5M2 * 3 + kE4M3: return launch_decode_cfg<MT, WAVE, 1, 0, false, false, false, false>(p, stream);
-    case kE5M2 * 3 + kE5M2: return launch_decode_cfg<MT, WAVE, 1, 1, false, false, false, false>(p, stream);
-    case kE5M2 * 3 + kE2M1: return launch_decode_cfg<MT, WAVE, 1, 0, false, true, false, false>(p, stream);
-    case kE2M1 * 3 + kE4M3: return launch_decode_cfg<MT, WAVE, 0, 0, true, false, false, false>(p, stream);
-    case kE2M1 * 3 + kE5M2: return launch_decode_cfg<MT, WAVE, 0, 1, true, false, false, false>(p, stream);
-    case kE2M1 * 3 + kE2M1: return launch_decode_cfg<MT, WAVE, 0, 0, true, true, false, false>(p, stream);
+    case kE4M3 * 3 + kE4M3: return launch_decode_cfg<MT, F, 0, 0, false, false, false, false>(p, stream);
+    case kE4M3 * 3 + kE5M2: return launch_decode_cfg<MT, F, 0, 1, false, false, false, false>(p, stream);
+    case kE4M3 * 3 + kE2M1: return launch_decode_cfg<MT, F, 0, 0, false, true, false, false>(p, stream);
+    case kE5M2 * 3 + kE4M3: return launch_decode_cfg<MT, F, 1, 0, false, false, false, false>(p, stream);
+    case kE5M2 * 3 + kE5M2: return launch_decode_cfg<MT, F, 1, 1, false, false, false, false>(p, stream);
+    case kE5M2 * 3 + kE2M1: return launch_decode_cfg<MT, F, 1, 0, false, true, false, false>(p, stream);
+    case kE2M1 * 3 + kE4M3: return launch_decode_cfg<MT, F, 0, 0, true, false, false, false>(p, stream);
+    case kE2M1 * 3 + kE5M2: return launch_decode_cfg<MT, F, 0, 1, true, false, false, false>(p, stream);
+    case kE2M1 * 3 + kE2M1: return launch_decode_cfg<MT, F, 0, 0, true, true, false, false>(p, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -1584,13 +1608,21 @@ bool decode_ok(const Params &p) {
     if (o->ld % 16 != 0 || (uintptr_t)o->data % 16 != 0) return false;  // 16-byte cp.async pieces
     if (o->scale_stride % 4 != 0 || (uintptr_t)o->scale % 4 != 0) return false;
   }
-  return (p.N + 4 * 8 - 1) / (4 * 8) <= 0x7FFFFFFF;  // the grid of the narrowest shape (decode_shape)
+  return (p.N + 4 * 8 - 1) / (4 * 8) <= 0x7FFFFFFF;  // the grid of the narrowest shape in more than one wave (decode_shape)
+}
+
+template <int MT>
+cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
+  switch (decode_fill(p)) {
+    case kWave64: return launch_decode_mt<MT, kWave64>(p, stream);
+    case kWave32: return launch_decode_mt<MT, kWave32>(p, stream);
+    case kWave16: return launch_decode_mt<MT, kWave16>(p, stream);
+  }
+  return launch_decode_mt<MT, kWaves>(p, stream);
 }
 
 cudaError_t launch_decode(const Params &p, cudaStream_t stream) {
-  const bool wave = decode_one_wave(p);
-  if (p.M > 16) return wave ? launch_decode_mt<2, true>(p, stream) : launch_decode_mt<2, false>(p, stream);
-  return wave ? launch_decode_mt<1, true>(p, stream) : launch_decode_mt<1, false>(p, stream);
+  return p.M > 16 ? launch_decode_fill<2>(p, stream) : launch_decode_fill<1>(p, stream);
 }
 
 // Whether the fused kernel can run on this device: sm_90 exactly (wgmma is

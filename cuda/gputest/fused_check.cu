@@ -494,8 +494,9 @@ static void time_decode_shape(const qfused::Params &d) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   const std::vector<float> ts = time_each(30, [&] { kern<<<grid, WK * 32, smem>>>(d); });
-  const bool wave = qfused::decode_one_wave(d);
-  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, SA16 && SB16, wave);
+  const int fill = qfused::decode_fill(d);
+  const bool wave = fill == qfused::kWave64;
+  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, SA16 && SB16, fill);
   printf("  NW %d WK %d S %d%s: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes%s\n", NW, WK, S, ONE ? " one" : "", ts[15],
          ts[0], grid, WK * 32, per_sm, smem, cur.NW == NW && cur.WK == WK && cur.S == S && ONE == wave ? "  <- dispatched" : "");
   fflush(stdout);
@@ -665,11 +666,23 @@ int main(int argc, char **argv) {
         {700, 5, 1056, kE4M3, kE4M3, false, false, kAdversarial, true},
         {2100, 16, 512, kE4M3, kE5M2, false, true, kNormal, false},
         // Decode with more than 64·SMs weight rows (N > 8448 on 132 SMs): the
-        // shapes of two CTAs per SM (decode_shape's !one_wave).
+        // shapes of two CTAs per SM (decode_shape's kWaves).
         {7, 9000, 256, kE4M3, kE4M3, false, true, kAdversarial, true},
         {16, 8600, 320, kE2M1, kE2M1, false, false, kNormal, false},   // MXFP4, integer path
         {3, 8500, 256, kE2M1, kE2M1, true, true, kNormal, true},       // NVFP4
         {16, 8700, 352, kE2M1, kE2M1, true, false, kAdversarial, false},  // NVFP4 at 16 rows (4/4/4), K % 128 != 0
+        // Decode with CTAs of 32 weight rows (decode_shape's kWave32 on 132
+        // SMs: N in (2112, 4224]); those of 16 rows (kWave16) run the cases
+        // above with N ≤ 2112.
+        {16, 4096, 352, kE2M1, kE2M1, true, false, kAdversarial, false},  // NVFP4, 4/16/2
+        {32, 3000, 320, kE2M1, kE2M1, false, true, kNormal, true},        // MXFP4, two row tiles, 4/8/2
+        {7, 2500, 256, kE4M3, kE2M1, false, false, kAdversarial, false, 1},  // MXFP8 x NVFP4
+        // And with one wave of CTAs of 64 weight rows over more than half the
+        // SMs (kWave64: N in (4224, 8448]).
+        {16, 6000, 352, kE2M1, kE2M1, true, false, kAdversarial, false},  // NVFP4
+        {32, 5000, 320, kE2M1, kE2M1, false, true, kNormal, true},        // MXFP4, two row tiles
+        {1, 7000, 256, kE2M1, kE2M1, false, false, kNormal, false},       // MXFP4, one row
+        {16, 4500, 256, kE4M3, kE2M1, false, false, kAdversarial, false, 1},  // MXFP8 x NVFP4
         {512, 512, 2048, kE4M3, kE4M3, false, false, kNormal, false},
         // Decode, NVFP4 with every E4M3 scale (zero and subnormals too), one
         // and two row tiles.
