@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""quant_gemm against BF16 torch.matmul at decode shapes, each timed as a CUDA
+graph of R back-to-back calls (run on the GPU machine):
+
+    python3 bench/gemm_graph.py [--lib build/libquant.so] [--shapes 16x4096x8192,...] [--pairs mxfp8,mxfp4,...]
+
+At decode shapes a quant_gemm from Python costs more host time than its
+kernel takes (bench/RESULTS.md), so bench/gpu_gemm.py's loop there times the
+host. Here the calls are captured once into a graph (quant_gemm on the
+capturing stream, its output preallocated) and the graph is replayed: the time
+per call is GPU time, launch gaps included, host excluded, for libquant and
+for the BF16 peer alike. Each row alternates the two graphs over ROUNDS
+rounds and reports medians; the ratio is BF16 time / libquant time.
+Operands: random normal BF16 [M, K] and [N, K], quantized rowwise on the
+GPU; D = A·Bᵀ in BF16. PAIRS: pairs separated by commas, a pair's two
+formats by "+" ("mxfp8+nvfp4": A MXFP8, B NVFP4; one format: both).
+"""
+import argparse
+import os
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+R = 20       # calls per graph
+ROUNDS = 7   # alternating replays of the two graphs
+
+
+def graph_of(fn, torch):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()  # warm-up outside the capture (kernel attributes, workspace)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(R):
+            fn()
+    torch.cuda.synchronize()
+    return g
+
+
+def replay_ms(g, torch):
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    g.replay()
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1) / R
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libquant.so"))
+    ap.add_argument("--shapes", default="16x8192x8192,1x8192x8192,16x28672x8192,32x8192x8192,16x4096x8192,16x2048x8192")
+    ap.add_argument("--pairs", default="mxfp8,mxfp4,nvfp4,mxfp8+nvfp4")
+    args = ap.parse_args()
+    os.environ["LIBQUANT_LIBRARY"] = args.lib
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import libquant as lq
+
+    def quantizer(spec):
+        name, _, element = spec.partition(":")
+        return lq.Quantizer(name, usage="rowwise", **({"element": element} if element else {}))
+
+    print("device: %s | torch %s | %d calls per graph, median of %d alternating replays" %
+          (torch.cuda.get_device_name(), torch.__version__, R, ROUNDS), flush=True)
+    print("| shape | pair | libquant ms | BF16 torch.matmul ms | ratio |")
+    print("| --- | --- | --- | --- | --- |")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for shape in args.shapes.split(","):
+        m, n, k = (int(d) for d in shape.split("x"))
+        x = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
+        w = torch.randn(n, k, generator=gen, device="cuda").to(torch.bfloat16)
+        ref_out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        g_ref = graph_of(lambda: torch.matmul(x, w.t(), out=ref_out), torch)
+        for pair in args.pairs.split(","):
+            fa, _, fb = pair.partition("+")
+            try:
+                a, b = quantizer(fa).quantize(x), quantizer(fb or fa).quantize(w)
+                out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+                g = graph_of(lambda: lq.gemm(a, b, trans_b=True, out=out,
+                                             stream=torch.cuda.current_stream().cuda_stream), torch)
+            except Exception as e:  # report and go on: one pair's failure is not the table's
+                print("| M%d N%d K%d | %s | error: %s | | |" % (m, n, k, pair, e), flush=True)
+                continue
+            tl, tb = [], []
+            for _ in range(ROUNDS):
+                tl.append(replay_ms(g, torch))
+                tb.append(replay_ms(g_ref, torch))
+            ml, mb = statistics.median(tl), statistics.median(tb)
+            print("| M%d N%d K%d | %s | %.4f | %.4f | %.2fx |" % (m, n, k, pair.replace("+", " x "), ml, mb, mb / ml), flush=True)
+
+
+if __name__ == "__main__":
+    main()
