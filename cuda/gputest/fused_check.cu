@@ -519,6 +519,9 @@ static void decode_shapes_mt(const qfused::Params &d) {
   time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 1, 8, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 1, 16, 2, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d);
   time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16>(d);
