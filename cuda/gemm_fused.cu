@@ -1513,18 +1513,23 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     2/8/2 0.0136 / 0.0152 / 0.0152 against 0.0229 / 0.0252 / 0.0283, M32
 //     N2048 2/16/2 0.0167 / 0.0216 / 0.0202 against 0.0316 / 0.0368 /
 //     0.0406; from 80 CTAs of 64 rows (N5120, N6144) the one-wave shapes
-//     stay within 7 % of the fastest.
+//     stay within 7 % of the fastest. Where CTAs of 16 rows cover half the
+//     SMs or fewer (N ≤ 16·SMs), 16 rows of A take CTAs of 8 (1/16/2; M16
+//     N1024 K8192: 0.0110 / 0.0132 / 0.0127 against 2/8/2's 0.0125 / 0.0145
+//     / 0.0148, call 10), 32 rows stay at 2/16/2 (not measured narrower).
 struct DecodeShape {
   int NW, WK, S;
 };
 // How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
 // CTAs of 64 weight rows than SMs; kWave64, one wave of them that covers
 // more than half the SMs (decode_kernel_one); kWave32 and kWave16, CTAs of
-// 32 or 16 weight rows that do.
-enum DecodeFill { kWaves, kWave64, kWave32, kWave16 };
+// 32 or 16 weight rows that do; kWave8, CTAs of 8 rows (16 rows of A; 32
+// rows: of 16).
+enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8 };
 constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
   if (fill == kWave32) return mt == 2 ? DecodeShape{4, 8, 2} : DecodeShape{4, 16, 2};
   if (fill == kWave16) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{2, 8, 2};
+  if (fill == kWave8) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{1, 16, 2};
   const bool one_wave = fill == kWave64;
   if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
   if (nv && !one_wave) return DecodeShape{4, 4, 4};
@@ -1540,10 +1545,11 @@ inline int decode_fill(const Params &p) {
     cudaGetLastError();
     return kWaves;
   }
-  const int64_t c64 = (p.N + 63) / 64, c32 = (p.N + 31) / 32;
+  const int64_t c64 = (p.N + 63) / 64, c32 = (p.N + 31) / 32, c16 = (p.N + 15) / 16;
   if (c64 > sms) return kWaves;
   if (2 * c64 > sms) return kWave64;
-  return 2 * c32 > sms ? kWave32 : kWave16;
+  if (2 * c32 > sms) return kWave32;
+  return 2 * c16 > sms ? kWave16 : kWave8;
 }
 
 template <int MT, int F, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
@@ -1617,6 +1623,7 @@ cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
     case kWave64: return launch_decode_mt<MT, kWave64>(p, stream);
     case kWave32: return launch_decode_mt<MT, kWave32>(p, stream);
     case kWave16: return launch_decode_mt<MT, kWave16>(p, stream);
+    case kWave8: return launch_decode_mt<MT, kWave8>(p, stream);
   }
   return launch_decode_mt<MT, kWaves>(p, stream);
 }

@@ -675,8 +675,13 @@ int main(int argc, char **argv) {
         {3, 8500, 256, kE2M1, kE2M1, true, true, kNormal, true},       // NVFP4
         {16, 8700, 352, kE2M1, kE2M1, true, false, kAdversarial, false},  // NVFP4 at 16 rows (4/4/4), K % 128 != 0
         // Decode with CTAs of 32 weight rows (decode_shape's kWave32 on 132
-        // SMs: N in (2112, 4224]); those of 16 rows (kWave16) run the cases
-        // above with N ≤ 2112.
+        // SMs: N in (2112, 4224]), of 16 (kWave16: N in (1056, 2112]; the
+        // cases above with N ≤ 1056 take kWave8, CTAs of 8 rows for 16 rows
+        // of A).
+        {16, 2000, 352, kE2M1, kE2M1, true, false, kAdversarial, false},  // NVFP4, kWave16
+        {16, 1500, 256, kE4M3, kE5M2, false, true, kAdversarial, true},   // MXFP8 E4M3 x E5M2, kWave16
+        {1, 2048, 320, kE2M1, kE2M1, false, false, kNormal, false},       // MXFP4, one row, kWave16
+        {16, 1800, 256, kE4M3, kE2M1, false, false, kNormal, false, 1},   // MXFP8 x NVFP4, kWave16
         {16, 4096, 352, kE2M1, kE2M1, true, false, kAdversarial, false},  // NVFP4, 4/16/2
         {32, 3000, 320, kE2M1, kE2M1, false, true, kNormal, true},        // MXFP4, two row tiles, 4/8/2
         {7, 2500, 256, kE4M3, kE2M1, false, false, kAdversarial, false, 1},  // MXFP8 x NVFP4
