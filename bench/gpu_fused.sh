@@ -2,9 +2,10 @@
 # The fused Hopper GEMM on the GPU machine in one command: build, precision
 # probe, exactness checks, compute-sanitizer on small ragged shapes, timings,
 # the peers (BF16 cuBLAS, torch._scaled_mm) in the same session, ncu on two
-# shapes, then the plugin (make cuda) and the Go GPU GEMM tests through it
+# shapes, then the plugin (make cuda), the Go GPU GEMM tests through it
 # (build/gputest.test, built beforehand where Go is:
-#   go test -c -o build/gputest.test ./cuda/gputest).
+#   go test -c -o build/gputest.test ./cuda/gputest), gpu_gemm.py, and the
+# decode shapes as CUDA graphs (bench/gemm_graph.py).
 #   bash bench/gpu_fused.sh   (logs under $OUT when set, else build/)
 set -o pipefail
 out=${OUT:-build}
@@ -39,5 +40,11 @@ if [ -f build/libquant.so ] && [ -f build/libquant_cuda.so ]; then
   PYTHONUNBUFFERED=1 timeout 120 python3 bench/gpu_gemm.py --quick --shapes 32x8192x8192,64x8192x8192,128x8192x8192,256x8192x8192 \
     --out "$out/mid" > "$out/gpu_gemm_mid.log" 2>&1 || rc=1
   grep -E "^\| .*(mxfp|nvfp|bf16)" "$out/gpu_gemm_mid.log" | grep -v "x nvfp4" | tail -40
+  # The decode shapes without the host (CUDA graphs of both sides): below
+  # about 25 µs gpu_gemm.py's Python loop times the host, not the GPU.
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/gemm_graph.py --lib build/libquant.so \
+    --shapes 16x8192x8192,1x8192x8192,16x28672x8192,32x8192x8192,16x4096x8192,16x2048x8192,16x1024x8192 \
+    > "$out/gemm_graph.log" 2>&1 || rc=1
+  grep "^| M" "$out/gemm_graph.log"
 fi
 exit $rc
