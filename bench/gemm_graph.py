@@ -58,10 +58,8 @@ def main():
     import torch
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import libquant as lq
-
-    def quantizer(spec):
-        name, _, element = spec.partition(":")
-        return lq.Quantizer(name, usage="rowwise", **({"element": element} if element else {}))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gemm_bits import quantizer  # the formats' spelling: "mxfp8:e5m2"
 
     print("device: %s | torch %s | %d calls per graph, median of %d alternating replays" %
           (torch.cuda.get_device_name(), torch.__version__, R, ROUNDS), flush=True)
@@ -77,7 +75,7 @@ def main():
         for pair in args.pairs.split(","):
             fa, _, fb = pair.partition("+")
             try:
-                a, b = quantizer(fa).quantize(x), quantizer(fb or fa).quantize(w)
+                a, b = quantizer(lq, fa).quantize(x), quantizer(lq, fb or fa).quantize(w)
                 out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
                 g = graph_of(lambda: lq.gemm(a, b, trans_b=True, out=out,
                                              stream=torch.cuda.current_stream().cuda_stream), torch)

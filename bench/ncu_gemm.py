@@ -25,16 +25,14 @@ def main():
     import torch
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import libquant as lq
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gemm_bits import quantizer  # the formats' spelling: "mxfp8:e5m2"
     fa, _, fb = sys.argv[1].partition(",")
     m, n, k = (int(d) for d in sys.argv[2].split("x"))
 
-    def quantizer(spec):
-        name, _, element = spec.partition(":")
-        return lq.Quantizer(name, usage="rowwise", **({"element": element} if element else {}))
-
     gen = torch.Generator(device="cuda").manual_seed(1)
-    a = quantizer(fa).quantize(torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16))
-    b = quantizer(fb or fa).quantize(torch.randn(n, k, generator=gen, device="cuda").to(torch.bfloat16))
+    a = quantizer(lq, fa).quantize(torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16))
+    b = quantizer(lq, fb or fa).quantize(torch.randn(n, k, generator=gen, device="cuda").to(torch.bfloat16))
     for _ in range(5):
         lq.gemm(a, b, trans_b=True)
     torch.cuda.synchronize()
