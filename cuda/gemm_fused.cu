@@ -802,11 +802,16 @@ __device__ __forceinline__ uint32_t e2m1x4_to_s8(uint32_t h) {
   return (pos & ~full) | (neg & full);
 }
 
-// Two E4M3 scales (bytes j of x and of y) as floats.
-__device__ __forceinline__ float2 e4m3_pair(uint32_t x, uint32_t y, int j) {
-  const uint32_t v = __byte_perm(x, y, (uint32_t)j | ((uint32_t)(j + 4) << 4));
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)v, __NV_E4M3);
-  return __half22float2(*reinterpret_cast<const __half2 *>(&h));
+// Two E4M3 scales of one row, bytes 2h and 2h+1 of w (h = 1: the high half),
+// as floats, exact: one conversion of the half in place and two FP16 -> FP32
+// moves. (The scales of a 32-block's two 16-blocks, 2u and 2u+1, are bytes
+// (2u) % 4 and (2u) % 4 + 1 of word u / 2: the half u % 2.) It replaced a
+// pairing of two rows' bytes j by a byte permute before the conversion, one
+// more instruction per pair (bench/RESULTS.md, "the decode kernel's E4M3
+// scales").
+__device__ __forceinline__ float2 e4m3_half(uint32_t w, int h) {
+  const uint32_t d = h ? e4m3x2_to_f16x2<1>(w) : e4m3x2_to_f16x2<0>(w);
+  return __half22float2(*reinterpret_cast<const __half2 *>(&d));
 }
 
 // Eight E2M1 codes (nibbles of v, element 0 lowest) as four FP16 pairs
@@ -1161,8 +1166,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         for (int t = 0; t < NW; t++) {
           uint32_t b[4];
           e2m1x8_to_f16x(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), b);
-          const float2 s0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
-          const float2 s1 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4 + 1);
+          // B's scales of 16-blocks 2u (.x) and 2u+1 (.y), columns 2q (c0) and 2q+1 (c1).
+          const float2 c0 = e4m3_half(sb[t][0][u / 2], u % 2), c1 = e4m3_half(sb[t][1][u / 2], u % 2);
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
             const float z[4] = {0.f, 0.f, 0.f, 0.f};
@@ -1170,8 +1175,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], b[0], b[1], z);  // 16-block 2u
             hmma_k16(d1, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], b[2], b[3], z);  // 16-block 2u+1
             float *o = acc[mt][t];
-            o[0] = fmaf(d0[0], s0.x, o[0]), o[1] = fmaf(d0[1], s0.y, o[1]), o[2] = fmaf(d0[2], s0.x, o[2]), o[3] = fmaf(d0[3], s0.y, o[3]);
-            o[0] = fmaf(d1[0], s1.x, o[0]), o[1] = fmaf(d1[1], s1.y, o[1]), o[2] = fmaf(d1[2], s1.x, o[2]), o[3] = fmaf(d1[3], s1.y, o[3]);
+            o[0] = fmaf(d0[0], c0.x, o[0]), o[1] = fmaf(d0[1], c1.x, o[1]), o[2] = fmaf(d0[2], c0.x, o[2]), o[3] = fmaf(d0[3], c1.x, o[3]);
+            o[0] = fmaf(d1[0], c0.y, o[0]), o[1] = fmaf(d1[1], c1.y, o[1]), o[2] = fmaf(d1[2], c0.y, o[2]), o[3] = fmaf(d1[3], c1.y, o[3]);
           }
         }
       }
@@ -1247,9 +1252,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             for (int mt = 0; mt < MT; mt++) {
               a_frags(mt, u, a[mt], ah[mt], ac[mt]);
               if constexpr (SA16) {
-                const float2 f0 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4);
-                const float2 f1 = e4m3_pair(sa[mt][0][u / 2], sa[mt][1][u / 2], (2 * u) % 4 + 1);
-                fa[mt][0][0] = f0.x, fa[mt][0][1] = f0.y, fa[mt][1][0] = f1.x, fa[mt][1][1] = f1.y;
+                const float2 r0 = e4m3_half(sa[mt][0][u / 2], u % 2), r1 = e4m3_half(sa[mt][1][u / 2], u % 2);  // rows g, g+8
+                fa[mt][0][0] = r0.x, fa[mt][0][1] = r1.x, fa[mt][1][0] = r0.y, fa[mt][1][1] = r1.y;
               } else {
                 fa[mt][0][0] = fa[mt][1][0] = e8(sa[mt][0][0], u);
                 fa[mt][0][1] = fa[mt][1][1] = e8(sa[mt][1][0], u);
@@ -1262,9 +1266,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
               b_frags(t, u, b0, b1, bh);
               float fb[2][2];  // B's scales: [16-block 2u+x][column 2q, 2q+1]
               if constexpr (SB16) {
-                const float2 f0 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4);
-                const float2 f1 = e4m3_pair(sb[t][0][u / 2], sb[t][1][u / 2], (2 * u) % 4 + 1);
-                fb[0][0] = f0.x, fb[0][1] = f0.y, fb[1][0] = f1.x, fb[1][1] = f1.y;
+                const float2 c0 = e4m3_half(sb[t][0][u / 2], u % 2), c1 = e4m3_half(sb[t][1][u / 2], u % 2);  // columns 2q, 2q+1
+                fb[0][0] = c0.x, fb[0][1] = c1.x, fb[1][0] = c0.y, fb[1][1] = c1.y;
               } else {
                 fb[0][0] = fb[1][0] = e8(sb[t][0][0], u);
                 fb[0][1] = fb[1][1] = e8(sb[t][1][0], u);

@@ -513,6 +513,9 @@ static void decode_shapes_mt(const qfused::Params &d) {
     time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
     time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d);
     time_decode_shape<MT, 8, 4, 4, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 2, 16, 3, FA4, FB4, SA16, SB16>(d);  // deeper rings for small N
+    time_decode_shape<MT, 2, 8, 4, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 4, 8, 3, FA4, FB4, SA16, SB16>(d);
     return;
   }
   time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16>(d);
@@ -522,6 +525,16 @@ static void decode_shapes_mt(const qfused::Params &d) {
   time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 1, 8, 2, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 1, 16, 2, FA4, FB4, SA16, SB16>(d);
+  // Deeper rings and more warps for small N, where a warp has few groups
+  // (K8192 on 16 warps: 4) and S = 2 keeps one of them in flight.
+  time_decode_shape<MT, 1, 16, 3, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 1, 16, 4, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 1, 8, 4, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 1, 32, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 2, 8, 3, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 2, 8, 4, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 2, 16, 3, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 4, 16, 3, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
   time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d);
   time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16>(d);
