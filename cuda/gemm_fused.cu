@@ -933,11 +933,11 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   const int ra0 = lane / ACH, ca0 = lane % ACH, rb0 = lane / BCH, cb0 = lane % BCH;
   const int offA[2] = {swz_chunk(ra0, ca0, L::ARB), swz_chunk(ra0 + ARS, ca0, L::ARB) - 512};
   const int offB[2] = {swz_chunk(rb0, cb0, L::BRB), swz_chunk(rb0 + BRS, cb0, L::BRB) - 512};
-  uint32_t amask = 0, bmask = 0;  // bit j: copy j's row lies inside the operand
-#pragma unroll
-  for (int j = 0; j < JA; j++) amask |= (uint32_t)(ra0 + ARS * j < P.M) << j;
-#pragma unroll
-  for (int j = 0; j < JB; j++) bmask |= (uint32_t)(n0 + rb0 + BRS * j < P.N) << j;
+  // Copy j's row lies inside its operand where ARS·j < arem (BRS·j < brem):
+  // 32-bit tests against an immediate (ptxas redid each copy's test in every
+  // group, as a 64-bit compare when it was n0 + rb0 + BRS·j < N).
+  const int arem = (int)P.M - ra0;
+  const int brem = (int)(P.N - n0 < L::BR ? P.N - n0 : L::BR) - rb0;
   const uint8_t *arow = P.a.data + (int64_t)ra0 * P.a.ld, *brow = P.b.data + (n0 + rb0) * P.b.ld;
   const int64_t astep = (int64_t)ARS * P.a.ld, bstep = (int64_t)BRS * P.b.ld;
   constexpr int NSW = L::AR * NWA + L::BR * NWB, JS = (NSW + 31) / 32;  // scale words per stage, per lane
@@ -969,10 +969,10 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       const uint8_t *pb = kvb ? brow + (FB4 ? k0 / 2 : k0) + cb0 * 16 : brow;
 #pragma unroll
       for (int j = 0; j < JA; j++, pa += astep)
-        if (amask >> j & 1) cp_async16(st + L::A_OFF + offA[j & 1] + 512 * j, pa, kva);
+        if (ARS * j < arem) cp_async16(st + L::A_OFF + offA[j & 1] + 512 * j, pa, kva);
 #pragma unroll
       for (int j = 0; j < JB; j++, pb += bstep)
-        if (bmask >> j & 1) cp_async16(st + L::B_OFF + offB[j & 1] + 512 * j, pb, kvb);
+        if (BRS * j < brem) cp_async16(st + L::B_OFF + offB[j & 1] + 512 * j, pb, kvb);
 #pragma unroll
       for (int j = 0; j < JS; j++)
         if (lane + 32 * j < NSW) {
