@@ -1221,7 +1221,9 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         // promoted as fma(T·s8, s4, acc), s8 the E8M0 scale (an exact scaling
         // in the fast range, the rule of the E8M0 path below) and s4 the E4M3
         // one: the exact T·s8·s4 + acc rounded once. Fast range: the E8M0
-        // side's bytes in [64, 191]; else the group is promoted in FP64.
+        // side's bytes in [64, 191]; else the group is promoted in FP64. An
+        // FP8 A against NVFP4 B takes its own fast path (first in
+        // promote_group): B's scales inside the mma, one promotion per 32.
         uint32_t ok = 0x80808080u;
         if constexpr (!SA16) {
 #pragma unroll
@@ -1232,6 +1234,64 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         }
         auto promote_group = [&](auto fast_tag) {
           constexpr bool fast = decltype(fast_tag)::value;
+          if constexpr (fast && B16X && SB16) {
+            // An FP8 A (E8M0 per 32) against NVFP4 B, fast range: B's E4M3
+            // scale goes into B's codes, so that a 32-block's two 16-block
+            // sums chain in the mma and the promotion is one FMA with A's
+            // scale. B's FP16 codes are v·sb (e2m1x8_to_f16x's v·2^-14, times
+            // 2^14, times sb: exact, at most 6 significant bits, in [2^-10,
+            // 2688], a normal FP16 value); the mma's products a·v·sb are exact
+            // and its 32-element sum T' = T_2u·sb_2u + T_2u+1·sb_2u+1 errs by
+            // at most 32·2^-F times the larger block's largest product, within
+            // the two 16-blocks' terms of the bound (each at least 32·2^-F
+            // times its own largest product); then acc = fma(T', sa, acc),
+            // T'·sa exact in the fast range (|T'| < 2^26): one rounding for
+            // the pair of blocks where there were two. B's lane holds column
+            // g (row 8t+g of B), whose scale words it reads here; in the last
+            // group the bytes of blocks past K are set to 1.0 as above.
+            uint32_t sg[NW][2];
+#pragma unroll
+            for (int t = 0; t < NW; t++)
+#pragma unroll
+              for (int x = 0; x < 2; x++) {
+                sg[t][x] = SBw[(8 * t + g) * NWB + x];
+                if (!whole) {
+                  const int64_t n = nbB - (int64_t)kg * NBB - 4 * x;  // real 16-blocks in word x
+                  const uint32_t m = n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
+                  sg[t][x] = (sg[t][x] & m) | (oneB & ~m);
+                }
+              }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+              uint32_t a[MT][4], ah[MT][2][4];
+              [[maybe_unused]] int ac[MT][2][4];
+              float ra[MT][2];
+#pragma unroll
+              for (int mt = 0; mt < MT; mt++) {
+                a_frags(mt, u, a[mt], ah[mt], ac[mt]);
+                ra[mt][0] = e8m0_byte(sa[mt][0][0], u), ra[mt][1] = e8m0_byte(sa[mt][1][0], u);
+              }
+#pragma unroll
+              for (int t = 0; t < NW; t++) {
+                uint32_t bh[4], s0, s1;
+                e2m1x8_to_f16x(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
+                e4m3_bcast2(sg[t][u / 2], (2 * u) % 4, s0, s1);  // (sb_2u, sb_2u), (sb_2u+1, sb_2u+1) of column g
+                bh[0] = hmul2(hmul2(bh[0], 0x74007400u), s0), bh[1] = hmul2(hmul2(bh[1], 0x74007400u), s0);
+                bh[2] = hmul2(hmul2(bh[2], 0x74007400u), s1), bh[3] = hmul2(hmul2(bh[3], 0x74007400u), s1);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                  const float z[4] = {0.f, 0.f, 0.f, 0.f};
+                  float d0[4], d[4];
+                  hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
+                  hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
+                  float *o = acc[mt][t];
+                  o[0] = fmaf(d[0], ra[mt][0], o[0]), o[1] = fmaf(d[1], ra[mt][0], o[1]);
+                  o[2] = fmaf(d[2], ra[mt][1], o[2]), o[3] = fmaf(d[3], ra[mt][1], o[3]);
+                }
+              }
+            }
+            return;
+          }
           // E8M0 byte u of w, times ISC (exact); on the fast path also times
           // BSC (inside the fast range, exact), on the FP64 one not: there
           // the byte may be up to 254 and 2^127·2^13 is no float, so the
