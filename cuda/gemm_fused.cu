@@ -1244,7 +1244,11 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             // and its 32-element sum T' = T_2u·sb_2u + T_2u+1·sb_2u+1 errs by
             // at most 32·2^-F times the larger block's largest product, within
             // the two 16-blocks' terms of the bound (each at least 32·2^-F
-            // times its own largest product); then acc = fma(T', sa, acc),
+            // times its own largest product). That takes the second mma's C
+            // (the first 16-block's sum) to be added no less precisely than
+            // its products, as the FP8 pairs' two chained k16 per 32-block
+            // already do; the probe's F (17) is E4M3's reach, a floor on the
+            // FP16 mma's own. Then acc = fma(T', sa, acc),
             // T'·sa exact in the fast range (|T'| < 2^26): one rounding for
             // the pair of blocks where there were two. B's lane holds column
             // g (row 8t+g of B), whose scale words it reads here; in the last
