@@ -1093,12 +1093,12 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       for (int t = 0; t < NW; t++)
 #pragma unroll
         for (int e = 0; e < 2; e++) sb[t][e][x] = SBw[(8 * t + 2 * q + e) * NWB + x];
+    // Bytes of real blocks in word x when `left` blocks of the group are.
+    auto real = [](int64_t left, int x) -> uint32_t {
+      const int64_t n = left - 4 * x;
+      return n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
+    };
     if (!whole) {
-      // Bytes of real blocks in word x when `left` blocks of the group are.
-      auto real = [](int64_t left, int x) -> uint32_t {
-        const int64_t n = left - 4 * x;
-        return n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
-      };
 #pragma unroll
       for (int x = 0; x < NWA; x++) {
         const uint32_t m = real(nbA - (int64_t)kg * NBA, x);
@@ -1260,8 +1260,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
               for (int x = 0; x < 2; x++) {
                 sg[t][x] = SBw[(8 * t + g) * NWB + x];
                 if (!whole) {
-                  const int64_t n = nbB - (int64_t)kg * NBB - 4 * x;  // real 16-blocks in word x
-                  const uint32_t m = n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
+                  const uint32_t m = real(nbB - (int64_t)kg * NBB, x);
                   sg[t][x] = (sg[t][x] & m) | (oneB & ~m);
                 }
               }
