@@ -1087,16 +1087,33 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) sa[mt][h][x] = SA[(16 * mt + 8 * h + g) * NWA + x];
+    // B's scale words of the lane's columns 2q, 2q+1 in every tile. An FP8 A
+    // against NVFP4 B reads them only on its FP64 path (its fast path reads
+    // row 8t+g's words instead), so there they are loaded in that branch.
+    constexpr bool LAZY_SB = B16X && SB16;
+    auto load_sb = [&]() {
 #pragma unroll
-    for (int x = 0; x < NWB; x++)
+      for (int x = 0; x < NWB; x++)
 #pragma unroll
-      for (int t = 0; t < NW; t++)
+        for (int t = 0; t < NW; t++)
 #pragma unroll
-        for (int e = 0; e < 2; e++) sb[t][e][x] = SBw[(8 * t + 2 * q + e) * NWB + x];
+          for (int e = 0; e < 2; e++) sb[t][e][x] = SBw[(8 * t + 2 * q + e) * NWB + x];
+    };
+    if constexpr (!LAZY_SB) load_sb();
     // Bytes of real blocks in word x when `left` blocks of the group are.
     auto real = [](int64_t left, int x) -> uint32_t {
       const int64_t n = left - 4 * x;
       return n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
+    };
+    auto mask_sb = [&]() {
+#pragma unroll
+      for (int x = 0; x < NWB; x++) {
+        const uint32_t m = real(nbB - (int64_t)kg * NBB, x);
+#pragma unroll
+        for (int t = 0; t < NW; t++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) sb[t][e][x] = (sb[t][e][x] & m) | (oneB & ~m);
+      }
     };
     if (!whole) {
 #pragma unroll
@@ -1107,14 +1124,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
 #pragma unroll
           for (int h = 0; h < 2; h++) sa[mt][h][x] = (sa[mt][h][x] & m) | (oneA & ~m);
       }
-#pragma unroll
-      for (int x = 0; x < NWB; x++) {
-        const uint32_t m = real(nbB - (int64_t)kg * NBB, x);
-#pragma unroll
-        for (int t = 0; t < NW; t++)
-#pragma unroll
-          for (int e = 0; e < 2; e++) sb[t][e][x] = (sb[t][e][x] & m) | (oneB & ~m);
-      }
+      if constexpr (!LAZY_SB) mask_sb();
     }
 
     if constexpr (NV) {
@@ -1294,6 +1304,10 @@ __device__ __forceinline__ void decode_body(const Params &P) {
               }
             }
             return;
+          }
+          if constexpr (LAZY_SB && !fast) {
+            load_sb();
+            if (!whole) mask_sb();
           }
           // E8M0 byte u of w, times ISC (exact); on the fast path also times
           // BSC (inside the fast range, exact), on the FP64 one not: there
