@@ -344,10 +344,24 @@ static int probe(bool verbose, int64_t N, const char *what) {
     rows.push_back({"3/4ulp", j});
     a.data[r * K + 0] = enc_e4m3_pow2(8), a.data[r * K + 1] = enc_e4m3_pow2(8 - j), a.data[r * K + 2] = enc_e4m3_pow2(7 - j);
   }
+  // chainC: 16 terms of L in the elements that the decode kernel's FP16 paths
+  // give to a 32-block's first k16 (lane q's low register: k % 8 < 4), and
+  // L·2^-j at element 4 (the second k16, whose mma takes the first one's sum,
+  // 16·L, as its C). If that C is aligned with the products and truncated as
+  // they are, the term is lost from j = F - 3 (16·L = 2^4·L); if C is added
+  // no less precisely than the products, it survives as in "1term". The tile
+  // kernel's single k32 wgmma sees all 17 as products.
+  for (int j = 8; j <= 17; j++) {
+    int r = (int)rows.size();
+    rows.push_back({"chainC", j});
+    for (int k = 0; k < K; k++)
+      if (k % 8 < 4) a.data[r * K + k] = enc_e4m3_pow2(8);
+    a.data[r * K + 4] = enc_e4m3_pow2(8 - j);
+  }
   bool guard_ok;
   std::vector<float> got = run_gemm(a, b, 1.0f, false, &guard_ok);
-  int F = 0;
-  bool lost = false;
+  int F = 0, Fc = 0;
+  bool lost = false, lostc = false;
   for (size_t r = 0; r < rows.size(); r++) {
     double exact = 0;
     for (int k = 0; k < K; k++) exact += a.code(r, k);
@@ -361,7 +375,15 @@ static int probe(bool verbose, int64_t N, const char *what) {
       else
         lost = true;
     }
+    if (!strcmp(rows[r].kind, "chainC") && !lostc) {
+      if (g == exact)
+        Fc = rows[r].j;
+      else
+        lostc = true;
+    }
   }
+  printf("probe (%s): next to a sum of 16·L from the other k16 (chainC), L·2^-j survives up to j = %d%s\n", what, Fc,
+         Fc >= 17 ? " (E4M3's reach)" : "");
   printf("probe (%s): a single product L·2^-j survives next to L up to j = %d: F = %d fraction bits kept%s\n", what, F, F,
          guard_ok ? "" : " (GUARD OVERWRITTEN)");
   return F;
