@@ -36,21 +36,25 @@
 // and stores are bounds-checked, nothing outside a buffer is read or written.
 //
 // Numerics of the tensor-core sum (the bound the tests use; README "Fused
-// Hopper GEMM"). FP8 wgmma does not add in FP32. Measured on an H100
-// (cuda/gputest/fused_check.cu probe, bench/RESULTS.md): inside one k32
+// Hopper GEMM"). FP8 wgmma does not add in FP32. Measured on an H100 and an
+// H200 (cuda/gputest/fused_check.cu probe, bench/RESULTS.md): inside one k32
 // instruction every product p_k is aligned to the largest one, of exponent
 // e, and truncated toward −∞ to a multiple of 2^(e−13); the truncated
-// products then add exactly (≤ 32 terms of ≤ 19 significant bits fit FP32).
-// So one block's sum T_b, scale-free, has
-//   T_b − Σ p_k ∈ (−n·2^(e−13), 0],   |T_b − Σ p_k| < n·2^-13·max|p_k|,
+// products add, and their sum S' is kept to 13 fraction bits of its own
+// magnitude (16·L + L·2^-9 survives, 16·L + L·2^-10 gives 16·L), with no
+// truncation of partial sums in between (rows that cancel inside the block
+// keep L·2^-13). So one block's sum T_b, scale-free, has
+//   |S' − Σ p_k| < n·2^-13·max|p_k|,   |T_b − S'| < 2^-13·|S'|,
+//   |T_b − Σ p_k| < 2^-13·(n·(1 + 2^-13)·max|p_k| + Σ|p_k|),
 // n ≤ 32 products (NVFP4: 16 nonzero of the 32). Promotion rounds once per
 // block (the fma, or FP64 then FP32 on the slow path: two roundings of 2^-53
 // and 2^-24), alpha once more, so with s_b = sa·sb and R the exact result:
-//   |D − R| ≤ |α|·Σ_b s_b·(32·2^-13·max_k|p_bk| + 2^-24·Σ_k|p_bk|)
+//   |D − R| ≤ |α|·Σ_b s_b·(32·2^-13·(1 + 2^-13)·max_k|p_bk| + (2^-13 + 2^-24)·Σ_k|p_bk|)
 //             + (n_blocks + 2)·2^-24·|α|·Σ_k|a_k·b_k| + (n_blocks + 2)·2^-149,
 // plus the rounding to D's dtype. fused_check tests every element of its
 // GEMMs against this bound with the measured 13, and fails if a device keeps
-// fewer bits; cuda/gputest/fused_test.go checks quant_gemm against it.
+// fewer bits or truncates partial sums; cuda/gputest/fused_test.go checks
+// quant_gemm against it.
 //
 // Structure: one CTA per BM×BN output tile; warpgroup 0 is the producer (loads
 // through cp.async, or through registers where FP4 must be widened or a row is
@@ -1257,8 +1261,9 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             // times its own largest product). That takes the second mma's C
             // (the first 16-block's sum) to be added no less precisely than
             // its products, as the FP8 pairs' two chained k16 per 32-block
-            // already do; the probe's F (17) is E4M3's reach, a floor on the
-            // FP16 mma's own. Then acc = fma(T', sa, acc),
+            // already do: the probe's chainC rows measure it (L·2^-17, E4M3's
+            // reach, survives next to a C of 16·L; bench/RESULTS.md, "the
+            // chained mma's C input"). Then acc = fma(T', sa, acc),
             // T'·sa exact in the fast range (|T'| < 2^26): one rounding for
             // the pair of blocks where there were two. B's lane holds column
             // g (row 8t+g of B), whose scale words it reads here; in the last

@@ -13,19 +13,22 @@ import (
 // fusedTerm is the fused Hopper GEMM's error beyond FP32 accumulation
 // (cuda/gemm_fused.cu, README "Fused Hopper GEMM"): the FP8 tensor core adds
 // the products of one K block aligned to the largest one and truncated to 13
-// fraction bits (measured: build/fused_check probe), so each block sum is off
-// by less than n_b·2^-13·max|p| with n_b ≤ 32 products per wgmma (NVFP4's
-// 16-blocks run as k32 wgmmas with half the operand zero). The FP32
-// roundings of the promotion (one per block) and of alpha are inside the
-// γ_{K+8} term of gemmRef.check.
+// fraction bits, and truncates their sum S' to 13 fraction bits of its own
+// magnitude (measured: build/fused_check probe, its 1term, chainC and
+// cancelling rows), so each block sum is off by less than
+// n_b·2^-13·max|p| + 2^-13·|S'| ≤ 2^-13·(n_b·(1 + 2^-13)·max|p| + Σ|p|) with
+// n_b ≤ 32 products per wgmma (NVFP4's 16-blocks run as k32 wgmmas with half
+// the operand zero). The FP32 roundings of the promotion (one per block) and
+// of alpha are inside the γ_{K+8} term of gemmRef.check.
 func fusedTerm(ra, rb []float64, block int) float64 {
 	t := 0.0
 	for b0 := 0; b0 < len(ra); b0 += block {
-		mx := 0.0
+		mx, sum := 0.0, 0.0
 		for p := b0; p < min(b0+block, len(ra)); p++ {
-			mx = math.Max(mx, math.Abs(ra[p]*rb[p]))
+			x := math.Abs(ra[p] * rb[p])
+			mx, sum = math.Max(mx, x), sum+x
 		}
-		t += 32 * math.Ldexp(mx, -13)
+		t += math.Ldexp(32*(1+math.Ldexp(1, -13))*mx+sum, -13)
 	}
 	return t
 }

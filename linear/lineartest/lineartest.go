@@ -153,22 +153,25 @@ type Bounds struct {
 //     promotions to FP32 (DeepSeek-V3 report §3.3.2; cuda/gputest's
 //     gemmRef): modelled as rounding with u = 2^-13, γ_K(2^-13)·Σ|ab|
 //     (Higham §3.1);
-//   - the fused Hopper kernel truncates each k32 wgmma's sum to 13 fraction
-//     bits of its largest product: per block of 16 (NVFP4's; MX's 32-blocks
-//     give a smaller term) at most 32·2^-13·max|p| (cuda/gputest fused_test).
+//   - the fused Hopper kernel truncates each k32 wgmma's products to 13
+//     fraction bits of its largest product and their sum to 13 fraction bits
+//     of its own magnitude: per block of 16 (NVFP4's; MX's 32-blocks give a
+//     smaller term) less than 2^-13·(32·(1 + 2^-13)·max|p| + Σ|p|)
+//     (cuda/gputest fused_test).
 //
 // Both terms are below 1% of Σ|ab| at the tests' K, so a wrong scale,
 // layout, transpose or operand still fails.
 func WideTerm(ra, rb []float64) float64 {
 	var sa, fused float64
 	for b0 := 0; b0 < len(ra); b0 += 16 {
-		mx := 0.0
+		mx, sb := 0.0, 0.0
 		for p := b0; p < min(b0+16, len(ra)); p++ {
 			x := math.Abs(ra[p] * rb[p])
-			sa += x
+			sb += x
 			mx = math.Max(mx, x)
 		}
-		fused += 32 * math.Ldexp(mx, -13)
+		sa += sb
+		fused += math.Ldexp(32*(1+math.Ldexp(1, -13))*mx+sb, -13)
 	}
 	nu := float64(len(ra)) * math.Ldexp(1, -13)
 	return max(nu/(1-nu)*sa, fused)

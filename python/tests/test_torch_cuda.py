@@ -68,8 +68,10 @@ def gemm_gap(a: torch.Tensor, b: torch.Tensor, block: int) -> torch.Tensor:
       modelled as rounding with u_acc = 2^-13: + gamma_K(u_acc) S (cuda/gputest
       gemm_test.go); MX / NVFP4 operands are expanded to BF16 exactly and summed
       in FP32, except on the fused Hopper kernel, whose block sums of at most 32
-      products are off by less than 32 2^-13 max_block |a_k b_k| (fused_test.go's
-      fusedTerm), summed over K's blocks.
+      products are off by less than 2^-13 (32 (1 + 2^-13) max_block |a_k b_k| +
+      sum_block |a_k b_k|) (products truncated to 13 bits of the largest, their
+      sum to 13 bits of its own magnitude: fused_test.go's fusedTerm), summed
+      over K's blocks.
     Both lie within their bound of the exact R, so they differ by at most the sum
     of the two bounds, plus one FP32 rounding of each output (u |R|, R <= |D_cpu|
     + its bound)."""
@@ -77,7 +79,8 @@ def gemm_gap(a: torch.Tensor, b: torch.Tensor, block: int) -> torch.Tensor:
     s = p.sum(-1)
     k = a.shape[1]
     if block:
-        extra = 32 * 2.0**-13 * p.reshape(p.shape[0], p.shape[1], k // block, block).amax(-1).sum(-1)
+        blocks = p.reshape(p.shape[0], p.shape[1], k // block, block)
+        extra = 2.0**-13 * (32 * (1 + 2.0**-13) * blocks.amax(-1) + blocks.sum(-1)).sum(-1)
     else:
         extra = gamma(k, U_ACC) * s
     e_cpu = gamma(k + 8, U32) * s
