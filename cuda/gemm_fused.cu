@@ -37,7 +37,8 @@
 //
 // Numerics of the tensor-core sum (the bound the tests use; README "Fused
 // Hopper GEMM"). FP8 wgmma does not add in FP32. Measured on an H100 and an
-// H200 (cuda/gputest/fused_check.cu probe, bench/RESULTS.md): inside one k32
+// H200 (cuda/gputest/fused_check.cu probe, bench/RESULTS.md; the sum's rows
+// on the H200 only): inside one k32
 // instruction every product p_k is aligned to the largest one, of exponent
 // e, and truncated toward −∞ to a multiple of 2^(e−13); the truncated
 // products add, and their sum S' is kept to 13 fraction bits of its own
