@@ -357,7 +357,8 @@ static Probe probe(bool verbose, int64_t N, const char *what) {
   // 16·L, as its C). If that C is aligned with the products and truncated as
   // they are, the term is lost from j = F - 3 (16·L = 2^4·L); if C is added
   // no less precisely than the products, it survives as in "1term". The tile
-  // kernel's single k32 wgmma sees all 17 as products.
+  // kernel's single k32 wgmma sees all 17 as products, and keeps the term to
+  // F - 4 too: it truncates the block's sum to F bits of its own magnitude.
   for (int j = 8; j <= 17; j++) {
     int r = (int)rows.size();
     rows.push_back({"chainC", j});
@@ -379,10 +380,10 @@ static Probe probe(bool verbose, int64_t N, const char *what) {
   //   k16C:      +L at 0..3 and 8..11, -L at 16..19 and 24..27, s at 20
   //              (s beside a large C: the second k16's products aligned to it)
   for (int j = 8; j <= 17; j++) {
-    const char *kinds[3] = {"k8cancel", "k16cancel", "k16C"};
+    const char *cancel[3] = {"k8cancel", "k16cancel", "k16C"};
     for (int f = 0; f < 3; f++) {
       int r = (int)rows.size();
-      rows.push_back({kinds[f], j});
+      rows.push_back({cancel[f], j});
       uint8_t *d = &a.data[r * K];
       for (int k = 0; k < 4; k++) {
         d[k] = enc_e4m3_pow2(8), d[8 + k] = (f == 0 ? 0x80 : 0) | enc_e4m3_pow2(8);
