@@ -1110,25 +1110,23 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       const int64_t n = left - 4 * x;
       return n <= 0 ? 0u : n < 4 ? 0xFFFFFFFFu >> (32 - 8 * n) : 0xFFFFFFFFu;
     };
-    auto mask_sb = [&]() {
+    // In the last group, the bytes of blocks past K in scale words wd[r][h][x]
+    // (left: the operand's blocks from the group's first on) set to one.
+    auto mask_real = [&](auto &wd, int64_t left, uint32_t one) {
+      using W = std::remove_reference_t<decltype(wd)>;
+      constexpr int R = std::extent<W, 0>::value, X = std::extent<W, 2>::value;
 #pragma unroll
-      for (int x = 0; x < NWB; x++) {
-        const uint32_t m = real(nbB - (int64_t)kg * NBB, x);
+      for (int x = 0; x < X; x++) {
+        const uint32_t m = real(left, x);
 #pragma unroll
-        for (int t = 0; t < NW; t++)
+        for (int r = 0; r < R; r++)
 #pragma unroll
-          for (int e = 0; e < 2; e++) sb[t][e][x] = (sb[t][e][x] & m) | (oneB & ~m);
+          for (int h = 0; h < 2; h++) wd[r][h][x] = (wd[r][h][x] & m) | (one & ~m);
       }
     };
+    auto mask_sb = [&]() { mask_real(sb, nbB - (int64_t)kg * NBB, oneB); };
     if (!whole) {
-#pragma unroll
-      for (int x = 0; x < NWA; x++) {
-        const uint32_t m = real(nbA - (int64_t)kg * NBA, x);
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) sa[mt][h][x] = (sa[mt][h][x] & m) | (oneA & ~m);
-      }
+      mask_real(sa, nbA - (int64_t)kg * NBA, oneA);
       if constexpr (!LAZY_SB) mask_sb();
     }
 
