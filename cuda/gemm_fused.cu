@@ -999,9 +999,13 @@ __device__ __forceinline__ void decode_body(const Params &P) {
 #pragma unroll
   for (int i = 0; i < S - 1; i++) issue(i);
   for (int i = 0; i < G; i++) {
-    cp_async_wait<S - 2>();  // this lane's copies of stage i have landed
-    __syncwarp();            // and every lane's; stage i-1 is free
+    // Stage i-1 is free once every lane has computed group i-1: its refill
+    // (group i+S-1) goes out before the wait for stage i, so that it is in
+    // flight during that wait as well as during group i's compute.
+    __syncwarp();
     issue(i + S - 1);
+    cp_async_wait<S - 1>();  // this lane's copies of stage i have landed
+    __syncwarp();            // and every lane's
     const int kg = w + i * WK;
     const uint8_t *st = ring + (i % S) * L::BYTES;
     const bool whole = (int64_t)kg * 128 + 128 <= K;
