@@ -79,6 +79,7 @@
 namespace qfused {
 
 using lq::launch_kernel;
+using lq::launch_kernel_cluster;
 using lq::pdl_wait;
 
 constexpr int kBK = 128;  // K elements per stage: one 128-byte swizzle row
@@ -118,6 +119,28 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Thread-block clusters (the decode kernel's split K): this CTA's rank, the
+// cluster barrier in its two halves (every thread of the cluster arrives;
+// the wait returns once all have, and acquires what a releasing arrive
+// published), a shared-memory address of this CTA mapped into the CTA of
+// another rank, and a store there.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t d;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(addr), "r"(rank));
+  return d;
+}
+__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
 
 // The shared-memory matrix descriptor of a K-major tile with 128-byte
 // swizzle: rows of 128 bytes, 8-row atoms of 1024 bytes (stride byte offset),
@@ -871,7 +894,7 @@ __device__ __forceinline__ int swz_chunk(int r, int c, int rb) {
 
 // The kernel's body (decode_kernel, decode_kernel_one below: the same code
 // under two register budgets).
-template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS>
 __device__ __forceinline__ void decode_body(const Params &P) {
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   // NV: NVFP4 × NVFP4. MIX: one operand with E4M3 scales per 16 (NVFP4), the
@@ -905,7 +928,12 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   constexpr int NWA = L::NWA, NWB = L::NWB;
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, q = lane % 4;
-  const int64_t n0 = (int64_t)blockIdx.x * L::BR;
+  // KS > 1: a cluster of KS CTAs shares the tile's K groups (split K; the
+  // CTA of rank r takes the warps' groups of the cluster's warps r·WK ..
+  // r·WK + WK − 1), and rank 0 adds the others' sums (decode_split_reduce).
+  const int rank = KS > 1 ? (int)cluster_rank() : 0;
+  if constexpr (KS > 1) cluster_arrive_relaxed();  // this CTA has started (waited for before a peer writes into rank 0)
+  const int64_t n0 = (int64_t)(blockIdx.x / KS) * L::BR;
   const int64_t K = P.K;
   const int KG = (int)((K + 127) / 128);
   const int64_t nbA = SA16 ? K / 16 : K / 32, nbB = SB16 ? K / 16 : K / 32;
@@ -915,9 +943,11 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   // to a uniform register and is copied into a vector register before every
   // permute.
   const uint32_t tab_p0 = kU8Tables[0], tab_q0 = kU8Tables[1];
-  const int G = w < KG ? (KG - 1 - w) / WK + 1 : 0;  // this warp's groups: w, w+WK, ...
+  constexpr int WKS = WK * KS;      // the warps that share the tile's K groups
+  const int wk = rank * WK + w;     // this warp among them
+  const int G = wk < KG ? (KG - 1 - wk) / WKS + 1 : 0;  // this warp's groups: wk, wk+WKS, ...
 
-  // Stage i of the warp (group kg = w + i·WK) by cp.async: 16-byte chunks of
+  // Stage i of the warp (group kg = wk + i·WKS) by cp.async: 16-byte chunks of
   // rows, one 4-byte scale word per row (two for NVFP4). The lane's copies
   // are the same in every group but for the group's offset, so their
   // addresses are worked out here once (the per-group address arithmetic
@@ -965,7 +995,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   }
   auto issue = [&](int i) {
     if (i < G) {
-      const int kg = w + i * WK;
+      const int kg = wk + i * WKS;
       const uint32_t st = smem_u32(ring + (i % S) * L::BYTES);
       const int64_t k0 = (int64_t)kg * 128;
       // The lane's chunk of this group, or (past K) its row's start, zero-filled.
@@ -1006,7 +1036,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     issue(i + S - 1);
     cp_async_wait<S - 1>();  // this lane's copies of stage i have landed
     __syncwarp();            // and every lane's
-    const int kg = w + i * WK;
+    const int kg = wk + i * WKS;
     const uint8_t *st = ring + (i % S) * L::BYTES;
     const bool whole = (int64_t)kg * 128 + 128 <= K;
     // The 32-blocks of a group past K are computed like the others, not
@@ -1490,6 +1520,28 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         *reinterpret_cast<float2 *>(red + (w * ROWS + mt * 16 + g + 8 * h) * COLS + 8 * t + 2 * q) =
             make_float2(acc[mt][t][2 * h], acc[mt][t][2 * h + 1]);
   __syncthreads();
+  // Split K (KS > 1): the CTAs of ranks 1 .. KS−1 add their warps' sums in
+  // warp order and write them into rank 0's shared memory past its ring
+  // (xred: [KS − 1][ROWS·COLS], written while rank 0 may still be in its
+  // group loop), and rank 0 adds them to its own in rank order: the same
+  // sums in every run (one more reassociation of Σ_b, inside the bound's
+  // (n_blocks + 2)·2^-24 term, as the warps' split is).
+  float *xred = reinterpret_cast<float *>(dsm + WK * S * L::BYTES);
+  if constexpr (KS > 1) {
+    cluster_wait();  // every CTA of the cluster has started: rank 0's shared memory is there
+    if (rank > 0) {
+      const uint32_t dst = cluster_map(smem_u32(xred + (rank - 1) * ROWS * COLS), 0);
+      for (int o = threadIdx.x; o < ROWS * COLS; o += WK * 32) {
+        float v = red[o];
+#pragma unroll
+        for (int x = 1; x < WK; x++) v += red[x * ROWS * COLS + o];
+        st_cluster_f32(dst + 4 * o, v);
+      }
+    }
+    cluster_arrive_release();
+    cluster_wait();  // rank 0: the others' sums have landed
+    if (rank > 0) return;
+  }
   const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
   for (int o = threadIdx.x; o < ROWS * COLS; o += WK * 32) {
     // d_trans (D is written transposed): walk rows fastest so that stores are contiguous.
@@ -1499,6 +1551,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     float v = red[m * COLS + c];
 #pragma unroll
     for (int x = 1; x < WK; x++) v += red[(x * ROWS + m) * COLS + c];
+#pragma unroll
+    for (int r = 1; r < KS; r++) v += xred[(r - 1) * ROWS * COLS + m * COLS + c];
     v *= alpha;
     const int64_t idx = P.d_trans ? j * P.ldd + i : i * P.ldd + j;
     if (P.d_bf16)
@@ -1514,15 +1568,15 @@ __device__ __forceinline__ void decode_body(const Params &P) {
 // registers: without it ptxas stopped at 128 on the FP16 path at 8/8/2 and
 // spilled inside the group loop (H200, ncu at M16 N8192 K8192: 49 152
 // local-memory requests per launch).
-template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS = 1>
 __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
   pdl_wait();
-  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>(P);
+  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>(P);
 }
-template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS = 1>
 __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) {
   pdl_wait();
-  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>(P);
+  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>(P);
 }
 
 // ---------------------------------------------------------------------------
@@ -1607,7 +1661,15 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     / 0.0148, call 10), 32 rows stay at 2/16/2 (not measured narrower).
 struct DecodeShape {
   int NW, WK, S;
+  int KS = 1;  // CTAs of a cluster that split the tile's K groups
 };
+// The decode kernel's shared memory: the warps' rings, and past them (split
+// K) the other ranks' sums that rank 0 adds (decode_body's xred).
+template <typename L>
+constexpr int decode_smem(int WK, int S, int KS) {
+  return WK * S * L::BYTES + (KS - 1) * L::AR * L::BR * 4;
+}
+
 // How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
 // CTAs of 64 weight rows than SMs; kWave64, one wave of them that covers
 // more than half the SMs (decode_kernel_one); kWave32 and kWave16, CTAs of
@@ -1643,20 +1705,20 @@ inline int decode_fill(const Params &p) {
 template <int MT, int F, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
   constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, SA16 && SB16, F);
-  constexpr int NW = sh.NW, WK = sh.WK, S = sh.S;
+  constexpr int NW = sh.NW, WK = sh.WK, S = sh.S, KS = sh.KS;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
-  const int smem = WK * S * L::BYTES;
+  const int smem = decode_smem<L>(WK, S, KS);
   auto launch = [&](auto kern) {
     if (smem > 48 * 1024) {
       cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (e != cudaSuccess) return e;
     }
-    launch_kernel(kern, (unsigned)((p.N + NW * 8 - 1) / (NW * 8)), WK * 32, smem, stream, p);
+    launch_kernel_cluster(kern, (unsigned)((p.N + NW * 8 - 1) / (NW * 8) * KS), WK * 32, smem, stream, KS, p);
     return cudaGetLastError();
   };
-  if constexpr (F == kWave64) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
-  else return launch(decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
+  if constexpr (F == kWave64) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>);
+  else return launch(decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>);
 }
 
 template <int MT, int F>
