@@ -1659,6 +1659,15 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     SMs or fewer (N ≤ 16·SMs), 16 rows of A take CTAs of 8 (1/16/2; M16
 //     N1024 K8192: 0.0110 / 0.0132 / 0.0127 against 2/8/2's 0.0125 / 0.0145
 //     / 0.0148, call 10), 32 rows stay at 2/16/2 (not measured narrower).
+//   - Split K (KS CTAs of a cluster per tile, NW/WK/S kKS): at these small
+//     N a warp of the unsplit kernel converts A for one or two tiles only
+//     and the SMs hold 8-16 warps. With the tile's K groups shared by two
+//     CTAs, twice the CTAs hold twice the tiles per warp: H200, `fused_check
+//     shapes`, M16 N1024 K8192 MXFP8 / MXFP4 / NVFP4, median ms: 1/16/2
+//     0.0137 / 0.0131 / 0.0130, 2/16/2k2 0.0103 / 0.0113 / 0.0128, 2/8/2k2
+//     0.0109 / 0.0117 / 0.0118 (M1 alike); M16 N2048: 2/8/2 0.0138 / 0.0160
+//     / 0.0157, 4/8/2k2 0.0137 / 0.0149 / 0.0143; from N4096 on no split
+//     shape ran ahead of the unsplit one (bench/RESULTS.md, "split K").
 struct DecodeShape {
   int NW, WK, S;
   int KS = 1;  // CTAs of a cluster that split the tile's K groups
@@ -1673,13 +1682,14 @@ constexpr int decode_smem(int WK, int S, int KS) {
 // How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
 // CTAs of 64 weight rows than SMs; kWave64, one wave of them that covers
 // more than half the SMs (decode_kernel_one); kWave32 and kWave16, CTAs of
-// 32 or 16 weight rows that do; kWave8, CTAs of 8 rows (16 rows of A; 32
-// rows: of 16).
+// 32 or 16 weight rows that do; kWave8, CTAs of 8 rows. (16 rows of A take
+// as many CTAs in kWave16 and kWave8 as tiles of 32 and 16 rows split over
+// two CTAs each; 32 rows of A take CTAs of 16 in kWave8.)
 enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8 };
 constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
   if (fill == kWave32) return mt == 2 ? DecodeShape{4, 8, 2} : DecodeShape{4, 16, 2};
-  if (fill == kWave16) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{2, 8, 2};
-  if (fill == kWave8) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{1, 16, 2};
+  if (fill == kWave16) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{4, 8, 2, 2};
+  if (fill == kWave8) return mt == 2 ? DecodeShape{2, 16, 2} : nv ? DecodeShape{2, 8, 2, 2} : DecodeShape{2, 16, 2, 2};
   const bool one_wave = fill == kWave64;
   if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
   if (nv && !one_wave) return DecodeShape{4, 4, 4};
