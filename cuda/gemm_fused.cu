@@ -685,13 +685,16 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // kernels, and the tests use it.
 //
 // Work: a CTA owns NW·8 rows of B (output columns) and all of K; its WK warps
-// take the 128-element K groups in turn (warp w: groups w, w+WK, ...). Each
+// take the 128-element K groups in turn (warp w: groups w, w+WK, ...). At
+// small N (decode_shape) a tile's K groups are split over the KS CTAs of a
+// thread-block cluster instead (warp w of rank r: groups r·WK + w, then
+// every WK·KS), and rank 0 adds the others' sums (decode_body's end). Each
 // warp streams its groups through its own ring of S shared-memory stages by
 // cp.async (A rows, B rows, one scale word per row: coalesced 16-byte pieces,
 // no registers held by loads in flight) and reads the fragments from there.
-// The warps' partial results are added in shared memory in warp order
-// (deterministic); that split of Σ_b is one more reassociation inside the
-// bound's (n_blocks + 2)·2^-24 term.
+// The warps' partial results are added in shared memory in warp order, and
+// the split K's ranks in rank order (deterministic); that split of Σ_b is
+// one more reassociation inside the bound's (n_blocks + 2)·2^-24 term.
 //
 // Requirements (else the tile kernel runs): K % 32 == 0 (a 16-byte piece is
 // whole inside or outside K), rows 16-byte aligned (ld and the data pointer:
@@ -1656,9 +1659,9 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     N2048 2/16/2 0.0167 / 0.0216 / 0.0202 against 0.0316 / 0.0368 /
 //     0.0406; from 80 CTAs of 64 rows (N5120, N6144) the one-wave shapes
 //     stay within 7 % of the fastest. Where CTAs of 16 rows cover half the
-//     SMs or fewer (N ≤ 16·SMs), 16 rows of A take CTAs of 8 (1/16/2; M16
+//     SMs or fewer (N ≤ 16·SMs), 16 rows of A took CTAs of 8 (1/16/2; M16
 //     N1024 K8192: 0.0110 / 0.0132 / 0.0127 against 2/8/2's 0.0125 / 0.0145
-//     / 0.0148, call 10), 32 rows stay at 2/16/2 (not measured narrower).
+//     / 0.0148, call 10) and 32 rows 2/16/2, until split K (next).
 //   - Split K (KS CTAs of a cluster per tile, NW/WK/S kKS): at these small
 //     N a warp of the unsplit kernel converts A for one or two tiles only
 //     and the SMs hold 8-16 warps. With the tile's K groups shared by two
@@ -1666,8 +1669,12 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     shapes`, M16 N1024 K8192 MXFP8 / MXFP4 / NVFP4, median ms: 1/16/2
 //     0.0137 / 0.0131 / 0.0130, 2/16/2k2 0.0103 / 0.0113 / 0.0128, 2/8/2k2
 //     0.0109 / 0.0117 / 0.0118 (M1 alike); M16 N2048: 2/8/2 0.0138 / 0.0160
-//     / 0.0157, 4/8/2k2 0.0137 / 0.0149 / 0.0143; from N4096 on no split
-//     shape ran ahead of the unsplit one (bench/RESULTS.md, "split K").
+//     / 0.0157, 4/8/2k2 0.0137 / 0.0149 / 0.0143; M16 N256: 2/16/2k2 0.0090
+//     / – / 0.0096 (MXFP4 not among the five fastest), 2/8/2k4 0.0081 /
+//     0.0091 / 0.0085; M32 N1024: 2/16/2 0.0151 / 0.0186 / 0.0180, 2/16/2k2
+//     0.0122 / 0.0141 / 0.0134; M32 N2048: 2/16/2 0.0149 / 0.0194 / 0.0185,
+//     4/8/2k2 0.0147 / 0.0171 / 0.0172. From N4096 on no split shape ran
+//     ahead of the unsplit one (bench/RESULTS.md, "split K").
 struct DecodeShape {
   int NW, WK, S;
   int KS = 1;  // CTAs of a cluster that split the tile's K groups
@@ -1681,15 +1688,17 @@ constexpr int decode_smem(int WK, int S, int KS) {
 
 // How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
 // CTAs of 64 weight rows than SMs; kWave64, one wave of them that covers
-// more than half the SMs (decode_kernel_one); kWave32 and kWave16, CTAs of
-// 32 or 16 weight rows that do; kWave8, CTAs of 8 rows. (16 rows of A take
-// as many CTAs in kWave16 and kWave8 as tiles of 32 and 16 rows split over
-// two CTAs each; 32 rows of A take CTAs of 16 in kWave8.)
-enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8 };
+// more than half the SMs (decode_kernel_one); kWave32, kWave16 and kWave8,
+// as many CTAs as there are 32, 16 or 8 weight rows, where that covers more
+// than half the SMs (CTAs of 32 rows; tiles of 32 rows split over two
+// CTAs; tiles of 16 split over two); kWave4, fewer weight rows (16 rows of
+// A: tiles of 16 split over four CTAs; 32 rows of A: over two).
+enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8, kWave4 };
 constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
   if (fill == kWave32) return mt == 2 ? DecodeShape{4, 8, 2} : DecodeShape{4, 16, 2};
-  if (fill == kWave16) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{4, 8, 2, 2};
-  if (fill == kWave8) return mt == 2 ? DecodeShape{2, 16, 2} : nv ? DecodeShape{2, 8, 2, 2} : DecodeShape{2, 16, 2, 2};
+  if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
+  if (fill == kWave8) return mt == 1 && nv ? DecodeShape{2, 8, 2, 2} : DecodeShape{2, 16, 2, 2};
+  if (fill == kWave4) return mt == 2 ? DecodeShape{2, 16, 2, 2} : DecodeShape{2, 8, 2, 4};
   const bool one_wave = fill == kWave64;
   if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
   if (nv && !one_wave) return DecodeShape{4, 4, 4};
@@ -1709,7 +1718,8 @@ inline int decode_fill(const Params &p) {
   if (c64 > sms) return kWaves;
   if (2 * c64 > sms) return kWave64;
   if (2 * c32 > sms) return kWave32;
-  return 2 * c16 > sms ? kWave16 : kWave8;
+  if (2 * c16 > sms) return kWave16;
+  return 4 * c16 > sms ? kWave8 : kWave4;
 }
 
 template <int MT, int F, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
@@ -1784,6 +1794,7 @@ cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
     case kWave32: return launch_decode_mt<MT, kWave32>(p, stream);
     case kWave16: return launch_decode_mt<MT, kWave16>(p, stream);
     case kWave8: return launch_decode_mt<MT, kWave8>(p, stream);
+    case kWave4: return launch_decode_mt<MT, kWave4>(p, stream);
   }
   return launch_decode_mt<MT, kWaves>(p, stream);
 }
