@@ -42,10 +42,7 @@ func fusedTerm(ra, rb []float64, block int) float64 {
 // the exact one (Exact set), which shows that the fused kernel ran.
 func TestGemmFusedMatchesCPU(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	pairs := []struct {
 		a, b  string
 		block int
@@ -125,10 +122,7 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 // the tiles in the last two.
 func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	pairs := []struct {
 		a, b  string
 		block int
