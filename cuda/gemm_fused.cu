@@ -79,6 +79,7 @@
 namespace qfused {
 
 using lq::launch_kernel;
+using lq::launch_kernel_cluster;
 using lq::pdl_wait;
 
 constexpr int kBK = 128;  // K elements per stage: one 128-byte swizzle row
@@ -118,6 +119,28 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Thread-block clusters (the decode kernel's split K): this CTA's rank, the
+// cluster barrier in its two halves (every thread of the cluster arrives;
+// the wait returns once all have, and acquires what a releasing arrive
+// published), a shared-memory address of this CTA mapped into the CTA of
+// another rank, and a store there.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t d;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(addr), "r"(rank));
+  return d;
+}
+__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
 
 // The shared-memory matrix descriptor of a K-major tile with 128-byte
 // swizzle: rows of 128 bytes, 8-row atoms of 1024 bytes (stride byte offset),
@@ -662,13 +685,16 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // kernels, and the tests use it.
 //
 // Work: a CTA owns NW·8 rows of B (output columns) and all of K; its WK warps
-// take the 128-element K groups in turn (warp w: groups w, w+WK, ...). Each
+// take the 128-element K groups in turn (warp w: groups w, w+WK, ...). At
+// small N (decode_shape) a tile's K groups are split over the KS CTAs of a
+// thread-block cluster instead (warp w of rank r: groups r·WK + w, then
+// every WK·KS), and rank 0 adds the others' sums (decode_body's end). Each
 // warp streams its groups through its own ring of S shared-memory stages by
 // cp.async (A rows, B rows, one scale word per row: coalesced 16-byte pieces,
 // no registers held by loads in flight) and reads the fragments from there.
-// The warps' partial results are added in shared memory in warp order
-// (deterministic); that split of Σ_b is one more reassociation inside the
-// bound's (n_blocks + 2)·2^-24 term.
+// The warps' partial results are added in shared memory in warp order, and
+// the split K's ranks in rank order (deterministic); that split of Σ_b is
+// one more reassociation inside the bound's (n_blocks + 2)·2^-24 term.
 //
 // Requirements (else the tile kernel runs): K % 32 == 0 (a 16-byte piece is
 // whole inside or outside K), rows 16-byte aligned (ld and the data pointer:
@@ -871,7 +897,7 @@ __device__ __forceinline__ int swz_chunk(int r, int c, int rb) {
 
 // The kernel's body (decode_kernel, decode_kernel_one below: the same code
 // under two register budgets).
-template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS>
 __device__ __forceinline__ void decode_body(const Params &P) {
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   // NV: NVFP4 × NVFP4. MIX: one operand with E4M3 scales per 16 (NVFP4), the
@@ -905,7 +931,12 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   constexpr int NWA = L::NWA, NWB = L::NWB;
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, q = lane % 4;
-  const int64_t n0 = (int64_t)blockIdx.x * L::BR;
+  // KS > 1: a cluster of KS CTAs shares the tile's K groups (split K; the
+  // CTA of rank r takes the warps' groups of the cluster's warps r·WK ..
+  // r·WK + WK − 1), and rank 0 adds the others' sums (decode_split_reduce).
+  const int rank = KS > 1 ? (int)cluster_rank() : 0;
+  if constexpr (KS > 1) cluster_arrive_relaxed();  // this CTA has started (waited for before a peer writes into rank 0)
+  const int64_t n0 = (int64_t)(blockIdx.x / KS) * L::BR;
   const int64_t K = P.K;
   const int KG = (int)((K + 127) / 128);
   const int64_t nbA = SA16 ? K / 16 : K / 32, nbB = SB16 ? K / 16 : K / 32;
@@ -915,9 +946,11 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   // to a uniform register and is copied into a vector register before every
   // permute.
   const uint32_t tab_p0 = kU8Tables[0], tab_q0 = kU8Tables[1];
-  const int G = w < KG ? (KG - 1 - w) / WK + 1 : 0;  // this warp's groups: w, w+WK, ...
+  constexpr int WKS = WK * KS;      // the warps that share the tile's K groups
+  const int wk = rank * WK + w;     // this warp among them
+  const int G = wk < KG ? (KG - 1 - wk) / WKS + 1 : 0;  // this warp's groups: wk, wk+WKS, ...
 
-  // Stage i of the warp (group kg = w + i·WK) by cp.async: 16-byte chunks of
+  // Stage i of the warp (group kg = wk + i·WKS) by cp.async: 16-byte chunks of
   // rows, one 4-byte scale word per row (two for NVFP4). The lane's copies
   // are the same in every group but for the group's offset, so their
   // addresses are worked out here once (the per-group address arithmetic
@@ -965,7 +998,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   }
   auto issue = [&](int i) {
     if (i < G) {
-      const int kg = w + i * WK;
+      const int kg = wk + i * WKS;
       const uint32_t st = smem_u32(ring + (i % S) * L::BYTES);
       const int64_t k0 = (int64_t)kg * 128;
       // The lane's chunk of this group, or (past K) its row's start, zero-filled.
@@ -1006,7 +1039,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     issue(i + S - 1);
     cp_async_wait<S - 1>();  // this lane's copies of stage i have landed
     __syncwarp();            // and every lane's
-    const int kg = w + i * WK;
+    const int kg = wk + i * WKS;
     const uint8_t *st = ring + (i % S) * L::BYTES;
     const bool whole = (int64_t)kg * 128 + 128 <= K;
     // The 32-blocks of a group past K are computed like the others, not
@@ -1490,6 +1523,28 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         *reinterpret_cast<float2 *>(red + (w * ROWS + mt * 16 + g + 8 * h) * COLS + 8 * t + 2 * q) =
             make_float2(acc[mt][t][2 * h], acc[mt][t][2 * h + 1]);
   __syncthreads();
+  // Split K (KS > 1): the CTAs of ranks 1 .. KS−1 add their warps' sums in
+  // warp order and write them into rank 0's shared memory past its ring
+  // (xred: [KS − 1][ROWS·COLS], written while rank 0 may still be in its
+  // group loop), and rank 0 adds them to its own in rank order: the same
+  // sums in every run (one more reassociation of Σ_b, inside the bound's
+  // (n_blocks + 2)·2^-24 term, as the warps' split is).
+  float *xred = reinterpret_cast<float *>(dsm + WK * S * L::BYTES);
+  if constexpr (KS > 1) {
+    cluster_wait();  // every CTA of the cluster has started: rank 0's shared memory is there
+    if (rank > 0) {
+      const uint32_t dst = cluster_map(smem_u32(xred + (rank - 1) * ROWS * COLS), 0);
+      for (int o = threadIdx.x; o < ROWS * COLS; o += WK * 32) {
+        float v = red[o];
+#pragma unroll
+        for (int x = 1; x < WK; x++) v += red[x * ROWS * COLS + o];
+        st_cluster_f32(dst + 4 * o, v);
+      }
+    }
+    cluster_arrive_release();
+    cluster_wait();  // rank 0: the others' sums have landed
+    if (rank > 0) return;
+  }
   const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
   for (int o = threadIdx.x; o < ROWS * COLS; o += WK * 32) {
     // d_trans (D is written transposed): walk rows fastest so that stores are contiguous.
@@ -1499,6 +1554,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     float v = red[m * COLS + c];
 #pragma unroll
     for (int x = 1; x < WK; x++) v += red[(x * ROWS + m) * COLS + c];
+#pragma unroll
+    for (int r = 1; r < KS; r++) v += xred[(r - 1) * ROWS * COLS + m * COLS + c];
     v *= alpha;
     const int64_t idx = P.d_trans ? j * P.ldd + i : i * P.ldd + j;
     if (P.d_bf16)
@@ -1514,15 +1571,15 @@ __device__ __forceinline__ void decode_body(const Params &P) {
 // registers: without it ptxas stopped at 128 on the FP16 path at 8/8/2 and
 // spilled inside the group loop (H200, ncu at M16 N8192 K8192: 49 152
 // local-memory requests per launch).
-template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS = 1>
 __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
   pdl_wait();
-  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>(P);
+  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>(P);
 }
-template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS = 1>
 __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) {
   pdl_wait();
-  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>(P);
+  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>(P);
 }
 
 // ---------------------------------------------------------------------------
@@ -1602,22 +1659,46 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     N2048 2/16/2 0.0167 / 0.0216 / 0.0202 against 0.0316 / 0.0368 /
 //     0.0406; from 80 CTAs of 64 rows (N5120, N6144) the one-wave shapes
 //     stay within 7 % of the fastest. Where CTAs of 16 rows cover half the
-//     SMs or fewer (N ≤ 16·SMs), 16 rows of A take CTAs of 8 (1/16/2; M16
+//     SMs or fewer (N ≤ 16·SMs), 16 rows of A took CTAs of 8 (1/16/2; M16
 //     N1024 K8192: 0.0110 / 0.0132 / 0.0127 against 2/8/2's 0.0125 / 0.0145
-//     / 0.0148, call 10), 32 rows stay at 2/16/2 (not measured narrower).
+//     / 0.0148, call 10) and 32 rows 2/16/2, until split K (next).
+//   - Split K (KS CTAs of a cluster per tile, NW/WK/S kKS): at these small
+//     N a warp of the unsplit kernel converts A for one or two tiles only
+//     and the SMs hold 8-16 warps. With the tile's K groups shared by two
+//     CTAs, twice the CTAs hold twice the tiles per warp: H200, `fused_check
+//     shapes`, M16 N1024 K8192 MXFP8 / MXFP4 / NVFP4, median ms: 1/16/2
+//     0.0137 / 0.0131 / 0.0130, 2/16/2k2 0.0103 / 0.0113 / 0.0128, 2/8/2k2
+//     0.0109 / 0.0117 / 0.0118 (M1 alike); M16 N2048: 2/8/2 0.0138 / 0.0160
+//     / 0.0157, 4/8/2k2 0.0137 / 0.0149 / 0.0143; M16 N256: 2/16/2k2 0.0090
+//     / – / 0.0096 (MXFP4 not among the five fastest), 2/8/2k4 0.0081 /
+//     0.0091 / 0.0085; M32 N1024: 2/16/2 0.0151 / 0.0186 / 0.0180, 2/16/2k2
+//     0.0122 / 0.0141 / 0.0134; M32 N2048: 2/16/2 0.0149 / 0.0194 / 0.0185,
+//     4/8/2k2 0.0147 / 0.0171 / 0.0172. From N4096 on no split shape ran
+//     ahead of the unsplit one (bench/RESULTS.md, "split K").
 struct DecodeShape {
   int NW, WK, S;
+  int KS = 1;  // CTAs of a cluster that split the tile's K groups
 };
+// The decode kernel's shared memory: the warps' rings, and past them (split
+// K) the other ranks' sums that rank 0 adds (decode_body's xred).
+template <typename L>
+constexpr int decode_smem(int WK, int S, int KS) {
+  return WK * S * L::BYTES + (KS - 1) * L::AR * L::BR * 4;
+}
+
 // How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
 // CTAs of 64 weight rows than SMs; kWave64, one wave of them that covers
-// more than half the SMs (decode_kernel_one); kWave32 and kWave16, CTAs of
-// 32 or 16 weight rows that do; kWave8, CTAs of 8 rows (16 rows of A; 32
-// rows: of 16).
-enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8 };
+// more than half the SMs (decode_kernel_one); kWave32, kWave16 and kWave8,
+// as many CTAs as there are 32, 16 or 8 weight rows, where that covers more
+// than half the SMs (CTAs of 32 rows; tiles of 32 rows split over two
+// CTAs; tiles of 16 split over two); kWave4, fewer weight rows (16 rows of
+// A: tiles of 16 split over four CTAs; 32 rows of A: over two).
+enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8, kWave4 };
 constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
   if (fill == kWave32) return mt == 2 ? DecodeShape{4, 8, 2} : DecodeShape{4, 16, 2};
-  if (fill == kWave16) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{2, 8, 2};
-  if (fill == kWave8) return mt == 2 ? DecodeShape{2, 16, 2} : DecodeShape{1, 16, 2};
+  if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
+  if (fill == kWave8) return mt == 1 && nv ? DecodeShape{2, 8, 2, 2} : DecodeShape{2, 16, 2, 2};
+  if (fill == kWave4) return mt == 2 ? DecodeShape{2, 16, 2, 2} : DecodeShape{2, 8, 2, 4};
   const bool one_wave = fill == kWave64;
   if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
   if (nv && !one_wave) return DecodeShape{4, 4, 4};
@@ -1637,26 +1718,27 @@ inline int decode_fill(const Params &p) {
   if (c64 > sms) return kWaves;
   if (2 * c64 > sms) return kWave64;
   if (2 * c32 > sms) return kWave32;
-  return 2 * c16 > sms ? kWave16 : kWave8;
+  if (2 * c16 > sms) return kWave16;
+  return 4 * c16 > sms ? kWave8 : kWave4;
 }
 
 template <int MT, int F, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
   constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, SA16 && SB16, F);
-  constexpr int NW = sh.NW, WK = sh.WK, S = sh.S;
+  constexpr int NW = sh.NW, WK = sh.WK, S = sh.S, KS = sh.KS;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
-  const int smem = WK * S * L::BYTES;
+  const int smem = decode_smem<L>(WK, S, KS);
   auto launch = [&](auto kern) {
     if (smem > 48 * 1024) {
       cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (e != cudaSuccess) return e;
     }
-    launch_kernel(kern, (unsigned)((p.N + NW * 8 - 1) / (NW * 8)), WK * 32, smem, stream, p);
+    launch_kernel_cluster(kern, (unsigned)((p.N + NW * 8 - 1) / (NW * 8) * KS), WK * 32, smem, stream, KS, p);
     return cudaGetLastError();
   };
-  if constexpr (F == kWave64) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
-  else return launch(decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16>);
+  if constexpr (F == kWave64) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>);
+  else return launch(decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>);
 }
 
 template <int MT, int F>
@@ -1712,6 +1794,7 @@ cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
     case kWave32: return launch_decode_mt<MT, kWave32>(p, stream);
     case kWave16: return launch_decode_mt<MT, kWave16>(p, stream);
     case kWave8: return launch_decode_mt<MT, kWave8>(p, stream);
+    case kWave4: return launch_decode_mt<MT, kWave4>(p, stream);
   }
   return launch_decode_mt<MT, kWaves>(p, stream);
 }

@@ -41,22 +41,34 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// kern<<<grid, block, smem, s>>>(args...) with the attribute above. The
-// launch error, if any, is the runtime's last error, as after <<<>>>:
-// LQ_LAUNCHED reports it.
+// kern<<<grid, block, smem, s>>>(args...) with the attribute above, in
+// thread-block clusters of `cluster` CTAs along x (1: none; grid.x a
+// multiple of it). The launch error, if any, is the runtime's last error,
+// as after <<<>>>: LQ_LAUNCHED reports it.
 template <typename... P, typename... A>
-inline cudaError_t launch_kernel(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A &&...args) {
-  cudaLaunchAttribute attr[1];
+inline cudaError_t launch_kernel_cluster(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, unsigned cluster,
+                                         A &&...args) {
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = cluster;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = cluster > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&cfg, kern, std::forward<A>(args)...);
+}
+
+// launch_kernel_cluster without clusters.
+template <typename... P, typename... A>
+inline cudaError_t launch_kernel(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A &&...args) {
+  return launch_kernel_cluster(kern, grid, block, smem, s, 1, std::forward<A>(args)...);
 }
 
 }  // namespace lq

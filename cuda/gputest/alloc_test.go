@@ -54,10 +54,7 @@ func (c *countingAllocator) Free(dev host.Device, p unsafe.Pointer, stream uintp
 // mixed pair and the fused kernel's shape; every buffer is given back.
 func TestGemmWithLentWorkspace(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	cases := []struct {
 		a, b    string
 		m, n, k int64

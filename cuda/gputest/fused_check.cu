@@ -533,80 +533,123 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
 // columns per CTA / 8, warps per CTA, stages per warp), the one dispatched
 // (decode_shape) marked, in one process: which shape to dispatch on this
 // GPU. Launched directly, as launch_decode_cfg does; median of 30.
-template <int MT, int NW, int WK, int S, bool FA4, bool FB4, bool SA16, bool SB16, bool ONE = false>
-static void time_decode_shape(const qfused::Params &d) {
+// KS > 1: in clusters of KS CTAs that split K. Each shape's output is
+// compared with the dispatched kernel's (ref, BF16): the split adds the
+// same block sums in another order, so outputs may differ by the rounding
+// of that reassociation (printed: outputs that differ, and the largest
+// difference over the largest |ref|).
+template <int MT, int NW, int WK, int S, bool FA4, bool FB4, bool SA16, bool SB16, bool ONE = false, int KS = 1>
+static void time_decode_shape(const qfused::Params &d, const std::vector<uint16_t> &ref) {
   using L = qfused::DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(MT * 16 * NW * 8 * 4 <= S * L::BYTES, "the reduction fits in the ring");
   // ONE: decode_kernel_one, the kernel declared for one CTA per SM.
   void (*kern)(const qfused::Params);
-  if constexpr (ONE) kern = qfused::decode_kernel_one<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16>;
-  else kern = qfused::decode_kernel<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16>;
-  const int smem = WK * S * L::BYTES;
+  if constexpr (ONE) kern = qfused::decode_kernel_one<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16, KS>;
+  else kern = qfused::decode_kernel<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16, KS>;
+  const int smem = qfused::decode_smem<L>(WK, S, KS);
   int per_sm = 0;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, WK * 32, smem) != cudaSuccess || per_sm < 1) {
     cudaGetLastError();
-    printf("  NW %d WK %d S %d: does not fit (%d bytes of shared memory)\n", NW, WK, S, smem);
+    printf("  NW %d WK %d S %d KS %d: does not fit (%d bytes of shared memory)\n", NW, WK, S, KS, smem);
     return;
   }
-  const unsigned grid = (unsigned)((d.N + NW * 8 - 1) / (NW * 8));
-  for (int i = 0; i < 3; i++) kern<<<grid, WK * 32, smem>>>(d);
+  const unsigned grid = (unsigned)((d.N + NW * 8 - 1) / (NW * 8) * KS);
+  auto go = [&] { CK(lq::launch_kernel_cluster(kern, grid, WK * 32, smem, 0, KS, d)); };
+  CK(cudaMemset(d.d, 0, (size_t)d.M * d.N * 2));
+  for (int i = 0; i < 3; i++) go();
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  const std::vector<float> ts = time_each(30, [&] { kern<<<grid, WK * 32, smem>>>(d); });
+  std::vector<uint16_t> out(ref.size());
+  CK(cudaMemcpy(out.data(), d.d, out.size() * 2, cudaMemcpyDeviceToHost));
+  int64_t differ = 0;
+  double dmax = 0, rmax = 0;
+  for (size_t i = 0; i < ref.size(); i++) {
+    const double r = (double)bf16_to_float(ref[i]), o = (double)bf16_to_float(out[i]);
+    rmax = std::max(rmax, std::fabs(r));
+    if (out[i] != ref[i]) differ++, dmax = std::max(dmax, std::fabs(o - r));
+  }
+  const std::vector<float> ts = time_each(30, go);
   const int fill = qfused::decode_fill(d);
   const bool wave = fill == qfused::kWave64;
   const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, SA16 && SB16, fill);
-  printf("  NW %d WK %d S %d%s: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes%s\n", NW, WK, S, ONE ? " one" : "", ts[15],
-         ts[0], grid, WK * 32, per_sm, smem, cur.NW == NW && cur.WK == WK && cur.S == S && ONE == wave ? "  <- dispatched" : "");
+  printf("  NW %d WK %d S %d%s KS %d: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes; %lld of %zu outputs differ from "
+         "the dispatched kernel's, by at most %.3g of max |D| %.3g%s\n",
+         NW, WK, S, ONE ? " one" : "", KS, ts[15], ts[0], grid, WK * 32, per_sm, smem, (long long)differ, ref.size(), dmax, rmax,
+         cur.NW == NW && cur.WK == WK && cur.S == S && cur.KS == KS && ONE == wave ? "  <- dispatched" : "");
   fflush(stdout);
 }
 
 template <int MT, bool FA4, bool FB4, bool SA16, bool SB16>
 static void decode_shapes_mt(const qfused::Params &d) {
+  std::vector<uint16_t> ref((size_t)d.M * d.N);  // the dispatched kernel's output
+  CK(qfused::gemm(d, 0));
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(ref.data(), d.d, ref.size() * 2, cudaMemcpyDeviceToHost));
   if constexpr (MT == 2) {  // 17..32 rows of A: a few shapes
-    time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d);
-    time_decode_shape<MT, 8, 4, 4, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 2, 16, 3, FA4, FB4, SA16, SB16>(d);  // deeper rings for small N
-    time_decode_shape<MT, 2, 8, 4, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 4, 8, 3, FA4, FB4, SA16, SB16>(d);
+    time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d, ref);
+    time_decode_shape<MT, 8, 4, 4, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 2, 16, 3, FA4, FB4, SA16, SB16>(d, ref);  // deeper rings for small N
+    time_decode_shape<MT, 2, 8, 4, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 4, 8, 3, FA4, FB4, SA16, SB16>(d, ref);
+    // Split K in clusters (KS CTAs per tile) for small N.
+    time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+    time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+    time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
+    time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+    time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
     return;
   }
-  time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 1, 8, 2, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 1, 16, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 1, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 1, 16, 2, FA4, FB4, SA16, SB16>(d, ref);
   // Deeper rings and more warps for small N, where a warp has few groups
   // (K8192 on 16 warps: 4) and S = 2 keeps one of them in flight.
-  time_decode_shape<MT, 1, 16, 3, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 1, 16, 4, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 1, 8, 4, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 1, 32, 2, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 2, 8, 3, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 2, 8, 4, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 2, 16, 3, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 4, 16, 3, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d);
-  time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16, true>(d);
+  time_decode_shape<MT, 1, 16, 3, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 1, 16, 4, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 1, 8, 4, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 1, 32, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 2, 8, 3, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 2, 8, 4, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 2, 16, 3, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 4, 16, 3, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, true>(d, ref);
+  time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 8, 8, 3, FA4, FB4, SA16, SB16, true>(d, ref);
   if constexpr (FA4 && FB4) {  // FP4 stages are small enough for a fourth in one CTA per SM
-    time_decode_shape<MT, 8, 8, 4, FA4, FB4, SA16, SB16>(d);
-    time_decode_shape<MT, 8, 8, 4, FA4, FB4, SA16, SB16, true>(d);
+    time_decode_shape<MT, 8, 8, 4, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 8, 8, 4, FA4, FB4, SA16, SB16, true>(d, ref);
   }
-  time_decode_shape<MT, 8, 7, 3, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 8, 6, 3, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 8, 12, 2, FA4, FB4, SA16, SB16>(d);
-  time_decode_shape<MT, 8, 16, 2, FA4, FB4, SA16, SB16>(d);
+  time_decode_shape<MT, 8, 7, 3, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 8, 6, 3, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 8, 12, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 8, 16, 2, FA4, FB4, SA16, SB16>(d, ref);
+  // Split K in clusters (KS CTAs per tile) for small N: more warps per SM,
+  // more tiles per warp (A's conversion shared), fewer groups per warp.
+  time_decode_shape<MT, 1, 16, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+  time_decode_shape<MT, 1, 16, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
+  time_decode_shape<MT, 1, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+  time_decode_shape<MT, 1, 8, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
+  time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+  time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
+  time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+  time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
+  time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+  time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
+  time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+  time_decode_shape<MT, 4, 16, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
+  time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
 }
 
 // E4M3 codes for MXFP8; mxfp4 and nvfp4 as in bench.

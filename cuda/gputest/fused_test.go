@@ -42,10 +42,7 @@ func fusedTerm(ra, rb []float64, block int) float64 {
 // the exact one (Exact set), which shows that the fused kernel ran.
 func TestGemmFusedMatchesCPU(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	pairs := []struct {
 		a, b  string
 		block int
@@ -111,4 +108,40 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 		require.Positive(t, differ, "the default GEMM equals the exact one everywhere: the fused kernel did not run")
 		t.Logf("%d of %d elements differ from the exact path (13-bit block sums)", differ, m*n)
 	})
+}
+
+// TestGemmFusedSplitKMatchesCPU: the decode kernel's split K (decode_shape:
+// a tile's K groups shared by the CTAs of a thread-block cluster at small
+// N, rank 0 adding the others' sums) at K long enough that every rank takes
+// groups (TestGemmFusedMatchesCPU's K of at most 1024 leaves them all to
+// rank 0), within the fused bound. On 114 to 132 SMs: {16, 200, 4192} and
+// {24, 200, 4192} take the fill kWave4 (16 rows of A: four CTAs per tile of
+// 16, 32 warps over 33 groups, the last group partial; 24 rows: two per
+// tile), {16, 600, 2176} kWave8 (two per tile, 32 warps over 17 groups) and
+// {16, 1100, 2176} kWave16 (two per tile of 32, 16 warps), N ragged against
+// the tiles in the last two.
+func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
+	needGPU(t)
+	byName := gemmOperandsByName()
+	pairs := []struct {
+		a, b  string
+		block int
+	}{
+		{"mxfp8", "mxfp8", 32}, {"mxfp4", "mxfp4", 32}, {"nvfp4", "nvfp4", 16}, {"mxfp8", "nvfp4", 16},
+	}
+	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}}
+	for pi, pr := range pairs {
+		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
+			worst := 0.0
+			for si, sh := range shapes {
+				m, n, k := sh[0], sh[1], sh[2]
+				seed := uint64(9000 + pi*100 + si)
+				a := makeGemmSide(t, byName[pr.a], m, k, seed) // A [M, K], B [N, K]: both K-major, the decode kernel's layout
+				b := makeGemmSide(t, byName[pr.b], n, k, seed+50)
+				w := runGPUGemm(t, fmt.Sprintf("%v d=fp32", sh), a, b, false, true, host.Float32, gemmEpilogue{alpha: 1, fusedBlock: pr.block}, seed)
+				worst = math.Max(worst, w)
+			}
+			t.Logf("largest |gpu-exact| / bound: %.3g", worst)
+		})
+	}
 }

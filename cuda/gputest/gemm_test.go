@@ -45,6 +45,15 @@ func gemmOperands() []gemmOperand {
 	}
 }
 
+// gemmOperandsByName is gemmOperands by name.
+func gemmOperandsByName() map[string]gemmOperand {
+	m := map[string]gemmOperand{}
+	for _, o := range gemmOperands() {
+		m[o.name] = o
+	}
+	return m
+}
+
 // gemmSide is one operand made on both devices from one input: the CPU and
 // GPU quantized tensors (equal bytes, TestQuantizeMatchesCPU) or dense
 // tensors, and the CPU values of each direction (dequantized exactly).
@@ -379,10 +388,7 @@ func TestGemmMatchesCPU(t *testing.T) {
 // warp's task; every kind pair the kernel has an instance for but FP32 out.
 func TestGemmContigExpansionMatchesCPU(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	pairs := [][2]string{{"mxfp8", "mxfp8"}, {"mxfp4", "mxfp4"}, {"nvfp4", "nvfp4 16x16 swizzled"}, {"mxfp8 e5m2 swizzled", "nvfp4"},
 		{"hybrid mxfp8|nvfp4", "mxfp4"}, {"mxfp4", "mxfp8"}}
 	for pi, pr := range pairs {
@@ -411,10 +417,7 @@ func TestGemmContigExpansionMatchesCPU(t *testing.T) {
 // physical, FP32 and BF16 out.
 func TestGemmPhysExpansionMatchesCPU(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	pairs := [][2]string{{"mxfp8", "mxfp8"}, {"mxfp8 e5m2 swizzled", "mxfp8"}, {"mxfp8", "nvfp4"}, {"bf16", "mxfp8 e5m2 swizzled"}}
 	for pi, pr := range pairs {
 		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
@@ -441,10 +444,7 @@ func TestGemmPhysExpansionMatchesCPU(t *testing.T) {
 // BF16, dense).
 func TestGemmEpilogueMatchesCPU(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	pairs := [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"mxfp8", "nvfp4"}, {"bf16", "bf16"}, {"fp32", "mxfp4"}, {"fp8_block 1x128", "fp8_block 128x128"}}
 	eps := []gemmEpilogue{
 		{name: "alpha", alpha: -0.75},
@@ -534,10 +534,7 @@ func gpuGemmBytes(t *testing.T, a, b gemmSide) []byte {
 // expansion and the FP32 epilogue with device factors.
 func TestGemmConcurrentSameShape(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	const m, n, k = 64, 48, 512
 	const goroutines, iters = 8, 25
 	for _, pr := range [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"fp8_block 1x128", "fp8_block 128x128"}, {"mxfp8", "nvfp4"}} {
@@ -601,10 +598,7 @@ func TestGemmConcurrentSameShape(t *testing.T) {
 // result must be the bytes of the same GEMM on the test's own thread.
 func TestGemmOnFreshThreads(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	alive := map[int]bool{}
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
@@ -683,10 +677,7 @@ func TestGemmPlanEviction(t *testing.T) {
 // the CPU.
 func TestGemmExtremeScalesMatchCPU(t *testing.T) {
 	needGPU(t)
-	byName := map[string]gemmOperand{}
-	for _, o := range gemmOperands() {
-		byName[o.name] = o
-	}
+	byName := gemmOperandsByName()
 	ea := []int{-127, -126, -125, 0, 60, 120, -100, 10}
 	eb := make([]int, len(ea))
 	for i, e := range ea {
