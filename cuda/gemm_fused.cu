@@ -1151,14 +1151,14 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     // (left: the operand's blocks from the group's first on) set to one.
     auto mask_real = [&](auto &wd, int64_t left, uint32_t one) {
       using W = std::remove_reference_t<decltype(wd)>;
-      constexpr int R = std::extent<W, 0>::value, X = std::extent<W, 2>::value;
+      constexpr int R = std::extent<W, 0>::value, H = std::extent<W, 1>::value, X = std::extent<W, 2>::value;
 #pragma unroll
       for (int x = 0; x < X; x++) {
         const uint32_t m = real(left, x);
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
-          for (int h = 0; h < 2; h++) wd[r][h][x] = (wd[r][h][x] & m) | (one & ~m);
+          for (int h = 0; h < H; h++) wd[r][h][x] = (wd[r][h][x] & m) | (one & ~m);
       }
     };
     auto mask_sb = [&]() { mask_real(sb, nbB - (int64_t)kg * NBB, oneB); };
@@ -1304,17 +1304,12 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             // the pair of blocks where there were two. B's lane holds column
             // g (row 8t+g of B), whose scale words it reads here; in the last
             // group the bytes of blocks past K are set to 1.0 as above.
-            uint32_t sg[NW][2];
+            uint32_t sg[NW][1][2];
 #pragma unroll
             for (int t = 0; t < NW; t++)
 #pragma unroll
-              for (int x = 0; x < 2; x++) {
-                sg[t][x] = SBw[(8 * t + g) * NWB + x];
-                if (!whole) {
-                  const uint32_t m = real(nbB - (int64_t)kg * NBB, x);
-                  sg[t][x] = (sg[t][x] & m) | (oneB & ~m);
-                }
-              }
+              for (int x = 0; x < 2; x++) sg[t][0][x] = SBw[(8 * t + g) * NWB + x];
+            if (!whole) mask_real(sg, nbB - (int64_t)kg * NBB, oneB);
 #pragma unroll
             for (int u = 0; u < 4; u++) {
               uint32_t a[MT][4], ah[MT][2][4];
@@ -1329,7 +1324,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
               for (int t = 0; t < NW; t++) {
                 uint32_t bh[4], s0, s1;
                 e2m1x8_to_f16x(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
-                e4m3_bcast2(sg[t][u / 2], (2 * u) % 4, s0, s1);  // (sb_2u, sb_2u), (sb_2u+1, sb_2u+1) of column g
+                e4m3_bcast2(sg[t][0][u / 2], (2 * u) % 4, s0, s1);  // (sb_2u, sb_2u), (sb_2u+1, sb_2u+1) of column g
                 bh[0] = hmul2(hmul2(bh[0], 0x74007400u), s0), bh[1] = hmul2(hmul2(bh[1], 0x74007400u), s0);
                 bh[2] = hmul2(hmul2(bh[2], 0x74007400u), s1), bh[3] = hmul2(hmul2(bh[3], 0x74007400u), s1);
 #pragma unroll
