@@ -702,7 +702,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // multiple of 4 (groups of 4 blocks are 4 aligned bytes in both layouts,
 // spec §4.6/§4.7).
 
-constexpr int kDecodeRows = 32;  // the largest M the decode kernel takes
+constexpr int kDecodeRows = 64;  // the largest M the decode kernel takes
 
 // 1.0 as four E8M0 bytes and as four E4M3 bytes: the decode kernel's scale
 // words for rows past an operand and blocks past K (a global-memory source
@@ -1690,6 +1690,12 @@ constexpr int decode_smem(int WK, int S, int KS) {
 // A: tiles of 16 split over four CTAs; 32 rows of A: over two).
 enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8, kWave4 };
 constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
+  if (mt == 4) {  // 33..64 rows of A (first guess, to be measured)
+    if (fill == kWave64) return DecodeShape{8, 6, 2};
+    if (fill == kWaves || fill == kWave32) return DecodeShape{4, 8, 2};
+    if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
+    return DecodeShape{2, 8, 2, 2};
+  }
   if (fill == kWave32) return mt == 2 ? DecodeShape{4, 8, 2} : DecodeShape{4, 16, 2};
   if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
   if (fill == kWave8) return mt == 1 && nv ? DecodeShape{2, 8, 2, 2} : DecodeShape{2, 16, 2, 2};
@@ -1795,6 +1801,7 @@ cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
 }
 
 cudaError_t launch_decode(const Params &p, cudaStream_t stream) {
+  if (p.M > 32) return launch_decode_fill<4>(p, stream);
   return p.M > 16 ? launch_decode_fill<2>(p, stream) : launch_decode_fill<1>(p, stream);
 }
 
