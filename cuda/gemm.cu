@@ -1250,7 +1250,14 @@ bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o)
 // memory at 128×128): fused wins at M ≤ 32 (0.10-0.19 ms vs 0.34), loses at
 // M = 64 (0.37 vs 0.34) and M = 128 (0.54 vs 0.37). At ≤ 32 rows the decode
 // kernel runs (cuda/gemm_fused.cu): M16, BF16 path 0.12-0.15 ms, decode
-// kernel 0.038-0.050 ms (bench/RESULTS.md "the decode kernel").
+// kernel 0.038-0.050 ms (bench/RESULTS.md "the decode kernel"); since
+// 2026-11-30 up to 64 rows (the MX pairs at 33..64 rows: 2.2-5.3x the tile
+// kernel's speed on an H200, bench/RESULTS.md "33..64 rows of A"). NVFP4
+// there still takes the BF16 path (H200, M64 N8192 K8192: 0.091 ms, against
+// the decode kernel's 0.066 in `fused_check shapes`), and on an H200 the
+// BF16 path now beats the tile kernel above 64 rows (M128 N8192 K8192 MXFP8
+// 0.099 ms against 0.213; the same section, call 11): the threshold below
+// is the H100's, not yet changed (the closing note of 2026-11-30 says why).
 #define FUSED_WHERE "min(M,N) <= 256 (NVFP4: 32)"
 bool fused_faster(int64_t M, int64_t N, int64_t K, bool nvfp4) {
   (void)K;

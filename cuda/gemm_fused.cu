@@ -637,9 +637,9 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 }
 
 // ---------------------------------------------------------------------------
-// Decode kernel: few rows of A (M ≤ 32), memory-bound
+// Decode kernel: few rows of A (M ≤ 64), memory-bound
 // ---------------------------------------------------------------------------
-// At decode shapes (M = 1..32 tokens against a [N, K] weight) the GEMM reads
+// At decode shapes (M = 1..64 tokens against a [N, K] weight) the GEMM reads
 // the weight once and does 2·M flops per weight byte: the time is the weight's
 // bytes over the memory bandwidth, half of BF16's for MXFP8 and a quarter for
 // MXFP4/NVFP4. The tile kernel above spends a 64-row wgmma on M ≤ 16 useful
@@ -702,7 +702,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // multiple of 4 (groups of 4 blocks are 4 aligned bytes in both layouts,
 // spec §4.6/§4.7).
 
-constexpr int kDecodeRows = 32;  // the largest M the decode kernel takes
+constexpr int kDecodeRows = 64;  // the largest M the decode kernel takes
 
 // 1.0 as four E8M0 bytes and as four E4M3 bytes: the decode kernel's scale
 // words for rows past an operand and blocks past K (a global-memory source
@@ -1670,6 +1670,14 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     0.0122 / 0.0141 / 0.0134; M32 N2048: 2/16/2 0.0149 / 0.0194 / 0.0185,
 //     4/8/2k2 0.0147 / 0.0171 / 0.0172. From N4096 on no split shape ran
 //     ahead of the unsplit one (bench/RESULTS.md, "split K").
+//   - 33..64 rows of A (MT 4; `fused_check shapes`, H200, MXFP8 / MXFP4 /
+//     NVFP4, ms): NW 8 spills at 255 registers (8/6/2 one: M64 N8192 0.0705 /
+//     0.0791 / 0.0957), so CTAs of 32 weight rows: 4/4/2, two per SM, 0.0481
+//     / 0.0705 / 0.0657 (4/8/2 0.0521 / 0.0717 / 0.0680); M64 N28672 4/4/2
+//     0.1558 / 0.2179 / 0.2091 against 4/8/2's 0.1649 / 0.2293 / 0.2214;
+//     below, as 32 rows: M64 N4096 4/8/2 0.0288 / 0.0386 / 0.0366, N2048
+//     4/8/2k2 0.0209 / 0.0253 / 0.0246, N1024 2/8/2k2 0.0163 / 0.0196 /
+//     0.0188 (bench/RESULTS.md, "33..64 rows of A").
 struct DecodeShape {
   int NW, WK, S;
   int KS = 1;  // CTAs of a cluster that split the tile's K groups
@@ -1690,6 +1698,12 @@ constexpr int decode_smem(int WK, int S, int KS) {
 // A: tiles of 16 split over four CTAs; 32 rows of A: over two).
 enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8, kWave4 };
 constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
+  if (mt == 4) {  // 33..64 rows of A
+    if (fill == kWave32) return DecodeShape{4, 8, 2};
+    if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
+    if (fill == kWave8 || fill == kWave4) return DecodeShape{2, 8, 2, 2};
+    return DecodeShape{4, 4, 2};
+  }
   if (fill == kWave32) return mt == 2 ? DecodeShape{4, 8, 2} : DecodeShape{4, 16, 2};
   if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
   if (fill == kWave8) return mt == 1 && nv ? DecodeShape{2, 8, 2, 2} : DecodeShape{2, 16, 2, 2};
@@ -1795,6 +1809,7 @@ cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
 }
 
 cudaError_t launch_decode(const Params &p, cudaStream_t stream) {
+  if (p.M > 32) return launch_decode_fill<4>(p, stream);
   return p.M > 16 ? launch_decode_fill<2>(p, stream) : launch_decode_fill<1>(p, stream);
 }
 

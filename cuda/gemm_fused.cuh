@@ -43,7 +43,7 @@ struct Params {
 cudaError_t gemm(Params p, cudaStream_t stream);
 
 // Whether gemm takes p (a pair of NVFP4 with an MX operand: only the decode
-// kernel, at ≤ 32 rows of one operand with K % 32 == 0 and aligned rows).
+// kernel, at ≤ 64 rows of one operand with K % 32 == 0 and aligned rows).
 bool takes(Params p);
 
 // Whether the kernel runs on device dev (compute capability 9.0: its machine

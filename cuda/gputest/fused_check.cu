@@ -586,6 +586,20 @@ static void decode_shapes_mt(const qfused::Params &d) {
   CK(qfused::gemm(d, 0));
   CK(cudaDeviceSynchronize());
   CK(cudaMemcpy(ref.data(), d.d, ref.size() * 2, cudaMemcpyDeviceToHost));
+  if constexpr (MT == 4) {  // 33..64 rows of A
+    time_decode_shape<MT, 8, 6, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 8, 4, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 8, 4, 3, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 8, 6, 2, FA4, FB4, SA16, SB16, true>(d, ref);
+    time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 4, 4, 4, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 4, 4, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
+    time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+    time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+    time_decode_shape<MT, 4, 4, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
+    return;
+  }
   if constexpr (MT == 2) {  // 17..32 rows of A: a few shapes
     time_decode_shape<MT, 2, 16, 2, FA4, FB4, SA16, SB16>(d, ref);
     time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16>(d, ref);
@@ -672,6 +686,10 @@ static void decode_shapes(int64_t M, int64_t N, int64_t K) {
         if (f.sb16) decode_shapes_mt<1, true, true, true, true>(d);
         else if (fp4) decode_shapes_mt<1, true, true, false, false>(d);
         else decode_shapes_mt<1, false, false, false, false>(d);
+      } else if (d.M > 32) {
+        if (f.sb16) decode_shapes_mt<4, true, true, true, true>(d);
+        else if (fp4) decode_shapes_mt<4, true, true, false, false>(d);
+        else decode_shapes_mt<4, false, false, false, false>(d);
       } else {
         if (f.sb16) decode_shapes_mt<2, true, true, true, true>(d);
         else if (fp4) decode_shapes_mt<2, true, true, false, false>(d);

@@ -53,10 +53,13 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 		// the exact path at the others.
 		{"mxfp8", "nvfp4", 16}, {"nvfp4", "mxfp4", 16},
 	}
-	// {16,200,320}, {7,300,256}, {64,24,128}: the decode kernel (few rows of one
-	// operand, K % 32 == 0; the last one with the operands swapped); {5,130,77}
-	// and {300,40,160}: the tile kernel.
-	shapes := [][3]int64{{16, 200, 320}, {7, 300, 256}, {64, 24, 128}, {5, 130, 77}, {300, 40, 160}}
+	// {16,200,320}, {7,300,256}, {40,200,320}, {64,24,128}: the decode kernel
+	// (few rows of one operand, K % 32 == 0; 40 rows: four row tiles of A,
+	// the last partial; the last one with the operands swapped); {5,130,77}
+	// and {300,40,160}: the tile kernel. (NVFP4 pairs take the decode kernel
+	// at up to 32 rows by default, the BF16 path beyond: cuda/gemm.cu
+	// fused_faster.)
+	shapes := [][3]int64{{16, 200, 320}, {7, 300, 256}, {40, 200, 320}, {64, 24, 128}, {5, 130, 77}, {300, 40, 160}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0
@@ -119,7 +122,8 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 // 16, 32 warps over 33 groups, the last group partial; 24 rows: two per
 // tile), {16, 600, 2176} kWave8 (two per tile, 32 warps over 17 groups) and
 // {16, 1100, 2176} kWave16 (two per tile of 32, 16 warps), N ragged against
-// the tiles in the last two.
+// the tiles in the last two; {48, 200, 4192} 48 rows of A in kWave4 (two CTAs
+// per tile of 16; the NVFP4 pairs run the BF16 path there by default).
 func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	needGPU(t)
 	byName := gemmOperandsByName()
@@ -129,7 +133,7 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	}{
 		{"mxfp8", "mxfp8", 32}, {"mxfp4", "mxfp4", 32}, {"nvfp4", "nvfp4", 16}, {"mxfp8", "nvfp4", 16},
 	}
-	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}}
+	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}, {48, 200, 4192}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0
