@@ -933,7 +933,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   const int g = lane / 4, q = lane % 4;
   // KS > 1: a cluster of KS CTAs shares the tile's K groups (split K; the
   // CTA of rank r takes the warps' groups of the cluster's warps r·WK ..
-  // r·WK + WK − 1), and rank 0 adds the others' sums (decode_split_reduce).
+  // r·WK + WK − 1), and rank 0 adds the others' sums (at the end below).
   const int rank = KS > 1 ? (int)cluster_rank() : 0;
   if constexpr (KS > 1) cluster_arrive_relaxed();  // this CTA has started (waited for before a peer writes into rank 0)
   const int64_t n0 = (int64_t)(blockIdx.x / KS) * L::BR;

@@ -666,6 +666,14 @@ static void decode_shapes_mt(const qfused::Params &d) {
   time_decode_shape<MT, 8, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
 }
 
+// decode_shapes_mt for a format: NVFP4 (E4M3 scales per 16), MXFP4, MXFP8.
+template <int MT>
+static void decode_shapes_fmt(bool sb16, bool fp4, const qfused::Params &d) {
+  if (sb16) decode_shapes_mt<MT, true, true, true, true>(d);
+  else if (fp4) decode_shapes_mt<MT, true, true, false, false>(d);
+  else decode_shapes_mt<MT, false, false, false, false>(d);
+}
+
 // E4M3 codes for MXFP8; mxfp4 and nvfp4 as in bench.
 static void decode_shapes(int64_t M, int64_t N, int64_t K) {
   for (auto &f : kFmts) {
@@ -682,19 +690,9 @@ static void decode_shapes(int64_t M, int64_t N, int64_t K) {
     } else {
       printf("decode shapes M%lld N%lld K%lld %s\n", (long long)M, (long long)N, (long long)K, f.name);
       const bool fp4 = f.elem == kE2M1;
-      if (d.M <= 16) {
-        if (f.sb16) decode_shapes_mt<1, true, true, true, true>(d);
-        else if (fp4) decode_shapes_mt<1, true, true, false, false>(d);
-        else decode_shapes_mt<1, false, false, false, false>(d);
-      } else if (d.M > 32) {
-        if (f.sb16) decode_shapes_mt<4, true, true, true, true>(d);
-        else if (fp4) decode_shapes_mt<4, true, true, false, false>(d);
-        else decode_shapes_mt<4, false, false, false, false>(d);
-      } else {
-        if (f.sb16) decode_shapes_mt<2, true, true, true, true>(d);
-        else if (fp4) decode_shapes_mt<2, true, true, false, false>(d);
-        else decode_shapes_mt<2, false, false, false, false>(d);
-      }
+      if (d.M <= 16) decode_shapes_fmt<1>(f.sb16, fp4, d);
+      else if (d.M <= 32) decode_shapes_fmt<2>(f.sb16, fp4, d);
+      else decode_shapes_fmt<4>(f.sb16, fp4, d);
     }
     CK(cudaFree(out));
     free_operand(p.a);
