@@ -1252,17 +1252,19 @@ bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o)
 // kernel runs (cuda/gemm_fused.cu): M16, BF16 path 0.12-0.15 ms, decode
 // kernel 0.038-0.050 ms (bench/RESULTS.md "the decode kernel"); since
 // 2026-11-30 up to 64 rows (the MX pairs at 33..64 rows: 2.2-5.3x the tile
-// kernel's speed on an H200, bench/RESULTS.md "33..64 rows of A"). NVFP4
-// there still takes the BF16 path (H200, M64 N8192 K8192: 0.091 ms, against
-// the decode kernel's 0.066 in `fused_check shapes`), and on an H200 the
-// BF16 path now beats the tile kernel above 64 rows (M128 N8192 K8192 MXFP8
-// 0.099 ms against 0.213; the same section, call 11): the threshold below
-// is the H100's, not yet changed (the closing note of 2026-11-30 says why).
-#define FUSED_WHERE "min(M,N) <= 256 (NVFP4: 32)"
-bool fused_faster(int64_t M, int64_t N, int64_t K, bool nvfp4) {
-  (void)K;
+// kernel's speed on an H200, bench/RESULTS.md "33..64 rows of A").
+// On an H200 the BF16 path has since become faster than the tile kernel
+// above 64 rows (N = K = 8192, CUDA graphs: M128 MXFP8 0.099 ms against
+// 0.213, MXFP4 0.092 against 0.229; M64 in the decode kernel 0.051 and
+// 0.072 against the BF16 path's 0.097 and 0.090; NVFP4 at M64 0.066 ms in
+// the decode kernel, `fused_check shapes`, against the BF16 path's 0.092;
+// bench/RESULTS.md "33..64 rows of A", calls 10-11). So the fused kernels
+// run by default where the decode kernel takes the GEMM: at most 64 rows of
+// one operand.
+#define FUSED_WHERE "min(M,N) <= 64"
+bool fused_faster(int64_t M, int64_t N) {
   const int64_t small = M < N ? M : N;
-  return small <= (nvfp4 ? 32 : 256);
+  return small <= 64;
 }
 
 // Whether the fused kernels take this GEMM by default (no exact flag): a pair
@@ -1272,7 +1274,7 @@ bool fused_faster(int64_t M, int64_t N, int64_t K, bool nvfp4) {
 bool fused_pick(const OpView &va, const OpView &vb, int64_t M, int64_t N, int64_t K, int dev, qfused::Params *p) {
   const bool nva = va.kind == Kind::Nvfp4, nvb = vb.kind == Kind::Nvfp4;
   if (!fused_operand(va, false, M, &p->a) || !fused_operand(vb, true, N, &p->b)) return false;
-  if (!fused_faster(M, N, K, nva || nvb)) return false;
+  if (!fused_faster(M, N)) return false;
   if (M > 65535 * 64 || N > 65535 * 64) return false;  // the kernel's grid rows (qfused::gemm refuses more)
   if (!qfused::device_ok(dev)) return false;
   p->M = M, p->N = N, p->K = K;
@@ -1760,7 +1762,7 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
     if (cudaGetDevice(&dev) == cudaSuccess && qfused::device_ok(dev)) {
       if (nv_a == nv_b)
         return say(QUANT_GEMM_NATIVE, "sm_90: codes on FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE "; else or exact: BF16");
-      return say(QUANT_GEMM_NATIVE, "sm_90: the decode kernel (README) where min(M,N) <= 32, K %% 32 == 0; else or exact: BF16");
+      return say(QUANT_GEMM_NATIVE, "sm_90: the decode kernel (README) where min(M,N) <= 64, K %% 32 == 0; else or exact: BF16");
     }
     cudaGetLastError();
   }
