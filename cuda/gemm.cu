@@ -49,8 +49,11 @@
 //
 // Handles: one cuBLASLt handle per device and one 32 MiB cuBLASLt workspace
 // per (device, stream) (two streams never share one), created on first use
-// under a mutex; the host's workspace (quant_plugin_gemm_args.workspace) is
-// used instead where the algorithm fits in it. Plans: the matmul descriptor,
+// under a mutex (inside a stream capture, where cudaMalloc is refused, a
+// stream without one takes its algorithm's workspace in stream order from the
+// plugin's pool for that call); the host's workspace
+// (quant_plugin_gemm_args.workspace) is used instead where the algorithm fits
+// in it. Plans: the matmul descriptor,
 // the four matrix layouts and the heuristic's algorithm are made once per key
 // (device, shapes, leading dims, types, transposes, scale modes, whether C is
 // read, the pointers' alignment; LtKey) and kept (at most kMaxPlans, least
@@ -993,6 +996,36 @@ struct LtPlan {
   }
 };
 
+// Stream-ordered scratch freed when the call returns (the frees are ordered
+// after the work on the stream).
+// Slices of the host's workspace come first (a lent workspace: the host's
+// allocator holds every buffer, e.g. a CUDA graph capture's pool); what is
+// left of it after them goes to cuBLASLt (rest).
+struct Scratch {
+  cudaStream_t s;
+  void *p[4] = {nullptr, nullptr, nullptr, nullptr};
+  int n = 0;
+  char *lent;
+  size_t lent_bytes, used = 0;
+  Scratch(cudaStream_t st, void *ws, size_t ws_bytes) : s(st), lent(static_cast<char *>(ws)), lent_bytes(ws_bytes) {}
+  ~Scratch() {
+    for (int i = 0; i < n; i++) cudaFreeAsync(p[i], s);
+  }
+  int32_t get(size_t bytes, void **out, const char *what, quant_plugin_error *err) {
+    const size_t need = (bytes + 255) / 256 * 256;
+    if (lent != nullptr && (reinterpret_cast<uintptr_t>(lent) & 255) == 0 && lent_bytes - used >= need + kWorkspace) {
+      *out = lent + used;
+      used += need;
+      return QUANT_OK;
+    }
+    LQ_CUDA(pool_malloc_async(out, bytes > 0 ? bytes : 16, s), "allocating %zu bytes for %s", bytes, what);
+    p[n++] = *out;
+    return QUANT_OK;
+  }
+  void *rest() const { return lent != nullptr ? lent + used : nullptr; }
+  size_t rest_bytes() const { return lent != nullptr ? lent_bytes - used : 0; }
+};
+
 // Plans kept at most (least recently used dropped first; a plan in use by
 // another thread lives on through its shared_ptr until that call returns).
 constexpr size_t kMaxPlans = 1024;
@@ -1008,10 +1041,11 @@ std::map<LtKey, std::shared_ptr<LtPlan>> g_plans;
 uint64_t g_tick = 0;
 
 // The device's handle and this stream's workspace, made on first use (not
-// when the host lends one: own_ws false; *ws is then NULL), and the key's plan
-// if there is one yet.
-int32_t lt_state(int dev, cudaStream_t s, const LtKey &key, bool own_ws, cublasLtHandle_t *h, void **ws, std::shared_ptr<LtPlan> *plan,
-                 quant_plugin_error *err) {
+// when the host lends one: own_ws false; *ws is then NULL; nor where may_alloc
+// is false and the stream has none yet: *ws NULL too), and the key's plan if
+// there is one yet.
+int32_t lt_state(int dev, cudaStream_t s, const LtKey &key, bool own_ws, bool may_alloc, cublasLtHandle_t *h, void **ws,
+                 std::shared_ptr<LtPlan> *plan, quant_plugin_error *err) {
   std::lock_guard<std::mutex> lock(g_mu);
   DeviceState &d = g_devices[dev];
   if (d.handle == nullptr) LQ_LT(cublasLtCreate(&d.handle), "handle creation");
@@ -1019,12 +1053,12 @@ int32_t lt_state(int dev, cudaStream_t s, const LtKey &key, bool own_ws, cublasL
   *ws = nullptr;
   if (own_ws) {
     auto it = d.workspaces.find(s);
-    if (it == d.workspaces.end()) {
+    if (it == d.workspaces.end() && may_alloc) {
       void *p = nullptr;
       LQ_CUDA(cudaMalloc(&p, kWorkspace), "allocating the cuBLASLt workspace (%zu bytes) on cuda:%d", kWorkspace, dev);
       it = d.workspaces.emplace(s, p).first;
     }
-    *ws = it->second;
+    if (it != d.workspaces.end()) *ws = it->second;
   }
   auto pi = g_plans.find(key);
   if (pi != g_plans.end()) {
@@ -1144,7 +1178,14 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
   // A host workspace of kWorkspace bytes or more serves every algorithm the
   // heuristic may pick (its preference caps them at kWorkspace).
   const bool lent = host_ws != nullptr && host_ws_bytes >= kWorkspace && (reinterpret_cast<uintptr_t>(host_ws) & 255) == 0;
-  LQ_TRY(lt_state(dev, s, key, !lent, &h, &ws, &plan, err));
+  // Inside a stream capture (a CUDA graph) a stream without its workspace
+  // yet must not cudaMalloc one: under cudaStreamCaptureModeGlobal that
+  // invalidates the capture (cudaErrorStreamCaptureInvalidated at its end).
+  // The matmul then takes what its algorithm needs from the plugin's pool in
+  // stream order (an allocation node of the graph), freed after it.
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (!lent) LQ_CUDA(cudaStreamIsCapturing(s, &cap), "querying whether the stream is being captured");
+  LQ_TRY(lt_state(dev, s, key, !lent, cap == cudaStreamCaptureStatusNone, &h, &ws, &plan, err));
   if (!plan) {
     auto fresh = std::make_shared<LtPlan>();
     LQ_TRY(lt_plan(c, key, h, fresh.get(), err));
@@ -1163,9 +1204,13 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
     return fail(err, QUANT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM (m'=%lld n'=%lld k'=%lld)", (long long)c.m,
                 (long long)c.n, (long long)c.k);
   size_t wsz = kWorkspace;
+  Scratch own(s, nullptr, 0);  // a capture's workspace (above), freed on return
   if (lent) {
     ws = host_ws;
     wsz = host_ws_bytes;
+  } else if (ws == nullptr) {
+    wsz = plan->workspace;
+    if (wsz > 0) LQ_TRY(own.get(wsz, &ws, "the cuBLASLt workspace inside a stream capture", err));
   }
   const void *cptr = c.use_c ? c.c : c.d;
   const void *alpha = c.alpha_beta ? (const void *)c.alpha_beta : &c.alpha, *beta = c.alpha_beta ? (const void *)(c.alpha_beta + 1) : &c.beta;
@@ -1192,35 +1237,6 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
 
 cudaDataType_t cuda_type(int code) { return code == 0 ? CUDA_R_32F : code == 1 ? CUDA_R_16BF : CUDA_R_16F; }
 
-// Stream-ordered scratch freed when the call returns (the frees are ordered
-// after the work on the stream).
-// Slices of the host's workspace come first (a lent workspace: the host's
-// allocator holds every buffer, e.g. a CUDA graph capture's pool); what is
-// left of it after them goes to cuBLASLt (rest).
-struct Scratch {
-  cudaStream_t s;
-  void *p[4] = {nullptr, nullptr, nullptr, nullptr};
-  int n = 0;
-  char *lent;
-  size_t lent_bytes, used = 0;
-  Scratch(cudaStream_t st, void *ws, size_t ws_bytes) : s(st), lent(static_cast<char *>(ws)), lent_bytes(ws_bytes) {}
-  ~Scratch() {
-    for (int i = 0; i < n; i++) cudaFreeAsync(p[i], s);
-  }
-  int32_t get(size_t bytes, void **out, const char *what, quant_plugin_error *err) {
-    const size_t need = (bytes + 255) / 256 * 256;
-    if (lent != nullptr && (reinterpret_cast<uintptr_t>(lent) & 255) == 0 && lent_bytes - used >= need + kWorkspace) {
-      *out = lent + used;
-      used += need;
-      return QUANT_OK;
-    }
-    LQ_CUDA(pool_malloc_async(out, bytes > 0 ? bytes : 16, s), "allocating %zu bytes for %s", bytes, what);
-    p[n++] = *out;
-    return QUANT_OK;
-  }
-  void *rest() const { return lent != nullptr ? lent + used : nullptr; }
-  size_t rest_bytes() const { return lent != nullptr ? lent_bytes - used : 0; }
-};
 
 // The fused Hopper kernel's operand (cuda/gemm_fused.cu), if v can be one: MX
 // (E8M0 per 32) or NVFP4 codes, read K-major (op(A) [M, K] or op(B)ᵀ [N, K]
@@ -1252,17 +1268,21 @@ bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o)
 // kernel runs (cuda/gemm_fused.cu): M16, BF16 path 0.12-0.15 ms, decode
 // kernel 0.038-0.050 ms (bench/RESULTS.md "the decode kernel"); since
 // 2026-11-30 up to 64 rows (the MX pairs at 33..64 rows: 2.2-5.3x the tile
-// kernel's speed on an H200, bench/RESULTS.md "33..64 rows of A"). NVFP4
-// there still takes the BF16 path (H200, M64 N8192 K8192: 0.091 ms, against
-// the decode kernel's 0.066 in `fused_check shapes`), and on an H200 the
-// BF16 path now beats the tile kernel above 64 rows (M128 N8192 K8192 MXFP8
-// 0.099 ms against 0.213; the same section, call 11): the threshold below
-// is the H100's, not yet changed (the closing note of 2026-11-30 says why).
-#define FUSED_WHERE "min(M,N) <= 256 (NVFP4: 32)"
-bool fused_faster(int64_t M, int64_t N, int64_t K, bool nvfp4) {
-  (void)K;
+// kernel's speed on an H200, bench/RESULTS.md "33..64 rows of A").
+// On an H200 the BF16 path has since become faster than the tile kernel
+// above 64 rows (N = K = 8192, CUDA graphs: M128 MXFP8 0.099 ms against
+// 0.213, MXFP4 0.092 against 0.229; M64 in the decode kernel 0.051 and
+// 0.072 against the BF16 path's 0.097 and 0.090; NVFP4 at M64 0.066 ms in
+// the decode kernel, `fused_check shapes`, against the BF16 path's 0.092;
+// bench/RESULTS.md "33..64 rows of A", calls 10-11). So the fused kernels
+// run by default where the decode kernel takes the GEMM: at most 64 rows of
+// one operand (checked on the H200: bench/RESULTS.md "the fused kernels by
+// default at 64 rows", where MXFP4 at M64 N1024 K8192 stays 0.95x of the BF16
+// path's speed, the one loss measured under this rule).
+#define FUSED_WHERE "min(M,N) <= 64"
+bool fused_faster(int64_t M, int64_t N) {
   const int64_t small = M < N ? M : N;
-  return small <= (nvfp4 ? 32 : 256);
+  return small <= 64;
 }
 
 // Whether the fused kernels take this GEMM by default (no exact flag): a pair
@@ -1272,7 +1292,7 @@ bool fused_faster(int64_t M, int64_t N, int64_t K, bool nvfp4) {
 bool fused_pick(const OpView &va, const OpView &vb, int64_t M, int64_t N, int64_t K, int dev, qfused::Params *p) {
   const bool nva = va.kind == Kind::Nvfp4, nvb = vb.kind == Kind::Nvfp4;
   if (!fused_operand(va, false, M, &p->a) || !fused_operand(vb, true, N, &p->b)) return false;
-  if (!fused_faster(M, N, K, nva || nvb)) return false;
+  if (!fused_faster(M, N)) return false;
   if (M > 65535 * 64 || N > 65535 * 64) return false;  // the kernel's grid rows (qfused::gemm refuses more)
   if (!qfused::device_ok(dev)) return false;
   p->M = M, p->N = N, p->K = K;
@@ -1760,7 +1780,7 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
     if (cudaGetDevice(&dev) == cudaSuccess && qfused::device_ok(dev)) {
       if (nv_a == nv_b)
         return say(QUANT_GEMM_NATIVE, "sm_90: codes on FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE "; else or exact: BF16");
-      return say(QUANT_GEMM_NATIVE, "sm_90: the decode kernel (README) where min(M,N) <= 32, K %% 32 == 0; else or exact: BF16");
+      return say(QUANT_GEMM_NATIVE, "sm_90: the decode kernel (README) where min(M,N) <= 64, K %% 32 == 0; else or exact: BF16");
     }
     cudaGetLastError();
   }
