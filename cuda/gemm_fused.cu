@@ -57,9 +57,11 @@
 // fewer bits or truncates partial sums; cuda/gputest/fused_test.go checks
 // quant_gemm against it.
 //
-// Structure: one CTA per BM×BN output tile; warpgroup 0 is the producer (loads
-// through cp.async, or through registers where FP4 must be widened or a row is
-// not 16-byte aligned, into 128-byte-swizzled stages, signalled by mbarriers),
+// Structure: one CTA per BM×BN output tile; warpgroup 0 is the producer (FP8
+// codes by TMA where both operands' rows are 16-byte aligned and K % 16 == 0,
+// else through cp.async, or through registers where FP4 must be widened or a
+// row is not 16-byte aligned, into 128-byte-swizzled stages; the scales by
+// cp.async, converted to floats; signalled by mbarriers),
 // warpgroups 1..BM/64 are consumers (wgmma from shared memory via descriptors,
 // promotion, epilogue).
 
