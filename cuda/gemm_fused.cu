@@ -57,12 +57,15 @@
 // fewer bits or truncates partial sums; cuda/gputest/fused_test.go checks
 // quant_gemm against it.
 //
-// Structure: one CTA per BM×BN output tile; warpgroup 0 is the producer (loads
-// through cp.async, or through registers where FP4 must be widened or a row is
-// not 16-byte aligned, into 128-byte-swizzled stages, signalled by mbarriers),
+// Structure: one CTA per BM×BN output tile; warpgroup 0 is the producer (FP8
+// codes by TMA where both operands' rows are 16-byte aligned and K % 16 == 0,
+// else through cp.async, or through registers where FP4 must be widened or a
+// row is not 16-byte aligned, into 128-byte-swizzled stages; the scales by
+// cp.async, converted to floats; signalled by mbarriers),
 // warpgroups 1..BM/64 are consumers (wgmma from shared memory via descriptors,
 // promotion, epilogue).
 
+#include <cuda.h>  // CUtensorMap (the type only: the encoder is looked up at run time, libcuda is not linked)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -108,6 +111,18 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
       "DONE:\n\t}" ::"r"(smem_u32(bar)),
       "r"(parity)
       : "memory");
+}
+
+// Tensor memory access (TMA): sets the stage's expected bytes (with one
+// arrival), and one box of a 2-D tensor map into shared memory, completing
+// those bytes on the barrier.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(uint8_t *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+               : "memory");
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
@@ -439,8 +454,17 @@ __device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, in
   }
 }
 
+// The tile kernel's TMA descriptors (use != 0): A's and B's FP8 codes as 2-D
+// byte tensors [rows, K] of pitch ld, boxes of 128 bytes of K × the tile's
+// rows, 128-byte swizzle (the layout issue_tile's cp.async writes), elements
+// past K or past the rows filled with zeros.
+struct TmaMaps {
+  CUtensorMap a, b;
+  int32_t use;
+};
+
 template <int BM, int BN, int TA, int TB, bool SB16, bool RAW, bool PIPE>
-__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(const Params P) {
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(const Params P, const __grid_constant__ TmaMaps T) {
   pdl_wait();
   using L = Layout<BM, BN, SB16, RAW>;
   constexpr int NWG = BM / 64;
@@ -448,7 +472,11 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
   constexpr int S = L::STAGES;
   __shared__ __align__(8) uint64_t full[S], empty[S];
   extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Aligned to 1024 bytes (the 128-byte swizzle's atom) by an offset, so that
+  // the compiler still knows these are shared-memory addresses (ld.shared,
+  // not generic loads, for the scales the consumers read).
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const bool tma = !RAW && T.use != 0;
 
   const int tid = threadIdx.x;
   const int wg = tid / 128;
@@ -468,7 +496,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 
   if (tid == 0) {
     for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 32);  // the producer warp of the stage
+      mbar_init(&full[s], tma ? 33 : 32);  // the producer warp of the stage (and its lane 0's expected bytes)
       mbar_init(&empty[s], NWG * 128);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -497,8 +525,18 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
       if (kt >= S) mbar_wait(&empty[s], ((kt / S) + 1) & 1);
       uint8_t *st = smem + s * L::STAGE;
       const int64_t k0 = (int64_t)kt * kBK;
-      issue_tile<BM, SB16, 32>(P.a, ma, m0, k0, K, st, st + L::RAW_OFF, lane);
-      issue_tile<BN, false, 32>(P.b, mb, n0, k0, K, st + L::A_BYTES, st + L::RAW_OFF + BM * 64, lane);
+      if (tma) {
+        // The codes by TMA: the stage's full barrier completes when they
+        // have landed, besides the warp's arrivals below.
+        if (lane == 0) {
+          mbar_arrive_expect_tx(&full[s], (BM + BN) * kBK);
+          tma_load_2d(st, &T.a, (int)k0, (int)m0, &full[s]);
+          tma_load_2d(st + L::A_BYTES, &T.b, (int)k0, (int)n0, &full[s]);
+        }
+      } else {
+        issue_tile<BM, SB16, 32>(P.a, ma, m0, k0, K, st, st + L::RAW_OFF, lane);
+        issue_tile<BN, false, 32>(P.b, mb, n0, k0, K, st + L::A_BYTES, st + L::RAW_OFF + BM * 64, lane);
+      }
       issue_scales<BM, NB, 32>(P.a, ma.cpscale, m0, (int64_t)kt * NB, st + L::SRAW_OFF, lane);
       issue_scales<BN, NB, 32>(P.b, mb.cpscale, n0, (int64_t)kt * NB, st + L::SRAW_OFF + BM * 8, lane);
       cp_async_commit();
@@ -1584,6 +1622,40 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 // The wgmma type of an operand's codes after widening (E2M1 -> E4M3).
 inline int wg_type(int32_t elem) { return elem == kE5M2 ? 1 : 0; }
 
+// The driver's cuTensorMapEncodeTiled, looked up once; null where the lookup
+// fails (the tile kernel then loads through cp.async).
+using EncodeTiledFn = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                                   const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+EncodeTiledFn encode_tiled() {
+  static const EncodeTiledFn fn = [] {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return (EncodeTiledFn) nullptr;
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// The TMA descriptor of an FP8 operand (TmaMaps), where TMA can load it:
+// 16-byte aligned codes and pitch (load_mode's cp8), K % 16 == 0.
+bool tma_map(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
+  if (op.elem == kE2M1 || op.ld % 16 != 0 || K % 16 != 0 || reinterpret_cast<uintptr_t>(op.data) % 16 != 0 || op.rows <= 0) return false;
+  if (K >= (int64_t(1) << 31) || op.rows >= (int64_t(1) << 31)) return false;  // the copies' coordinates are 32-bit
+  const EncodeTiledFn enc = encode_tiled();
+  if (enc == nullptr) return false;
+  const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)op.rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)op.ld};
+  const cuuint32_t box[2] = {(cuuint32_t)kBK, (cuuint32_t)box_rows};
+  const cuuint32_t estr[2] = {1, 1};
+  return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(op.data), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <int BM, int BN, int TA, int TB, bool SB16, bool RAW>
 cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
   using L = Layout<BM, BN, SB16, RAW>;
@@ -1592,8 +1664,10 @@ cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
   auto kern = fused_gemm_kernel<BM, BN, TA, TB, SB16, RAW, BN == 16>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   if (e != cudaSuccess) return e;
+  TmaMaps t{};
+  if (!RAW && tma_map(p.a, p.K, BM, &t.a) && tma_map(p.b, p.K, BN, &t.b)) t.use = 1;
   dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM));
-  launch_kernel(kern, grid, (BM / 64 + 1) * 128, L::SMEM, stream, p);
+  launch_kernel(kern, grid, (BM / 64 + 1) * 128, L::SMEM, stream, p, t);
   return cudaGetLastError();
 }
 
