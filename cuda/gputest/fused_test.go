@@ -56,10 +56,12 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 	// {16,200,320}, {7,300,256}, {40,200,320}, {64,24,128}, {300,40,160}: the
 	// decode kernel (few rows of one operand, K % 32 == 0; 40 rows: four row
 	// tiles of A, the last partial; the last two with the operands swapped);
-	// {5,130,77}: the tile kernel (K % 32 != 0; NVFP4 with MX: the exact
-	// path). (Every pair takes the fused kernels by default only where
-	// min(M, N) <= 64, the BF16 path beyond: cuda/gemm.cu fused_faster.)
-	shapes := [][3]int64{{16, 200, 320}, {7, 300, 256}, {40, 200, 320}, {64, 24, 128}, {5, 130, 77}, {300, 40, 160}}
+	// {5,130,77}, {40,200,336}: the tile kernel (K % 32 != 0; NVFP4 with
+	// MX: the exact path), the second with K % 16 == 0, where MXFP8 pairs
+	// load their codes by TMA. (Every pair takes the fused kernels by default
+	// only where min(M, N) <= 64, the BF16 path beyond: cuda/gemm.cu
+	// fused_faster.)
+	shapes := [][3]int64{{16, 200, 320}, {7, 300, 256}, {40, 200, 320}, {64, 24, 128}, {5, 130, 77}, {300, 40, 160}, {40, 200, 336}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0
