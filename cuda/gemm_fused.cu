@@ -1751,7 +1751,12 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     0.1558 / 0.2179 / 0.2091 against 4/8/2's 0.1649 / 0.2293 / 0.2214;
 //     below, as 32 rows: M64 N4096 4/8/2 0.0288 / 0.0386 / 0.0366, N2048
 //     4/8/2k2 0.0209 / 0.0253 / 0.0246, N1024 2/8/2k2 0.0163 / 0.0196 /
-//     0.0188 (bench/RESULTS.md, "33..64 rows of A").
+//     0.0188 (bench/RESULTS.md, "33..64 rows of A"). Fewer weight rows
+//     (kWave4, kWave2: N ≤ 4·SMs), K split four ways: M64 N512 4/8/2k4
+//     0.0145 / 0.0179 / 0.0173 against 2/8/2k2's 0.0153 / 0.0204 / 0.0188,
+//     M64 N256 2/8/2k4 0.0121 / 0.0140 / 0.0138 against 0.0158 / 0.0195 /
+//     0.0186 (64 CTAs each; at N1024 2/8/2k2 stays the fastest;
+//     bench/RESULTS.md, "the fused kernels by default at 64 rows", call 8).
 struct DecodeShape {
   int NW, WK, S;
   int KS = 1;  // CTAs of a cluster that split the tile's K groups
@@ -1769,19 +1774,23 @@ constexpr int decode_smem(int WK, int S, int KS) {
 // as many CTAs as there are 32, 16 or 8 weight rows, where that covers more
 // than half the SMs (CTAs of 32 rows; tiles of 32 rows split over two
 // CTAs; tiles of 16 split over two); kWave4, fewer weight rows (16 rows of
-// A: tiles of 16 split over four CTAs; 32 rows of A: over two).
-enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8, kWave4 };
+// A: tiles of 16 split over four CTAs; 32 rows of A: over two; 64 rows:
+// tiles of 32 over four); kWave2, fewer still (as kWave4 but for 64 rows of
+// A: tiles of 16 over four).
+enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8, kWave4, kWave2 };
 constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
   if (mt == 4) {  // 33..64 rows of A
     if (fill == kWave32) return DecodeShape{4, 8, 2};
     if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
-    if (fill == kWave8 || fill == kWave4) return DecodeShape{2, 8, 2, 2};
+    if (fill == kWave8) return DecodeShape{2, 8, 2, 2};
+    if (fill == kWave4) return DecodeShape{4, 8, 2, 4};
+    if (fill == kWave2) return DecodeShape{2, 8, 2, 4};
     return DecodeShape{4, 4, 2};
   }
   if (fill == kWave32) return mt == 2 ? DecodeShape{4, 8, 2} : DecodeShape{4, 16, 2};
   if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
   if (fill == kWave8) return mt == 1 && nv ? DecodeShape{2, 8, 2, 2} : DecodeShape{2, 16, 2, 2};
-  if (fill == kWave4) return mt == 2 ? DecodeShape{2, 16, 2, 2} : DecodeShape{2, 8, 2, 4};
+  if (fill == kWave4 || fill == kWave2) return mt == 2 ? DecodeShape{2, 16, 2, 2} : DecodeShape{2, 8, 2, 4};
   const bool one_wave = fill == kWave64;
   if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
   if (nv && !one_wave) return DecodeShape{4, 4, 4};
@@ -1802,7 +1811,8 @@ inline int decode_fill(const Params &p) {
   if (2 * c64 > sms) return kWave64;
   if (2 * c32 > sms) return kWave32;
   if (2 * c16 > sms) return kWave16;
-  return 4 * c16 > sms ? kWave8 : kWave4;
+  if (4 * c16 > sms) return kWave8;
+  return 8 * c16 > sms ? kWave4 : kWave2;
 }
 
 template <int MT, int F, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
@@ -1878,6 +1888,7 @@ cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
     case kWave16: return launch_decode_mt<MT, kWave16>(p, stream);
     case kWave8: return launch_decode_mt<MT, kWave8>(p, stream);
     case kWave4: return launch_decode_mt<MT, kWave4>(p, stream);
+    case kWave2: return launch_decode_mt<MT, kWave2>(p, stream);
   }
   return launch_decode_mt<MT, kWaves>(p, stream);
 }

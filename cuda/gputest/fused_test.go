@@ -124,8 +124,8 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 // 16, 32 warps over 33 groups, the last group partial; 24 rows: two per
 // tile), {16, 600, 2176} kWave8 (two per tile, 32 warps over 17 groups) and
 // {16, 1100, 2176} kWave16 (two per tile of 32, 16 warps), N ragged against
-// the tiles in the last two; {48, 200, 4192} 48 rows of A in kWave4 (two CTAs
-// per tile of 16; the NVFP4 pairs run the BF16 path there by default).
+// the tiles in the last two; {48, 200, 4192} and {48, 400, 4192} 48 rows of
+// A in kWave2 (four CTAs per tile of 16) and kWave4 (four per tile of 32).
 func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	needGPU(t)
 	byName := gemmOperandsByName()
@@ -135,7 +135,7 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	}{
 		{"mxfp8", "mxfp8", 32}, {"mxfp4", "mxfp4", 32}, {"nvfp4", "nvfp4", 16}, {"mxfp8", "nvfp4", 16},
 	}
-	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}, {48, 200, 4192}}
+	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}, {48, 200, 4192}, {48, 400, 4192}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0
