@@ -1277,8 +1277,9 @@ bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o)
 // bench/RESULTS.md "33..64 rows of A", calls 10-11). So the fused kernels
 // run by default where the decode kernel takes the GEMM: at most 64 rows of
 // one operand (checked on the H200: bench/RESULTS.md "the fused kernels by
-// default at 64 rows", where MXFP4 at M64 N1024 K8192 stays 0.95x of the BF16
-// path's speed, the one loss measured under this rule).
+// default at 64 rows"; the losses measured under this rule are GEMMs of
+// 13-18 us at small N: the FP4 pairs at M64 N512 K8192, 0.91-0.92x of the
+// BF16 path's speed, and MXFP4 at M64 N1024, 0.94-0.95x).
 #define FUSED_WHERE "min(M,N) <= 64"
 bool fused_faster(int64_t M, int64_t N) {
   const int64_t small = M < N ? M : N;
