@@ -598,7 +598,7 @@ static void decode_shapes_mt(const qfused::Params &d) {
     time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
     time_decode_shape<MT, 2, 8, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
     time_decode_shape<MT, 4, 4, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);
-    // Small N (kWave8, kWave4): A's 64 rows are most of a group's bytes, so
+    // Small N (kWave8, kWave4, kWave2): A's 64 rows are most of a group's bytes, so
     // wider CTAs (NW 4) with K split four ways, and CTAs of four warps.
     time_decode_shape<MT, 4, 8, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
     time_decode_shape<MT, 4, 4, 2, FA4, FB4, SA16, SB16, false, 4>(d, ref);
