@@ -1676,8 +1676,8 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 //
 // Requirements (else the decode kernel runs): both operands FP8 with E8M0
 // scales, at most 16 rows of A, K % 32 == 0 (the decode kernel's), the TMA
-// descriptors (tma_map: 16-byte aligned rows and pitch), and N > 32·SMs
-// (wd_split).
+// descriptors (tma_map: 16-byte aligned rows and pitch), and N > 32·SMs with
+// the CTAs filling the SMs evenly (wd_split).
 constexpr int kWdKB = 2;  // k-tiles of 128 per stage
 constexpr int kWdS = 4;   // stages (two CTAs of 86 KB fit an SM at BN 16)
 
@@ -2189,23 +2189,39 @@ cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
   return launch_decode_mt<MT, kWaves>(p, stream);
 }
 
-// decode_wg_kernel's split K for N weight rows (the tiles of 64): 1, two
-// CTAs of 64 rows per SM, where the tiles alone cover the SMs (the kernel's
-// shared memory and registers leave room for two); 2, each tile's K over the
-// two CTAs of a cluster, where the tiles cover more than half the SMs; 0
-// (the decode kernel runs) below, and if the query fails. Below half the SMs
-// the decode kernel was the faster (fused_check, each launch timed alone, M16
-// K8192: N1024 0.0105 ms against 0.018 split four and eight ways, N2048
-// 0.0133 against 0.021; bench/RESULTS.md, "Issue 12: decode by wgmma").
+// decode_wg_kernel's split K for N weight rows (tiles of 64) on sms SMs:
+// 1, a CTA per tile, where the tiles outnumber the SMs (two CTAs fit an SM);
+// 2, each tile's K over the two CTAs of a cluster, where they cover more than
+// half the SMs; 0, the decode kernel runs: below half the SMs, and where the
+// CTAs fill the SMs' slots unevenly. The kernel's time is set by the SMs that
+// run the most CTAs (ceil(CTAs / SMs) of them: each CTA's K streams at the
+// same speed), so it takes the GEMM only where CTAs / (SMs · that) ≥ 0.8.
+// H200 (132 SMs), CUDA graphs, M16 K8192 (bench/RESULTS.md, "Issue 12:
+// decode by wgmma", call 10), ratio to BF16: N8192 (256 CTAs, 0.97) 1.39×,
+// N28672 (448 CTAs, 0.85) 1.58×, but N6144 (192 CTAs, 0.73) 1.13× and N4352
+// (136, 0.52) 1.08×, where each took as long as N8192; the decode kernel ran
+// N4096 at 1.61× (README table). Below half the SMs the decode kernel was the
+// faster too (fused_check, each launch timed alone: N1024 0.0105 ms against
+// 0.018 split four and eight ways, N2048 0.0133 against 0.021, call 9).
+constexpr int wd_split_sms(int64_t n, int sms) {
+  if (sms <= 0) return 0;
+  const int64_t tiles = (n + 63) / 64;
+  if (2 * tiles <= sms) return 0;
+  const int ks = tiles > sms ? 1 : 2;
+  const int64_t ctas = tiles * ks, per_sm = (ctas + sms - 1) / sms;
+  return 5 * ctas >= 4 * (int64_t)sms * per_sm ? ks : 0;
+}
+static_assert(wd_split_sms(8192, 132) == 2 && wd_split_sms(28672, 132) == 1, "the measured wins take the kernel");
+static_assert(wd_split_sms(4352, 132) == 0 && wd_split_sms(6144, 132) == 0 && wd_split_sms(4096, 132) == 0, "the measured losses, and N4096 (no faster, README table), do not");
+static_assert(wd_split_sms(11008, 132) == 0 && wd_split_sms(14336, 132) == 1 && wd_split_sms(7168, 132) == 2, "172, 224 and 224 CTAs");
+
 inline int wd_split(const Params &p) {
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  const int64_t tiles = (p.N + 63) / 64;
-  if (tiles > sms) return 1;
-  return 2 * tiles > sms ? 2 : 0;
+  return wd_split_sms(p.N, sms);
 }
 
 template <int BN, int TA, int TB>
@@ -2222,7 +2238,7 @@ cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStrea
 
 // Runs decode_wg_kernel where it takes p (the decode kernel's view: A the
 // operand with at most 16 rows): both operands FP8 with E8M0 scales, TMA
-// descriptors for both, more tiles of 64 weight rows than half the SMs
+// descriptors for both, the tiles of 64 weight rows filling the SMs
 // (wd_split); returns false otherwise, launching nothing.
 bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
   if (p.M > 16 || p.a.s16 || p.b.s16 || p.a.elem == kE2M1 || p.b.elem == kE2M1) return false;
