@@ -63,7 +63,10 @@
 // row is not 16-byte aligned, into 128-byte-swizzled stages; the scales by
 // cp.async, converted to floats; signalled by mbarriers),
 // warpgroups 1..BM/64 are consumers (wgmma from shared memory via descriptors,
-// promotion, epilogue).
+// promotion, epilogue). Two more kernels take few rows of one operand (the
+// decode shapes; gemm() below dispatches): decode_kernel (mma.sync on register
+// fragments, 1..64 rows, every pair) and decode_wg_kernel (MXFP8 × MXFP8 at
+// 1..16 rows, wgmma with the weight on the m64 side), each described above it.
 
 #include <cuda.h>  // CUtensorMap (the type only: the encoder is looked up at run time, libcuda is not linked)
 #include <cuda_bf16.h>
@@ -188,8 +191,8 @@ __device__ __forceinline__ void wgmma_wait() {}
 #endif
 __device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
-// wgmma m64nNk32, FP32 accumulators, D = A·B (scale-d = 0: the block sum
-// alone). TA/TB: 0 = e4m3, 1 = e5m2.
+// wgmma m64nNk32 (N = 128, 16 or 8), FP32 accumulators, D = A·B (scale-d =
+// 0: the block sum alone). TA/TB: 0 = e4m3, 1 = e5m2.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define QF_HAVE_WGMMA 1
 #define QF_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
@@ -207,6 +210,11 @@ __device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x):
                " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"                                                  \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
                : "l"(da), "l"(db), "r"(0))
+#define QF_WGMMA8(T)                                                                                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\nwgmma.mma_async.sync.aligned.m64n8k32.f32." T " {%0, %1, %2, %3}, " \
+               "%4, %5, p, 1, 1;\n}\n"                                                                                     \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                          \
+               : "l"(da), "l"(db), "r"(0))
 #else
 #define QF_HAVE_WGMMA 0
 #endif
@@ -219,6 +227,11 @@ __device__ __forceinline__ void wgmma_k32(float *d, uint64_t da, uint64_t db) {
     if constexpr (TA == 0 && TB == 1) QF_WGMMA128("e4m3.e5m2");
     if constexpr (TA == 1 && TB == 0) QF_WGMMA128("e5m2.e4m3");
     if constexpr (TA == 1 && TB == 1) QF_WGMMA128("e5m2.e5m2");
+  } else if constexpr (BN == 8) {
+    if constexpr (TA == 0 && TB == 0) QF_WGMMA8("e4m3.e4m3");
+    if constexpr (TA == 0 && TB == 1) QF_WGMMA8("e4m3.e5m2");
+    if constexpr (TA == 1 && TB == 0) QF_WGMMA8("e5m2.e4m3");
+    if constexpr (TA == 1 && TB == 1) QF_WGMMA8("e5m2.e5m2");
   } else {
     static_assert(BN == 16, "tile width");
     if constexpr (TA == 0 && TB == 0) QF_WGMMA16("e4m3.e4m3");
@@ -1616,6 +1629,289 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 }
 
 // ---------------------------------------------------------------------------
+// Decode by wgmma: MXFP8 × MXFP8 (E4M3, E5M2) at 1..16 rows of A
+// ---------------------------------------------------------------------------
+// The decode kernel above converts both operands' FP8 codes to FP16 for
+// mma.sync (Hopper's FP8 tensor cores take wgmma only), one conversion per
+// weight code. This kernel gives the weight to wgmma as it is: the operands
+// swap (Dᵀ = B·Aᵀ), the weight's rows fill the m64 side and the 1..16 rows of
+// A the n8 or n16 side, so one wgmma m64nBNk32 per 32-block sums a block of
+// 64 weight rows against every row of A, straight from shared memory, and
+// the promotion is the tile kernel's (acc = fma(T_b, sa·sb, acc), FP64 where
+// the E8M0 exponents are extreme): the same block sums, the same bound.
+//
+// Structure: a CTA owns 64 weight rows (output columns) and, split K (KS 2
+// where the tiles cover more than half the SMs but not all: wd_split), the
+// stages of rank r of a cluster of KS CTAs (stage q = r, r + KS, ...; rank 0
+// adds the others' sums at the end, as the decode kernel's split K does).
+// Warp 4 is the producer: per stage of kWdKB k-tiles of 128, lane 0 sets the
+// expected bytes and issues one TMA box of each operand per k-tile (zeros
+// past K and past the rows), and every lane copies the scale words by
+// cp.async, which complete on the same mbarrier
+// (cp.async.mbarrier.arrive.noinc): the producer never waits for its own
+// copies, only for a free stage. Warps 0..3 are one consumer warpgroup: it
+// issues k-tile j+1's four wgmmas before it promotes k-tile j's four block
+// sums (two register sets), so that the tensor core and the promotion
+// overlap. Each wait sits in straight-line code: a wgmma wait inside a
+// branch made ptxas serialize every wgmma (ptxas info C7518), which took the
+// prototype from 0.041 ms to 0.025 (H200, M16 N8192 K8192).
+//
+// Measured on the H200 (bench/RESULTS.md, "Issue 12: decode by wgmma"; graphs
+// of 20 launches, M16 N8192 K8192 MXFP8, ms): the decode kernel 0.0255; this
+// kernel at one CTA per tile 0.0257, at two per tile (KS 2) 0.0223-0.0230, the
+// ring alone without any arithmetic 0.0186; BF16 cuBLAS 0.0335 in the same
+// run. At N28672 (448 tiles, two CTAs per SM) 0.0717 against BF16's 0.1096.
+// Two CTAs of 64 rows per SM ran ahead of one CTA with two or three consumer
+// warpgroups (0.0247-0.0297).
+//
+// Scales: a consumer thread holds the E8M0 words (four blocks each) of its
+// two weight rows and its BN/4 rows of A. The fast path takes sa·sb in FP32;
+// it is exact when both exponents lie in [1, 254] and their sum in [-149,
+// 127] after the biases. The kernel checks a sufficient range per byte,
+// [53, 190] (sums of two in [106, 380]), per warp (__any_sync): a warp with
+// any byte outside promotes that k-tile in FP64, exact as the tile kernel's
+// slow path is. Blocks past K (the last k-tile) read the scale 1.0: their
+// data are zeros from the TMA, and a padding byte of 255 (NaN) must not reach
+// the sum.
+//
+// Requirements (else the decode kernel runs): both operands FP8 with E8M0
+// scales, at most 16 rows of A, K % 32 == 0 (the decode kernel's), the TMA
+// descriptors (tma_map: 16-byte aligned rows and pitch), and N > 32·SMs with
+// the CTAs filling the SMs evenly (wd_split).
+constexpr int kWdKB = 2;  // k-tiles of 128 per stage
+constexpr int kWdS = 4;   // stages (two CTAs of 86 KB fit an SM at BN 16)
+
+template <int BN>
+struct WdLayout {
+  static constexpr int WT = 64 * kBK, XT = BN * kBK;  // one k-tile of the weight, of A
+  static constexpr int X_OFF = kWdKB * WT, SW_OFF = X_OFF + kWdKB * XT, SX_OFF = SW_OFF + kWdKB * 64 * 4, END = SX_OFF + kWdKB * BN * 4;
+  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
+  static constexpr int RED = 128 * (BN / 2) * 4;  // one rank's partial sums, [BN/2][128] floats
+  static constexpr int smem(int ks) { return kWdS * STAGE + (ks - 1) * RED + 1024; }
+};
+
+// Nonzero if a byte of w lies outside [53, 190] (two such E8M0 exponents may
+// leave the FP32 fast path's range; see above). Bytes below 128: b + 75
+// reaches bit 7 iff b ≥ 53; above: (b & 0x7F) + 65 does iff b ≥ 191. No
+// carry leaves a byte.
+__device__ __forceinline__ uint32_t e8m0x4_out_of_fast_range(uint32_t w) {
+  const uint32_t lo = w & 0x7F7F7F7Fu, hi = w & 0x80808080u;
+  return (hi & (lo + 0x41414141u)) | (~hi & ~(lo + 0x4B4B4B4Bu) & 0x80808080u);
+}
+
+template <int BN, int KS, int TA, int TB>
+__global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const __grid_constant__ TmaMaps T) {
+  pdl_wait();
+  using L = WdLayout<BN>;
+  constexpr int S = kWdS, KB = kWdKB, NR = BN / 2;
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);  // the 128-byte swizzle's atom
+  const int tid = threadIdx.x;
+  const int rank = KS > 1 ? (int)cluster_rank() : 0;
+  if constexpr (KS > 1) cluster_arrive_relaxed();  // this CTA has started (waited for before a peer writes into rank 0)
+  const int64_t n0 = (int64_t)(blockIdx.x / KS) * 64;  // the CTA's weight rows (b)
+  const int64_t K = P.K;
+  const int KT = (int)((K + kBK - 1) / kBK);
+  const int NQ = (KT + KB - 1) / KB;
+  const int64_t nblocks = K / 32;
+  if (tid == 0) {
+    for (int s = 0; s < S; s++) {
+      mbar_init(&full[s], 33);  // the producer's 32 lanes (their scale copies) and lane 0's expected bytes
+      mbar_init(&empty[s], 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int t = tid % 128, warp = t / 32;
+  const int rloc = warp * 16 + (t % 32) / 4, cq = 2 * (t % 4);  // the thread's weight rows (+8) and columns of A (+1) in each 8
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; i++) acc[i] = 0.f;
+  if (tid >= 128) {
+    // ---------------- producer ----------------
+    const int lane = tid % 32;
+    for (int i = 0;; i++) {
+      const int q = rank + i * KS;  // this rank's i-th stage
+      if (q >= NQ) break;
+      const int s = i % S;
+      if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
+      uint8_t *st = smem + s * L::STAGE;
+      if (lane == 0) {
+        mbar_arrive_expect_tx(&full[s], KB * (64 + BN) * kBK);
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+          const int k0 = (q * KB + b) * kBK;
+          tma_load_2d(st + b * L::WT, &T.b, k0, (int)n0, &full[s]);
+          tma_load_2d(st + L::X_OFF + b * L::XT, &T.a, k0, 0, &full[s]);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < KB; b++) {
+        const int kt = q * KB + b;
+        const bool kv = kt < KT;
+#pragma unroll
+        for (int r = lane; r < 64; r += 32) {
+          const int64_t gr = n0 + r;
+          const uint8_t *src = kv && gr < P.b.rows ? P.b.scale + scale_index(gr, (int64_t)kt * 4, P.b.scale_stride, P.b.swizzled) : decode_one(false);
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SW_OFF + (b * 64 + r) * 4)), "l"(src) : "memory");
+        }
+        if (lane < BN) {
+          const uint8_t *src = kv && lane < P.a.rows ? P.a.scale + scale_index(lane, (int64_t)kt * 4, P.a.scale_stride, P.a.swizzled) : decode_one(false);
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SX_OFF + (b * BN + lane) * 4)), "l"(src) : "memory");
+        }
+      }
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
+    }
+  } else {
+    // ---------------- consumers ----------------
+    struct Scales {
+      uint32_t wa0, wa1, wb[BN / 8][2];  // E8M0 words: weight rows rloc, rloc + 8; rows of A 8j + cq, + 1
+      bool slow;
+    };
+    float tmp[2][4][NR];
+    Scales sc[2];
+    // The descriptors' address field plus the byte offset / 16 (no carry out
+    // of its 14 bits: shared addresses < 2^18).
+    const uint64_t desc0 = sw128_desc(smem_u32(smem));
+    // This rank's j-th k-tile: stage i = j / KB, its sub-tile j % KB.
+    auto ktile = [&](int j) { return (rank + (j / KB) * KS) * KB + j % KB; };
+    auto load_issue = [&](int j, auto SET) {
+      constexpr int X = decltype(SET)::value;
+      const int kt = ktile(j), i = j / KB, b = j % KB, s = i % S;
+      if (b == 0) mbar_wait(&full[s], (i / S) & 1);
+      const uint8_t *st = smem + s * L::STAGE;
+      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF + b * 64 * 4);
+      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF + b * BN * 4);
+      const int64_t nv = nblocks - 4 * (int64_t)kt;  // blocks of this k-tile inside K
+      const uint32_t keep = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
+      auto inside = [&](uint32_t w) { return (w & keep) | (0x7F7F7F7Fu & ~keep); };
+      sc[X].wa0 = inside(sw[rloc]), sc[X].wa1 = inside(sw[rloc + 8]);
+      uint32_t bad = e8m0x4_out_of_fast_range(sc[X].wa0) | e8m0x4_out_of_fast_range(sc[X].wa1);
+#pragma unroll
+      for (int jj = 0; jj < BN / 8; jj++) {
+        sc[X].wb[jj][0] = inside(sx[8 * jj + cq]), sc[X].wb[jj][1] = inside(sx[8 * jj + cq + 1]);
+        bad |= e8m0x4_out_of_fast_range(sc[X].wb[jj][0]) | e8m0x4_out_of_fast_range(sc[X].wb[jj][1]);
+      }
+      sc[X].slow = __any_sync(0xFFFFFFFFu, bad != 0);
+      const uint32_t offW = (uint32_t)(s * L::STAGE + b * L::WT) >> 4, offX = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
+      wgmma_fence();
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        wgmma_k32<BN, TB, TA>(tmp[X][u], desc0 + offW + 2 * u, desc0 + offX + 2 * u);
+        wgmma_commit();
+      }
+    };
+    auto release = [&](int j) {
+      if (j % KB == KB - 1 || ktile(j) == KT - 1) mbar_arrive(&empty[(j / KB) % S]);
+    };
+    auto promote = [&](auto SET) {
+      constexpr int X = decltype(SET)::value;
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(tmp[X][u][i]);
+      const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
+      if (!sc[X].slow) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          const float sa0 = e8m0_byte(wa0, u), sa1 = e8m0_byte(wa1, u);
+#pragma unroll
+          for (int jj = 0; jj < BN / 8; jj++) {
+            const float sbx = e8m0_byte(sc[X].wb[jj][0], u), sby = e8m0_byte(sc[X].wb[jj][1], u);
+            acc[4 * jj + 0] = fmaf(tt[4 * jj + 0], sa0 * sbx, acc[4 * jj + 0]);
+            acc[4 * jj + 1] = fmaf(tt[4 * jj + 1], sa0 * sby, acc[4 * jj + 1]);
+            acc[4 * jj + 2] = fmaf(tt[4 * jj + 2], sa1 * sbx, acc[4 * jj + 2]);
+            acc[4 * jj + 3] = fmaf(tt[4 * jj + 3], sa1 * sby, acc[4 * jj + 3]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
+#pragma unroll
+          for (int jj = 0; jj < BN / 8; jj++) {
+            const double sbx = e8m0_to_float((sc[X].wb[jj][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[jj][1] >> (8 * u)) & 0xFF);
+            acc[4 * jj + 0] = (float)fma((double)tt[4 * jj + 0], sa0 * sbx, (double)acc[4 * jj + 0]);
+            acc[4 * jj + 1] = (float)fma((double)tt[4 * jj + 1], sa0 * sby, (double)acc[4 * jj + 1]);
+            acc[4 * jj + 2] = (float)fma((double)tt[4 * jj + 2], sa1 * sbx, (double)acc[4 * jj + 2]);
+            acc[4 * jj + 3] = (float)fma((double)tt[4 * jj + 3], sa1 * sby, (double)acc[4 * jj + 3]);
+          }
+        }
+      }
+    };
+    using I0 = std::integral_constant<int, 0>;
+    using I1 = std::integral_constant<int, 1>;
+    int j = 0;
+    if (ktile(0) < KT) {
+      load_issue(0, I0{});
+      for (;;) {
+        if (ktile(j + 1) >= KT) {  // the last k-tile: set 0 in flight
+          wgmma_wait<0>();
+          release(j);
+          promote(I0{});
+          break;
+        }
+        load_issue(j + 1, I1{});
+        wgmma_wait<4>();
+        release(j);
+        promote(I0{});
+        j++;
+        if (ktile(j + 1) >= KT) {
+          wgmma_wait<0>();
+          release(j);
+          promote(I1{});
+          break;
+        }
+        load_issue(j + 1, I0{});
+        wgmma_wait<4>();
+        release(j);
+        promote(I1{});
+        j++;
+      }
+    }
+  }
+  // Split K: ranks 1 .. KS−1 write their sums into rank 0's shared memory
+  // past its ring (xred, written while rank 0 may still be in its loop), and
+  // rank 0 adds them in rank order: the same sums in every run.
+  const uint32_t xred = smem_u32(smem) + S * L::STAGE;
+  if constexpr (KS > 1) {
+    cluster_wait();  // every CTA of the cluster has started: rank 0's shared memory is there
+    if (rank > 0 && tid < 128) {
+      const uint32_t dst = cluster_map(xred, 0) + ((rank - 1) * NR * 128 + t) * 4;
+#pragma unroll
+      for (int i = 0; i < NR; i++) st_cluster_f32(dst + i * 128 * 4, acc[i]);
+    }
+    cluster_arrive_release();
+    cluster_wait();  // rank 0: the others' sums have landed
+    if (rank > 0) return;
+  }
+  if (tid >= 128) return;
+  if constexpr (KS > 1) {
+    const float *xr = reinterpret_cast<const float *>(smem + S * L::STAGE);
+    for (int r = 1; r < KS; r++)
+#pragma unroll
+      for (int i = 0; i < NR; i++) acc[i] += xr[((r - 1) * NR + i) * 128 + t];
+  }
+  const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
+#pragma unroll
+  for (int jj = 0; jj < BN / 8; jj++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int64_t i = 8 * jj + cq + (e & 1), jn = n0 + rloc + (e >> 1) * 8;  // row of A, weight row
+      if (i >= P.M || jn >= P.N) continue;
+      const float v = alpha * acc[4 * jj + e];
+      const int64_t idx = P.d_trans ? jn * P.ldd + i : i * P.ldd + jn;
+      if (P.d_bf16)
+        reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
+      else
+        reinterpret_cast<float *>(P.d)[idx] = v;
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Host
 // ---------------------------------------------------------------------------
 
@@ -1893,7 +2189,81 @@ cudaError_t launch_decode_fill(const Params &p, cudaStream_t stream) {
   return launch_decode_mt<MT, kWaves>(p, stream);
 }
 
+// decode_wg_kernel's split K for N weight rows (tiles of 64) on sms SMs:
+// 1, a CTA per tile, where the tiles outnumber the SMs (two CTAs fit an SM);
+// 2, each tile's K over the two CTAs of a cluster, where they cover more than
+// half the SMs; 0, the decode kernel runs: below half the SMs, and where the
+// CTAs fill the SMs' slots unevenly. The kernel's time is set by the SMs that
+// run the most CTAs (ceil(CTAs / SMs) of them: each CTA's K streams at the
+// same speed), so it takes the GEMM only where CTAs / (SMs · that) ≥ 0.8.
+// H200 (132 SMs), CUDA graphs, M16 K8192 (bench/RESULTS.md, "Issue 12:
+// decode by wgmma", call 10), ratio to BF16: N8192 (256 CTAs, 0.97) 1.39×,
+// N28672 (448 CTAs, 0.85) 1.58×, but N6144 (192 CTAs, 0.73) 1.13× and N4352
+// (136, 0.52) 1.08×, where each took as long as N8192; the decode kernel ran
+// N4096 at 1.61× (README table). Below half the SMs the decode kernel was the
+// faster too (fused_check, each launch timed alone: N1024 0.0105 ms against
+// 0.018 split four and eight ways, N2048 0.0133 against 0.021, call 9).
+constexpr int wd_split_sms(int64_t n, int sms) {
+  if (sms <= 0) return 0;
+  const int64_t tiles = (n + 63) / 64;
+  if (2 * tiles <= sms) return 0;
+  const int ks = tiles > sms ? 1 : 2;
+  const int64_t ctas = tiles * ks, per_sm = (ctas + sms - 1) / sms;
+  return 5 * ctas >= 4 * (int64_t)sms * per_sm ? ks : 0;
+}
+static_assert(wd_split_sms(8192, 132) == 2 && wd_split_sms(28672, 132) == 1, "the measured wins take the kernel");
+static_assert(wd_split_sms(4352, 132) == 0 && wd_split_sms(6144, 132) == 0 && wd_split_sms(4096, 132) == 0, "the measured losses, and N4096 (no faster, README table), do not");
+static_assert(wd_split_sms(11008, 132) == 0 && wd_split_sms(14336, 132) == 1 && wd_split_sms(7168, 132) == 2, "172, 224 and 224 CTAs");
+
+inline int wd_split(const Params &p) {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return wd_split_sms(p.N, sms);
+}
+
+template <int BN, int TA, int TB>
+cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStream_t stream) {
+  auto go = [&](auto kern) {
+    const int smem = WdLayout<BN>::smem(ks);
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    launch_kernel_cluster(kern, (unsigned)((p.N + 63) / 64 * ks), 160, smem, stream, (unsigned)ks, p, t);
+    return cudaGetLastError();
+  };
+  return ks == 1 ? go(decode_wg_kernel<BN, 1, TA, TB>) : go(decode_wg_kernel<BN, 2, TA, TB>);
+}
+
+// Runs decode_wg_kernel where it takes p (the decode kernel's view: A the
+// operand with at most 16 rows): both operands FP8 with E8M0 scales, TMA
+// descriptors for both, the tiles of 64 weight rows filling the SMs
+// (wd_split); returns false otherwise, launching nothing.
+bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
+  if (p.M > 16 || p.a.s16 || p.b.s16 || p.a.elem == kE2M1 || p.b.elem == kE2M1) return false;
+  if ((p.N + 63) / 64 * 2 > 0x7FFFFFFF) return false;
+  const int ks = wd_split(p);
+  if (ks == 0) return false;
+  TmaMaps t{};
+  const int bn = p.M > 8 ? 16 : 8;
+  if (!tma_map(p.a, p.K, bn, &t.a) || !tma_map(p.b, p.K, 64, &t.b)) return false;
+  t.use = 1;
+  const int ta = wg_type(p.a.elem), tb = wg_type(p.b.elem);
+  auto types = [&](auto bnc) {
+    constexpr int BN = decltype(bnc)::value;
+    if (ta == 0 && tb == 0) return launch_wd_types<BN, 0, 0>(p, t, ks, stream);
+    if (ta == 0 && tb == 1) return launch_wd_types<BN, 0, 1>(p, t, ks, stream);
+    if (ta == 1 && tb == 0) return launch_wd_types<BN, 1, 0>(p, t, ks, stream);
+    return launch_wd_types<BN, 1, 1>(p, t, ks, stream);
+  };
+  *err = bn == 16 ? types(std::integral_constant<int, 16>{}) : types(std::integral_constant<int, 8>{});
+  return true;
+}
+
 cudaError_t launch_decode(const Params &p, cudaStream_t stream) {
+  cudaError_t e;
+  if (launch_wd(p, stream, &e)) return e;
   if (p.M > 32) return launch_decode_fill<4>(p, stream);
   return p.M > 16 ? launch_decode_fill<2>(p, stream) : launch_decode_fill<1>(p, stream);
 }

@@ -126,6 +126,12 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 // {16, 1100, 2176} kWave16 (two per tile of 32, 16 warps), N ragged against
 // the tiles in the last two; {48, 200, 4192} and {48, 400, 4192} 48 rows of
 // A in kWave2 (four CTAs per tile of 16) and kWave4 (four per tile of 32).
+// MXFP8 × MXFP8 at up to 16 rows of A runs decode_wg_kernel instead where
+// its CTAs fill the SMs (wd_split); on 132 SMs: {16, 8000, 1152} and {1,
+// 7000, 2176} two CTAs of a cluster per tile of 64 weight rows (nine k-tiles:
+// the last stage half full; one row of A: the n8 wgmma), {13, 15000, 640}
+// one, two CTAs per SM (235 tiles); N ragged against the tiles of 64; E5M2
+// codes and swizzled scales on either side.
 func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	needGPU(t)
 	byName := gemmOperandsByName()
@@ -134,8 +140,10 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 		block int
 	}{
 		{"mxfp8", "mxfp8", 32}, {"mxfp4", "mxfp4", 32}, {"nvfp4", "nvfp4", 16}, {"mxfp8", "nvfp4", 16},
+		{"mxfp8 e5m2 swizzled", "mxfp8", 32}, {"mxfp8", "mxfp8 e5m2 swizzled", 32},
 	}
-	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}, {48, 200, 4192}, {48, 400, 4192}}
+	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}, {48, 200, 4192}, {48, 400, 4192},
+		{1, 7000, 2176}, {16, 8000, 1152}, {13, 15000, 640}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0

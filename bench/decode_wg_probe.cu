@@ -1,0 +1,1227 @@
+// The prototype of cuda/gemm_fused.cu's decode_wg_kernel (issue #12;
+// bench/RESULTS.md, "Issue 12: decode by wgmma", calls 1-8): MXFP8 (E4M3) decode
+// GEMMs with the weight as the wgmma m64 side, TMA into a ring, the scales by
+// cp.async completing on the stage's mbarrier, timed as CUDA graphs against
+// cuBLAS BF16 in the same run, every output checked against an FP64 reference
+// within the fused bound (README "Numerics"). Standalone (copies of the
+// plugin's PTX wrappers), so that it builds in seconds:
+//
+//   nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o build/wgd bench/decode_wg_probe.cu -lcublas
+//   build/wgd          # the checks, then the table of call 8
+//   build/wgd ncu2     # one launch of wgd2<16, 6, 3, 2> after two (for ncu)
+//
+// Three generations, as measured: wgd_kernel (a stage per k-tile of 128, NC
+// consumer warpgroups taking stages in turn, PIPE: the next k-tile's wgmmas
+// issued before this one's promotion; its waits sit in branches, so ptxas
+// serializes its wgmmas: info C7518), wgd2_kernel (KB k-tiles a stage, the
+// waits in straight-line code; DRY 1: the ring alone, 2: wgmma without the
+// scales, 3: the promotion without wgmma) and wgd3_kernel (wgd2 with each
+// tile's K split over the KS CTAs of a cluster; what the plugin ships, at NC 1
+// and KB 2). main() is call 8's; calls 1-7 ran earlier versions of it over the
+// configurations RESULTS lists.
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                \
+      exit(1);                                                                                  \
+    }                                                                                           \
+  } while (0)
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared::cta.b64 st, [%0];\n\t}" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  asm volatile(
+      "{\n\t.reg .pred P1;\n"
+      "LAB_WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
+      "@P1 bra DONE;\n\t"
+      "bra LAB_WAIT;\n"
+      "DONE:\n\t}" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(uint8_t *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+               : "memory");
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t *bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
+  uint64_t d = 0;
+  d |= (uint64_t)((addr & 0x3FFFF) >> 4);
+  d |= (uint64_t)1 << 16;
+  d |= (uint64_t)(1024 >> 4) << 32;
+  d |= (uint64_t)1 << 62;
+  return d;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+template <int BN>
+__device__ __forceinline__ void wgmma_e4m3(float *d, uint64_t da, uint64_t db) {
+  if constexpr (BN == 8) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\nwgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "l"(da), "l"(db), "r"(0));
+  } else if constexpr (BN == 16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\nwgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, "
+        "1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(da), "l"(db), "r"(0));
+  } else {
+    static_assert(BN == 32, "BN");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
+        "%10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
+          "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "r"(0));
+  }
+}
+
+__device__ __forceinline__ float e8m0_to_float(uint32_t e) {
+  if (e == 0) return __int_as_float(0x00400000);
+  if (e == 255) return __int_as_float(0x7FC00000);
+  return __int_as_float(e << 23);
+}
+// byte u of w as a float, bytes 1..254
+__device__ __forceinline__ float e8(uint32_t w, int u) { return __uint_as_float((u < 3 ? w << (23 - 8 * u) : w >> 1) & 0x7F800000u); }
+// nonzero if a byte of w lies outside [53, 190] (then sums of two exponents may leave the fast range)
+__device__ __forceinline__ uint32_t range_bad(uint32_t w) {
+  const uint32_t lo = w & 0x7F7F7F7Fu, hi = w & 0x80808080u;
+  const uint32_t t1 = lo + 0x41414141u, t2 = lo + 0x4B4B4B4Bu;
+  return (hi & t1) | (~hi & ~t2 & 0x80808080u);
+}
+
+__device__ uint32_t kOne = 0x7F7F7F7Fu;
+
+struct Op {
+  const uint8_t *data, *scale;
+  int64_t rows, ld, scale_stride;
+};
+struct Args {
+  Op x, w;  // x: the activation [M, K] (M <= BN), w: the weight [N, K]
+  int64_t M, N, K;
+  float alpha;
+  __nv_bfloat16 *d;  // [M, N]
+  int64_t ldd;
+};
+struct Maps {
+  CUtensorMap w, x;
+};
+
+template <int BN>
+struct WL {
+  static constexpr int X_OFF = 8192, SW_OFF = X_OFF + BN * 128, SX_OFF = SW_OFF + 256, END = SX_OFF + BN * 4;
+  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
+};
+
+template <int BN, int S, int NC, int PIPE>
+__global__ void __launch_bounds__(NC * 128 + 32, 1) wgd_kernel(const Args P, const __grid_constant__ Maps T) {
+  using L = WL<BN>;
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const int tid = threadIdx.x;
+  const int64_t n0 = (int64_t)blockIdx.x * 64;
+  const int64_t K = P.K;
+  const int KT = (int)((K + 127) / 128);
+  const int64_t nblocks = (K + 31) / 32;
+  if (tid == 0) {
+    for (int s = 0; s < S; s++) {
+      mbar_init(&full[s], 33);
+      mbar_init(&empty[s], 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tid >= NC * 128) {
+    const int lane = tid % 32;
+    for (int kt = 0; kt < KT; kt++) {
+      const int s = kt % S;
+      if (kt >= S) mbar_wait(&empty[s], ((kt / S) + 1) & 1);
+      uint8_t *st = smem + s * L::STAGE;
+      const int k0 = kt * 128;
+      if (lane == 0) {
+        mbar_arrive_expect_tx(&full[s], (64 + BN) * 128);
+        tma_load_2d(st, &T.w, k0, (int)n0, &full[s]);
+        tma_load_2d(st + L::X_OFF, &T.x, k0, 0, &full[s]);
+      }
+#pragma unroll
+      for (int r = lane; r < 64; r += 32) {
+        const int64_t gr = n0 + r;
+        cp_async4(st + L::SW_OFF + 4 * r, gr < P.N ? (const void *)(P.w.scale + gr * P.w.scale_stride + kt * 4) : (const void *)&kOne);
+      }
+      for (int r = lane; r < BN; r += 32)
+        cp_async4(st + L::SX_OFF + 4 * r, r < P.M ? (const void *)(P.x.scale + r * P.x.scale_stride + kt * 4) : (const void *)&kOne);
+      cp_async_mbar_arrive_noinc(&full[s]);
+    }
+    return;
+  }
+  const int c = tid / 128, t = tid % 128, warp = t / 32, lane = t % 32;
+  const int rloc = warp * 16 + lane / 4, cq = 2 * (lane % 4);
+  constexpr int NR = BN / 2;
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; i++) acc[i] = 0.f;
+  if constexpr (PIPE) {
+    struct Sc {
+      uint32_t wa0, wa1, wb[BN / 8][2], bad;
+    };
+    float tmp[2][4][NR];
+    Sc sc[2];
+    auto load_issue = [&](int kt, auto SET) {
+      constexpr int X = decltype(SET)::value;
+      const int s = kt % S;
+      mbar_wait(&full[s], (kt / S) & 1);
+      const uint8_t *st = smem + s * L::STAGE;
+      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF);
+      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF);
+      sc[X].wa0 = sw[rloc], sc[X].wa1 = sw[rloc + 8];
+      uint32_t bad = range_bad(sc[X].wa0) | range_bad(sc[X].wa1);
+#pragma unroll
+      for (int j = 0; j < BN / 8; j++) {
+        sc[X].wb[j][0] = sx[8 * j + cq], sc[X].wb[j][1] = sx[8 * j + cq + 1];
+        bad |= range_bad(sc[X].wb[j][0]) | range_bad(sc[X].wb[j][1]);
+      }
+      sc[X].bad = bad;
+      const uint32_t a_base = smem_u32(st), b_base = smem_u32(st + L::X_OFF);
+      wgmma_fence();
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        wgmma_e4m3<BN>(tmp[X][u], sw128_desc(a_base + 32 * u), sw128_desc(b_base + 32 * u));
+        wgmma_commit();
+      }
+    };
+    auto finish = [&](int kt, auto SET, bool more) {
+      constexpr int X = decltype(SET)::value;
+      if (more)
+        wgmma_wait<4>();
+      else
+        wgmma_wait<0>();
+      mbar_arrive(&empty[kt % S]);
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        float *tt = tmp[X][u];
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(tt[i]);
+        if (kt * 4 + u >= nblocks) break;
+        const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
+        if (sc[X].bad == 0) {
+          const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
+#pragma unroll
+          for (int j = 0; j < BN / 8; j++) {
+            const float sbx = e8(sc[X].wb[j][0], u), sby = e8(sc[X].wb[j][1], u);
+            acc[4 * j + 0] = fmaf(tt[4 * j + 0], sa0 * sbx, acc[4 * j + 0]);
+            acc[4 * j + 1] = fmaf(tt[4 * j + 1], sa0 * sby, acc[4 * j + 1]);
+            acc[4 * j + 2] = fmaf(tt[4 * j + 2], sa1 * sbx, acc[4 * j + 2]);
+            acc[4 * j + 3] = fmaf(tt[4 * j + 3], sa1 * sby, acc[4 * j + 3]);
+          }
+        } else {
+          const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
+#pragma unroll
+          for (int j = 0; j < BN / 8; j++) {
+            const double sbx = e8m0_to_float((sc[X].wb[j][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[j][1] >> (8 * u)) & 0xFF);
+            acc[4 * j + 0] = (float)fma((double)tt[4 * j + 0], sa0 * sbx, (double)acc[4 * j + 0]);
+            acc[4 * j + 1] = (float)fma((double)tt[4 * j + 1], sa0 * sby, (double)acc[4 * j + 1]);
+            acc[4 * j + 2] = (float)fma((double)tt[4 * j + 2], sa1 * sbx, (double)acc[4 * j + 2]);
+            acc[4 * j + 3] = (float)fma((double)tt[4 * j + 3], sa1 * sby, (double)acc[4 * j + 3]);
+          }
+        }
+      }
+    };
+    using I0 = std::integral_constant<int, 0>;
+    using I1 = std::integral_constant<int, 1>;
+    int kt = c;
+    if (kt < KT) load_issue(kt, I0{});
+    while (kt < KT) {
+      int k1 = kt + NC;
+      if (k1 < KT) load_issue(k1, I1{});
+      finish(kt, I0{}, k1 < KT);
+      kt = k1;
+      if (kt >= KT) break;
+      k1 = kt + NC;
+      if (k1 < KT) load_issue(k1, I0{});
+      finish(kt, I1{}, k1 < KT);
+      kt = k1;
+    }
+  } else {
+  constexpr int NS = BN >= 32 ? 2 : 4;  // block sums in flight
+  for (int kt = c; kt < KT; kt += NC) {
+    const int s = kt % S;
+    mbar_wait(&full[s], (kt / S) & 1);
+    const uint8_t *st = smem + s * L::STAGE;
+    const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF);
+    const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF);
+    const uint32_t wa0 = sw[rloc], wa1 = sw[rloc + 8];
+    uint32_t wb[BN / 8][2];
+    uint32_t bad = range_bad(wa0) | range_bad(wa1);
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+      wb[j][0] = sx[8 * j + cq], wb[j][1] = sx[8 * j + cq + 1];
+      bad |= range_bad(wb[j][0]) | range_bad(wb[j][1]);
+    }
+    const uint32_t a_base = smem_u32(st), b_base = smem_u32(st + L::X_OFF);
+    float tmp[NS][NR];
+    auto issue = [&](int u) {
+      asm volatile("" ::: "memory");
+      wgmma_e4m3<BN>(tmp[u % NS], sw128_desc(a_base + 32 * u), sw128_desc(b_base + 32 * u));
+      wgmma_commit();
+    };
+    auto promote = [&](int u) {
+      float *tt = tmp[u % NS];
+#pragma unroll
+      for (int i = 0; i < NR; i++) reg_fence(tt[i]);
+      if (kt * 4 + u >= nblocks) return;
+      if (bad == 0) {
+        const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+          const float sbx = e8(wb[j][0], u), sby = e8(wb[j][1], u);
+          acc[4 * j + 0] = fmaf(tt[4 * j + 0], sa0 * sbx, acc[4 * j + 0]);
+          acc[4 * j + 1] = fmaf(tt[4 * j + 1], sa0 * sby, acc[4 * j + 1]);
+          acc[4 * j + 2] = fmaf(tt[4 * j + 2], sa1 * sbx, acc[4 * j + 2]);
+          acc[4 * j + 3] = fmaf(tt[4 * j + 3], sa1 * sby, acc[4 * j + 3]);
+        }
+      } else {
+        const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+          const double sbx = e8m0_to_float((wb[j][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((wb[j][1] >> (8 * u)) & 0xFF);
+          acc[4 * j + 0] = (float)fma((double)tt[4 * j + 0], sa0 * sbx, (double)acc[4 * j + 0]);
+          acc[4 * j + 1] = (float)fma((double)tt[4 * j + 1], sa0 * sby, (double)acc[4 * j + 1]);
+          acc[4 * j + 2] = (float)fma((double)tt[4 * j + 2], sa1 * sbx, (double)acc[4 * j + 2]);
+          acc[4 * j + 3] = (float)fma((double)tt[4 * j + 3], sa1 * sby, (double)acc[4 * j + 3]);
+        }
+      }
+    };
+    wgmma_fence();
+    if constexpr (NS == 4) {
+      issue(0), issue(1), issue(2), issue(3);
+      wgmma_wait<3>();
+      promote(0);
+      wgmma_wait<2>();
+      promote(1);
+      wgmma_wait<1>();
+      promote(2);
+      wgmma_wait<0>();
+      mbar_arrive(&empty[s]);
+      promote(3);
+    } else {
+      issue(0), issue(1);
+      wgmma_wait<1>();
+      promote(0);
+      wgmma_fence();
+      issue(2);
+      wgmma_wait<1>();
+      promote(1);
+      wgmma_fence();
+      issue(3);
+      wgmma_wait<1>();
+      promote(2);
+      wgmma_wait<0>();
+      mbar_arrive(&empty[s]);
+      promote(3);
+    }
+  }
+  }
+  if constexpr (NC > 1) {
+    float *red = reinterpret_cast<float *>(smem);
+    asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+    for (int cc = 1; cc < NC; cc++) {
+      if (c == cc)
+#pragma unroll
+        for (int i = 0; i < NR; i++) red[i * 128 + t] = acc[i];
+      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+      if (c == 0)
+#pragma unroll
+        for (int i = 0; i < NR; i++) acc[i] += red[i * 128 + t];
+      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+    }
+    if (c != 0) return;
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int64_t n = n0 + rloc + (e >> 1) * 8, m = 8 * j + cq + (e & 1);
+      if (n < P.N && m < P.M) P.d[m * P.ldd + n] = __float2bfloat16_rn(P.alpha * acc[4 * j + e]);
+    }
+}
+
+
+// Stages of KB consecutive k-tiles (128 K each): the producer issues KB boxes
+// of each operand per stage, so each weight row gets KB·128 contiguous bytes
+// requested together. DRY: the consumers only wait and release (a stream).
+template <int BN, int KB>
+struct WL2 {
+  static constexpr int WT = 8192, XT = BN * 128;
+  static constexpr int X_OFF = KB * WT, SW_OFF = X_OFF + KB * XT, SX_OFF = SW_OFF + KB * 256, END = SX_OFF + KB * BN * 4;
+  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
+};
+
+template <int BN, int S, int NC, int KB, int DRY>
+__global__ void __launch_bounds__(NC * 128 + 32, 1) wgd2_kernel(const Args P, const __grid_constant__ Maps T) {
+  using L = WL2<BN, KB>;
+  static_assert(S >= NC + 1, "a consumer holds its stage while it waits for the next one of its own");
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const int tid = threadIdx.x;
+  const int64_t n0 = (int64_t)blockIdx.x * 64;
+  const int64_t K = P.K;
+  const int KT = (int)((K + 127) / 128);
+  const int NQ = (KT + KB - 1) / KB;  // stages
+  const int64_t nblocks = (K + 31) / 32;
+  if (tid == 0) {
+    for (int s = 0; s < S; s++) {
+      mbar_init(&full[s], 33);
+      mbar_init(&empty[s], 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tid >= NC * 128) {
+    const int lane = tid % 32;
+    for (int q = 0; q < NQ; q++) {
+      const int s = q % S;
+      if (q >= S) mbar_wait(&empty[s], ((q / S) + 1) & 1);
+      uint8_t *st = smem + s * L::STAGE;
+      if (lane == 0) {
+        mbar_arrive_expect_tx(&full[s], KB * (64 + BN) * 128);
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+          const int k0 = (q * KB + b) * 128;
+          tma_load_2d(st + b * L::WT, &T.w, k0, (int)n0, &full[s]);
+          tma_load_2d(st + L::X_OFF + b * L::XT, &T.x, k0, 0, &full[s]);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < KB; b++) {
+        const int kt = q * KB + b;
+        const bool kv = kt < KT;
+#pragma unroll
+        for (int r = lane; r < 64; r += 32) {
+          const int64_t gr = n0 + r;
+          cp_async4(st + L::SW_OFF + b * 256 + 4 * r, kv && gr < P.N ? (const void *)(P.w.scale + gr * P.w.scale_stride + kt * 4) : (const void *)&kOne);
+        }
+        for (int r = lane; r < BN; r += 32)
+          cp_async4(st + L::SX_OFF + b * BN * 4 + 4 * r, kv && r < P.M ? (const void *)(P.x.scale + r * P.x.scale_stride + kt * 4) : (const void *)&kOne);
+      }
+      cp_async_mbar_arrive_noinc(&full[s]);
+    }
+    return;
+  }
+  const int c = tid / 128, t = tid % 128, warp = t / 32, lane = t % 32;
+  const int rloc = warp * 16 + lane / 4, cq = 2 * (lane % 4);
+  constexpr int NR = BN / 2;
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; i++) acc[i] = 0.f;
+  if constexpr (DRY == 1) {
+    for (int q = c; q < NQ; q += NC) {
+      const int s = q % S;
+      mbar_wait(&full[s], (q / S) & 1);
+      acc[0] += reinterpret_cast<const float *>(smem + s * L::STAGE + L::SW_OFF)[t];
+      mbar_arrive(&empty[s]);
+    }
+  } else {
+    struct Sc {
+      uint32_t wa0, wa1, wb[BN / 8][2];
+      bool slow;
+    };
+    float tmp[2][4][NR];
+    Sc sc[2];
+    // Descriptors: the 14-bit address field of sw128_desc(smem) plus the
+    // byte offset / 16 (no carry out of the field: shared addresses < 2^18).
+    const uint64_t desc0 = sw128_desc(smem_u32(smem));
+    // k-tile kt of this WG: stage q = kt / KB (q % NC == c), sub-tile kt % KB
+    auto load_issue = [&](int kt, auto SET) {
+      constexpr int X = decltype(SET)::value;
+      const int q = kt / KB, b = kt % KB, s = q % S;
+      if (b == 0) mbar_wait(&full[s], (q / S) & 1);
+      const uint8_t *st = smem + s * L::STAGE;
+      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF + b * 256);
+      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF + b * BN * 4);
+      // Blocks past K (the last k-tile): scale 1.0 (their data are zeros).
+      const int64_t nv = nblocks - 4 * (int64_t)kt;
+      const uint32_t keep = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
+      auto fix = [&](uint32_t w) { return (w & keep) | (0x7F7F7F7Fu & ~keep); };
+      sc[X].wa0 = fix(sw[rloc]), sc[X].wa1 = fix(sw[rloc + 8]);
+      uint32_t bad = range_bad(sc[X].wa0) | range_bad(sc[X].wa1);
+#pragma unroll
+      for (int j = 0; j < BN / 8; j++) {
+        sc[X].wb[j][0] = fix(sx[8 * j + cq]), sc[X].wb[j][1] = fix(sx[8 * j + cq + 1]);
+        bad |= range_bad(sc[X].wb[j][0]) | range_bad(sc[X].wb[j][1]);
+      }
+      sc[X].slow = __any_sync(0xFFFFFFFFu, bad != 0);
+      const uint32_t offA = (uint32_t)(s * L::STAGE + b * L::WT) >> 4, offB = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
+      if constexpr (DRY == 3) {
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+          for (int i = 0; i < NR; i++) tmp[X][u][i] = __uint_as_float(sc[X].wa0 ^ (i + u));
+      } else {
+        wgmma_fence();
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          wgmma_e4m3<BN>(tmp[X][u], desc0 + offA + 2 * u, desc0 + offB + 2 * u);
+          wgmma_commit();
+        }
+      }
+    };
+    auto release = [&](int kt) {
+      if (kt % KB == KB - 1 || kt == KT - 1) mbar_arrive(&empty[(kt / KB) % S]);
+    };
+    auto promote = [&](auto SET) {
+      constexpr int X = decltype(SET)::value;
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(tmp[X][u][i]);
+      const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
+      if (!sc[X].slow) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          if constexpr (DRY == 2) {
+#pragma unroll
+            for (int i = 0; i < NR; i++) acc[i] += tt[i];
+            continue;
+          }
+          const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
+#pragma unroll
+          for (int j = 0; j < BN / 8; j++) {
+            const float sbx = e8(sc[X].wb[j][0], u), sby = e8(sc[X].wb[j][1], u);
+            acc[4 * j + 0] = fmaf(tt[4 * j + 0], sa0 * sbx, acc[4 * j + 0]);
+            acc[4 * j + 1] = fmaf(tt[4 * j + 1], sa0 * sby, acc[4 * j + 1]);
+            acc[4 * j + 2] = fmaf(tt[4 * j + 2], sa1 * sbx, acc[4 * j + 2]);
+            acc[4 * j + 3] = fmaf(tt[4 * j + 3], sa1 * sby, acc[4 * j + 3]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
+#pragma unroll
+          for (int j = 0; j < BN / 8; j++) {
+            const double sbx = e8m0_to_float((sc[X].wb[j][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[j][1] >> (8 * u)) & 0xFF);
+            acc[4 * j + 0] = (float)fma((double)tt[4 * j + 0], sa0 * sbx, (double)acc[4 * j + 0]);
+            acc[4 * j + 1] = (float)fma((double)tt[4 * j + 1], sa0 * sby, (double)acc[4 * j + 1]);
+            acc[4 * j + 2] = (float)fma((double)tt[4 * j + 2], sa1 * sbx, (double)acc[4 * j + 2]);
+            acc[4 * j + 3] = (float)fma((double)tt[4 * j + 3], sa1 * sby, (double)acc[4 * j + 3]);
+          }
+        }
+      }
+    };
+    auto next = [&](int kt) { return (kt + 1) % KB ? kt + 1 : kt + 1 + (NC - 1) * KB; };
+    using I0 = std::integral_constant<int, 0>;
+    using I1 = std::integral_constant<int, 1>;
+    int kt = c * KB;
+    if (kt < KT) {
+      load_issue(kt, I0{});
+      for (;;) {
+        int k1 = next(kt);
+        if (k1 >= KT) {  // the last: set 0 in flight
+          wgmma_wait<0>();
+          release(kt);
+          promote(I0{});
+          break;
+        }
+        load_issue(k1, I1{});
+        wgmma_wait<4>();
+        release(kt);
+        promote(I0{});
+        kt = k1;
+        k1 = next(kt);
+        if (k1 >= KT) {
+          wgmma_wait<0>();
+          release(kt);
+          promote(I1{});
+          break;
+        }
+        load_issue(k1, I0{});
+        wgmma_wait<4>();
+        release(kt);
+        promote(I1{});
+        kt = k1;
+      }
+    }
+  }
+  if constexpr (NC > 1) {
+    float *red = reinterpret_cast<float *>(smem);
+    asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+    for (int cc = 1; cc < NC; cc++) {
+      if (c == cc)
+#pragma unroll
+        for (int i = 0; i < NR; i++) red[i * 128 + t] = acc[i];
+      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+      if (c == 0)
+#pragma unroll
+        for (int i = 0; i < NR; i++) acc[i] += red[i * 128 + t];
+      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+    }
+    if (c != 0) return;
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int64_t n = n0 + rloc + (e >> 1) * 8, m = 8 * j + cq + (e & 1);
+      if (n < P.N && m < P.M) P.d[m * P.ldd + n] = __float2bfloat16_rn(P.alpha * acc[4 * j + e]);
+    }
+}
+
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t d;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(addr), "r"(rank));
+  return d;
+}
+__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+template <int BN, int S, int NC, int KB, int KS>
+__global__ void __launch_bounds__(NC * 128 + 32, KS) wgd3_kernel(const Args P, const __grid_constant__ Maps T) {
+  using L = WL2<BN, KB>;
+  static_assert(S >= NC + 1, "a consumer holds its stage while it waits for the next one of its own");
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const int tid = threadIdx.x;
+  constexpr int DRY = 0;
+  const int rank = KS > 1 ? (int)cluster_rank() : 0;
+  if constexpr (KS > 1) cluster_arrive_relaxed();  // this CTA has started
+  const int64_t n0 = (int64_t)(blockIdx.x / KS) * 64;
+  const int64_t K = P.K;
+  const int KT = (int)((K + 127) / 128);
+  const int NQ = (KT + KB - 1) / KB;  // stages
+  const int64_t nblocks = (K + 31) / 32;
+  if (tid == 0) {
+    for (int s = 0; s < S; s++) {
+      mbar_init(&full[s], 33);
+      mbar_init(&empty[s], 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int c = tid / 128, t = tid % 128, warp = t / 32;
+  const int rloc = warp * 16 + (t % 32) / 4, cq = 2 * (t % 4);
+  constexpr int NR = BN / 2;
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; i++) acc[i] = 0.f;
+  if (tid >= NC * 128) {
+    const int lane = tid % 32;
+    for (int i = 0;; i++) {
+      const int q = rank + i * KS;
+      if (q >= NQ) break;
+      const int s = i % S;
+      if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
+      uint8_t *st = smem + s * L::STAGE;
+      if (lane == 0) {
+        mbar_arrive_expect_tx(&full[s], KB * (64 + BN) * 128);
+#pragma unroll
+        for (int b = 0; b < KB; b++) {
+          const int k0 = (q * KB + b) * 128;
+          tma_load_2d(st + b * L::WT, &T.w, k0, (int)n0, &full[s]);
+          tma_load_2d(st + L::X_OFF + b * L::XT, &T.x, k0, 0, &full[s]);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < KB; b++) {
+        const int kt = q * KB + b;
+        const bool kv = kt < KT;
+#pragma unroll
+        for (int r = lane; r < 64; r += 32) {
+          const int64_t gr = n0 + r;
+          cp_async4(st + L::SW_OFF + b * 256 + 4 * r, kv && gr < P.N ? (const void *)(P.w.scale + gr * P.w.scale_stride + kt * 4) : (const void *)&kOne);
+        }
+        for (int r = lane; r < BN; r += 32)
+          cp_async4(st + L::SX_OFF + b * BN * 4 + 4 * r, kv && r < P.M ? (const void *)(P.x.scale + r * P.x.scale_stride + kt * 4) : (const void *)&kOne);
+      }
+      cp_async_mbar_arrive_noinc(&full[s]);
+    }
+  } else {
+  {
+    struct Sc {
+      uint32_t wa0, wa1, wb[BN / 8][2];
+      bool slow;
+    };
+    float tmp[2][4][NR];
+    Sc sc[2];
+    // Descriptors: the 14-bit address field of sw128_desc(smem) plus the
+    // byte offset / 16 (no carry out of the field: shared addresses < 2^18).
+    const uint64_t desc0 = sw128_desc(smem_u32(smem));
+    // k-tile kt of this WG: stage q = kt / KB (q % NC == c), sub-tile kt % KB
+    // this WG's j-th k-tile: local stage i = c + (j / KB)·NC, sub-tile b = j % KB
+    auto ktile = [&](int j) { return (rank + (c + (j / KB) * NC) * KS) * KB + j % KB; };
+    auto load_issue = [&](int j, auto SET) {
+      constexpr int X = decltype(SET)::value;
+      const int kt = ktile(j), i = c + (j / KB) * NC, b = j % KB, s = i % S;
+      if (b == 0) mbar_wait(&full[s], (i / S) & 1);
+      const uint8_t *st = smem + s * L::STAGE;
+      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF + b * 256);
+      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF + b * BN * 4);
+      // Blocks past K (the last k-tile): scale 1.0 (their data are zeros).
+      const int64_t nv = nblocks - 4 * (int64_t)kt;
+      const uint32_t keep = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
+      auto fix = [&](uint32_t w) { return (w & keep) | (0x7F7F7F7Fu & ~keep); };
+      sc[X].wa0 = fix(sw[rloc]), sc[X].wa1 = fix(sw[rloc + 8]);
+      uint32_t bad = range_bad(sc[X].wa0) | range_bad(sc[X].wa1);
+#pragma unroll
+      for (int j = 0; j < BN / 8; j++) {
+        sc[X].wb[j][0] = fix(sx[8 * j + cq]), sc[X].wb[j][1] = fix(sx[8 * j + cq + 1]);
+        bad |= range_bad(sc[X].wb[j][0]) | range_bad(sc[X].wb[j][1]);
+      }
+      sc[X].slow = __any_sync(0xFFFFFFFFu, bad != 0);
+      const uint32_t offA = (uint32_t)(s * L::STAGE + b * L::WT) >> 4, offB = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
+      if constexpr (DRY == 3) {
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+          for (int i = 0; i < NR; i++) tmp[X][u][i] = __uint_as_float(sc[X].wa0 ^ (i + u));
+      } else {
+        wgmma_fence();
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          wgmma_e4m3<BN>(tmp[X][u], desc0 + offA + 2 * u, desc0 + offB + 2 * u);
+          wgmma_commit();
+        }
+      }
+    };
+    auto release = [&](int j) {
+      if (j % KB == KB - 1 || ktile(j) == KT - 1) mbar_arrive(&empty[(c + (j / KB) * NC) % S]);
+    };
+    auto promote = [&](auto SET) {
+      constexpr int X = decltype(SET)::value;
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(tmp[X][u][i]);
+      const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
+      if (!sc[X].slow) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          if constexpr (DRY == 2) {
+#pragma unroll
+            for (int i = 0; i < NR; i++) acc[i] += tt[i];
+            continue;
+          }
+          const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
+#pragma unroll
+          for (int j = 0; j < BN / 8; j++) {
+            const float sbx = e8(sc[X].wb[j][0], u), sby = e8(sc[X].wb[j][1], u);
+            acc[4 * j + 0] = fmaf(tt[4 * j + 0], sa0 * sbx, acc[4 * j + 0]);
+            acc[4 * j + 1] = fmaf(tt[4 * j + 1], sa0 * sby, acc[4 * j + 1]);
+            acc[4 * j + 2] = fmaf(tt[4 * j + 2], sa1 * sbx, acc[4 * j + 2]);
+            acc[4 * j + 3] = fmaf(tt[4 * j + 3], sa1 * sby, acc[4 * j + 3]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
+#pragma unroll
+          for (int j = 0; j < BN / 8; j++) {
+            const double sbx = e8m0_to_float((sc[X].wb[j][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[j][1] >> (8 * u)) & 0xFF);
+            acc[4 * j + 0] = (float)fma((double)tt[4 * j + 0], sa0 * sbx, (double)acc[4 * j + 0]);
+            acc[4 * j + 1] = (float)fma((double)tt[4 * j + 1], sa0 * sby, (double)acc[4 * j + 1]);
+            acc[4 * j + 2] = (float)fma((double)tt[4 * j + 2], sa1 * sbx, (double)acc[4 * j + 2]);
+            acc[4 * j + 3] = (float)fma((double)tt[4 * j + 3], sa1 * sby, (double)acc[4 * j + 3]);
+          }
+        }
+      }
+    };
+    using I0 = std::integral_constant<int, 0>;
+    using I1 = std::integral_constant<int, 1>;
+    int j = 0;
+    if (ktile(0) < KT) {
+      load_issue(0, I0{});
+      for (;;) {
+        if (ktile(j + 1) >= KT) {  // the last: set 0 in flight
+          wgmma_wait<0>();
+          release(j);
+          promote(I0{});
+          break;
+        }
+        load_issue(j + 1, I1{});
+        wgmma_wait<4>();
+        release(j);
+        promote(I0{});
+        j++;
+        if (ktile(j + 1) >= KT) {
+          wgmma_wait<0>();
+          release(j);
+          promote(I1{});
+          break;
+        }
+        load_issue(j + 1, I0{});
+        wgmma_wait<4>();
+        release(j);
+        promote(I1{});
+        j++;
+      }
+    }
+  }
+  }
+  // consumers' partial sums: WG c > 0 into WG 0 (named barrier 1, consumers only),
+  // then ranks > 0 into rank 0 through distributed shared memory.
+  const bool cons = tid < NC * 128;
+  if constexpr (NC > 1) {
+    if (cons) {
+      float *red = reinterpret_cast<float *>(smem);
+      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+      for (int cc = 1; cc < NC; cc++) {
+        if (c == cc)
+#pragma unroll
+          for (int i = 0; i < NR; i++) red[i * 128 + t] = acc[i];
+        asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+        if (c == 0)
+#pragma unroll
+          for (int i = 0; i < NR; i++) acc[i] += red[i * 128 + t];
+        asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
+      }
+    }
+  }
+  if constexpr (KS > 1) {
+    cluster_wait();             // every CTA of the cluster has started
+    cluster_arrive_release();   // this CTA is done with its ring (rank 0's may now be written)
+    cluster_wait();
+    const uint32_t xred = smem_u32(smem) + 16384;  // past the NC reduction's area
+    if (rank > 0 && cons && c == 0) {
+      const uint32_t dst = cluster_map(xred, 0) + ((rank - 1) * NR * 128 + t) * 4;
+#pragma unroll
+      for (int i = 0; i < NR; i++) st_cluster_f32(dst + i * 128 * 4, acc[i]);
+    }
+    cluster_arrive_release();
+    cluster_wait();
+    if (rank > 0) return;
+    if (cons && c == 0) {
+      const float *xr = reinterpret_cast<const float *>(smem + 16384);
+      for (int r = 1; r < KS; r++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) acc[i] += xr[((r - 1) * NR + i) * 128 + t];
+    }
+  }
+  if (!cons || c != 0) return;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int64_t n = n0 + rloc + (e >> 1) * 8, m = 8 * j + cq + (e & 1);
+      if (n < P.N && m < P.M) P.d[m * P.ldd + n] = __float2bfloat16_rn(P.alpha * acc[4 * j + e]);
+    }
+}
+
+// reference: one thread per output, FP64, and the bound of README "Numerics"
+__global__ void ref_kernel(Args P, double *ref, double *bound) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= P.M * P.N) return;
+  const int64_t m = i / P.N, n = i % P.N;
+  double r = 0, b = 0, mag = 0;
+  const int64_t nb = (P.K + 31) / 32;
+  for (int64_t blk = 0; blk < nb; blk++) {
+    double sum = 0, sabs = 0, mx = 0;
+    for (int k = 0; k < 32 && blk * 32 + k < P.K; k++) {
+      const int64_t kk = blk * 32 + k;
+      __nv_fp8_e4m3 a, w;
+      *reinterpret_cast<uint8_t *>(&a) = P.x.data[m * P.x.ld + kk];
+      *reinterpret_cast<uint8_t *>(&w) = P.w.data[n * P.w.ld + kk];
+      const double p = (double)(float)a * (double)(float)w;
+      sum += p, sabs += fabs(p), mx = fmax(mx, fabs(p));
+    }
+    const double s = (double)e8m0_to_float(P.x.scale[m * P.x.scale_stride + blk]) * (double)e8m0_to_float(P.w.scale[n * P.w.scale_stride + blk]);
+    r += s * sum;
+    b += s * (32 * ldexp(1.0, -13) * (1 + ldexp(1.0, -13)) * mx + (ldexp(1.0, -13) + ldexp(1.0, -24)) * sabs);
+    mag += s * sabs;
+  }
+  b += (nb + 2) * ldexp(1.0, -24) * mag;
+  ref[i] = r;
+  bound[i] = b + fabs(r) * ldexp(1.0, -8) + ldexp(1.0, -133);  // + the rounding to BF16 (half an ulp at 8 bits)
+}
+
+typedef CUresult (*EncodeFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                             const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeFn enc() {
+  static EncodeFn f = nullptr;
+  if (!f) {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    f = (EncodeFn)p;
+  }
+  return f;
+}
+static void make_map(CUtensorMap *m, const uint8_t *data, int64_t rows, int64_t K, int64_t ld, int box_rows) {
+  const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)ld};
+  const cuuint32_t box[2] = {128, (cuuint32_t)box_rows};
+  const cuuint32_t estr[2] = {1, 1};
+  CUresult r = enc()(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    printf("encode failed %d\n", (int)r);
+    exit(1);
+  }
+}
+
+struct Problem {
+  Args a;
+  Maps maps;
+  int64_t M, N, K;
+};
+
+static uint8_t *dev_bytes(const std::vector<uint8_t> &h) {
+  uint8_t *d;
+  CK(cudaMalloc(&d, h.size()));
+  CK(cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+static Problem make_problem(int64_t M, int64_t N, int64_t K, int smin_x, int smax_x, int smin_w, int smax_w, uint64_t seed, int BN) {
+  std::mt19937_64 rng(seed);
+  auto code = [&] {
+    for (;;) {
+      uint8_t b = rng() & 0xFF;
+      if ((b & 0x7F) != 0x7F) return b;
+    }
+  };
+  const int64_t ss = ((K + 31) / 32 + 3) / 4 * 4;
+  std::vector<uint8_t> xd(M * K), wd(N * K), xs(M * ss), ws(N * ss);
+  for (auto &b : xd) b = code();
+  for (auto &b : wd) b = code();
+  for (auto &b : xs) b = smin_x + rng() % (smax_x - smin_x + 1);
+  for (auto &b : ws) b = smin_w + rng() % (smax_w - smin_w + 1);
+  Problem p{};
+  p.M = M, p.N = N, p.K = K;
+  p.a.x = Op{dev_bytes(xd), dev_bytes(xs), M, K, ss};
+  p.a.w = Op{dev_bytes(wd), dev_bytes(ws), N, K, ss};
+  p.a.M = M, p.a.N = N, p.a.K = K, p.a.alpha = 1.f, p.a.ldd = N;
+  CK(cudaMalloc(&p.a.d, M * N * 2));
+  make_map(&p.maps.w, p.a.w.data, N, K, K, 64);
+  make_map(&p.maps.x, p.a.x.data, M, K, K, BN);
+  return p;
+}
+
+template <int BN, int S, int NC, int PIPE>
+static void launch(const Problem &p, cudaStream_t st) {
+  using L = WL<BN>;
+  const int smem = S * L::STAGE + 1024;
+  auto k = wgd_kernel<BN, S, NC, PIPE>;
+  static bool set = false;
+  if (!set) {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    set = true;
+  }
+  k<<<(unsigned)((p.N + 63) / 64), NC * 128 + 32, smem, st>>>(p.a, p.maps);
+}
+
+template <typename F>
+static float graph_ms(F &&f) {
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int i = 0; i < 3; i++) f(st);
+  CK(cudaStreamSynchronize(st));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < 20; i++) f(st);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ts;
+  for (int r = 0; r < 9; r++) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    ts.push_back(ms / 20);
+  }
+  std::sort(ts.begin(), ts.end());
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  CK(cudaStreamDestroy(st));
+  return ts[ts.size() / 2];
+}
+
+template <typename F>
+static float each_ms(F &&f) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; i++) f((cudaStream_t)0);
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ts;
+  for (int r = 0; r < 20; r++) {
+    CK(cudaEventRecord(e0));
+    f((cudaStream_t)0);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    ts.push_back(ms);
+  }
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+static bool check(const Problem &p, const char *what) {
+  const int64_t n = p.M * p.N;
+  double *ref, *bound;
+  CK(cudaMalloc(&ref, n * 8));
+  CK(cudaMalloc(&bound, n * 8));
+  ref_kernel<<<(unsigned)((n + 255) / 256), 256>>>(p.a, ref, bound);
+  CK(cudaDeviceSynchronize());
+  std::vector<double> hr(n), hb(n);
+  std::vector<__nv_bfloat16> hd(n);
+  CK(cudaMemcpy(hr.data(), ref, n * 8, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hb.data(), bound, n * 8, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hd.data(), p.a.d, n * 2, cudaMemcpyDeviceToHost));
+  double worst = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double d = (double)__bfloat162float(hd[i]);
+    const double e = fabs(d - hr[i]) / hb[i];
+    if (!(e <= 1.0)) bad++;
+    if (e > worst || e != e) worst = e;
+  }
+  printf("check %-40s M%ld N%ld K%ld: %ld of %ld outside the bound, worst err/bound %.3g -> %s\n", what, (long)p.M, (long)p.N, (long)p.K, (long)bad,
+         (long)n, worst, bad ? "FAIL" : "ok");
+  CK(cudaFree(ref));
+  CK(cudaFree(bound));
+  return bad == 0;
+}
+
+template <int BN, int S, int NC, int PIPE>
+static bool run_check(int64_t M, int64_t N, int64_t K, int sx0, int sx1, int sw0, int sw1, const char *what) {
+  Problem p = make_problem(M, N, K, sx0, sx1, sw0, sw1, M * 7 + N * 13 + K, BN);
+  CK(cudaMemset(p.a.d, 0xFF, M * N * 2));
+  launch<BN, S, NC, PIPE>(p, 0);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s BN%d S%d NC%d P%d", what, BN, S, NC, PIPE);
+  return check(p, buf);
+}
+
+static float g_each;
+template <int BN, int S, int NC, int PIPE>
+static float time_wgd(const Problem &p) {
+  g_each = each_ms([&](cudaStream_t st) { launch<BN, S, NC, PIPE>(p, st); });
+  return graph_ms([&](cudaStream_t st) { launch<BN, S, NC, PIPE>(p, st); });
+}
+
+
+template <int BN, int S, int NC, int KB, int DRY>
+static void launch2(const Problem &p, cudaStream_t st) {
+  using L = WL2<BN, KB>;
+  const int smem = S * L::STAGE + 1024;
+  auto k = wgd2_kernel<BN, S, NC, KB, DRY>;
+  static bool set = false;
+  if (!set) {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    set = true;
+  }
+  k<<<(unsigned)((p.N + 63) / 64), NC * 128 + 32, smem, st>>>(p.a, p.maps);
+}
+template <int BN, int S, int NC, int KB, int DRY>
+static bool run_check2(int64_t M, int64_t N, int64_t K, int sx0, int sx1, int sw0, int sw1, const char *what) {
+  Problem p = make_problem(M, N, K, sx0, sx1, sw0, sw1, M * 7 + N * 13 + K, BN);
+  CK(cudaMemset(p.a.d, 0xFF, M * N * 2));
+  launch2<BN, S, NC, KB, DRY>(p, 0);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s v2 BN%d S%d NC%d KB%d", what, BN, S, NC, KB);
+  return check(p, buf);
+}
+template <int BN, int S, int NC, int KB, int DRY>
+static float time2(const Problem &p) {
+  g_each = each_ms([&](cudaStream_t st) { launch2<BN, S, NC, KB, DRY>(p, st); });
+  return graph_ms([&](cudaStream_t st) { launch2<BN, S, NC, KB, DRY>(p, st); });
+}
+
+
+template <int BN, int S, int NC, int KB, int KS>
+static void launch3(const Problem &p, cudaStream_t st) {
+  using L = WL2<BN, KB>;
+  const int smem = std::max(S * L::STAGE, 16384 + (KS - 1) * BN / 2 * 128 * 4) + 1024;
+  auto k = wgd3_kernel<BN, S, NC, KB, KS>;
+  static bool set = false;
+  if (!set) {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    set = true;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = KS;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)((p.N + 63) / 64 * KS));
+  cfg.blockDim = dim3(NC * 128 + 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, k, p.a, p.maps));
+}
+template <int BN, int S, int NC, int KB, int KS>
+static bool run_check3(int64_t M, int64_t N, int64_t K, int sx0, int sx1, int sw0, int sw1, const char *what) {
+  Problem p = make_problem(M, N, K, sx0, sx1, sw0, sw1, M * 7 + N * 13 + K, BN);
+  CK(cudaMemset(p.a.d, 0xFF, M * N * 2));
+  launch3<BN, S, NC, KB, KS>(p, 0);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s v3 BN%d S%d NC%d KB%d KS%d", what, BN, S, NC, KB, KS);
+  return check(p, buf);
+}
+template <int BN, int S, int NC, int KB, int KS>
+static float time3(const Problem &p) {
+  g_each = each_ms([&](cudaStream_t st) { launch3<BN, S, NC, KB, KS>(p, st); });
+  return graph_ms([&](cudaStream_t st) { launch3<BN, S, NC, KB, KS>(p, st); });
+}
+
+static float time_bf16(cublasHandle_t h, int64_t M, int64_t N, int64_t K) {
+  __nv_bfloat16 *x, *w, *d;
+  CK(cudaMalloc(&x, M * K * 2));
+  CK(cudaMalloc(&w, N * K * 2));
+  CK(cudaMalloc(&d, M * N * 2));
+  CK(cudaMemset(x, 0x3c, M * K * 2));
+  CK(cudaMemset(w, 0x3c, N * K * 2));
+  const float one = 1, zero = 0;
+  auto f = [&](cudaStream_t st) {
+    cublasSetStream(h, st);
+    if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, w, CUDA_R_16BF, (int)K, x, CUDA_R_16BF, (int)K, &zero, d, CUDA_R_16BF,
+                     (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+      printf("cublas failed\n");
+      exit(1);
+    }
+  };
+  g_each = each_ms(f);
+  float ms = graph_ms(f);
+  CK(cudaFree(x));
+  CK(cudaFree(w));
+  CK(cudaFree(d));
+  return ms;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, nullptr, _IONBF, 0);
+  cublasHandle_t h;
+  cublasCreate(&h);
+  // cuBLAS needs its workspace outside the capture
+  void *ws;
+  CK(cudaMalloc(&ws, 64 << 20));
+  cublasSetWorkspace(h, ws, 64 << 20);
+  if (argc > 1 && !strcmp(argv[1], "ncu")) {
+    Problem p = make_problem(16, 8192, 8192, 120, 134, 120, 134, 1, 16);
+    launch<16, 8, 1, 0>(p, 0);
+    launch<16, 8, 1, 1>(p, 0);
+    launch<16, 8, 2, 1>(p, 0);
+    launch<16, 8, 4, 1>(p, 0);
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
+  if (argc > 1 && !strcmp(argv[1], "ncu2")) {
+    Problem p = make_problem(16, 8192, 8192, 120, 134, 120, 134, 1, 16);
+    launch2<16, 6, 3, 2, 0>(p, 0);
+    launch2<16, 6, 3, 2, 0>(p, 0);
+    launch2<16, 6, 3, 2, 0>(p, 0);
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
+  bool ok = true;
+  ok &= run_check3<16, 4, 1, 2, 1>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");
+  ok &= run_check3<16, 4, 1, 2, 2>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");
+  ok &= run_check3<16, 3, 2, 2, 2>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");
+  ok &= run_check3<16, 2, 1, 2, 4>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");
+  ok &= run_check3<16, 4, 1, 2, 2>(13, 1000, 4064, 120, 134, 120, 134, "ragged");
+  ok &= run_check3<16, 3, 2, 2, 2>(13, 1000, 3936, 120, 134, 120, 134, "ragged");
+  ok &= run_check3<16, 2, 1, 2, 4>(13, 1000, 352, 120, 134, 120, 134, "ragged small K");
+  ok &= run_check3<8, 4, 1, 2, 2>(1, 8200, 8192, 120, 134, 120, 134, "M1");
+  ok &= run_check3<16, 4, 1, 2, 2>(16, 4096, 4096, 30, 100, 150, 220, "adversarial scales");
+  ok &= run_check3<16, 4, 1, 2, 2>(16, 4096, 4096, 0, 254, 0, 100, "any scales");
+  printf("checks %s\n", ok ? "ALL PASS" : "FAILED");
+  struct Sh {
+    int64_t M, N, K;
+  };
+  for (Sh s : {Sh{16, 8192, 8192}, Sh{1, 8192, 8192}, Sh{16, 28672, 8192}, Sh{16, 8192, 28672}, Sh{16, 4096, 8192}}) {
+    const float bf = time_bf16(h, s.M, s.N, s.K), bfe = g_each;
+    printf("\nM%ld N%ld K%ld: BF16 cuBLAS graph %.4f ms, each %.4f ms\n", (long)s.M, (long)s.N, (long)s.K, bf, bfe);
+    auto row = [&](const char *name, float ms) {
+      printf("  %-24s graph %.4f ms  %.2fx BF16  %.0f GB/s | each %.4f ms %.2fx\n", name, ms, bf / ms, (s.N * s.K * 1.03125) / ms / 1e6, g_each, bfe / g_each);
+    };
+    if (s.M == 1) {
+      Problem p = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 8);
+      row("BN8 S4 NC1 KB2 KS1", time3<8, 4, 1, 2, 1>(p));
+      row("BN8 S4 NC1 KB2 KS2", time3<8, 4, 1, 2, 2>(p));
+      row("BN8 S2 NC1 KB2 KS4", time3<8, 2, 1, 2, 4>(p));
+      continue;
+    }
+    Problem p = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 16);
+    row("S4 NC1 KB2 KS1", time3<16, 4, 1, 2, 1>(p));
+    row("S4 NC1 KB2 KS2", time3<16, 4, 1, 2, 2>(p));
+    row("S3 NC1 KB2 KS2", time3<16, 3, 1, 2, 2>(p));
+    row("S6 NC1 KB1 KS2", time3<16, 6, 1, 1, 2>(p));
+    row("S2 NC1 KB4 KS2", time3<16, 2, 1, 4, 2>(p));
+    row("S3 NC2 KB2 KS2", time3<16, 3, 2, 2, 2>(p));
+    row("S2 NC1 KB2 KS4", time3<16, 2, 1, 2, 4>(p));
+    row("S4 NC1 KB1 KS4", time3<16, 4, 1, 1, 4>(p));
+    row("S5 NC3 KB4 KS1", time3<16, 5, 3, 4, 1>(p));
+  }
+  return ok ? 0 : 1;
+}
