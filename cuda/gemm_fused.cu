@@ -1657,12 +1657,14 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 // prototype from 0.041 ms to 0.025 (H200, M16 N8192 K8192).
 //
 // Measured on the H200 (bench/RESULTS.md, "Issue 12: decode by wgmma"; graphs
-// of 20 launches, M16 N8192 K8192 MXFP8, ms): the decode kernel 0.0255; this
-// kernel at one CTA per tile 0.0257, at two per tile (KS 2) 0.0223-0.0230, the
-// ring alone without any arithmetic 0.0186; BF16 cuBLAS 0.0335 in the same
-// run. At N28672 (448 tiles, two CTAs per SM) 0.0717 against BF16's 0.1096.
-// Two CTAs of 64 rows per SM ran ahead of one CTA with two or three consumer
-// warpgroups (0.0247-0.0297).
+// of 20 launches, M16 N8192 K8192 MXFP8, ms). The prototype (call 8,
+// bench/decode_wg_probe.cu): one CTA per tile 0.0257, two per tile (KS 2)
+// 0.0223-0.0230, the ring alone without any arithmetic 0.0186, BF16 cuBLAS
+// 0.0335 in the same run; N28672 (448 tiles, two CTAs per SM) 0.0717 against
+// BF16's 0.1096. Two CTAs of 64 rows per SM ran ahead of one CTA with two or
+// three consumer warpgroups (0.0247-0.0297). Through quant_gemm (call 10):
+// 0.0239 against BF16 torch.matmul's 0.0331 (1.39x); the decode kernel had
+// run 0.0255 (1.34x) in an earlier lease.
 //
 // Scales: a consumer thread holds the E8M0 words (four blocks each) of its
 // two weight rows and its BN/4 rows of A. The fast path takes sa·sb in FP32;
