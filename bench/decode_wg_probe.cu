@@ -8,17 +8,15 @@
 //
 //   nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o build/wgd bench/decode_wg_probe.cu -lcublas
 //   build/wgd          # the checks, then the table of call 8
-//   build/wgd ncu2     # one launch of wgd2<16, 6, 3, 2> after two (for ncu)
+//   build/wgd ncu      # three launches of the shipped configuration (for ncu)
 //
-// Three generations, as measured: wgd_kernel (a stage per k-tile of 128, NC
-// consumer warpgroups taking stages in turn, PIPE: the next k-tile's wgmmas
-// issued before this one's promotion; its waits sit in branches, so ptxas
-// serializes its wgmmas: info C7518), wgd2_kernel (KB k-tiles a stage, the
-// waits in straight-line code; DRY 1: the ring alone, 2: wgmma without the
-// scales, 3: the promotion without wgmma) and wgd3_kernel (wgd2 with each
-// tile's K split over the KS CTAs of a cluster; what the plugin ships, at NC 1
-// and KB 2). main() is call 8's; calls 1-7 ran earlier versions of it over the
-// configurations RESULTS lists.
+// wgd3_kernel is the shipped design (NC 1, KB 2 there): S stages of KB
+// k-tiles of 128, NC consumer warpgroups taking the stages in turn, each
+// tile's K split over the KS CTAs of a cluster. main() is call 8's. Calls 1-7
+// ran two earlier generations from this file as of commit 101f766: wgd_kernel
+// (a stage per k-tile, its waits in branches, so that ptxas serialized its
+// wgmmas: info C7518) and wgd2_kernel (the waits in straight-line code; DRY
+// modes timing the ring alone, wgmma alone, the promotion alone).
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -146,468 +144,15 @@ struct Maps {
   CUtensorMap w, x;
 };
 
-template <int BN>
-struct WL {
-  static constexpr int X_OFF = 8192, SW_OFF = X_OFF + BN * 128, SX_OFF = SW_OFF + 256, END = SX_OFF + BN * 4;
-  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
-};
-
-template <int BN, int S, int NC, int PIPE>
-__global__ void __launch_bounds__(NC * 128 + 32, 1) wgd_kernel(const Args P, const __grid_constant__ Maps T) {
-  using L = WL<BN>;
-  __shared__ __align__(8) uint64_t full[S], empty[S];
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  const int tid = threadIdx.x;
-  const int64_t n0 = (int64_t)blockIdx.x * 64;
-  const int64_t K = P.K;
-  const int KT = (int)((K + 127) / 128);
-  const int64_t nblocks = (K + 31) / 32;
-  if (tid == 0) {
-    for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 33);
-      mbar_init(&empty[s], 128);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (tid >= NC * 128) {
-    const int lane = tid % 32;
-    for (int kt = 0; kt < KT; kt++) {
-      const int s = kt % S;
-      if (kt >= S) mbar_wait(&empty[s], ((kt / S) + 1) & 1);
-      uint8_t *st = smem + s * L::STAGE;
-      const int k0 = kt * 128;
-      if (lane == 0) {
-        mbar_arrive_expect_tx(&full[s], (64 + BN) * 128);
-        tma_load_2d(st, &T.w, k0, (int)n0, &full[s]);
-        tma_load_2d(st + L::X_OFF, &T.x, k0, 0, &full[s]);
-      }
-#pragma unroll
-      for (int r = lane; r < 64; r += 32) {
-        const int64_t gr = n0 + r;
-        cp_async4(st + L::SW_OFF + 4 * r, gr < P.N ? (const void *)(P.w.scale + gr * P.w.scale_stride + kt * 4) : (const void *)&kOne);
-      }
-      for (int r = lane; r < BN; r += 32)
-        cp_async4(st + L::SX_OFF + 4 * r, r < P.M ? (const void *)(P.x.scale + r * P.x.scale_stride + kt * 4) : (const void *)&kOne);
-      cp_async_mbar_arrive_noinc(&full[s]);
-    }
-    return;
-  }
-  const int c = tid / 128, t = tid % 128, warp = t / 32, lane = t % 32;
-  const int rloc = warp * 16 + lane / 4, cq = 2 * (lane % 4);
-  constexpr int NR = BN / 2;
-  float acc[NR];
-#pragma unroll
-  for (int i = 0; i < NR; i++) acc[i] = 0.f;
-  if constexpr (PIPE) {
-    struct Sc {
-      uint32_t wa0, wa1, wb[BN / 8][2], bad;
-    };
-    float tmp[2][4][NR];
-    Sc sc[2];
-    auto load_issue = [&](int kt, auto SET) {
-      constexpr int X = decltype(SET)::value;
-      const int s = kt % S;
-      mbar_wait(&full[s], (kt / S) & 1);
-      const uint8_t *st = smem + s * L::STAGE;
-      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF);
-      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF);
-      sc[X].wa0 = sw[rloc], sc[X].wa1 = sw[rloc + 8];
-      uint32_t bad = range_bad(sc[X].wa0) | range_bad(sc[X].wa1);
-#pragma unroll
-      for (int j = 0; j < BN / 8; j++) {
-        sc[X].wb[j][0] = sx[8 * j + cq], sc[X].wb[j][1] = sx[8 * j + cq + 1];
-        bad |= range_bad(sc[X].wb[j][0]) | range_bad(sc[X].wb[j][1]);
-      }
-      sc[X].bad = bad;
-      const uint32_t a_base = smem_u32(st), b_base = smem_u32(st + L::X_OFF);
-      wgmma_fence();
-#pragma unroll
-      for (int u = 0; u < 4; u++) {
-        wgmma_e4m3<BN>(tmp[X][u], sw128_desc(a_base + 32 * u), sw128_desc(b_base + 32 * u));
-        wgmma_commit();
-      }
-    };
-    auto finish = [&](int kt, auto SET, bool more) {
-      constexpr int X = decltype(SET)::value;
-      if (more)
-        wgmma_wait<4>();
-      else
-        wgmma_wait<0>();
-      mbar_arrive(&empty[kt % S]);
-#pragma unroll
-      for (int u = 0; u < 4; u++) {
-        float *tt = tmp[X][u];
-#pragma unroll
-        for (int i = 0; i < NR; i++) reg_fence(tt[i]);
-        if (kt * 4 + u >= nblocks) break;
-        const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
-        if (sc[X].bad == 0) {
-          const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
-#pragma unroll
-          for (int j = 0; j < BN / 8; j++) {
-            const float sbx = e8(sc[X].wb[j][0], u), sby = e8(sc[X].wb[j][1], u);
-            acc[4 * j + 0] = fmaf(tt[4 * j + 0], sa0 * sbx, acc[4 * j + 0]);
-            acc[4 * j + 1] = fmaf(tt[4 * j + 1], sa0 * sby, acc[4 * j + 1]);
-            acc[4 * j + 2] = fmaf(tt[4 * j + 2], sa1 * sbx, acc[4 * j + 2]);
-            acc[4 * j + 3] = fmaf(tt[4 * j + 3], sa1 * sby, acc[4 * j + 3]);
-          }
-        } else {
-          const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
-#pragma unroll
-          for (int j = 0; j < BN / 8; j++) {
-            const double sbx = e8m0_to_float((sc[X].wb[j][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[j][1] >> (8 * u)) & 0xFF);
-            acc[4 * j + 0] = (float)fma((double)tt[4 * j + 0], sa0 * sbx, (double)acc[4 * j + 0]);
-            acc[4 * j + 1] = (float)fma((double)tt[4 * j + 1], sa0 * sby, (double)acc[4 * j + 1]);
-            acc[4 * j + 2] = (float)fma((double)tt[4 * j + 2], sa1 * sbx, (double)acc[4 * j + 2]);
-            acc[4 * j + 3] = (float)fma((double)tt[4 * j + 3], sa1 * sby, (double)acc[4 * j + 3]);
-          }
-        }
-      }
-    };
-    using I0 = std::integral_constant<int, 0>;
-    using I1 = std::integral_constant<int, 1>;
-    int kt = c;
-    if (kt < KT) load_issue(kt, I0{});
-    while (kt < KT) {
-      int k1 = kt + NC;
-      if (k1 < KT) load_issue(k1, I1{});
-      finish(kt, I0{}, k1 < KT);
-      kt = k1;
-      if (kt >= KT) break;
-      k1 = kt + NC;
-      if (k1 < KT) load_issue(k1, I0{});
-      finish(kt, I1{}, k1 < KT);
-      kt = k1;
-    }
-  } else {
-  constexpr int NS = BN >= 32 ? 2 : 4;  // block sums in flight
-  for (int kt = c; kt < KT; kt += NC) {
-    const int s = kt % S;
-    mbar_wait(&full[s], (kt / S) & 1);
-    const uint8_t *st = smem + s * L::STAGE;
-    const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF);
-    const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF);
-    const uint32_t wa0 = sw[rloc], wa1 = sw[rloc + 8];
-    uint32_t wb[BN / 8][2];
-    uint32_t bad = range_bad(wa0) | range_bad(wa1);
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-      wb[j][0] = sx[8 * j + cq], wb[j][1] = sx[8 * j + cq + 1];
-      bad |= range_bad(wb[j][0]) | range_bad(wb[j][1]);
-    }
-    const uint32_t a_base = smem_u32(st), b_base = smem_u32(st + L::X_OFF);
-    float tmp[NS][NR];
-    auto issue = [&](int u) {
-      asm volatile("" ::: "memory");
-      wgmma_e4m3<BN>(tmp[u % NS], sw128_desc(a_base + 32 * u), sw128_desc(b_base + 32 * u));
-      wgmma_commit();
-    };
-    auto promote = [&](int u) {
-      float *tt = tmp[u % NS];
-#pragma unroll
-      for (int i = 0; i < NR; i++) reg_fence(tt[i]);
-      if (kt * 4 + u >= nblocks) return;
-      if (bad == 0) {
-        const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-          const float sbx = e8(wb[j][0], u), sby = e8(wb[j][1], u);
-          acc[4 * j + 0] = fmaf(tt[4 * j + 0], sa0 * sbx, acc[4 * j + 0]);
-          acc[4 * j + 1] = fmaf(tt[4 * j + 1], sa0 * sby, acc[4 * j + 1]);
-          acc[4 * j + 2] = fmaf(tt[4 * j + 2], sa1 * sbx, acc[4 * j + 2]);
-          acc[4 * j + 3] = fmaf(tt[4 * j + 3], sa1 * sby, acc[4 * j + 3]);
-        }
-      } else {
-        const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-          const double sbx = e8m0_to_float((wb[j][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((wb[j][1] >> (8 * u)) & 0xFF);
-          acc[4 * j + 0] = (float)fma((double)tt[4 * j + 0], sa0 * sbx, (double)acc[4 * j + 0]);
-          acc[4 * j + 1] = (float)fma((double)tt[4 * j + 1], sa0 * sby, (double)acc[4 * j + 1]);
-          acc[4 * j + 2] = (float)fma((double)tt[4 * j + 2], sa1 * sbx, (double)acc[4 * j + 2]);
-          acc[4 * j + 3] = (float)fma((double)tt[4 * j + 3], sa1 * sby, (double)acc[4 * j + 3]);
-        }
-      }
-    };
-    wgmma_fence();
-    if constexpr (NS == 4) {
-      issue(0), issue(1), issue(2), issue(3);
-      wgmma_wait<3>();
-      promote(0);
-      wgmma_wait<2>();
-      promote(1);
-      wgmma_wait<1>();
-      promote(2);
-      wgmma_wait<0>();
-      mbar_arrive(&empty[s]);
-      promote(3);
-    } else {
-      issue(0), issue(1);
-      wgmma_wait<1>();
-      promote(0);
-      wgmma_fence();
-      issue(2);
-      wgmma_wait<1>();
-      promote(1);
-      wgmma_fence();
-      issue(3);
-      wgmma_wait<1>();
-      promote(2);
-      wgmma_wait<0>();
-      mbar_arrive(&empty[s]);
-      promote(3);
-    }
-  }
-  }
-  if constexpr (NC > 1) {
-    float *red = reinterpret_cast<float *>(smem);
-    asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
-    for (int cc = 1; cc < NC; cc++) {
-      if (c == cc)
-#pragma unroll
-        for (int i = 0; i < NR; i++) red[i * 128 + t] = acc[i];
-      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
-      if (c == 0)
-#pragma unroll
-        for (int i = 0; i < NR; i++) acc[i] += red[i * 128 + t];
-      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
-    }
-    if (c != 0) return;
-  }
-#pragma unroll
-  for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int64_t n = n0 + rloc + (e >> 1) * 8, m = 8 * j + cq + (e & 1);
-      if (n < P.N && m < P.M) P.d[m * P.ldd + n] = __float2bfloat16_rn(P.alpha * acc[4 * j + e]);
-    }
-}
-
-
 // Stages of KB consecutive k-tiles (128 K each): the producer issues KB boxes
 // of each operand per stage, so each weight row gets KB·128 contiguous bytes
-// requested together. DRY: the consumers only wait and release (a stream).
+// requested together.
 template <int BN, int KB>
 struct WL2 {
   static constexpr int WT = 8192, XT = BN * 128;
   static constexpr int X_OFF = KB * WT, SW_OFF = X_OFF + KB * XT, SX_OFF = SW_OFF + KB * 256, END = SX_OFF + KB * BN * 4;
   static constexpr int STAGE = (END + 1023) / 1024 * 1024;
 };
-
-template <int BN, int S, int NC, int KB, int DRY>
-__global__ void __launch_bounds__(NC * 128 + 32, 1) wgd2_kernel(const Args P, const __grid_constant__ Maps T) {
-  using L = WL2<BN, KB>;
-  static_assert(S >= NC + 1, "a consumer holds its stage while it waits for the next one of its own");
-  __shared__ __align__(8) uint64_t full[S], empty[S];
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  const int tid = threadIdx.x;
-  const int64_t n0 = (int64_t)blockIdx.x * 64;
-  const int64_t K = P.K;
-  const int KT = (int)((K + 127) / 128);
-  const int NQ = (KT + KB - 1) / KB;  // stages
-  const int64_t nblocks = (K + 31) / 32;
-  if (tid == 0) {
-    for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 33);
-      mbar_init(&empty[s], 128);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (tid >= NC * 128) {
-    const int lane = tid % 32;
-    for (int q = 0; q < NQ; q++) {
-      const int s = q % S;
-      if (q >= S) mbar_wait(&empty[s], ((q / S) + 1) & 1);
-      uint8_t *st = smem + s * L::STAGE;
-      if (lane == 0) {
-        mbar_arrive_expect_tx(&full[s], KB * (64 + BN) * 128);
-#pragma unroll
-        for (int b = 0; b < KB; b++) {
-          const int k0 = (q * KB + b) * 128;
-          tma_load_2d(st + b * L::WT, &T.w, k0, (int)n0, &full[s]);
-          tma_load_2d(st + L::X_OFF + b * L::XT, &T.x, k0, 0, &full[s]);
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < KB; b++) {
-        const int kt = q * KB + b;
-        const bool kv = kt < KT;
-#pragma unroll
-        for (int r = lane; r < 64; r += 32) {
-          const int64_t gr = n0 + r;
-          cp_async4(st + L::SW_OFF + b * 256 + 4 * r, kv && gr < P.N ? (const void *)(P.w.scale + gr * P.w.scale_stride + kt * 4) : (const void *)&kOne);
-        }
-        for (int r = lane; r < BN; r += 32)
-          cp_async4(st + L::SX_OFF + b * BN * 4 + 4 * r, kv && r < P.M ? (const void *)(P.x.scale + r * P.x.scale_stride + kt * 4) : (const void *)&kOne);
-      }
-      cp_async_mbar_arrive_noinc(&full[s]);
-    }
-    return;
-  }
-  const int c = tid / 128, t = tid % 128, warp = t / 32, lane = t % 32;
-  const int rloc = warp * 16 + lane / 4, cq = 2 * (lane % 4);
-  constexpr int NR = BN / 2;
-  float acc[NR];
-#pragma unroll
-  for (int i = 0; i < NR; i++) acc[i] = 0.f;
-  if constexpr (DRY == 1) {
-    for (int q = c; q < NQ; q += NC) {
-      const int s = q % S;
-      mbar_wait(&full[s], (q / S) & 1);
-      acc[0] += reinterpret_cast<const float *>(smem + s * L::STAGE + L::SW_OFF)[t];
-      mbar_arrive(&empty[s]);
-    }
-  } else {
-    struct Sc {
-      uint32_t wa0, wa1, wb[BN / 8][2];
-      bool slow;
-    };
-    float tmp[2][4][NR];
-    Sc sc[2];
-    // Descriptors: the 14-bit address field of sw128_desc(smem) plus the
-    // byte offset / 16 (no carry out of the field: shared addresses < 2^18).
-    const uint64_t desc0 = sw128_desc(smem_u32(smem));
-    // k-tile kt of this WG: stage q = kt / KB (q % NC == c), sub-tile kt % KB
-    auto load_issue = [&](int kt, auto SET) {
-      constexpr int X = decltype(SET)::value;
-      const int q = kt / KB, b = kt % KB, s = q % S;
-      if (b == 0) mbar_wait(&full[s], (q / S) & 1);
-      const uint8_t *st = smem + s * L::STAGE;
-      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF + b * 256);
-      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF + b * BN * 4);
-      // Blocks past K (the last k-tile): scale 1.0 (their data are zeros).
-      const int64_t nv = nblocks - 4 * (int64_t)kt;
-      const uint32_t keep = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
-      auto fix = [&](uint32_t w) { return (w & keep) | (0x7F7F7F7Fu & ~keep); };
-      sc[X].wa0 = fix(sw[rloc]), sc[X].wa1 = fix(sw[rloc + 8]);
-      uint32_t bad = range_bad(sc[X].wa0) | range_bad(sc[X].wa1);
-#pragma unroll
-      for (int j = 0; j < BN / 8; j++) {
-        sc[X].wb[j][0] = fix(sx[8 * j + cq]), sc[X].wb[j][1] = fix(sx[8 * j + cq + 1]);
-        bad |= range_bad(sc[X].wb[j][0]) | range_bad(sc[X].wb[j][1]);
-      }
-      sc[X].slow = __any_sync(0xFFFFFFFFu, bad != 0);
-      const uint32_t offA = (uint32_t)(s * L::STAGE + b * L::WT) >> 4, offB = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
-      if constexpr (DRY == 3) {
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-#pragma unroll
-          for (int i = 0; i < NR; i++) tmp[X][u][i] = __uint_as_float(sc[X].wa0 ^ (i + u));
-      } else {
-        wgmma_fence();
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-          wgmma_e4m3<BN>(tmp[X][u], desc0 + offA + 2 * u, desc0 + offB + 2 * u);
-          wgmma_commit();
-        }
-      }
-    };
-    auto release = [&](int kt) {
-      if (kt % KB == KB - 1 || kt == KT - 1) mbar_arrive(&empty[(kt / KB) % S]);
-    };
-    auto promote = [&](auto SET) {
-      constexpr int X = decltype(SET)::value;
-#pragma unroll
-      for (int u = 0; u < 4; u++)
-#pragma unroll
-        for (int i = 0; i < NR; i++) reg_fence(tmp[X][u][i]);
-      const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
-      if (!sc[X].slow) {
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-          const float *tt = tmp[X][u];
-          if constexpr (DRY == 2) {
-#pragma unroll
-            for (int i = 0; i < NR; i++) acc[i] += tt[i];
-            continue;
-          }
-          const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
-#pragma unroll
-          for (int j = 0; j < BN / 8; j++) {
-            const float sbx = e8(sc[X].wb[j][0], u), sby = e8(sc[X].wb[j][1], u);
-            acc[4 * j + 0] = fmaf(tt[4 * j + 0], sa0 * sbx, acc[4 * j + 0]);
-            acc[4 * j + 1] = fmaf(tt[4 * j + 1], sa0 * sby, acc[4 * j + 1]);
-            acc[4 * j + 2] = fmaf(tt[4 * j + 2], sa1 * sbx, acc[4 * j + 2]);
-            acc[4 * j + 3] = fmaf(tt[4 * j + 3], sa1 * sby, acc[4 * j + 3]);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-          const float *tt = tmp[X][u];
-          const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
-#pragma unroll
-          for (int j = 0; j < BN / 8; j++) {
-            const double sbx = e8m0_to_float((sc[X].wb[j][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[j][1] >> (8 * u)) & 0xFF);
-            acc[4 * j + 0] = (float)fma((double)tt[4 * j + 0], sa0 * sbx, (double)acc[4 * j + 0]);
-            acc[4 * j + 1] = (float)fma((double)tt[4 * j + 1], sa0 * sby, (double)acc[4 * j + 1]);
-            acc[4 * j + 2] = (float)fma((double)tt[4 * j + 2], sa1 * sbx, (double)acc[4 * j + 2]);
-            acc[4 * j + 3] = (float)fma((double)tt[4 * j + 3], sa1 * sby, (double)acc[4 * j + 3]);
-          }
-        }
-      }
-    };
-    auto next = [&](int kt) { return (kt + 1) % KB ? kt + 1 : kt + 1 + (NC - 1) * KB; };
-    using I0 = std::integral_constant<int, 0>;
-    using I1 = std::integral_constant<int, 1>;
-    int kt = c * KB;
-    if (kt < KT) {
-      load_issue(kt, I0{});
-      for (;;) {
-        int k1 = next(kt);
-        if (k1 >= KT) {  // the last: set 0 in flight
-          wgmma_wait<0>();
-          release(kt);
-          promote(I0{});
-          break;
-        }
-        load_issue(k1, I1{});
-        wgmma_wait<4>();
-        release(kt);
-        promote(I0{});
-        kt = k1;
-        k1 = next(kt);
-        if (k1 >= KT) {
-          wgmma_wait<0>();
-          release(kt);
-          promote(I1{});
-          break;
-        }
-        load_issue(k1, I0{});
-        wgmma_wait<4>();
-        release(kt);
-        promote(I1{});
-        kt = k1;
-      }
-    }
-  }
-  if constexpr (NC > 1) {
-    float *red = reinterpret_cast<float *>(smem);
-    asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
-    for (int cc = 1; cc < NC; cc++) {
-      if (c == cc)
-#pragma unroll
-        for (int i = 0; i < NR; i++) red[i * 128 + t] = acc[i];
-      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
-      if (c == 0)
-#pragma unroll
-        for (int i = 0; i < NR; i++) acc[i] += red[i * 128 + t];
-      asm volatile("bar.sync 1, %0;" ::"n"(NC * 128) : "memory");
-    }
-    if (c != 0) return;
-  }
-#pragma unroll
-  for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int64_t n = n0 + rloc + (e >> 1) * 8, m = 8 * j + cq + (e & 1);
-      if (n < P.N && m < P.M) P.d[m * P.ldd + n] = __float2bfloat16_rn(P.alpha * acc[4 * j + e]);
-    }
-}
 
 
 __device__ __forceinline__ uint32_t cluster_rank() {
@@ -634,7 +179,6 @@ __global__ void __launch_bounds__(NC * 128 + 32, KS) wgd3_kernel(const Args P, c
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   const int tid = threadIdx.x;
-  constexpr int DRY = 0;
   const int rank = KS > 1 ? (int)cluster_rank() : 0;
   if constexpr (KS > 1) cluster_arrive_relaxed();  // this CTA has started
   const int64_t n0 = (int64_t)(blockIdx.x / KS) * 64;
@@ -721,18 +265,11 @@ __global__ void __launch_bounds__(NC * 128 + 32, KS) wgd3_kernel(const Args P, c
       }
       sc[X].slow = __any_sync(0xFFFFFFFFu, bad != 0);
       const uint32_t offA = (uint32_t)(s * L::STAGE + b * L::WT) >> 4, offB = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
-      if constexpr (DRY == 3) {
+      wgmma_fence();
 #pragma unroll
-        for (int u = 0; u < 4; u++)
-#pragma unroll
-          for (int i = 0; i < NR; i++) tmp[X][u][i] = __uint_as_float(sc[X].wa0 ^ (i + u));
-      } else {
-        wgmma_fence();
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-          wgmma_e4m3<BN>(tmp[X][u], desc0 + offA + 2 * u, desc0 + offB + 2 * u);
-          wgmma_commit();
-        }
+      for (int u = 0; u < 4; u++) {
+        wgmma_e4m3<BN>(tmp[X][u], desc0 + offA + 2 * u, desc0 + offB + 2 * u);
+        wgmma_commit();
       }
     };
     auto release = [&](int j) {
@@ -749,11 +286,6 @@ __global__ void __launch_bounds__(NC * 128 + 32, KS) wgd3_kernel(const Args P, c
 #pragma unroll
         for (int u = 0; u < 4; u++) {
           const float *tt = tmp[X][u];
-          if constexpr (DRY == 2) {
-#pragma unroll
-            for (int i = 0; i < NR; i++) acc[i] += tt[i];
-            continue;
-          }
           const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
 #pragma unroll
           for (int j = 0; j < BN / 8; j++) {
@@ -951,19 +483,6 @@ static Problem make_problem(int64_t M, int64_t N, int64_t K, int smin_x, int sma
   return p;
 }
 
-template <int BN, int S, int NC, int PIPE>
-static void launch(const Problem &p, cudaStream_t st) {
-  using L = WL<BN>;
-  const int smem = S * L::STAGE + 1024;
-  auto k = wgd_kernel<BN, S, NC, PIPE>;
-  static bool set = false;
-  if (!set) {
-    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    set = true;
-  }
-  k<<<(unsigned)((p.N + 63) / 64), NC * 128 + 32, smem, st>>>(p.a, p.maps);
-}
-
 template <typename F>
 static float graph_ms(F &&f) {
   cudaStream_t st;
@@ -1044,56 +563,7 @@ static bool check(const Problem &p, const char *what) {
   return bad == 0;
 }
 
-template <int BN, int S, int NC, int PIPE>
-static bool run_check(int64_t M, int64_t N, int64_t K, int sx0, int sx1, int sw0, int sw1, const char *what) {
-  Problem p = make_problem(M, N, K, sx0, sx1, sw0, sw1, M * 7 + N * 13 + K, BN);
-  CK(cudaMemset(p.a.d, 0xFF, M * N * 2));
-  launch<BN, S, NC, PIPE>(p, 0);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  char buf[128];
-  snprintf(buf, sizeof buf, "%s BN%d S%d NC%d P%d", what, BN, S, NC, PIPE);
-  return check(p, buf);
-}
-
 static float g_each;
-template <int BN, int S, int NC, int PIPE>
-static float time_wgd(const Problem &p) {
-  g_each = each_ms([&](cudaStream_t st) { launch<BN, S, NC, PIPE>(p, st); });
-  return graph_ms([&](cudaStream_t st) { launch<BN, S, NC, PIPE>(p, st); });
-}
-
-
-template <int BN, int S, int NC, int KB, int DRY>
-static void launch2(const Problem &p, cudaStream_t st) {
-  using L = WL2<BN, KB>;
-  const int smem = S * L::STAGE + 1024;
-  auto k = wgd2_kernel<BN, S, NC, KB, DRY>;
-  static bool set = false;
-  if (!set) {
-    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    set = true;
-  }
-  k<<<(unsigned)((p.N + 63) / 64), NC * 128 + 32, smem, st>>>(p.a, p.maps);
-}
-template <int BN, int S, int NC, int KB, int DRY>
-static bool run_check2(int64_t M, int64_t N, int64_t K, int sx0, int sx1, int sw0, int sw1, const char *what) {
-  Problem p = make_problem(M, N, K, sx0, sx1, sw0, sw1, M * 7 + N * 13 + K, BN);
-  CK(cudaMemset(p.a.d, 0xFF, M * N * 2));
-  launch2<BN, S, NC, KB, DRY>(p, 0);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  char buf[128];
-  snprintf(buf, sizeof buf, "%s v2 BN%d S%d NC%d KB%d", what, BN, S, NC, KB);
-  return check(p, buf);
-}
-template <int BN, int S, int NC, int KB, int DRY>
-static float time2(const Problem &p) {
-  g_each = each_ms([&](cudaStream_t st) { launch2<BN, S, NC, KB, DRY>(p, st); });
-  return graph_ms([&](cudaStream_t st) { launch2<BN, S, NC, KB, DRY>(p, st); });
-}
-
-
 template <int BN, int S, int NC, int KB, int KS>
 static void launch3(const Problem &p, cudaStream_t st) {
   using L = WL2<BN, KB>;
@@ -1167,20 +637,9 @@ int main(int argc, char **argv) {
   void *ws;
   CK(cudaMalloc(&ws, 64 << 20));
   cublasSetWorkspace(h, ws, 64 << 20);
-  if (argc > 1 && !strcmp(argv[1], "ncu")) {
+  if (argc > 1 && !strcmp(argv[1], "ncu")) {  // three launches of the shipped configuration (for ncu)
     Problem p = make_problem(16, 8192, 8192, 120, 134, 120, 134, 1, 16);
-    launch<16, 8, 1, 0>(p, 0);
-    launch<16, 8, 1, 1>(p, 0);
-    launch<16, 8, 2, 1>(p, 0);
-    launch<16, 8, 4, 1>(p, 0);
-    CK(cudaDeviceSynchronize());
-    return 0;
-  }
-  if (argc > 1 && !strcmp(argv[1], "ncu2")) {
-    Problem p = make_problem(16, 8192, 8192, 120, 134, 120, 134, 1, 16);
-    launch2<16, 6, 3, 2, 0>(p, 0);
-    launch2<16, 6, 3, 2, 0>(p, 0);
-    launch2<16, 6, 3, 2, 0>(p, 0);
+    for (int i = 0; i < 3; i++) launch3<16, 4, 1, 2, 2>(p, 0);
     CK(cudaDeviceSynchronize());
     return 0;
   }
