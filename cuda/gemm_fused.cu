@@ -1662,7 +1662,7 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 // 0.0223-0.0230, the ring alone without any arithmetic 0.0186, BF16 cuBLAS
 // 0.0335 in the same run; N28672 (448 tiles, two CTAs per SM) 0.0717 against
 // BF16's 0.1096. Two CTAs of 64 rows per SM ran ahead of one CTA with two or
-// three consumer warpgroups (0.0247-0.0297). Through quant_gemm (call 10):
+// three consumer warpgroups (0.0234-0.0297, calls 7-8). Through quant_gemm (call 10):
 // 0.0239 against BF16 torch.matmul's 0.0331 (1.39x); the decode kernel had
 // run 0.0255 (1.34x) in an earlier lease.
 //
