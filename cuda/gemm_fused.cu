@@ -2096,14 +2096,21 @@ constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
   return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
 }
 
-// decode_shape's fill for N weight rows on this device (its SM count; kWaves
-// if the query fails).
-inline int decode_fill(const Params &p) {
+// The current device's SM count, 0 if the query fails (the error cleared).
+inline int sm_count() {
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     cudaGetLastError();
-    return kWaves;
+    return 0;
   }
+  return sms;
+}
+
+// decode_shape's fill for N weight rows on this device (its SM count; kWaves
+// if the query fails).
+inline int decode_fill(const Params &p) {
+  const int sms = sm_count();
+  if (sms <= 0) return kWaves;
   const int64_t c64 = (p.N + 63) / 64, c32 = (p.N + 31) / 32, c16 = (p.N + 15) / 16;
   if (c64 > sms) return kWaves;
   if (2 * c64 > sms) return kWave64;
@@ -2217,14 +2224,7 @@ static_assert(wd_split_sms(8192, 132) == 2 && wd_split_sms(28672, 132) == 1, "th
 static_assert(wd_split_sms(4352, 132) == 0 && wd_split_sms(6144, 132) == 0 && wd_split_sms(4096, 132) == 0, "the measured losses, and N4096 (no faster, README table), do not");
 static_assert(wd_split_sms(11008, 132) == 0 && wd_split_sms(14336, 132) == 1 && wd_split_sms(7168, 132) == 2, "172, 224 and 224 CTAs");
 
-inline int wd_split(const Params &p) {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return wd_split_sms(p.N, sms);
-}
+inline int wd_split(const Params &p) { return wd_split_sms(p.N, sm_count()); }
 
 template <int BN, int TA, int TB>
 cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStream_t stream) {
