@@ -1,5 +1,5 @@
 // The prototype of cuda/gemm_fused.cu's decode_wg_kernel (issue #12;
-// bench/RESULTS.md, "Issue 12: decode by wgmma", calls 1-8): MXFP8 (E4M3) decode
+// bench/RESULTS.md, "Issue 12: decode by wgmma", calls 1-8, and "the decode-by-wgmma promotion", calls 1-3): MXFP8 (E4M3) decode
 // GEMMs with the weight as the wgmma m64 side, TMA into a ring, the scales by
 // cp.async completing on the stage's mbarrier, timed as CUDA graphs against
 // cuBLAS BF16 in the same run, every output checked against an FP64 reference
@@ -7,16 +7,22 @@
 // plugin's PTX wrappers), so that it builds in seconds:
 //
 //   nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o build/wgd bench/decode_wg_probe.cu -lcublas
-//   build/wgd          # the checks, then the table of call 8
+//   build/wgd          # the checks, then the table of RESULTS "the decode-by-wgmma promotion", call 3
 //   build/wgd ncu      # three launches of the shipped configuration (for ncu)
 //
-// wgd3_kernel is the shipped design (NC 1, KB 2 there): S stages of KB
-// k-tiles of 128, NC consumer warpgroups taking the stages in turn, each
-// tile's K split over the KS CTAs of a cluster. main() is call 8's. Calls 1-7
-// ran two earlier generations from this file as of commit 101f766: wgd_kernel
-// (a stage per k-tile, its waits in branches, so that ptxas serialized its
-// wgmmas: info C7518) and wgd2_kernel (the waits in straight-line code; DRY
-// modes timing the ring alone, wgmma alone, the promotion alone).
+// wgd3_kernel<BN, S, NC, KB, KS, PV, MODE, W4>: S stages of KB k-tiles of
+// 128, NC consumer warpgroups taking the stages in turn, each tile's K split
+// over the KS CTAs of a cluster; PV the promotion (0: the [53, 190] test and
+// fma(T, sa·sb, acc), as first merged; 1: the decode kernel's [64, 191] test
+// and fma(T·sa, sb, acc), as shipped), MODE 1 the ring alone, 2 no
+// promotion; W4 E2M1 weights widened to E4M3 in shared memory by the
+// consumers (checked, not shipped: slower than the decode kernel's MXFP4).
+// The plugin ships NC 1 with KB 1, S 6 at KS 2 and KB 2, S 4 at KS 1. Calls
+// 1-7 of "decode by wgmma" ran two earlier generations from this file as of
+// commit 101f766: wgd_kernel (a stage per k-tile, its waits in branches, so
+// that ptxas serialized its wgmmas: info C7518) and wgd2_kernel (the waits in
+// straight-line code; DRY modes timing the ring alone, wgmma alone, the
+// promotion alone).
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -746,7 +752,7 @@ int main(int argc, char **argv) {
   cublasSetWorkspace(h, ws, 64 << 20);
   if (argc > 1 && !strcmp(argv[1], "ncu")) {  // three launches of the shipped configuration (for ncu)
     Problem p = make_problem(16, 8192, 8192, 120, 134, 120, 134, 1, 16);
-    for (int i = 0; i < 3; i++) launch3<16, 4, 1, 2, 2>(p, 0);
+    for (int i = 0; i < 3; i++) launch3<16, 6, 1, 1, 2, 1>(p, 0);
     CK(cudaDeviceSynchronize());
     return 0;
   }
