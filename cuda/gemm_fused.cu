@@ -1644,7 +1644,7 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 // where the tiles cover more than half the SMs but not all: wd_split), the
 // stages of rank r of a cluster of KS CTAs (stage q = r, r + KS, ...; rank 0
 // adds the others' sums at the end, as the decode kernel's split K does).
-// Warp 4 is the producer: per stage of kWdKB k-tiles of 128, lane 0 sets the
+// Warp 4 is the producer: per stage of KB k-tiles of 128, lane 0 sets the
 // expected bytes and issues one TMA box of each operand per k-tile (zeros
 // past K and past the rows), and every lane copies the scale words by
 // cp.async, which complete on the same mbarrier
@@ -1664,48 +1664,59 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 // BF16's 0.1096. Two CTAs of 64 rows per SM ran ahead of one CTA with two or
 // three consumer warpgroups (0.0234-0.0297, calls 7-8). Through quant_gemm (call 10):
 // 0.0239 against BF16 torch.matmul's 0.0331 (1.39x); the decode kernel had
-// run 0.0255 (1.34x) in an earlier lease.
+// run 0.0255 (1.34x) in an earlier lease. With the decode kernel's range test
+// and six single-k-tile stages at split K ("Issue 12: the decode-by-wgmma
+// promotion", call 4): 0.0219 against 0.0332 (1.52x); N28672 1.64x.
 //
 // Scales: a consumer thread holds the E8M0 words (four blocks each) of its
-// two weight rows and its BN/4 rows of A. The fast path takes sa·sb in FP32;
-// it is exact when both exponents lie in [1, 254] and their sum in [-149,
-// 127] after the biases. The kernel checks a sufficient range per byte,
-// [53, 190] (sums of two in [106, 380]), per warp (__any_sync): a warp with
-// any byte outside promotes that k-tile in FP64, exact as the tile kernel's
-// slow path is. Blocks past K (the last k-tile) read the scale 1.0: their
-// data are zeros from the TMA, and a padding byte of 255 (NaN) must not reach
-// the sum.
+// two weight rows and its BN/4 rows of A. The fast path is the decode
+// kernel's: every byte in [64, 191] (bit 7 ≠ bit 6, one LOP3 a word), so
+// that T·sa is an exact power-of-two scaling of T (|T| in [2^-32, 2^37] for
+// FP8 codes, sa in [2^-63, 2^64]) and fma(T·sa, sb, acc) rounds the exact
+// T·sa·sb + acc once, as the tile kernel's fma(T, sa·sb, acc) does. The test
+// is per warp (__any_sync): a warp with any byte outside promotes that k-tile
+// in FP64, exact as the tile kernel's slow path is. Blocks past K (the last
+// k-tile) read the scale 1.0: their data are zeros from the TMA, and a
+// padding byte of 255 (NaN) must not reach the sum.
+//
+// Stages (WdShape): one CTA per tile (KS 1) takes stages of two k-tiles,
+// four of them; split K (KS 2) six stages of one k-tile. The probe's call 2
+// (bench/RESULTS.md, "Issue 12: the decode-by-wgmma promotion") measured
+// each: at KS 2 six single k-tiles ran M16 N8192 K8192 in 0.0212-0.0214 ms
+// against 0.0223-0.0226 for four pairs; at KS 1 (N14336, N28672) the pairs
+// were the faster by 2-4 %.
 //
 // Requirements (else the decode kernel runs): both operands FP8 with E8M0
 // scales, at most 16 rows of A, K % 32 == 0 (the decode kernel's), the TMA
 // descriptors (tma_map: 16-byte aligned rows and pitch), and N > 32·SMs with
 // the CTAs filling the SMs evenly (wd_split).
-constexpr int kWdKB = 2;  // k-tiles of 128 per stage
-constexpr int kWdS = 4;   // stages (two CTAs of 86 KB fit an SM at BN 16)
-
-template <int BN>
-struct WdLayout {
-  static constexpr int WT = 64 * kBK, XT = BN * kBK;  // one k-tile of the weight, of A
-  static constexpr int X_OFF = kWdKB * WT, SW_OFF = X_OFF + kWdKB * XT, SX_OFF = SW_OFF + kWdKB * 64 * 4, END = SX_OFF + kWdKB * BN * 4;
-  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
-  static constexpr int RED = 128 * (BN / 2) * 4;  // one rank's partial sums, [BN/2][128] floats
-  static constexpr int smem(int ks) { return kWdS * STAGE + (ks - 1) * RED + 1024; }
+template <int KS>
+struct WdShape {
+  static constexpr int KB = KS == 1 ? 2 : 1;  // k-tiles of 128 per stage
+  static constexpr int S = KS == 1 ? 4 : 6;   // stages (two CTAs of 86 or 72 KB fit an SM at BN 16)
 };
 
-// Nonzero if a byte of w lies outside [53, 190] (two such E8M0 exponents may
-// leave the FP32 fast path's range; see above). Bytes below 128: b + 75
-// reaches bit 7 iff b ≥ 53; above: (b & 0x7F) + 65 does iff b ≥ 191. No
-// carry leaves a byte.
-__device__ __forceinline__ uint32_t e8m0x4_out_of_fast_range(uint32_t w) {
-  const uint32_t lo = w & 0x7F7F7F7Fu, hi = w & 0x80808080u;
-  return (hi & (lo + 0x41414141u)) | (~hi & ~(lo + 0x4B4B4B4Bu) & 0x80808080u);
-}
+template <int BN, int KS>
+struct WdLayout {
+  static constexpr int KB = WdShape<KS>::KB, S = WdShape<KS>::S;
+  static constexpr int WT = 64 * kBK, XT = BN * kBK;  // one k-tile of the weight, of A
+  static constexpr int X_OFF = KB * WT, SW_OFF = X_OFF + KB * XT, SX_OFF = SW_OFF + KB * 64 * 4, END = SX_OFF + KB * BN * 4;
+  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
+  static constexpr int RED = 128 * (BN / 2) * 4;  // one rank's partial sums, [BN/2][128] floats
+  static constexpr int SMEM = S * STAGE + (KS - 1) * RED + 1024;
+};
+static_assert(2 * WdLayout<16, 1>::SMEM <= 227 * 1024 && 2 * WdLayout<16, 2>::SMEM <= 227 * 1024, "two CTAs per SM");
+
+// Bit 7 of each byte of the result is set iff that byte of w has bit 7 ≠ bit
+// 6, i.e. lies in [64, 191]: AND over a k-tile's words, compare with
+// 0x80808080 (the fast path's range, above).
+__device__ __forceinline__ uint32_t e8m0x4_in_fast_range(uint32_t w) { return w ^ (w << 1); }
 
 template <int BN, int KS, int TA, int TB>
 __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const __grid_constant__ TmaMaps T) {
   pdl_wait();
-  using L = WdLayout<BN>;
-  constexpr int S = kWdS, KB = kWdKB, NR = BN / 2;
+  using L = WdLayout<BN, KS>;
+  constexpr int S = L::S, KB = L::KB, NR = BN / 2;
   __shared__ __align__(8) uint64_t full[S], empty[S];
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);  // the 128-byte swizzle's atom
@@ -1789,13 +1800,13 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
       const uint32_t keep = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
       auto inside = [&](uint32_t w) { return (w & keep) | (0x7F7F7F7Fu & ~keep); };
       sc[X].wa0 = inside(sw[rloc]), sc[X].wa1 = inside(sw[rloc + 8]);
-      uint32_t bad = e8m0x4_out_of_fast_range(sc[X].wa0) | e8m0x4_out_of_fast_range(sc[X].wa1);
+      uint32_t ok = e8m0x4_in_fast_range(sc[X].wa0) & e8m0x4_in_fast_range(sc[X].wa1);
 #pragma unroll
       for (int jj = 0; jj < BN / 8; jj++) {
         sc[X].wb[jj][0] = inside(sx[8 * jj + cq]), sc[X].wb[jj][1] = inside(sx[8 * jj + cq + 1]);
-        bad |= e8m0x4_out_of_fast_range(sc[X].wb[jj][0]) | e8m0x4_out_of_fast_range(sc[X].wb[jj][1]);
+        ok &= e8m0x4_in_fast_range(sc[X].wb[jj][0]) & e8m0x4_in_fast_range(sc[X].wb[jj][1]);
       }
-      sc[X].slow = __any_sync(0xFFFFFFFFu, bad != 0);
+      sc[X].slow = __any_sync(0xFFFFFFFFu, (ok & 0x80808080u) != 0x80808080u);
       const uint32_t offW = (uint32_t)(s * L::STAGE + b * L::WT) >> 4, offX = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
       wgmma_fence();
 #pragma unroll
@@ -1822,10 +1833,10 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
 #pragma unroll
           for (int jj = 0; jj < BN / 8; jj++) {
             const float sbx = e8m0_byte(sc[X].wb[jj][0], u), sby = e8m0_byte(sc[X].wb[jj][1], u);
-            acc[4 * jj + 0] = fmaf(tt[4 * jj + 0], sa0 * sbx, acc[4 * jj + 0]);
-            acc[4 * jj + 1] = fmaf(tt[4 * jj + 1], sa0 * sby, acc[4 * jj + 1]);
-            acc[4 * jj + 2] = fmaf(tt[4 * jj + 2], sa1 * sbx, acc[4 * jj + 2]);
-            acc[4 * jj + 3] = fmaf(tt[4 * jj + 3], sa1 * sby, acc[4 * jj + 3]);
+            acc[4 * jj + 0] = fmaf(tt[4 * jj + 0] * sa0, sbx, acc[4 * jj + 0]);
+            acc[4 * jj + 1] = fmaf(tt[4 * jj + 1] * sa0, sby, acc[4 * jj + 1]);
+            acc[4 * jj + 2] = fmaf(tt[4 * jj + 2] * sa1, sbx, acc[4 * jj + 2]);
+            acc[4 * jj + 3] = fmaf(tt[4 * jj + 3] * sa1, sby, acc[4 * jj + 3]);
           }
         }
       } else {
@@ -2228,14 +2239,16 @@ inline int wd_split(const Params &p) { return wd_split_sms(p.N, sm_count()); }
 
 template <int BN, int TA, int TB>
 cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStream_t stream) {
-  auto go = [&](auto kern) {
-    const int smem = WdLayout<BN>::smem(ks);
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  auto go = [&](auto ksc) {
+    constexpr int KS = decltype(ksc)::value;
+    auto k = decode_wg_kernel<BN, KS, TA, TB>;
+    const int smem = WdLayout<BN, KS>::SMEM;
+    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
-    launch_kernel_cluster(kern, (unsigned)((p.N + 63) / 64 * ks), 160, smem, stream, (unsigned)ks, p, t);
+    launch_kernel_cluster(k, (unsigned)((p.N + 63) / 64 * KS), 160, smem, stream, (unsigned)KS, p, t);
     return cudaGetLastError();
   };
-  return ks == 1 ? go(decode_wg_kernel<BN, 1, TA, TB>) : go(decode_wg_kernel<BN, 2, TA, TB>);
+  return ks == 1 ? go(std::integral_constant<int, 1>{}) : go(std::integral_constant<int, 2>{});
 }
 
 // Runs decode_wg_kernel where it takes p (the decode kernel's view: A the
