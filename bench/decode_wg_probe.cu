@@ -7,7 +7,7 @@
 // plugin's PTX wrappers), so that it builds in seconds:
 //
 //   nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o build/wgd bench/decode_wg_probe.cu -lcublas
-//   build/wgd          # the checks, then the table of RESULTS "the decode-by-wgmma promotion", call 3
+//   build/wgd          # the checks, then the table of RESULTS "the decode-by-wgmma promotion", call 8
 //   build/wgd ncu      # three launches of the shipped configuration (for ncu)
 //
 // wgd3_kernel<BN, S, NC, KB, KS, PV, MODE, W4>: S stages of KB k-tiles of
@@ -17,6 +17,9 @@
 // and fma(T·sa, sb, acc), as shipped), MODE 1 the ring alone, 2 no
 // promotion; W4 E2M1 weights widened to E4M3 in shared memory by the
 // consumers (checked, not shipped: slower than the decode kernel's MXFP4).
+// wgd4_kernel<BN, S, W, KS>: the same E2M1 weights widened by a converter
+// warpgroup a stage ahead of the consumers (checked, slower still: RESULTS
+// "the decode-by-wgmma promotion", calls 6-8).
 // The plugin ships NC 1 with KB 1, S 6 at KS 2 and KB 2, S 4 at KS 1. Calls
 // 1-7 of "decode by wgmma" ran two earlier generations from this file as of
 // commit 101f766: wgd_kernel (a stage per k-tile, its waits in branches, so
@@ -495,6 +498,228 @@ __global__ void __launch_bounds__(NC * 128 + 32, 2) wgd3_kernel(const Args P, co
     }
 }
 
+// W4 with a converter warpgroup: warpgroup 1 loads (its warp 0: the TMA boxes
+// and the scale words, as wgd3's producer) and widens each k-tile's E2M1
+// weight into one of W buffers, D = S - 1 stages behind its loads, while
+// warpgroup 0 issues the wgmmas and promotes (PV 1). One k-tile a stage.
+// Each round widens before it loads: the load of stage i waits for the
+// consumers to release stage i - S, which they do only once stage i - S + 1
+// = i - D is widened (they issue k-tile j + 1 before they release j).
+// setmaxnreg moves registers from the converters (64) to the consumers (192).
+template <int BN, int S, int W, int KS>
+__global__ void __launch_bounds__(256, 2) wgd4_kernel(const Args P, const __grid_constant__ Maps T) {
+  using L = WL2<BN, 1, true>;
+  constexpr int D = S - 1, NR = BN / 2;
+  __shared__ __align__(8) uint64_t full[S], empty[S], wfull[W], wempty[W];
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const int tid = threadIdx.x;
+  const int rank = KS > 1 ? (int)cluster_rank() : 0;
+  if constexpr (KS > 1) cluster_arrive_relaxed();
+  const int64_t n0 = (int64_t)(blockIdx.x / KS) * 64;
+  const int KT = (int)((P.K + 127) / 128);
+  const int64_t nblocks = (P.K + 31) / 32;
+  if (tid == 0) {
+    for (int i = 0; i < S; i++) mbar_init(&full[i], 33), mbar_init(&empty[i], 128);
+    for (int i = 0; i < W; i++) mbar_init(&wfull[i], 128), mbar_init(&wempty[i], 128);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int t = tid % 128, warp = t / 32;
+  const int rloc = warp * 16 + (t % 32) / 4, cq = 2 * (t % 4);
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; i++) acc[i] = 0.f;
+  const uint32_t wide0 = (uint32_t)(S * L::STAGE);
+  if (tid >= 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 64;");
+    const int lane = t % 32;
+    const int nk = rank < KT ? (KT - rank + KS - 1) / KS : 0;  // this rank's k-tiles
+    for (int i = 0; i < nk + D; i++) {
+      const int qi = rank + i * KS, ic = i - D;
+      const bool load = i < nk, conv = ic >= 0;
+      if (conv) {
+        const int s = ic % S, w = ic % W;
+        mbar_wait(&full[s], (ic / S) & 1);
+        if (ic >= W) mbar_wait(&wempty[w], ((ic / W) + 1) & 1);
+        const uint32_t wide = wide0 + w * 8192;
+        const int r = t / 2, h = t % 2;
+        const uint4 *src = reinterpret_cast<const uint4 *>(smem + s * L::STAGE + r * 64 + h * 32);
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+          const uint4 v = src[q];
+          uint4 o0, o1;
+          e2m1x8_to_e4m3x8(v.x, o0.x, o0.y);
+          e2m1x8_to_e4m3x8(v.y, o0.z, o0.w);
+          e2m1x8_to_e4m3x8(v.z, o1.x, o1.y);
+          e2m1x8_to_e4m3x8(v.w, o1.z, o1.w);
+          const int c0 = 4 * h + 2 * q;
+          *reinterpret_cast<uint4 *>(smem + wide + r * 128 + ((c0 ^ (r & 7)) * 16)) = o0;
+          *reinterpret_cast<uint4 *>(smem + wide + r * 128 + (((c0 + 1) ^ (r & 7)) * 16)) = o1;
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        mbar_arrive(&wfull[w]);
+      }
+      if (load) {
+        const int s = i % S;
+        if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
+        if (warp == 0) {
+          uint8_t *st = smem + s * L::STAGE;
+          if (lane == 0) {
+            mbar_arrive_expect_tx(&full[s], L::WT + BN * 128);
+            tma_load_2d(st, &T.w, qi * 64, (int)n0, &full[s]);
+            tma_load_2d(st + L::X_OFF, &T.x, qi * 128, 0, &full[s]);
+          }
+#pragma unroll
+          for (int r = lane; r < 64; r += 32) {
+            const int64_t gr = n0 + r;
+            cp_async4(st + L::SW_OFF + 4 * r, gr < P.N ? (const void *)(P.w.scale + gr * P.w.scale_stride + qi * 4) : (const void *)&kOne);
+          }
+          if (lane < BN) cp_async4(st + L::SX_OFF + 4 * lane, lane < P.M ? (const void *)(P.x.scale + lane * P.x.scale_stride + qi * 4) : (const void *)&kOne);
+          cp_async_mbar_arrive_noinc(&full[s]);
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 192;");
+    struct Sc {
+      uint32_t wa0, wa1, wb[BN / 8][2];
+      bool slow;
+    };
+    float tmp[2][4][NR];
+    Sc sc[2];
+    const uint64_t desc0 = sw128_desc(smem_u32(smem));
+    auto ktile = [&](int j) { return rank + j * KS; };
+    auto load_issue = [&](int j, auto SET) {
+      constexpr int X = decltype(SET)::value;
+      const int kt = ktile(j), s = j % S, w = j % W;
+      mbar_wait(&wfull[w], (j / W) & 1);
+      mbar_wait(&full[s], (j / S) & 1);
+      const uint8_t *st = smem + s * L::STAGE;
+      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF);
+      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF);
+      const int64_t nv = nblocks - 4 * (int64_t)kt;
+      const uint32_t keep = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
+      auto fix = [&](uint32_t v) { return (v & keep) | (0x7F7F7F7Fu & ~keep); };
+      sc[X].wa0 = fix(sw[rloc]), sc[X].wa1 = fix(sw[rloc + 8]);
+      uint32_t ok = (sc[X].wa0 ^ (sc[X].wa0 << 1)) & (sc[X].wa1 ^ (sc[X].wa1 << 1));
+#pragma unroll
+      for (int jj = 0; jj < BN / 8; jj++) {
+        sc[X].wb[jj][0] = fix(sx[8 * jj + cq]), sc[X].wb[jj][1] = fix(sx[8 * jj + cq + 1]);
+        ok &= (sc[X].wb[jj][0] ^ (sc[X].wb[jj][0] << 1)) & (sc[X].wb[jj][1] ^ (sc[X].wb[jj][1] << 1));
+      }
+      sc[X].slow = __any_sync(0xFFFFFFFFu, (ok & 0x80808080u) != 0x80808080u);
+      const uint32_t offA = (wide0 + w * 8192) >> 4, offB = (uint32_t)(s * L::STAGE + L::X_OFF) >> 4;
+      wgmma_fence();
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        wgmma_e4m3<BN>(tmp[X][u], desc0 + offA + 2 * u, desc0 + offB + 2 * u);
+        wgmma_commit();
+      }
+    };
+    auto release = [&](int j) {
+      mbar_arrive(&empty[j % S]);
+      mbar_arrive(&wempty[j % W]);
+    };
+    auto promote = [&](auto SET) {
+      constexpr int X = decltype(SET)::value;
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(tmp[X][u][i]);
+      const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
+      if (!sc[X].slow) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
+#pragma unroll
+          for (int jj = 0; jj < BN / 8; jj++) {
+            const float sbx = e8(sc[X].wb[jj][0], u), sby = e8(sc[X].wb[jj][1], u);
+            acc[4 * jj + 0] = fmaf(tt[4 * jj + 0] * sa0, sbx, acc[4 * jj + 0]);
+            acc[4 * jj + 1] = fmaf(tt[4 * jj + 1] * sa0, sby, acc[4 * jj + 1]);
+            acc[4 * jj + 2] = fmaf(tt[4 * jj + 2] * sa1, sbx, acc[4 * jj + 2]);
+            acc[4 * jj + 3] = fmaf(tt[4 * jj + 3] * sa1, sby, acc[4 * jj + 3]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
+#pragma unroll
+          for (int jj = 0; jj < BN / 8; jj++) {
+            const double sbx = e8m0_to_float((sc[X].wb[jj][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[jj][1] >> (8 * u)) & 0xFF);
+            acc[4 * jj + 0] = (float)fma((double)tt[4 * jj + 0], sa0 * sbx, (double)acc[4 * jj + 0]);
+            acc[4 * jj + 1] = (float)fma((double)tt[4 * jj + 1], sa0 * sby, (double)acc[4 * jj + 1]);
+            acc[4 * jj + 2] = (float)fma((double)tt[4 * jj + 2], sa1 * sbx, (double)acc[4 * jj + 2]);
+            acc[4 * jj + 3] = (float)fma((double)tt[4 * jj + 3], sa1 * sby, (double)acc[4 * jj + 3]);
+          }
+        }
+      }
+    };
+    using I0 = std::integral_constant<int, 0>;
+    using I1 = std::integral_constant<int, 1>;
+    int j = 0;
+    if (ktile(0) < KT) {
+      load_issue(0, I0{});
+      for (;;) {
+        if (ktile(j + 1) >= KT) {
+          wgmma_wait<0>();
+          release(j);
+          promote(I0{});
+          break;
+        }
+        load_issue(j + 1, I1{});
+        wgmma_wait<4>();
+        release(j);
+        promote(I0{});
+        j++;
+        if (ktile(j + 1) >= KT) {
+          wgmma_wait<0>();
+          release(j);
+          promote(I1{});
+          break;
+        }
+        load_issue(j + 1, I0{});
+        wgmma_wait<4>();
+        release(j);
+        promote(I1{});
+        j++;
+      }
+    }
+  }
+  const bool cons = tid < 128;
+  if constexpr (KS > 1) {
+    cluster_wait();
+    cluster_arrive_release();
+    cluster_wait();
+    const uint32_t xred = smem_u32(smem) + 16384;
+    if (rank > 0 && cons) {
+      const uint32_t dst = cluster_map(xred, 0) + ((rank - 1) * NR * 128 + t) * 4;
+#pragma unroll
+      for (int i = 0; i < NR; i++) st_cluster_f32(dst + i * 128 * 4, acc[i]);
+    }
+    cluster_arrive_release();
+    cluster_wait();
+    if (rank > 0) return;
+    if (cons) {
+      const float *xr = reinterpret_cast<const float *>(smem + 16384);
+      for (int r = 1; r < KS; r++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) acc[i] += xr[((r - 1) * NR + i) * 128 + t];
+    }
+  }
+  if (!cons) return;
+#pragma unroll
+  for (int jj = 0; jj < BN / 8; jj++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int64_t n = n0 + rloc + (e >> 1) * 8, m = 8 * jj + cq + (e & 1);
+      if (n < P.N && m < P.M) P.d[m * P.ldd + n] = __float2bfloat16_rn(P.alpha * acc[4 * jj + e]);
+    }
+}
+
 // reference: one thread per output, FP64, and the bound of README "Numerics"
 __global__ void ref_kernel(Args P, double *ref, double *bound) {
   const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -718,6 +943,47 @@ static float time3(const Problem &p) {
   return graph_ms([&](cudaStream_t st) { launch3<BN, S, NC, KB, KS, PV, MODE, W4>(p, st); });
 }
 
+template <int BN, int S, int W, int KS>
+static void launch4(const Problem &p, cudaStream_t st) {
+  using L = WL2<BN, 1, true>;
+  const int smem = std::max(S * L::STAGE + W * 8192, 16384 + (KS - 1) * BN / 2 * 128 * 4) + 1024;
+  auto k = wgd4_kernel<BN, S, W, KS>;
+  static bool set = false;
+  if (!set) {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    set = true;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = KS;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)((p.N + 63) / 64 * KS));
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, k, p.a, p.maps));
+}
+template <int BN, int S, int W, int KS>
+static bool run_check4(int64_t M, int64_t N, int64_t K, int sx0, int sx1, int sw0, int sw1, const char *what) {
+  Problem p = make_problem(M, N, K, sx0, sx1, sw0, sw1, M * 7 + N * 13 + K, BN, true);
+  CK(cudaMemset(p.a.d, 0xFF, M * N * 2));
+  launch4<BN, S, W, KS>(p, 0);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s v4 BN%d S%d W%d KS%d", what, BN, S, W, KS);
+  return check(p, buf);
+}
+template <int BN, int S, int W, int KS>
+static float time4(const Problem &p) {
+  g_each = each_ms([&](cudaStream_t st) { launch4<BN, S, W, KS>(p, st); });
+  return graph_ms([&](cudaStream_t st) { launch4<BN, S, W, KS>(p, st); });
+}
+
 static float time_bf16(cublasHandle_t h, int64_t M, int64_t N, int64_t K) {
   __nv_bfloat16 *x, *w, *d;
   CK(cudaMalloc(&x, M * K * 2));
@@ -769,22 +1035,24 @@ int main(int argc, char **argv) {
   ok &= run_check3<16, 6, 1, 1, 2, PV>(16, 4096, 4096, 0, 254, 0, 100, "any scales");             \
   ok &= run_check3<8, 6, 1, 1, 2, PV>(3, 4096, 4128, 0, 255, 0, 100, "NaN and every byte of A");
   CHECKS(1)
-#define CHECKS4(PV)                                                                                        \
-  ok &= run_check3<16, 4, 1, 2, 1, PV, true>(16, 8192, 8192, 120, 134, 120, 134, "W4 normal scales");      \
-  ok &= run_check3<16, 4, 1, 2, 1, PV, true>(13, 1000, 352, 120, 134, 120, 134, "W4 ragged small K");      \
-  ok &= run_check3<16, 6, 1, 1, 2, PV, true>(16, 8192, 8192, 120, 134, 120, 134, "W4 normal scales");      \
-  ok &= run_check3<16, 6, 1, 1, 2, PV, true>(13, 1000, 4064, 120, 134, 120, 134, "W4 ragged");             \
-  ok &= run_check3<8, 6, 1, 1, 2, PV, true>(1, 8200, 8192, 120, 134, 120, 134, "W4 M1");                    \
-  ok &= run_check3<16, 6, 1, 1, 2, PV, true>(16, 4096, 4096, 30, 100, 150, 220, "W4 adversarial scales");  \
-  ok &= run_check3<16, 6, 1, 1, 2, PV, true>(16, 4096, 4096, 0, 254, 0, 100, "W4 any scales");             \
-  ok &= run_check3<8, 6, 1, 1, 2, PV, true>(3, 4096, 4128, 0, 255, 0, 100, "W4 NaN and every byte of A");
-  CHECKS4(1)
+  ok &= run_check3<16, 6, 1, 1, 2, 1, true>(16, 8192, 8192, 120, 134, 120, 134, "W4 normal scales");
+#define CHECKS_V4(S, W)                                                                               \
+  ok &= run_check4<16, S, W, 2>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");               \
+  ok &= run_check4<16, S, W, 1>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");               \
+  ok &= run_check4<16, S, W, 1>(13, 1000, 352, 120, 134, 120, 134, "ragged small K");               \
+  ok &= run_check4<16, S, W, 2>(13, 1000, 4064, 120, 134, 120, 134, "ragged");                      \
+  ok &= run_check4<8, S, W, 2>(1, 8200, 8192, 120, 134, 120, 134, "M1");                             \
+  ok &= run_check4<16, S, W, 2>(16, 4096, 4096, 30, 100, 150, 220, "adversarial scales");           \
+  ok &= run_check4<16, S, W, 2>(16, 4096, 4096, 0, 254, 0, 100, "any scales");                      \
+  ok &= run_check4<8, S, W, 2>(3, 4096, 4128, 0, 255, 0, 100, "NaN and every byte of A");
+  CHECKS_V4(8, 3)
+  ok &= run_check4<16, 6, 4, 2>(13, 1000, 4064, 30, 100, 150, 220, "ragged adversarial");
   printf("checks %s\n", ok ? "ALL PASS" : "FAILED");
   struct Sh {
     int64_t M, N, K;
   };
-  for (int round = 0; round < 2; round++)
-  for (Sh s : {Sh{16, 8192, 8192}, Sh{1, 8192, 8192}, Sh{16, 28672, 8192}, Sh{16, 8192, 28672}, Sh{16, 4096, 8192}}) {
+  for (int round = 0; round < 1; round++)
+  for (Sh s : {Sh{16, 8192, 8192}, Sh{1, 8192, 8192}, Sh{16, 28672, 8192}, Sh{16, 8192, 28672}}) {
     const float bf = time_bf16(h, s.M, s.N, s.K), bfe = g_each;
     printf("\nM%ld N%ld K%ld: BF16 cuBLAS graph %.4f ms, each %.4f ms\n", (long)s.M, (long)s.N, (long)s.K, bf, bfe);
     auto row = [&](const char *name, float ms, double bytes_per) {
@@ -792,31 +1060,29 @@ int main(int argc, char **argv) {
     };
     const int ks = s.N > 64 * 132 ? 1 : 2;
     if (s.M == 1) {
-      Problem p = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 8);
-      row("BN8 S6 KB1 PV1", time3<8, 6, 1, 1, 2, 1>(p), 1.03125);
       Problem p4 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 8, true);
       row("W4 BN8 S6 KB1", time3<8, 6, 1, 1, 2, 1, 0, true>(p4), 0.53125);
-      row("W4 BN8 S8 KB1", time3<8, 8, 1, 1, 2, 1, 0, true>(p4), 0.53125);
-      row("W4 BN8 S4 KB2", time3<8, 4, 1, 2, 2, 1, 0, true>(p4), 0.53125);
+      row("v4 BN8 S8 W3", time4<8, 8, 3, 2>(p4), 0.53125);
+      row("v4 BN8 S6 W4", time4<8, 6, 4, 2>(p4), 0.53125);
       continue;
     }
     Problem p = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 16);
     Problem p4 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 16, true);
     if (ks == 1) {
-      row("KS1 S4 KB2 PV1", time3<16, 4, 1, 2, 1, 1>(p), 1.03125);
-      row("W4 KS1 S4 KB2", time3<16, 4, 1, 2, 1, 1, 0, true>(p4), 0.53125);
+      row("MXFP8 KS1 S4 KB2 PV1", time3<16, 4, 1, 2, 1, 1>(p), 1.03125);
       row("W4 KS1 S6 KB1", time3<16, 6, 1, 1, 1, 1, 0, true>(p4), 0.53125);
-      row("W4 KS1 S8 KB2", time3<16, 8, 1, 2, 1, 1, 0, true>(p4), 0.53125);
+      row("v4 KS1 S8 W3", time4<16, 8, 3, 1>(p4), 0.53125);
+      row("v4 KS1 S6 W4", time4<16, 6, 4, 1>(p4), 0.53125);
+      row("v4 KS1 S10 W3", time4<16, 10, 3, 1>(p4), 0.53125);
       row("W4 KS1 ring", time3<16, 4, 1, 2, 1, 1, 1, true>(p4), 0.53125);
       continue;
     }
-    row("KS2 S6 KB1 PV1", time3<16, 6, 1, 1, 2, 1>(p), 1.03125);
+    row("MXFP8 KS2 S6 KB1 PV1", time3<16, 6, 1, 1, 2, 1>(p), 1.03125);
     row("W4 KS2 S6 KB1", time3<16, 6, 1, 1, 2, 1, 0, true>(p4), 0.53125);
-    row("W4 KS2 S8 KB1", time3<16, 8, 1, 1, 2, 1, 0, true>(p4), 0.53125);
-    row("W4 KS2 S4 KB2", time3<16, 4, 1, 2, 2, 1, 0, true>(p4), 0.53125);
-    row("W4 KS2 S8 KB2", time3<16, 8, 1, 2, 2, 1, 0, true>(p4), 0.53125);
+    row("v4 KS2 S8 W3", time4<16, 8, 3, 2>(p4), 0.53125);
+    row("v4 KS2 S6 W4", time4<16, 6, 4, 2>(p4), 0.53125);
+    row("v4 KS2 S10 W3", time4<16, 10, 3, 2>(p4), 0.53125);
     row("W4 KS2 ring", time3<16, 6, 1, 1, 2, 1, 1, true>(p4), 0.53125);
-    row("W4 KS2 no promotion", time3<16, 6, 1, 1, 2, 1, 2, true>(p4), 0.53125);
   }
   return ok ? 0 : 1;
 }
