@@ -7,8 +7,9 @@
 // plugin's PTX wrappers), so that it builds in seconds:
 //
 //   nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o build/wgd bench/decode_wg_probe.cu -lcublas
-//   build/wgd          # the checks, then the table of RESULTS "the decode-by-wgmma promotion", call 8
+//   build/wgd          # the checks, then the table of RESULTS "the decode-by-wgmma promotion", call 9
 //   build/wgd ncu      # three launches of the shipped configuration (for ncu)
+//   build/wgd ncu4     # E2M1 weights: wgd3 W4, then wgd4 CL (for ncu, call 10)
 //
 // wgd3_kernel<BN, S, NC, KB, KS, PV, MODE, W4>: S stages of KB k-tiles of
 // 128, NC consumer warpgroups taking the stages in turn, each tile's K split
@@ -17,9 +18,9 @@
 // and fma(T·sa, sb, acc), as shipped), MODE 1 the ring alone, 2 no
 // promotion; W4 E2M1 weights widened to E4M3 in shared memory by the
 // consumers (checked, not shipped: slower than the decode kernel's MXFP4).
-// wgd4_kernel<BN, S, W, KS>: the same E2M1 weights widened by a converter
-// warpgroup a stage ahead of the consumers (checked, slower still: RESULTS
-// "the decode-by-wgmma promotion", calls 6-8).
+// wgd4_kernel<BN, S, W, KS, CL>: the same E2M1 weights widened by a
+// converter warpgroup ahead of the consumers (checked; no faster: RESULTS
+// "the decode-by-wgmma promotion", calls 6-10).
 // The plugin ships NC 1 with KB 1, S 6 at KS 2 and KB 2, S 4 at KS 1. Calls
 // 1-7 of "decode by wgmma" ran two earlier generations from this file as of
 // commit 101f766: wgd_kernel (a stage per k-tile, its waits in branches, so
