@@ -932,6 +932,12 @@ __device__ __forceinline__ float e8m0_byte(uint32_t w, int u) {
   return __uint_as_float((u < 3 ? w << (23 - 8 * u) : w >> 1) & 0x7F800000u);
 }
 
+// Bit 7 of each byte of the result is set iff that byte of w has bit 7 ≠ bit
+// 6, i.e. lies in [64, 191], the E8M0 exponents of the decode kernels' FP32
+// promotion fma(T·sa, sb, acc): AND the results over a group's words and
+// compare with 0x80808080.
+__device__ __forceinline__ uint32_t e8m0x4_in_fast_range(uint32_t w) { return w ^ (w << 1); }
+
 template <int MT, int NW, bool FA4, bool FB4, bool SA16, bool SB16>
 struct DecodeStage {
   static constexpr int NWA = SA16 ? 2 : 1, NWB = SB16 ? 2 : 1;  // scale words per row and group
@@ -1328,10 +1334,10 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         uint32_t ok = 0x80808080u;
         if constexpr (!SA16) {
 #pragma unroll
-          for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
+          for (int mt = 0; mt < MT; mt++) ok &= e8m0x4_in_fast_range(sa[mt][0][0]) & e8m0x4_in_fast_range(sa[mt][1][0]);
         } else {
 #pragma unroll
-          for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
+          for (int t = 0; t < NW; t++) ok &= e8m0x4_in_fast_range(sb[t][0][0]) & e8m0x4_in_fast_range(sb[t][1][0]);
         }
         auto promote_group = [&](auto fast_tag) {
           constexpr bool fast = decltype(fast_tag)::value;
@@ -1478,9 +1484,9 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         // range, NaN) the group is promoted in FP64.
         uint32_t ok = 0x80808080u;
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) ok &= (sa[mt][0][0] ^ (sa[mt][0][0] << 1)) & (sa[mt][1][0] ^ (sa[mt][1][0] << 1));
+        for (int mt = 0; mt < MT; mt++) ok &= e8m0x4_in_fast_range(sa[mt][0][0]) & e8m0x4_in_fast_range(sa[mt][1][0]);
 #pragma unroll
-        for (int t = 0; t < NW; t++) ok &= (sb[t][0][0] ^ (sb[t][0][0] << 1)) & (sb[t][1][0] ^ (sb[t][1][0] << 1));
+        for (int t = 0; t < NW; t++) ok &= e8m0x4_in_fast_range(sb[t][0][0]) & e8m0x4_in_fast_range(sb[t][1][0]);
         // Warp-uniform: the branches hold mma.sync, which every lane must run.
         const bool fast_group = __all_sync(0xFFFFFFFFu, ok == 0x80808080u);
         // One branch per group: the fast path is straight-line code.
@@ -1706,11 +1712,6 @@ struct WdLayout {
   static constexpr int SMEM = S * STAGE + (KS - 1) * RED + 1024;
 };
 static_assert(2 * WdLayout<16, 1>::SMEM <= 227 * 1024 && 2 * WdLayout<16, 2>::SMEM <= 227 * 1024, "two CTAs per SM");
-
-// Bit 7 of each byte of the result is set iff that byte of w has bit 7 ≠ bit
-// 6, i.e. lies in [64, 191]: AND over a k-tile's words, compare with
-// 0x80808080 (the fast path's range, above).
-__device__ __forceinline__ uint32_t e8m0x4_in_fast_range(uint32_t w) { return w ^ (w << 1); }
 
 template <int BN, int KS, int TA, int TB>
 __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const __grid_constant__ TmaMaps T) {
