@@ -128,10 +128,11 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 // A in kWave2 (four CTAs per tile of 16) and kWave4 (four per tile of 32).
 // MXFP8 × MXFP8 at up to 16 rows of A runs decode_wg_kernel instead where
 // its CTAs fill the SMs (wd_split); on 132 SMs: {16, 8000, 1152} and {1,
-// 7000, 2176} two CTAs of a cluster per tile of 64 weight rows (nine k-tiles:
-// the last stage half full; one row of A: the n8 wgmma), {13, 15000, 640}
-// one, two CTAs per SM (235 tiles); N ragged against the tiles of 64; E5M2
-// codes and swizzled scales on either side.
+// 7000, 2176} two CTAs of a cluster per tile of 64 weight rows (9 and 17
+// k-tiles of 128, so that the two ranks take unequal counts; one row of A:
+// the n8 wgmma), {13, 15000, 640} one CTA per tile, two per SM (235 tiles;
+// 5 k-tiles in stages of two, the last stage half full); N ragged against the
+// tiles of 64; E5M2 codes and swizzled scales on either side.
 func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	needGPU(t)
 	byName := gemmOperandsByName()
