@@ -232,28 +232,17 @@ __device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, ScaleOf
     }
   };
   int64_t g = start;
-  // Two groups a step, their loads issued together: twice the bytes in flight
-  // per thread (a grid-stride loop of one 16-byte load a step waited on each
-  // load in turn). The first step is peeled: its loads, then the scale.
-  if (g + stride < end) {
-    float v0[8], v1[8];
-    load8<T, VEC>(x + g * 8, v0);
-    load8<T, VEC>(x + (g + stride) * 8, v1);
+  // The first group is peeled: its load goes out before the scale is read.
+  if (g < end) {
+    float v[8];
+    load8<T, VEC>(x + g * 8, v);
     scale = scale_of();
-    group(g, v0);
-    group(g + stride, v1);
-    g += 2 * stride;
+    group(g, v);
+    g += stride;
   } else {
     scale = scale_of();
   }
-  for (; g + stride < end; g += 2 * stride) {
-    float v0[8], v1[8];
-    load8<T, VEC>(x + g * 8, v0);
-    load8<T, VEC>(x + (g + stride) * 8, v1);
-    group(g, v0);
-    group(g + stride, v1);
-  }
-  if (g < end) {
+  for (; g < end; g += stride) {
     float v[8];
     load8<T, VEC>(x + g * 8, v);
     group(g, v);
@@ -282,7 +271,7 @@ __device__ __forceinline__ uint32_t cast4(const float *u, float scale, uint32_t 
 
 // Rowwise only: a flat pass over m·k elements, 8 per step.
 template <typename T, Fp8 F, bool VEC, bool AMAX>
-__global__ void __launch_bounds__(kThreads, 8) cast_flat_kernel(CastParams p) {
+__global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
   pdl_wait();
   float scale = 0.0f;
   uint32_t m = cast_flat_range<T, F, VEC, AMAX>(p, [&] { return scale = cast_scale(p); }, (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
