@@ -5,7 +5,8 @@
 #   VARIANTS="A B" TEST_VARIANT=B RUN='TestX|TestY' BENCH='...' EXTRA='...' bash bench/ab_plugins.sh
 #
 # Expects build/ab/common.tar.xz (the objects every variant shares),
-# build/ab/<V>.tar.xz (each variant's own objects), build/final/libquant.so.xz
+# build/ab/<V>.tar.xz (each variant's own objects; AB=folder: another folder
+# than build/ab), build/final/libquant.so.xz
 # and build/final/gputest.test.xz (FINAL=folder: another folder). Runs the GPU tests matching RUN against
 # each plugin named in TEST_VARIANT (if RUN is set; one log per variant,
 # gputest_<V>.log), then BENCH's gpu_quantize.py
@@ -32,7 +33,7 @@ xz -dc ${FINAL:-build/final}/gputest.test.xz > $W/gputest.test && chmod +x $W/gp
 bases=""
 for v in $VARIANTS; do bases="$bases $(eval echo \${BASE_$v:-})"; done
 for v in $(echo common $VARIANTS $bases | tr ' ' '\n' | awk 'NF && !seen[$0]++'); do
-  [ -d $W/obj_$v ] || { mkdir -p $W/obj_$v && tar -xJf build/ab/$v.tar.xz -C $W/obj_$v; } || { echo "archive $v missing"; exit 1; }
+  [ -d $W/obj_$v ] || { mkdir -p $W/obj_$v && tar -xJf ${AB:-build/ab}/$v.tar.xz -C $W/obj_$v; } || { echo "archive $v missing"; exit 1; }
 done
 for v in $VARIANTS; do
   mkdir -p $W/$v && cp $W/libquant.so $W/$v/

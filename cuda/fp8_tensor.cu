@@ -199,17 +199,21 @@ __device__ __forceinline__ void write_scalars(const CastParams &p, float scale) 
 
 // Rowwise casts of groups of 8 elements start, start+stride, ...: returns the
 // thread's amax bits (when AMAX). The thread with tail set also does the
-// n mod 8 last elements, threads 0 .. n%8-1 one each.
-template <typename T, Fp8 F, bool VEC, bool AMAX>
-__device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, float scale, int64_t start, int64_t stride, bool tail,
+// n mod 8 last elements, threads 0 .. n%8-1 one each. scale_of() gives the
+// scale; it is called after the first group's load has gone out, so that a
+// scale read from global memory (delayed scaling's state, current scaling's
+// amax) does not hold every warp before its first input load (H200, fp8
+// current rowwise at 2048×7168: 0.020 -> 0.019 ms; a second group in flight
+// per thread gained nothing: bench/RESULTS.md, 2026-11-30 16:13 section).
+template <typename T, Fp8 F, bool VEC, bool AMAX, typename ScaleOf>
+__device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, ScaleOf scale_of, int64_t start, int64_t stride, bool tail,
                                                     int64_t end = INT64_MAX) {
   const T *x = (const T *)p.in;
   int64_t n = p.m * p.k, groups = n / 8;
   uint32_t m = 0;
   if (end > groups) end = groups;
-  for (int64_t g = start; g < end; g += stride) {
-    float v[8];
-    load8<T, VEC>(x + g * 8, v);
+  float scale;
+  auto group = [&](int64_t g, const float (&v)[8]) {
     uint32_t w[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -228,6 +232,22 @@ __device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, float s
         p.row[g * 8 + 2 * i + 1] = (uint8_t)(w[i] >> 8);
       }
     }
+  };
+  int64_t g = start;
+  // The first group is peeled: its load goes out before the scale is read.
+  if (g < end) {
+    float v[8];
+    load8<T, VEC>(x + g * 8, v);
+    scale = scale_of();
+    group(g, v);
+    g += stride;
+  } else {
+    scale = scale_of();
+  }
+  for (; g < end; g += stride) {
+    float v[8];
+    load8<T, VEC>(x + g * 8, v);
+    group(g, v);
   }
   if (tail && threadIdx.x < (n & 7)) {
     int64_t i = groups * 8 + threadIdx.x;
@@ -255,10 +275,10 @@ __device__ __forceinline__ uint32_t cast4(const float *u, float scale, uint32_t 
 template <typename T, Fp8 F, bool VEC, bool AMAX>
 __global__ void __launch_bounds__(kThreads) cast_flat_kernel(CastParams p) {
   pdl_wait();
-  float scale = cast_scale(p);
-  write_scalars(p, scale);
-  uint32_t m = cast_flat_range<T, F, VEC, AMAX>(p, scale, (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
+  float scale = 0.0f;
+  uint32_t m = cast_flat_range<T, F, VEC, AMAX>(p, [&] { return scale = cast_scale(p); }, (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
                                                  (int64_t)gridDim.x * blockDim.x, blockIdx.x == 0);
+  write_scalars(p, scale);
   if (AMAX) block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
 }
 
@@ -697,9 +717,9 @@ __global__ void __launch_bounds__(kThreads) fp8_small_kernel(CastParams p, int v
     int64_t tiles = ((p.m + kRT - 1) / kRT) * ((p.k + kRT - 1) / kRT);
     for (int64_t t = 0; t < tiles; t++) cast_transpose_tile<T, F, ROW, false>(p, scale, t, vec_ok);
   } else if (vec_ok) {
-    cast_flat_range<T, F, true, false>(p, scale, threadIdx.x, kThreads, true);
+    cast_flat_range<T, F, true, false>(p, [=] { return scale; }, threadIdx.x, kThreads, true);
   } else {
-    cast_flat_range<T, F, false, false>(p, scale, threadIdx.x, kThreads, true);
+    cast_flat_range<T, F, false, false>(p, [=] { return scale; }, threadIdx.x, kThreads, true);
   }
 }
 
@@ -876,9 +896,9 @@ __global__ void __launch_bounds__(kThreads) group_cast_kernel(const __grid_const
     int64_t g0 = local * (kFlatUnit / 8), n = p.m * p.k;
     bool last = (local + 1) * kFlatUnit >= n;
     if (d_aligned16(p.in) && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0)
-      m = cast_flat_range<T, F, true, AMAX>(p, scale, g0 + threadIdx.x, kThreads, last, g0 + kFlatUnit / 8);
+      m = cast_flat_range<T, F, true, AMAX>(p, [=] { return scale; }, g0 + threadIdx.x, kThreads, last, g0 + kFlatUnit / 8);
     else
-      m = cast_flat_range<T, F, false, AMAX>(p, scale, g0 + threadIdx.x, kThreads, last, g0 + kFlatUnit / 8);
+      m = cast_flat_range<T, F, false, AMAX>(p, [=] { return scale; }, g0 + threadIdx.x, kThreads, last, g0 + kFlatUnit / 8);
   }
   if (AMAX) block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
 }
