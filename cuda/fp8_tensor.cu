@@ -203,8 +203,9 @@ __device__ __forceinline__ void write_scalars(const CastParams &p, float scale) 
 // scale; it is called after the first group's load has gone out, so that a
 // scale read from global memory (delayed scaling's state, current scaling's
 // amax) does not hold every warp before its first input load (H200, fp8
-// current rowwise at 2048×7168: 0.020 -> 0.019 ms; a second group in flight
-// per thread gained nothing: bench/RESULTS.md, 2026-11-30 16:13 section).
+// current rowwise at 2048×7168: up to 0.002 ms of about 0.020 a call; a
+// second group in flight per thread gained nothing: bench/RESULTS.md,
+// 2026-11-30 16:13 section).
 template <typename T, Fp8 F, bool VEC, bool AMAX, typename ScaleOf>
 __device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, ScaleOf scale_of, int64_t start, int64_t stride, bool tail,
                                                     int64_t end = INT64_MAX) {
