@@ -1161,32 +1161,6 @@ __device__ __forceinline__ void rht_pair_f32_ok(const uint32_t (&w)[16], bool &l
 // Rows of the RHT's transformed tensor: whole 16-row groups.
 __host__ __device__ __forceinline__ int64_t rht_rows(int64_t m) { return (m + 15) / 16 * 16; }
 
-// The grouped kernel's part: (chunk, column) pairs idx = chunk·k + column for
-// idx in [start, end) step stride; the BF16 bits of their max. With t, the
-// transform rounded to BF16 is written there too, [rht_rows(m), k]
-// (rht_amax_kernel's STORE); *pm takes the max |x| of the elements read.
-__device__ __forceinline__ uint32_t rht_amax_bits(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k, uint32_t mask,
-                                                  int64_t start, int64_t end, int64_t stride, uint16_t *__restrict__ t, float *pm) {
-  double best = 0.0;
-  for (int64_t idx = start; idx < end; idx += stride) {
-    int64_t c = idx % k, b = idx / k;
-    float v[16];
-#pragma unroll
-    for (int i = 0; i < 16; i++) v[i] = 16 * b + i < m ? __bfloat162float(x[(16 * b + i) * k + c]) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < 16; i++) *pm = amax_f(*pm, v[i]);
-    if (t == nullptr) {
-      rht_chunk_max(v, mask, best);
-      continue;
-    }
-    uint16_t o[16];
-    rht_chunk_max(v, mask, best, o);
-#pragma unroll
-    for (int i = 0; i < 16; i++) t[(16 * b + i) * k + c] = o[i];
-  }
-  return (uint32_t)f64_to_bf16_bits(best) << 16;
-}
-
 // rht_amax_kernel's ODD instance (an odd K): the 16 rows of a chunk at col
 // (&x[16b, c]), column pair (c, c + 1) (c even; lane l of a warp has
 // c = c_w + 2l) into w from aligned 4-byte words only. An even row starts
@@ -1273,18 +1247,21 @@ __device__ __forceinline__ void rht_store_odd(uint16_t *d, uint32_t pair, bool a
 // store per element (P = 1); 140 µs with the shuffles after each odd row's
 // load, 120 µs with the chunk's loads first; 82 µs at 8192²,
 // bench/RESULTS.md.)
+//
+// rht_amax_cols is one CTA's work: column block cb (columns cb·kThreads·P ..)
+// and the chunks b0, b0 + bstep, ...; rht_amax_kernel runs it on a grid of
+// column blocks × chunk slices, nv_group_rht_kernel on a group's units.
 template <int P, bool STORE, bool ODD>
-__global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
-                                                           uint32_t mask, uint32_t *out, uint16_t *__restrict__ t, uint32_t *plain) {
-  pdl_wait();
+__device__ __forceinline__ void rht_amax_cols(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k, uint32_t mask, uint32_t *out,
+                                              uint16_t *__restrict__ t, uint32_t *plain, int64_t cb, int64_t b0, int64_t bstep) {
   static_assert(!ODD || P == 2, "ODD is the column-pair instance's");
-  const int64_t chunks = (m + 15) / 16, c = ((int64_t)blockIdx.x * kThreads + threadIdx.x) * P;
+  const int64_t chunks = (m + 15) / 16, c = (cb * kThreads + threadIdx.x) * P;
   const bool act = c < k, has2 = !ODD || c + 1 < k;  // ODD: whether columns c and c + 1 exist
   const int lane = threadIdx.x & 31;
   double best = 0.0;
   float pm = 0.0f;
   if (ODD || act)
-    for (int64_t b = blockIdx.y; b < chunks; b += gridDim.y) {
+    for (int64_t b = b0; b < chunks; b += bstep) {
       const __nv_bfloat16 *col = x + 16 * b * k + c;
       const int rows = m - 16 * b < 16 ? (int)(m - 16 * b) : 16;
       float v[P][16];
@@ -1367,22 +1344,29 @@ __global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(cons
   if (plain != nullptr) cta_max_atomic(__float_as_uint(pm), plain);
 }
 
+template <int P, bool STORE, bool ODD>
+__global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) rht_amax_kernel(const __nv_bfloat16 *__restrict__ x, int64_t m, int64_t k,
+                                                           uint32_t mask, uint32_t *out, uint16_t *__restrict__ t, uint32_t *plain) {
+  pdl_wait();
+  rht_amax_cols<P, STORE, ODD>(x, m, k, mask, out, t, plain, blockIdx.x, blockIdx.y, gridDim.y);
+}
+
 // The global amaxes of a grouped quantize, in one launch: an item is one
-// direction's amax of one tensor, plain (max |x|) or with the RHT (bf16
-// input only, rht_amax_kernel's), reduced into *out, which nv_amax_zero_kernel
-// zeroed. Units: kAmaxUnitElems elements, or kRhtUnit (chunk, column) pairs.
+// direction's amax of one tensor, plain (max |x|, nv_group_amax_kernel) or
+// with the RHT (bf16 input only, nv_group_rht_kernel: rht_amax_kernel's
+// work), reduced into *out, which nv_amax_zero_kernel zeroed. A group holds
+// items of one kind (with the RHT's columnwise copy every item is one).
 struct NvAmaxItem {
   const void *in;
   int64_t m, k;
   uint32_t *out;
   uint32_t mask;
   int rht;
-  uint16_t *t;      // with the RHT: where the transformed tensor goes, or null
+  uint16_t *t;      // with the RHT: where the transformed tensor goes
   uint32_t *plain;  // with the RHT: where the input's own amax goes (the rowwise one), or null
 };
-constexpr int64_t kRhtUnit = 16 * kAmaxThreads;
 
-// Zeroes every item's accumulators before nv_group_amax_kernel.
+// Zeroes every item's accumulators before the amax kernels.
 template <typename G>
 __global__ void nv_amax_zero_kernel(const __grid_constant__ G g) {
   pdl_wait();
@@ -1392,8 +1376,26 @@ __global__ void nv_amax_zero_kernel(const __grid_constant__ G g) {
   }
 }
 
+// An RHT item's units for nv_group_rht_kernel: rht_amax_kernel's column
+// blocks (pairs of columns where the input and t are 4-byte aligned) times
+// slices of kRhtSliceChunks chunks of 16 rows (an MoE expert of 256 rows:
+// 4 slices, so that a 64-expert group runs 3584 CTAs of 4 chunks each).
+// (The grouped amax walked idx = chunk·k + column with a 64-bit division
+// and 16 two-byte loads per chunk: H200, 64 × 256×7168, 380 µs against
+// rht_amax_kernel's 140 at 16384×7168, bench/RESULTS.md.)
+constexpr int64_t kRhtSliceChunks = 4;
+__host__ __device__ __forceinline__ bool rht_item_pairs(const NvAmaxItem &it) {
+  return ((reinterpret_cast<uintptr_t>(it.in) | reinterpret_cast<uintptr_t>(it.t)) & 3) == 0;
+}
+__host__ __device__ __forceinline__ int64_t rht_item_cblocks(const NvAmaxItem &it) {
+  return (it.k + kThreads * (rht_item_pairs(it) ? 2 : 1) - 1) / (kThreads * (rht_item_pairs(it) ? 2 : 1));
+}
+__host__ __device__ __forceinline__ int64_t rht_item_slices(const NvAmaxItem &it) {
+  return ((it.m + 15) / 16 + kRhtSliceChunks - 1) / kRhtSliceChunks;
+}
+
 inline int64_t nv_amax_units(const NvAmaxItem &it) {
-  return it.rht ? ceil_div(ceil_div(it.m, 16) * it.k, kRhtUnit) : amax_units(it.m * it.k);
+  return it.rht ? rht_item_cblocks(it) * rht_item_slices(it) : amax_units(it.m * it.k);
 }
 
 template <typename T, typename G>
@@ -1401,17 +1403,23 @@ __global__ void __launch_bounds__(kAmaxThreads) nv_group_amax_kernel(const __gri
   pdl_wait();
   int64_t unit;
   const NvAmaxItem &it = g.locate(blockIdx.x, &unit);
-  uint32_t bits;
-  if (it.rht) {
-    const int64_t n = ceil_div(it.m, 16) * it.k, lo = unit * kRhtUnit, hi = lo + kRhtUnit < n ? lo + kRhtUnit : n;
-    float pm = 0.0f;
-    bits = rht_amax_bits((const __nv_bfloat16 *)it.in, it.m, it.k, it.mask, lo + threadIdx.x, hi, kAmaxThreads, it.t, &pm);
-    if (it.plain != nullptr) cta_max_atomic(__float_as_uint(pm), it.plain);
-  } else {
-    const int64_t n = it.m * it.k, lo = unit * kAmaxUnitElems, hi = lo + kAmaxUnitElems < n ? lo + kAmaxUnitElems : n;
-    bits = amax_range<T>((const T *)it.in, lo, hi);
-  }
-  cta_max_atomic(bits, it.out);
+  const int64_t n = it.m * it.k, lo = unit * kAmaxUnitElems, hi = lo + kAmaxUnitElems < n ? lo + kAmaxUnitElems : n;
+  cta_max_atomic(amax_range<T>((const T *)it.in, lo, hi), it.out);
+}
+
+// Unit u of an RHT item: column block u mod cblocks, chunks s, s + slices,
+// ... (s = u / cblocks). One instance per launch (rht_amax's choice: P = 2
+// where the input and t are 4-byte aligned, ODD at an odd K): the group's
+// items go out in up to three launches, one per instance they need (three
+// bodies in one kernel spilled 144 bytes at its 80 registers).
+template <int P, bool ODD, typename G>
+__global__ void __launch_bounds__(kThreads, P == 2 ? 3 : 1) nv_group_rht_kernel(const __grid_constant__ G g) {
+  pdl_wait();
+  int64_t unit;
+  const NvAmaxItem &it = g.locate(blockIdx.x, &unit);
+  // 32-bit division: a launch has fewer than 2^31 units (checked).
+  const uint32_t cbs = (uint32_t)rht_item_cblocks(it), cb = (uint32_t)unit % cbs, sl = (uint32_t)unit / cbs;
+  rht_amax_cols<P, true, ODD>((const __nv_bfloat16 *)it.in, it.m, it.k, it.mask, it.out, it.t, it.plain, cb, sl, rht_item_slices(it));
 }
 
 struct NvSpec {
@@ -2023,6 +2031,9 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
 // the amax accumulators, every global amax (both directions', the RHT's
 // included) in one amax pass, and one quantize pass through the single
 // quantize's kernels, the units of all tensors numbered tensor after tensor.
+// (With the RHT's columnwise copy: the amax pass is one launch per
+// rht_amax_kernel instance the group's tensors need, usually one, and the
+// quantize two, rowwise of x and columnwise of the transformed tensors.)
 // Every option of the single call works here but the caller's amax
 // (options.amax: a grouped quantize computes each tensor's own); the group
 // must share the dtype, the params, the stream and the directions.
@@ -2048,7 +2059,7 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
       return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].amax_in: a grouped quantize computes each tensor's amax itself", i);
   }
   static NvGroup grp, grpc;  // ~27 KB each: not on the stack; guarded by mu
-  static NvAmaxGroup amaxes;
+  static NvAmaxGroup amaxes, rhtg;  // rhtg: the RHT items of one instance
   static int rht_item[kMaxGroup];  // with the RHT: tensor i's amax item ...
   static int64_t rht_off[kMaxGroup];  // ... and its transformed tensor's offset in this chunk's room
   static std::mutex mu;
@@ -2131,11 +2142,30 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
       amaxes.t[rht_item[i]].t = static_cast<uint16_t *>(ti);
       grpc.t[i] = rht_col_params(grpc.t[i], ti);
     }
+    // An RHT item's units depend on t's alignment, known only now (rhtg
+    // counts them again per instance; here for the bound below).
+    if (rht_col)
+      for (int i = 0; i < amaxes.count; i++) amaxes.first[i + 1] = amaxes.first[i] + (amaxes.t[i].t != nullptr ? nv_amax_units(amaxes.t[i]) : 0);
     if (amaxes.count > 0) {
       launch_kernel(nv_amax_zero_kernel<NvAmaxGroup>, 1, 2 * kMaxGroup, 0, s, amaxes);
       LQ_LAUNCHED("nvfp4 grouped amax zeroing kernel launch");
       if (amaxes.total() > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "group: too many amax units");
-      if (amaxes.total() > 0) {
+      if (amaxes.total() > 0 && rht_col) {
+        // Each item's instance: 0 single columns, 1 column pairs of an odd
+        // K, 2 of an even K.
+        for (int cls = 0; cls < 3; cls++) {
+          rhtg.clear();
+          for (int i = 0; i < amaxes.count; i++) {
+            const NvAmaxItem &it = amaxes.t[i];
+            if (it.t != nullptr && (!rht_item_pairs(it) ? 0 : (it.k & 1) ? 1 : 2) == cls) rhtg.add(it, nv_amax_units(it));
+          }
+          if (rhtg.total() == 0) continue;
+          auto kern = cls == 0 ? nv_group_rht_kernel<1, false, NvAmaxGroup> : cls == 1 ? nv_group_rht_kernel<2, true, NvAmaxGroup>
+                                                                                      : nv_group_rht_kernel<2, false, NvAmaxGroup>;
+          launch_kernel(kern, (unsigned)rhtg.total(), kThreads, 0, s, rhtg);
+          LQ_LAUNCHED("nvfp4 grouped RHT amax kernel launch");
+        }
+      } else if (amaxes.total() > 0) {
         switch (t) {
           case InType::F32: launch_kernel(nv_group_amax_kernel<float, NvAmaxGroup>, (unsigned)amaxes.total(), kAmaxThreads, 0, s, amaxes); break;
           case InType::BF16: launch_kernel(nv_group_amax_kernel<__nv_bfloat16, NvAmaxGroup>, (unsigned)amaxes.total(), kAmaxThreads, 0, s, amaxes); break;

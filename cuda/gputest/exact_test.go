@@ -569,6 +569,43 @@ func TestOffsetInputMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestGroupedRHTOffsetInputsMatchCPU: the grouped NVFP4 quantize with the
+// RHT on a columnwise copy takes each tensor's amax pass in the instance that
+// tensor needs (nv_group_rht_kernel): column pairs of an even K, of an odd K,
+// and single columns where the input is not 4-byte aligned (an input at an
+// odd element offset), mixed in one group; the bytes equal the CPU's.
+func TestGroupedRHTOffsetInputsMatchCPU(t *testing.T) {
+	needGPU(t)
+	type item struct {
+		m, k, off int64
+	}
+	items := []item{{259, 389, 1}, {300, 1024, 0}, {33, 17, 0}, {64, 512, 1}, {256, 7168, 0}, {1, 6, 1}}
+	for _, usage := range []host.Usage{host.BothUsages, host.Columnwise} {
+		t.Run(usage.String(), func(t *testing.T) {
+			qc, qg := quantizerPair(t, host.Params{Format: "nvfp4", RHT: host.RHTDefault}, usage)
+			views := make([]host.Tensor, len(items))
+			cqs := make([]*host.QTensor, len(items))
+			gqs := make([]*host.QTensor, len(items))
+			for i, it := range items {
+				x := input(t, host.BFloat16, []string{"normal", "adversarial", "wide"}[i%3], it.m, it.k, uint64(i))
+				whole := gpuTensor(t, host.BFloat16, []int64{it.m*it.k + it.off})
+				views[i] = host.Tensor{Ptr: unsafe.Add(whole.Ptr, it.off*2), DType: host.BFloat16, Shape: []int64{it.m, it.k}, Device: gpu}
+				require.NoError(t, host.CopyTensor(views[i], x, 0))
+				cq, err := qc.Quantize(x, host.QuantizeOptions{})
+				require.NoError(t, err)
+				t.Cleanup(cq.Free)
+				cqs[i] = cq
+				gqs[i] = poisonedQTensor(t, qg, x.Shape, byte(0x5A+i))
+			}
+			require.NoError(t, qg.QuantizeGrouped(views, gqs, host.QuantizeOptions{}))
+			require.NoError(t, host.Synchronize(gpu, 0))
+			for i, it := range items {
+				compareTensors(t, fmt.Sprintf("[%d, %d] at +%d", it.m, it.k, it.off), cqs[i], gqs[i])
+			}
+		})
+	}
+}
+
 // edgeShapes: partial blocks at sizes that cross the CUDA kernels' 64×128
 // sub-tiles and strips, with rows at every 16-byte offset (K odd: the
 // kernels' EDGE instances and shifted loads) and an M that leaves a partial
