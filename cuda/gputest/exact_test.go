@@ -569,12 +569,12 @@ func TestOffsetInputMatchesCPU(t *testing.T) {
 	}
 }
 
-// TestGroupedRHTOffsetInputsMatchCPU: the grouped NVFP4 quantize with the
+// TestQuantizeGroupedRHTOffsetInputsMatchCPU: the grouped NVFP4 quantize with the
 // RHT on a columnwise copy takes each tensor's amax pass in the instance that
 // tensor needs (nv_group_rht_kernel): column pairs of an even K, of an odd K,
 // and single columns where the input is not 4-byte aligned (an input at an
 // odd element offset), mixed in one group; the bytes equal the CPU's.
-func TestGroupedRHTOffsetInputsMatchCPU(t *testing.T) {
+func TestQuantizeGroupedRHTOffsetInputsMatchCPU(t *testing.T) {
 	needGPU(t)
 	type item struct {
 		m, k, off int64
