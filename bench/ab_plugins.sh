@@ -6,7 +6,7 @@
 #
 # Expects build/ab/common.tar.xz (the objects every variant shares),
 # build/ab/<V>.tar.xz (each variant's own objects; AB=folder: another folder
-# than build/ab), build/final/libquant.so.xz
+# than build/ab) or build/ab/<V>.so.xz (the variant's plugin, linked here), build/final/libquant.so.xz
 # and build/final/gputest.test.xz (FINAL=folder: another folder). Runs the GPU tests matching RUN against
 # each plugin named in TEST_VARIANT (if RUN is set; one log per variant,
 # gputest_<V>.log), then BENCH's gpu_quantize.py
@@ -33,10 +33,18 @@ xz -dc ${FINAL:-build/final}/gputest.test.xz > $W/gputest.test && chmod +x $W/gp
 bases=""
 for v in $VARIANTS; do bases="$bases $(eval echo \${BASE_$v:-})"; done
 for v in $(echo common $VARIANTS $bases | tr ' ' '\n' | awk 'NF && !seen[$0]++'); do
+  [ -f ${AB:-build/ab}/$v.so.xz ] && continue  # a plugin linked here
+  [ $v = common ] && [ ! -f ${AB:-build/ab}/common.tar.xz ] && continue
   [ -d $W/obj_$v ] || { mkdir -p $W/obj_$v && tar -xJf ${AB:-build/ab}/$v.tar.xz -C $W/obj_$v; } || { echo "archive $v missing"; exit 1; }
 done
 for v in $VARIANTS; do
   mkdir -p $W/$v && cp $W/libquant.so $W/$v/
+  if [ -f ${AB:-build/ab}/$v.so.xz ]; then
+    xz -dc ${AB:-build/ab}/$v.so.xz > $W/$v/libquant_cuda.so
+    python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' $W/$v/libquant_cuda.so || { echo "variant $v: the plugin does not load"; exit 1; }
+    log "unpacked $v"
+    continue
+  fi
   # The variant's own objects, then its base's and the common ones it does
   # not replace (by file name).
   objs="$W/obj_$v/*.o"
