@@ -816,6 +816,91 @@ func TestRHTAmaxBothRepeated(t *testing.T) {
 	}
 }
 
+// TestRHTWideChunksMatchCPU: 16-row chunks whose exponents span more than 12,
+// where FP32 sums of the RHT may round (cuda/nvfp4.cu takes float64 sums
+// there: rht_f32_ok), at a BF16 tie of the FP32 sum. Each case is a chunk
+// x = (4, a, b, 0, ...) in one column (the default sign vector keeps rows
+// 0..2), whose largest output is y_0 = (4 + a + b)/4 (the outputs where b
+// enters with a minus sign are smaller), so the RHT amax is y_0 rounded once
+// to BF16 (plugins/nvfp4/rht.go), 1 + 2^-7 in every case:
+//   - a = 2^-6, b = 2^-23 (span 25): y_0 = 1 + 2^-8 + 2^-25, whose FP32 sum
+//     1 + 2^-8 is halfway between 1 and 1 + 2^-7: rounded through FP32 it
+//     would be 1;
+//   - a = 2^-6, b = 2^-24 (span 26): the same tie, 1 + 2^-8 + 2^-26;
+//   - a = 2^-6, b = 2^-12 (span 14): no tie, 1 + 2^-8 + 2^-14.
+// The second chunk of each column is the first negated. The amax
+// (quant_compute_amax) and the quantized bytes, columnwise and both, equal
+// the CPU's, for column pairs at an even K, at an odd K, and single columns
+// (an input at an odd element offset), single and grouped. (The spans 25 and
+// 26 sit on both sides of the end of an exact two-butterfly split measured
+// on the H200, bench/RESULTS.md 2026-11-30 19:34 section.)
+func TestRHTWideChunksMatchCPU(t *testing.T) {
+	needGPU(t)
+	cases := []struct {
+		name string
+		a, b float32
+		want float32
+	}{
+		{"span 25 tie", 0x1p-6, 0x1p-23, 1 + 0x1p-7},
+		{"span 26 tie", 0x1p-6, 0x1p-24, 1 + 0x1p-7},
+		{"span 14", 0x1p-6, 0x1p-12, 1 + 0x1p-7},
+	}
+	type layout struct {
+		name   string
+		k, off int64
+	}
+	layouts := []layout{{"pairs", 6, 0}, {"odd K", 7, 0}, {"single columns", 6, 1}}
+	p := host.Params{Format: "nvfp4", RHT: host.RHTDefault}
+	qa, err := host.NewQuantizer(p, host.BothUsages)
+	require.NoError(t, err)
+	defer qa.Release()
+	for _, usage := range []host.Usage{host.BothUsages, host.Columnwise} {
+		qc, qg := quantizerPair(t, p, usage)
+		var views []host.Tensor
+		var cqs, gqs []*host.QTensor
+		for _, c := range cases {
+			for _, l := range layouts {
+				m := int64(32)
+				v := make([]float32, m*l.k)
+				col := l.k - 2 // the last pair at an odd K is (K−2, K−1); the column before it at an even K
+				for g := int64(0); g < m/16; g++ {
+					sign := float32(1 - 2*(g&1)) // the second chunk negated: the same magnitudes
+					v[(16*g+0)*l.k+col] = 4 * sign
+					v[(16*g+1)*l.k+col] = c.a * sign
+					v[(16*g+2)*l.k+col] = c.b * sign
+				}
+				x, _ := hosttest.Input(t, host.BFloat16, v, m, l.k)
+				what := fmt.Sprintf("%s/%s/%s", usage, c.name, l.name)
+				whole := gpuTensor(t, host.BFloat16, []int64{m*l.k + l.off})
+				xg := host.Tensor{Ptr: unsafe.Add(whole.Ptr, l.off*2), DType: host.BFloat16, Shape: []int64{m, l.k}, Device: gpu}
+				require.NoError(t, host.CopyTensor(xg, x, 0))
+				// The amax first: the case's premise on the CPU, then the GPU's bytes.
+				want := hosttest.Tensor(t, host.Float32, 2)
+				require.NoError(t, qa.ComputeAmax(x, want, 0))
+				require.Equal(t, c.want, want.Float32s()[1], "%s: the CPU's RHT amax", what)
+				g := poisoned(t, host.Float32, []int64{2}, 0x7B)
+				require.NoError(t, qa.ComputeAmax(xg, g, 0))
+				requireSameBytes(t, what+" amaxes", want.Bytes8(), toCPU(t, g).Bytes8())
+				cq, err := qc.Quantize(x, host.QuantizeOptions{})
+				require.NoError(t, err)
+				t.Cleanup(cq.Free)
+				gq := poisonedQTensor(t, qg, x.Shape, 0x5A)
+				require.NoError(t, qg.QuantizeInto(xg, host.QuantizeOptions{}, gq))
+				require.NoError(t, host.Synchronize(gpu, 0))
+				compareTensors(t, what, cq, gq)
+				views = append(views, xg)
+				cqs = append(cqs, cq)
+				gqs = append(gqs, poisonedQTensor(t, qg, x.Shape, 0x5B))
+			}
+		}
+		require.NoError(t, qg.QuantizeGrouped(views, gqs, host.QuantizeOptions{}))
+		require.NoError(t, host.Synchronize(gpu, 0))
+		for i := range views {
+			compareTensors(t, fmt.Sprintf("%s grouped item %d", usage, i), cqs[i], gqs[i])
+		}
+	}
+}
+
 // TestDelayedScalingMatchesCPU: a few steps of quantize + update, the scale and
 // history included. On the GPU the state lives in device memory (the quantize
 // reads the scale and reduces the amax there, the update is a kernel, issue
