@@ -163,6 +163,12 @@ $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh cuda/*.h) include/quant_plugi
 	@mkdir -p $(BUILD)/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) -Iinclude -Xcompiler -fPIC,-fvisibility=hidden -c -o $@ $<
 
+# The fused Hopper GEMM runs only on sm_90 (qfused::device_ok), as sm_90a
+# machine code (wgmma): its compute_90 PTX would be empty kernels that no GPU
+# launches, and took a third of the plugin's longest compile (cicc's second
+# pass over gemm_fused.cu; bench/RESULTS.md, 2026-11-30 19:34 section).
+$(BUILD)/cuda/gemm_fused.o: CUDA_ARCH := -gencode=arch=compute_90a,code=sm_90a
+
 # cuBLASLt (the GEMM, cuda/gemm.cu) is linked dynamically from the toolkit
 # nvcc belongs to, found at run time through the rpath.
 CUDA_LIBDIR ?= $(abspath $(dir $(shell command -v $(NVCC) 2>/dev/null))../lib64)

@@ -173,9 +173,10 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
   return d;
 }
 
-// The wgmma instructions exist in the sm_90a build only (the plugin also
-// carries compute_90 PTX, where these are empty and the kernel traps; the host
-// launches it on sm_90 only, which runs the sm_90a machine code).
+// The wgmma instructions exist in the sm_90a build only. The Makefile builds
+// this file for sm_90a alone; another target (compute_90 PTX) gets empty
+// ones, and the kernels trap there; the host launches them on sm_90 only
+// (device_ok), which runs the sm_90a machine code.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
