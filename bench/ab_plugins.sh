@@ -6,10 +6,11 @@
 #
 # Expects build/ab/common.tar.xz (the objects every variant shares),
 # build/ab/<V>.tar.xz (each variant's own objects; AB=folder: another folder
-# than build/ab) or build/ab/<V>.so.xz (the variant's plugin, linked here), build/final/libquant.so.xz
-# and build/final/gputest.test.xz (FINAL=folder: another folder). Runs the GPU tests matching RUN against
-# each plugin named in TEST_VARIANT (if RUN is set; one log per variant,
-# gputest_<V>.log), then BENCH's gpu_quantize.py
+# than build/ab) or build/ab/<V>.so.xz (the variant's plugin, linked here),
+# build/final/libquant.so.xz and build/final/gputest.test.xz (FINAL=folder:
+# another folder). Runs the GPU tests matching RUN against each plugin named
+# in TEST_VARIANT (if RUN is set; one log per variant, gputest_<V>.log), then
+# BENCH's gpu_quantize.py
 # arguments (if set) for every variant in turn, ROUNDS times (default 2),
 # each row labelled with its variant, then EXTRA's arguments once against
 # the first TEST_VARIANT's plugin (if set). Logs under $OUT.
@@ -41,29 +42,29 @@ for v in $VARIANTS; do
   mkdir -p $W/$v && cp $W/libquant.so $W/$v/
   if [ -f ${AB:-build/ab}/$v.so.xz ]; then
     xz -dc ${AB:-build/ab}/$v.so.xz > $W/$v/libquant_cuda.so
-    python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' $W/$v/libquant_cuda.so || { echo "variant $v: the plugin does not load"; exit 1; }
-    log "unpacked $v"
-    continue
+    how=unpacked
+  else
+    # The variant's own objects, then its base's and the common ones it does
+    # not replace (by file name).
+    objs="$W/obj_$v/*.o"
+    base=$(eval echo \${BASE_$v:-})
+    if [ -n "$base" ]; then
+      for o in $W/obj_$base/*.o; do [ -f $W/obj_$v/$(basename $o) ] || objs="$objs $o"; done
+    fi
+    for o in $W/obj_common/*.o; do
+      n=$(basename $o)
+      [ -f $W/obj_$v/$n ] || { [ -n "$base" ] && [ -f $W/obj_$base/$n ]; } || objs="$objs $o"
+    done
+    nvcc -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 -shared -cudart static \
+      -Xlinker --version-script=$PWD/cuda/libquant_cuda.map -o $W/$v/libquant_cuda.so $objs \
+      -L/usr/local/cuda/lib64 -lcublasLt -Xlinker -rpath,/usr/local/cuda/lib64 || { echo "link $v failed"; exit 1; }
+    how=linked
   fi
-  # The variant's own objects, then its base's and the common ones it does
-  # not replace (by file name).
-  objs="$W/obj_$v/*.o"
-  base=$(eval echo \${BASE_$v:-})
-  if [ -n "$base" ]; then
-    for o in $W/obj_$base/*.o; do [ -f $W/obj_$v/$(basename $o) ] || objs="$objs $o"; done
-  fi
-  for o in $W/obj_common/*.o; do
-    n=$(basename $o)
-    [ -f $W/obj_$v/$n ] || { [ -n "$base" ] && [ -f $W/obj_$base/$n ]; } || objs="$objs $o"
-  done
-  nvcc -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90 -shared -cudart static \
-    -Xlinker --version-script=$PWD/cuda/libquant_cuda.map -o $W/$v/libquant_cuda.so $objs \
-    -L/usr/local/cuda/lib64 -lcublasLt -Xlinker -rpath,/usr/local/cuda/lib64 || { echo "link $v failed"; exit 1; }
   # A variant whose objects leave a symbol undefined (an archive missing an
   # object, or one older than the plugin's table) links but does not load;
   # stop here rather than fail every test and bench row.
   python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' $W/$v/libquant_cuda.so || { echo "variant $v: the plugin does not load"; exit 1; }
-  log "linked $v"
+  log "$how $v"
 done
 if [ -n "${RUN:-}" ]; then
   for tv in ${TEST_VARIANT}; do
