@@ -10,6 +10,7 @@
 //   build/wgd          # the checks, then the table of RESULTS "the decode-by-wgmma promotion", call 9
 //   build/wgd ncu      # three launches of the shipped configuration (for ncu)
 //   build/wgd ncu4     # E2M1 weights: wgd3 W4, then wgd4 CL (for ncu, call 10)
+//   build/wgd w5       # wgd5's checks and times (RESULTS "E2M1 weights widened in registers", call 3)
 //
 // wgd3_kernel<BN, S, NC, KB, KS, PV, MODE, W4>: S stages of KB k-tiles of
 // 128, NC consumer warpgroups taking the stages in turn, each tile's K split
@@ -21,6 +22,10 @@
 // wgd4_kernel<BN, S, W, KS, CL>: the same E2M1 weights widened by a
 // converter warpgroup ahead of the consumers (checked; no faster: RESULTS
 // "the decode-by-wgmma promotion", calls 6-10).
+// wgd5_kernel<BN, S, KS, X4, AL, PF>: E2M1 weights widened in registers, the
+// wgmma's A operand from registers (the plugin's decode_wg_kernel W4 path);
+// X4 E2M1 rows of A too, widened by the producer; AL the register fragment's
+// layout (0 is right: RESULTS, call 1); PF A's loads one stage ahead.
 // The plugin ships NC 1 with KB 1, S 6 at KS 2 and KB 2, S 4 at KS 1. Calls
 // 1-7 of "decode by wgmma" ran two earlier generations from this file as of
 // commit 101f766: wgd_kernel (a stage per k-tile, its waits in branches, so
@@ -147,6 +152,7 @@ struct Args {
   Op x, w;  // x: the activation [M, K] (M <= BN), w: the weight [N, K]
   int64_t M, N, K;
   int w4;  // the weight's codes E2M1, two a byte (the first in the low nibble)
+  int x4;  // the activation's codes E2M1 too (wgd5 only)
   float alpha;
   __nv_bfloat16 *d;  // [M, N]
   int64_t ldd;
@@ -735,6 +741,292 @@ __global__ void __launch_bounds__(256, 2) wgd4_kernel(const Args P, const __grid
     }
 }
 
+// wgd5_kernel<BN, S, KS, X4, AL>: E2M1 weights widened in registers, the wgmma's
+// A operand from registers (no shared-memory store, fence or barrier between
+// the widening and the wgmma). The weight's k-tile comes by TMA in the 64-byte
+// swizzle (64 rows of 64 bytes, conflict-free for ldmatrix); each consumer
+// thread takes its rows' words by ldmatrix.x4 (word c of a 16-byte block row
+// = codes 8c..8c+7 of that 32-block) and widens them. The register fragment
+// holds, in thread c of a row group, the K slots 4c..4c+3 and 16+4c..16+4c+3
+// of each k32 step, so the thread's eight codes 8c..8c+7 go to those slots:
+// the activation's K is permuted to match within each 32-block (slot word q
+// holds the logical word 2q for q < 4, 2(q-4)+1 for q >= 4; a dot product over
+// one 32-block does not depend on the order), which the producer warp does as
+// it copies the activation into the stage (LDG, STS in the 128-byte swizzle,
+// fence.proxy.async, an arrival per lane). X4: the activation E2M1 too,
+// widened by the producer. AL: which of two fragment layouts (0: a0 = rows
+// g / slots 4c, a1 = rows g+8 / 4c, a2 = g / 16+4c, a3 = g+8 / 16+4c; 1: a0 =
+// g / 4c, a1 = g / 16+4c, a2 = g+8 / 4c, a3 = g+8 / 16+4c); the check says.
+template <int BN>
+struct WL5 {
+  static constexpr int WT = 4096, X_OFF = 4096, SW_OFF = X_OFF + BN * 128, SX_OFF = SW_OFF + 256;
+  static constexpr int END = SX_OFF + BN * 4;
+  static constexpr int STAGE = (END + 1023) / 1024 * 1024;
+};
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr) : "memory");
+}
+template <int BN>
+__device__ __forceinline__ void wgmma_e4m3_rs(float *d, const uint32_t *a, uint64_t db) {
+  if constexpr (BN == 8) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\nwgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0));
+  } else {
+    static_assert(BN == 16, "BN");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\nwgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, "
+        "%11}, %12, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0));
+  }
+}
+template <int BN, int S, int KS, bool X4, int AL, bool PF = true>
+__global__ void __launch_bounds__(160, 2) wgd5_kernel(const Args P, const __grid_constant__ Maps T) {
+  using L = WL5<BN>;
+  constexpr int NR = BN / 2;
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const int tid = threadIdx.x;
+  const int rank = KS > 1 ? (int)cluster_rank() : 0;
+  if constexpr (KS > 1) cluster_arrive_relaxed();
+  const int64_t n0 = (int64_t)(blockIdx.x / KS) * 64;
+  const int KT = (int)((P.K + 127) / 128);
+  const int64_t nblocks = (P.K + 31) / 32;
+  const int nk = rank < KT ? (KT - rank + KS - 1) / KS : 0;
+  if (tid == 0) {
+    for (int i = 0; i < S; i++) mbar_init(&full[i], 65), mbar_init(&empty[i], 128);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int t = tid % 128, warp = t / 32;
+  const int rloc = warp * 16 + (t % 32) / 4, cq = 2 * (t % 4);
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; i++) acc[i] = 0.f;
+  if (tid >= 128) {
+    const int lane = tid % 32;
+    // units (row r, 32-block u): 32 bytes of an FP8 row (16 of E2M1); a
+    // stage's units are loaded one stage ahead (PF), so that their L2
+    // latency overlaps the stage before.
+    constexpr int NP = BN * 4 / 32;
+    uint4 v[NP][2], vn[NP][2];
+    auto load_x = [&](int i, uint4 (&d)[NP][2]) {
+      const int qi = rank + i * KS;
+#pragma unroll
+      for (int pi = 0; pi < NP; pi++) {
+        const int p = lane + 32 * pi, r = p >> 2, u = p & 3;
+        const int64_t kk = (int64_t)qi * 128 + 32 * u;
+        d[pi][0] = d[pi][1] = make_uint4(0, 0, 0, 0);
+        if (r < P.M && kk < P.K) {
+          if constexpr (X4) {
+            d[pi][0] = *reinterpret_cast<const uint4 *>(P.x.data + r * P.x.ld + kk / 2);
+          } else {
+            const uint4 *src = reinterpret_cast<const uint4 *>(P.x.data + r * P.x.ld + kk);
+            d[pi][0] = src[0], d[pi][1] = src[1];
+          }
+        }
+      }
+    };
+    if (PF && nk > 0) load_x(0, vn);
+    for (int i = 0; i < nk; i++) {
+      const int s = i % S, qi = rank + i * KS;
+      if constexpr (PF) {
+#pragma unroll
+        for (int pi = 0; pi < NP; pi++) v[pi][0] = vn[pi][0], v[pi][1] = vn[pi][1];
+        if (i + 1 < nk) load_x(i + 1, vn);
+      } else {
+        load_x(i, v);
+      }
+      if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
+      uint8_t *st = smem + s * L::STAGE;
+      if (lane == 0) {
+        mbar_arrive_expect_tx(&full[s], L::WT);
+        tma_load_2d(st, &T.w, qi * 64, (int)n0, &full[s]);
+      }
+#pragma unroll
+      for (int r = lane; r < 64; r += 32) {
+        const int64_t gr = n0 + r;
+        cp_async4(st + L::SW_OFF + 4 * r, gr < P.N ? (const void *)(P.w.scale + gr * P.w.scale_stride + qi * 4) : (const void *)&kOne);
+      }
+      if (lane < BN) cp_async4(st + L::SX_OFF + 4 * lane, lane < P.M ? (const void *)(P.x.scale + lane * P.x.scale_stride + qi * 4) : (const void *)&kOne);
+      cp_async_mbar_arrive_noinc(&full[s]);
+#pragma unroll
+      for (int pi = 0; pi < NP; pi++) {
+        const int p = lane + 32 * pi, r = p >> 2, u = p & 3;
+        uint4 c0, c1;
+        if constexpr (X4) {
+          const uint4 w = v[pi][0];
+          e2m1x8_to_e4m3x8(w.x, c0.x, c1.x);
+          e2m1x8_to_e4m3x8(w.y, c0.y, c1.y);
+          e2m1x8_to_e4m3x8(w.z, c0.z, c1.z);
+          e2m1x8_to_e4m3x8(w.w, c0.w, c1.w);
+        } else {
+          const uint4 a = v[pi][0], b = v[pi][1];
+          c0 = make_uint4(a.x, a.z, b.x, b.z), c1 = make_uint4(a.y, a.w, b.y, b.w);
+        }
+        uint8_t *row = st + L::X_OFF + r * 128;
+        *reinterpret_cast<uint4 *>(row + (((2 * u) ^ (r & 7)) << 4)) = c0;
+        *reinterpret_cast<uint4 *>(row + (((2 * u + 1) ^ (r & 7)) << 4)) = c1;
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      mbar_arrive(&full[s]);
+    }
+  } else {
+    struct Sc {
+      uint32_t wa0, wa1, wb[BN / 8][2];
+      bool slow;
+    };
+    float tmp[2][4][NR];
+    uint32_t a[2][4][4];
+    Sc sc[2];
+    const uint64_t desc0 = sw128_desc(smem_u32(smem));
+    const uint32_t sbase = smem_u32(smem);
+    const int lm = t % 32, mrow = warp * 16 + (lm & 7) + 8 * ((lm >> 3) & 1), mu = lm >> 4;
+    const uint32_t rowoff = (uint32_t)mrow * 64, swz = (uint32_t)(mrow >> 1) & 3;
+    auto ktile = [&](int j) { return rank + j * KS; };
+    auto load_issue = [&](int j, auto SET) {
+      constexpr int X = decltype(SET)::value;
+      const int kt = ktile(j), s = j % S;
+      mbar_wait(&full[s], (j / S) & 1);
+      const uint8_t *st = smem + s * L::STAGE;
+      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF);
+      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF);
+      const int64_t nv = nblocks - 4 * (int64_t)kt;
+      const uint32_t keep = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
+      auto fix = [&](uint32_t q) { return (q & keep) | (0x7F7F7F7Fu & ~keep); };
+      sc[X].wa0 = fix(sw[rloc]), sc[X].wa1 = fix(sw[rloc + 8]);
+      uint32_t ok = (sc[X].wa0 ^ (sc[X].wa0 << 1)) & (sc[X].wa1 ^ (sc[X].wa1 << 1));
+#pragma unroll
+      for (int jj = 0; jj < BN / 8; jj++) {
+        sc[X].wb[jj][0] = fix(sx[8 * jj + cq]), sc[X].wb[jj][1] = fix(sx[8 * jj + cq + 1]);
+        ok &= (sc[X].wb[jj][0] ^ (sc[X].wb[jj][0] << 1)) & (sc[X].wb[jj][1] ^ (sc[X].wb[jj][1] << 1));
+      }
+      sc[X].slow = __any_sync(0xFFFFFFFFu, (ok & 0x80808080u) != 0x80808080u);
+      const uint32_t wbase = sbase + s * L::STAGE + rowoff;
+#pragma unroll
+      for (int v = 0; v < 2; v++) {
+        uint32_t m[4];
+        ldsm_x4(wbase + ((((uint32_t)(2 * v + mu)) ^ swz) << 4), m[0], m[1], m[2], m[3]);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          uint32_t lo0, hi0, lo1, hi1;
+          e2m1x8_to_e4m3x8(m[2 * h], lo0, hi0);
+          e2m1x8_to_e4m3x8(m[2 * h + 1], lo1, hi1);
+          uint32_t *f = a[X][2 * v + h];
+          if constexpr (AL == 0) f[0] = lo0, f[1] = lo1, f[2] = hi0, f[3] = hi1;
+          else f[0] = lo0, f[1] = hi0, f[2] = lo1, f[3] = hi1;
+        }
+      }
+      const uint32_t offB = (uint32_t)(s * L::STAGE + L::X_OFF) >> 4;
+      wgmma_fence();
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        wgmma_e4m3_rs<BN>(tmp[X][u], a[X][u], desc0 + offB + 2 * u);
+        wgmma_commit();
+      }
+    };
+    auto release = [&](int j) { mbar_arrive(&empty[j % S]); };
+    auto promote = [&](auto SET) {
+      constexpr int X = decltype(SET)::value;
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) reg_fence(tmp[X][u][i]);
+      const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
+      if (!sc[X].slow) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          const float sa0 = e8(wa0, u), sa1 = e8(wa1, u);
+#pragma unroll
+          for (int jj = 0; jj < BN / 8; jj++) {
+            const float sbx = e8(sc[X].wb[jj][0], u), sby = e8(sc[X].wb[jj][1], u);
+            acc[4 * jj + 0] = fmaf(tt[4 * jj + 0] * sa0, sbx, acc[4 * jj + 0]);
+            acc[4 * jj + 1] = fmaf(tt[4 * jj + 1] * sa0, sby, acc[4 * jj + 1]);
+            acc[4 * jj + 2] = fmaf(tt[4 * jj + 2] * sa1, sbx, acc[4 * jj + 2]);
+            acc[4 * jj + 3] = fmaf(tt[4 * jj + 3] * sa1, sby, acc[4 * jj + 3]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const float *tt = tmp[X][u];
+          const double sa0 = e8m0_to_float((wa0 >> (8 * u)) & 0xFF), sa1 = e8m0_to_float((wa1 >> (8 * u)) & 0xFF);
+#pragma unroll
+          for (int jj = 0; jj < BN / 8; jj++) {
+            const double sbx = e8m0_to_float((sc[X].wb[jj][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[jj][1] >> (8 * u)) & 0xFF);
+            acc[4 * jj + 0] = (float)fma((double)tt[4 * jj + 0], sa0 * sbx, (double)acc[4 * jj + 0]);
+            acc[4 * jj + 1] = (float)fma((double)tt[4 * jj + 1], sa0 * sby, (double)acc[4 * jj + 1]);
+            acc[4 * jj + 2] = (float)fma((double)tt[4 * jj + 2], sa1 * sbx, (double)acc[4 * jj + 2]);
+            acc[4 * jj + 3] = (float)fma((double)tt[4 * jj + 3], sa1 * sby, (double)acc[4 * jj + 3]);
+          }
+        }
+      }
+    };
+    using I0 = std::integral_constant<int, 0>;
+    using I1 = std::integral_constant<int, 1>;
+    int j = 0;
+    if (ktile(0) < KT) {
+      load_issue(0, I0{});
+      for (;;) {
+        if (ktile(j + 1) >= KT) {
+          wgmma_wait<0>();
+          release(j);
+          promote(I0{});
+          break;
+        }
+        load_issue(j + 1, I1{});
+        wgmma_wait<4>();
+        release(j);
+        promote(I0{});
+        j++;
+        if (ktile(j + 1) >= KT) {
+          wgmma_wait<0>();
+          release(j);
+          promote(I1{});
+          break;
+        }
+        load_issue(j + 1, I0{});
+        wgmma_wait<4>();
+        release(j);
+        promote(I1{});
+        j++;
+      }
+    }
+  }
+  const bool cons = tid < 128;
+  if constexpr (KS > 1) {
+    cluster_wait();
+    cluster_arrive_release();
+    cluster_wait();
+    const uint32_t xred = smem_u32(smem) + 16384;
+    if (rank > 0 && cons) {
+      const uint32_t dst = cluster_map(xred, 0) + ((rank - 1) * NR * 128 + t) * 4;
+#pragma unroll
+      for (int i = 0; i < NR; i++) st_cluster_f32(dst + i * 128 * 4, acc[i]);
+    }
+    cluster_arrive_release();
+    cluster_wait();
+    if (rank > 0) return;
+    if (cons) {
+      const float *xr = reinterpret_cast<const float *>(smem + 16384);
+      for (int r = 1; r < KS; r++)
+#pragma unroll
+        for (int i = 0; i < NR; i++) acc[i] += xr[((r - 1) * NR + i) * 128 + t];
+    }
+  }
+  if (!cons) return;
+#pragma unroll
+  for (int jj = 0; jj < BN / 8; jj++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int64_t n = n0 + rloc + (e >> 1) * 8, m = 8 * jj + cq + (e & 1);
+      if (n < P.N && m < P.M) P.d[m * P.ldd + n] = __float2bfloat16_rn(P.alpha * acc[4 * jj + e]);
+    }
+}
+
 // reference: one thread per output, FP64, and the bound of README "Numerics"
 __global__ void ref_kernel(Args P, double *ref, double *bound) {
   const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -747,7 +1039,14 @@ __global__ void ref_kernel(Args P, double *ref, double *bound) {
     for (int k = 0; k < 32 && blk * 32 + k < P.K; k++) {
       const int64_t kk = blk * 32 + k;
       __nv_fp8_e4m3 a, w;
-      *reinterpret_cast<uint8_t *>(&a) = P.x.data[m * P.x.ld + kk];
+      double av;
+      if (P.x4) {
+        const uint32_t c = (P.x.data[m * P.x.ld + kk / 2] >> (4 * (kk % 2))) & 0xF, e = (c >> 1) & 3;
+        av = (e == 0 ? 0.5 * (c & 1) : ldexp(1.0 + 0.5 * (c & 1), (int)e - 1)) * (c & 8 ? -1 : 1);
+      } else {
+        *reinterpret_cast<uint8_t *>(&a) = P.x.data[m * P.x.ld + kk];
+        av = (double)(float)a;
+      }
       double wv;
       if (P.w4) {
         const uint32_t c = (P.w.data[n * P.w.ld + kk / 2] >> (4 * (kk % 2))) & 0xF, e = (c >> 1) & 3;
@@ -756,7 +1055,7 @@ __global__ void ref_kernel(Args P, double *ref, double *bound) {
         *reinterpret_cast<uint8_t *>(&w) = P.w.data[n * P.w.ld + kk];
         wv = (double)(float)w;
       }
-      const double p = (double)(float)a * wv;
+      const double p = av * wv;
       sum += p, sabs += fabs(p), mx = fmax(mx, fabs(p));
     }
     const double s = (double)e8m0_to_float(P.x.scale[m * P.x.scale_stride + blk]) * (double)e8m0_to_float(P.w.scale[n * P.w.scale_stride + blk]);
@@ -783,13 +1082,13 @@ static EncodeFn enc() {
 }
 // A box of 128 bytes by box_rows in the 128-byte swizzle; packed (E2M1
 // codes, K / 2 bytes a row): 64 bytes by box_rows, unswizzled.
-static void make_map(CUtensorMap *m, const uint8_t *data, int64_t rows, int64_t K, int64_t ld, int box_rows, bool packed = false) {
+static void make_map(CUtensorMap *m, const uint8_t *data, int64_t rows, int64_t K, int64_t ld, int box_rows, bool packed = false, bool sw64 = false) {
   const cuuint64_t dims[2] = {(cuuint64_t)(packed ? K / 2 : K), (cuuint64_t)rows};
   const cuuint64_t strides[1] = {(cuuint64_t)ld};
   const cuuint32_t box[2] = {packed ? 64u : 128u, (cuuint32_t)box_rows};
   const cuuint32_t estr[2] = {1, 1};
   CUresult r = enc()(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                     packed ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     sw64 ? CU_TENSOR_MAP_SWIZZLE_64B : packed ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     printf("encode failed %d\n", (int)r);
@@ -810,7 +1109,8 @@ static uint8_t *dev_bytes(const std::vector<uint8_t> &h) {
   return d;
 }
 
-static Problem make_problem(int64_t M, int64_t N, int64_t K, int smin_x, int smax_x, int smin_w, int smax_w, uint64_t seed, int BN, bool w4 = false) {
+static Problem make_problem(int64_t M, int64_t N, int64_t K, int smin_x, int smax_x, int smin_w, int smax_w, uint64_t seed, int BN, bool w4 = false,
+                            bool x4 = false, bool sw64 = false) {
   std::mt19937_64 rng(seed);
   auto code = [&] {
     for (;;) {
@@ -820,19 +1120,20 @@ static Problem make_problem(int64_t M, int64_t N, int64_t K, int smin_x, int sma
   };
   const int64_t ss = ((K + 31) / 32 + 3) / 4 * 4;
   const int64_t wld = w4 ? K / 2 : K;
-  std::vector<uint8_t> xd(M * K), wd(N * wld), xs(M * ss), ws(N * ss);
-  for (auto &b : xd) b = code();
+  const int64_t xld = x4 ? K / 2 : K;
+  std::vector<uint8_t> xd(M * xld), wd(N * wld), xs(M * ss), ws(N * ss);
+  for (auto &b : xd) b = x4 ? (uint8_t)(rng() & 0xFF) : code();
   for (auto &b : wd) b = w4 ? (uint8_t)(rng() & 0xFF) : code();
   for (auto &b : xs) b = smin_x + rng() % (smax_x - smin_x + 1);
   for (auto &b : ws) b = smin_w + rng() % (smax_w - smin_w + 1);
   Problem p{};
   p.M = M, p.N = N, p.K = K;
-  p.a.x = Op{dev_bytes(xd), dev_bytes(xs), M, K, ss};
+  p.a.x = Op{dev_bytes(xd), dev_bytes(xs), M, xld, ss};
   p.a.w = Op{dev_bytes(wd), dev_bytes(ws), N, wld, ss};
-  p.a.M = M, p.a.N = N, p.a.K = K, p.a.w4 = w4, p.a.alpha = 1.f, p.a.ldd = N;
+  p.a.M = M, p.a.N = N, p.a.K = K, p.a.w4 = w4, p.a.x4 = x4, p.a.alpha = 1.f, p.a.ldd = N;
   CK(cudaMalloc(&p.a.d, M * N * 2));
-  make_map(&p.maps.w, p.a.w.data, N, K, wld, 64, w4);
-  make_map(&p.maps.x, p.a.x.data, M, K, K, BN);
+  make_map(&p.maps.w, p.a.w.data, N, K, wld, 64, w4, sw64);
+  make_map(&p.maps.x, p.a.x.data, M, K, xld, BN, x4);
   return p;
 }
 
@@ -999,6 +1300,47 @@ static float time4(const Problem &p) {
   return graph_ms([&](cudaStream_t st) { launch4<BN, S, W, KS, CL>(p, st); });
 }
 
+template <int BN, int S, int KS, bool X4, int AL, bool PW = true>
+static void launch5(const Problem &p, cudaStream_t st) {
+  using L = WL5<BN>;
+  const int smem = std::max(S * L::STAGE, 16384 + (KS - 1) * BN / 2 * 128 * 4) + 1024;
+  auto k = wgd5_kernel<BN, S, KS, X4, AL, PW>;
+  static bool set = false;
+  if (!set) {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    set = true;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = KS;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)((p.N + 63) / 64 * KS));
+  cfg.blockDim = dim3(160);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, k, p.a, p.maps));
+}
+template <int BN, int S, int KS, bool X4, int AL, bool PW = true>
+static bool run_check5(int64_t M, int64_t N, int64_t K, int sx0, int sx1, int sw0, int sw1, const char *what) {
+  Problem p = make_problem(M, N, K, sx0, sx1, sw0, sw1, M * 7 + N * 13 + K, BN, true, X4, true);
+  CK(cudaMemset(p.a.d, 0xFF, M * N * 2));
+  launch5<BN, S, KS, X4, AL, PW>(p, 0);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s v5 BN%d S%d KS%d%s AL%d PF%d", what, BN, S, KS, X4 ? " X4" : "", AL, (int)PW);
+  return check(p, buf);
+}
+template <int BN, int S, int KS, bool X4, int AL, bool PW = true>
+static float time5(const Problem &p) {
+  g_each = each_ms([&](cudaStream_t st) { launch5<BN, S, KS, X4, AL, PW>(p, st); });
+  return graph_ms([&](cudaStream_t st) { launch5<BN, S, KS, X4, AL, PW>(p, st); });
+}
+
 static float time_bf16(cublasHandle_t h, int64_t M, int64_t N, int64_t K) {
   __nv_bfloat16 *x, *w, *d;
   CK(cudaMalloc(&x, M * K * 2));
@@ -1043,6 +1385,66 @@ int main(int argc, char **argv) {
     launch4<16, 8, 4, 2, true>(p4, 0);
     CK(cudaDeviceSynchronize());
     return 0;
+  }
+  if (argc > 1 && !strcmp(argv[1], "w5")) {  // wgd5: E2M1 weights widened in registers (A from registers)
+    bool ok = true;
+#define CHECKS5(X4, PW)                                                                                         \
+  ok &= run_check5<16, 6, 2, X4, 0, PW>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");                  \
+  ok &= run_check5<16, 6, 1, X4, 0, PW>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");                  \
+  ok &= run_check5<16, 6, 1, X4, 0, PW>(13, 1000, 352, 120, 134, 120, 134, "ragged small K");                  \
+  ok &= run_check5<16, 6, 2, X4, 0, PW>(13, 1000, 4064, 120, 134, 120, 134, "ragged");                         \
+  ok &= run_check5<16, 6, 2, X4, 0, PW>(13, 1000, 96, 120, 134, 120, 134, "ragged, rank 1 idle");             \
+  ok &= run_check5<8, 6, 2, X4, 0, PW>(1, 8200, 8192, 120, 134, 120, 134, "M1");                               \
+  ok &= run_check5<8, 6, 2, X4, 0, PW>(7, 8200, 2080, 120, 134, 120, 134, "M7");                               \
+  ok &= run_check5<16, 6, 2, X4, 0, PW>(16, 4096, 4096, 30, 100, 150, 220, "adversarial scales");              \
+  ok &= run_check5<16, 6, 2, X4, 0, PW>(16, 4096, 4096, 0, 254, 0, 100, "any scales");                         \
+  ok &= run_check5<8, 6, 2, X4, 0, PW>(3, 4096, 4128, 0, 255, 0, 100, "NaN and every byte of A");
+    CHECKS5(false, true)
+    CHECKS5(true, true)
+    CHECKS5(false, false)
+    printf("checks %s\n", ok ? "ALL PASS" : "FAILED");
+    struct Sh {
+      int64_t M, N, K;
+    };
+    for (int round = 0; round < 2; round++)
+      for (Sh s : {Sh{16, 8192, 8192}, Sh{1, 8192, 8192}, Sh{16, 28672, 8192}, Sh{16, 8192, 28672}, Sh{16, 7168, 8192}}) {
+        const float bf = time_bf16(h, s.M, s.N, s.K), bfe = g_each;
+        printf("\nM%ld N%ld K%ld: BF16 cuBLAS graph %.4f ms, each %.4f ms\n", (long)s.M, (long)s.N, (long)s.K, bf, bfe);
+        auto row = [&](const char *name, float ms, double bytes_per) {
+          printf("  %-28s graph %.4f ms  %.2fx BF16  %.0f GB/s | each %.4f ms %.2fx\n", name, ms, bf / ms, (s.N * s.K * bytes_per) / ms / 1e6, g_each,
+                 bfe / g_each);
+        };
+        if (s.M == 1) {
+          Problem p8 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 8);
+          row("MXFP8 wgd3 BN8 S6 KS2", time3<8, 6, 1, 1, 2, 1>(p8), 1.03125);
+          Problem p5 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 8, true, false, true);
+          row("W5 BN8", time5<8, 6, 2, false, 0, false>(p5), 0.53125);
+          row("W5 BN8 PF", time5<8, 6, 2, false, 0, true>(p5), 0.53125);
+          Problem p6 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 8, true, true, true);
+          row("W5 X4 BN8", time5<8, 6, 2, true, 0, false>(p6), 0.53125);
+          row("W5 X4 BN8 PF", time5<8, 6, 2, true, 0, true>(p6), 0.53125);
+          continue;
+        }
+        Problem p8 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 16);
+        Problem p5 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 16, true, false, true);
+        Problem p6 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 16, true, true, true);
+        if (s.N > 64 * 132) {
+          row("MXFP8 wgd3 S4 KB2 KS1", time3<16, 4, 1, 2, 1, 1>(p8), 1.03125);
+          row("W5 KS1", time5<16, 6, 1, false, 0, false>(p5), 0.53125);
+          row("W5 KS1 PF", time5<16, 6, 1, false, 0, true>(p5), 0.53125);
+          row("W5 X4 KS1", time5<16, 6, 1, true, 0, false>(p6), 0.53125);
+          row("W5 X4 KS1 PF", time5<16, 6, 1, true, 0, true>(p6), 0.53125);
+          row("W5 KS2 PF", time5<16, 6, 2, false, 0, true>(p5), 0.53125);
+          row("W5 X4 KS2 PF", time5<16, 6, 2, true, 0, true>(p6), 0.53125);
+        } else {
+          row("MXFP8 wgd3 S6 KS2", time3<16, 6, 1, 1, 2, 1>(p8), 1.03125);
+          row("W5 KS2", time5<16, 6, 2, false, 0, false>(p5), 0.53125);
+          row("W5 KS2 PF", time5<16, 6, 2, false, 0, true>(p5), 0.53125);
+          row("W5 X4 KS2", time5<16, 6, 2, true, 0, false>(p6), 0.53125);
+          row("W5 X4 KS2 PF", time5<16, 6, 2, true, 0, true>(p6), 0.53125);
+        }
+      }
+    return ok ? 0 : 1;
   }
   bool ok = true;
   ok &= run_check3<16, 4, 1, 2, 2>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");
