@@ -828,6 +828,7 @@ func TestRHTAmaxBothRepeated(t *testing.T) {
 //     would be 1;
 //   - a = 2^-6, b = 2^-24 (span 26): the same tie, 1 + 2^-8 + 2^-26;
 //   - a = 2^-6, b = 2^-12 (span 14): no tie, 1 + 2^-8 + 2^-14.
+//
 // The second chunk of each column is the first negated. The amax
 // (quant_compute_amax) and the quantized bytes, columnwise and both, equal
 // the CPU's, for column pairs at an even K, at an odd K, and single columns
