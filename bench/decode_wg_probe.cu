@@ -11,6 +11,7 @@
 //   build/wgd ncu      # three launches of the shipped configuration (for ncu)
 //   build/wgd ncu4     # E2M1 weights: wgd3 W4, then wgd4 CL (for ncu, call 10)
 //   build/wgd w5       # wgd5's checks and times (RESULTS "E2M1 weights widened in registers", call 3)
+//   build/wgd ncu5     # three launches of wgd5 at M16 N8192 K8192 (for ncu)
 //
 // wgd3_kernel<BN, S, NC, KB, KS, PV, MODE, W4>: S stages of KB k-tiles of
 // 128, NC consumer warpgroups taking the stages in turn, each tile's K split
@@ -1383,6 +1384,12 @@ int main(int argc, char **argv) {
     Problem p4 = make_problem(16, 8192, 8192, 120, 134, 120, 134, 1, 16, true);
     launch3<16, 6, 1, 1, 2, 1, 0, true>(p4, 0);
     launch4<16, 8, 4, 2, true>(p4, 0);
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
+  if (argc > 1 && !strcmp(argv[1], "ncu5")) {  // three launches of wgd5 (FP8 rows of A) at M16 N8192 K8192, for ncu
+    Problem p5 = make_problem(16, 8192, 8192, 120, 134, 120, 134, 1, 16, true, false, true);
+    for (int i = 0; i < 3; i++) launch5<16, 6, 2, false, 0, false>(p5, 0);
     CK(cudaDeviceSynchronize());
     return 0;
   }
