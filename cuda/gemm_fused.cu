@@ -245,6 +245,47 @@ __device__ __forceinline__ void wgmma_k32(float *d, uint64_t da, uint64_t db) {
 #endif
 }
 
+// wgmma m64nNk32 (N = 16 or 8) with A from registers: four words a thread,
+// E4M3 codes (the widened E2M1 weight of decode_wg_kernel's W4 path); B from
+// shared memory, TB: 0 = e4m3, 1 = e5m2. The register fragment of A (PTX ISA,
+// wgmma .m64nNk32 with 8-bit A): warp w holds rows 16w..16w+15; thread l of
+// the warp rows g = l/4 (words 0, 2) and g + 8 (words 1, 3), K slots 4c..4c+3
+// (words 0, 1) and 16+4c..16+4c+3 (words 2, 3), c = l % 4.
+#if QF_HAVE_WGMMA
+#define QF_WGMMA16_RS(T)                                                                                                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\nwgmma.mma_async.sync.aligned.m64n16k32.f32." T                \
+               " {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"                              \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0))
+#define QF_WGMMA8_RS(T)                                                                                                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\nwgmma.mma_async.sync.aligned.m64n8k32.f32." T                  \
+               " {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"                                                  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0))
+#endif
+template <int BN, int TB>
+__device__ __forceinline__ void wgmma_k32_rs(float *d, const uint32_t *a, uint64_t db) {
+#if QF_HAVE_WGMMA
+  if constexpr (BN == 8) {
+    if constexpr (TB == 0) QF_WGMMA8_RS("e4m3.e4m3");
+    else QF_WGMMA8_RS("e4m3.e5m2");
+  } else {
+    static_assert(BN == 16, "tile width");
+    if constexpr (TB == 0) QF_WGMMA16_RS("e4m3.e4m3");
+    else QF_WGMMA16_RS("e4m3.e5m2");
+  }
+#else
+  __trap();
+#endif
+}
+
+// Four 8x8 matrices of 16-bit words from shared memory (ldmatrix): lanes
+// 8i..8i+7 give the row addresses of matrix i; thread l gets word l % 4 of
+// row l / 4 of each.
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
 // ---------------------------------------------------------------------------
 // Codecs
 // ---------------------------------------------------------------------------
@@ -259,6 +300,18 @@ __device__ __forceinline__ uint32_t e2m1x4_to_e4m3(uint32_t h) {  // h: 4 nibble
   t = (t | (t << 8)) & 0x00FF00FFu;
   t = (t | (t << 4)) & 0x0F0F0F0Fu;
   return mag | ((t & 0x08080808u) << 4);
+}
+
+// Eight E2M1 codes (a word, the first in the low nibble) as eight E4M3 bytes
+// (lo: codes 0..3, hi: 4..7, the first in the low byte): the magnitudes by a
+// byte permute from the same table, the signs by a byte permute in
+// sign-replicate mode from x << 4 (an even code's sign in its byte's msb) and
+// x (an odd code's). Every E2M1 value is an E4M3 value, so this is exact.
+__device__ __forceinline__ void e2m1x8_to_e4m3x8(uint32_t x, uint32_t &lo, uint32_t &hi) {
+  const uint32_t y = x & 0x77777777u, a = x << 4;
+  const uint32_t m0 = __byte_perm(0x3C383000u, 0x4C484440u, y), m1 = __byte_perm(0x3C383000u, 0x4C484440u, y >> 16);
+  const uint32_t s0 = __byte_perm(a, x, 0xD9C8u), s1 = __byte_perm(a, x, 0xFBEAu);
+  lo = m0 | (s0 & 0x80808080u), hi = m1 | (s1 & 0x80808080u);
 }
 
 __device__ __forceinline__ float e8m0_to_float(uint32_t e) {
@@ -1693,31 +1746,73 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 // against 0.0223-0.0226 for four pairs; at KS 1 (N14336, N28672) the pairs
 // were the faster by 2-4 %.
 //
-// Requirements (else the decode kernel runs): both operands FP8 with E8M0
-// scales, at most 16 rows of A, K % 32 == 0 (the decode kernel's), the TMA
-// descriptors (tma_map: 16-byte aligned rows and pitch), and N > 32·SMs with
-// the CTAs filling the SMs evenly (wd_split).
-template <int KS>
+// W4: E2M1 weights (MXFP4: E8M0 scales per 32) against 1..8 FP8 rows of A
+// (MXFP8 E4M3 or E5M2). The consumers widen the weight in registers and give
+// it to wgmma as its A operand from registers, so nothing is stored back,
+// fenced or waited for between the widening and the wgmma:
+//   - the weight's k-tile comes by TMA as 64 rows of 64 bytes in the 64-byte
+//     swizzle (16-byte block u of row r at u ^ ((r >> 1) & 3): the eight rows
+//     of an ldmatrix fall in distinct banks);
+//   - each consumer thread takes its words with two ldmatrix.x4 per k-tile:
+//     word c of a row's 16-byte block u is codes 8c..8c+7 of 32-block u, for
+//     its rows g and g + 8 (wgmma_k32_rs's fragment), and widens them
+//     (e2m1x8_to_e4m3x8, exact);
+//   - the fragment puts K slots 4c..4c+3 and 16+4c..16+4c+3 of a k32 step in
+//     thread c, and thread c holds codes 8c..8c+7: so A's K is permuted the
+//     same way inside each 32-block (slot word q holds word 2q of the block
+//     for q < 4, word 2(q - 4) + 1 for q ≥ 4). A block sum does not depend on
+//     the order of its 32 products (the bound of README "Numerics" counts
+//     their largest magnitude and their sum), so the block sums, the
+//     promotion and the bound are those of the FP8 path;
+//   - the producer warp writes A's k-tile into the stage itself in that
+//     order (a 32-byte unit per lane and (row, block): two 16-byte loads, two
+//     16-byte stores in the 128-byte swizzle, fence.proxy.async, and an
+//     arrival per lane on the stage's barrier).
+// The prototype (bench/decode_wg_probe.cu, wgd5_kernel; bench/RESULTS.md,
+// "Issue 12: E2M1 weights widened in registers", calls 1-3) ran M16 N8192
+// K8192 in 0.0224-0.0225 ms against BF16 cuBLAS's 0.0331-0.0338 (1.50x;
+// widened into shared memory for an A descriptor: 0.0271). Through
+// quant_gemm (calls 7-8, CUDA graphs, BF16 torch.matmul's time over
+// libquant's): at 16 rows of A no faster than the decode kernel (MXFP8 x
+// MXFP4 1.38-1.40x both), but at 1..8 rows, where the decode kernel's time
+// does not shrink, 13-22 % faster: M1 N8192 K8192 1.71x against 1.45-1.50x,
+// M8 1.66x against 1.41x, M1 N28672 2.05x against 1.61x, M1 K28672 1.90x
+// against 1.70x. Per k-tile it costs about 0.51 µs at one row of A and 0.67
+// at eight, the decode kernel 0.56 past a larger fixed cost, so at eight rows
+// and K28672 it lost (1.59x against 1.71x): it runs at one row of A at any
+// K and at 2..8 rows up to K = 12288 (launch_wd). K is split over the two
+// CTAs of a cluster wherever it runs (at N28672 one CTA per tile lost to
+// two: 0.093 against 0.0835 ms, prototype). Two E2M1 operands (A widened by
+// the producer too) ran 0.0253 ms in the prototype at M16 N8192: slower
+// than the decode kernel's MXFP4, which keeps that pair.
+//
+// Requirements (else the decode kernel runs): both operands FP8 with at most
+// 16 rows of A, or E2M1 weights against FP8 rows of A (W4, rows and K as
+// above), with E8M0 scales, K % 32 == 0 (the decode kernel's), the TMA
+// descriptors (tma_map, tma_map_e2m1: 16-byte aligned rows and pitch; W4's A
+// is loaded by the producer, with the decode kernel's alignment), and N >
+// 32·SMs with the CTAs filling the SMs evenly (wd_split).
+template <int KS, bool W4 = false>
 struct WdShape {
-  static constexpr int KB = KS == 1 ? 2 : 1;  // k-tiles of 128 per stage
-  static constexpr int S = KS == 1 ? 4 : 6;   // stages (two CTAs of 86 or 72 KB fit an SM at BN 16)
+  static constexpr int KB = KS == 1 && !W4 ? 2 : 1;  // k-tiles of 128 per stage
+  static constexpr int S = KS == 1 && !W4 ? 4 : 6;   // stages (two CTAs of 86 or 72 KB fit an SM at BN 16; W4 48 KB)
 };
 
-template <int BN, int KS>
+template <int BN, int KS, bool W4 = false>
 struct WdLayout {
-  static constexpr int KB = WdShape<KS>::KB, S = WdShape<KS>::S;
-  static constexpr int WT = 64 * kBK, XT = BN * kBK;  // one k-tile of the weight, of A
+  static constexpr int KB = WdShape<KS, W4>::KB, S = WdShape<KS, W4>::S;
+  static constexpr int WT = 64 * (W4 ? kBK / 2 : kBK), XT = BN * kBK;  // one k-tile of the weight, of A
   static constexpr int X_OFF = KB * WT, SW_OFF = X_OFF + KB * XT, SX_OFF = SW_OFF + KB * 64 * 4, END = SX_OFF + KB * BN * 4;
   static constexpr int STAGE = (END + 1023) / 1024 * 1024;
   static constexpr int RED = 128 * (BN / 2) * 4;  // one rank's partial sums, [BN/2][128] floats
   static constexpr int SMEM = S * STAGE + (KS - 1) * RED + 1024;
 };
-static_assert(2 * WdLayout<16, 1>::SMEM <= 227 * 1024 && 2 * WdLayout<16, 2>::SMEM <= 227 * 1024, "two CTAs per SM");
+static_assert(2 * WdLayout<16, 1>::SMEM <= 227 * 1024 && 2 * WdLayout<16, 2>::SMEM <= 227 * 1024 && 2 * WdLayout<8, 2, true>::SMEM <= 227 * 1024, "two CTAs per SM");
 
-template <int BN, int KS, int TA, int TB>
+template <int BN, int KS, int TA, int TB, bool W4 = false>
 __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const __grid_constant__ TmaMaps T) {
   pdl_wait();
-  using L = WdLayout<BN, KS>;
+  using L = WdLayout<BN, KS, W4>;
   constexpr int S = L::S, KB = L::KB, NR = BN / 2;
   __shared__ __align__(8) uint64_t full[S], empty[S];
   extern __shared__ uint8_t smem_raw[];
@@ -1732,7 +1827,7 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
   const int64_t nblocks = K / 32;
   if (tid == 0) {
     for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 33);  // the producer's 32 lanes (their scale copies) and lane 0's expected bytes
+      mbar_init(&full[s], W4 ? 65 : 33);  // the producer's 32 lanes (their scale copies; W4: and A's stores) and lane 0's expected bytes
       mbar_init(&empty[s], 128);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -1746,37 +1841,108 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
   if (tid >= 128) {
     // ---------------- producer ----------------
     const int lane = tid % 32;
-    for (int i = 0;; i++) {
-      const int q = rank + i * KS;  // this rank's i-th stage
-      if (q >= NQ) break;
-      const int s = i % S;
-      if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
-      uint8_t *st = smem + s * L::STAGE;
-      if (lane == 0) {
-        mbar_arrive_expect_tx(&full[s], KB * (64 + BN) * kBK);
+    if constexpr (W4) {
+      // W4: the producer's work per stage is on the consumers' critical path
+      // (one warp, sharing a scheduler with a consumer warp), so every address
+      // that does not depend on the stage is made once: a scale word's index
+      // is linear in the k-tile (scale_index: +4 a k-tile compact, +512
+      // swizzled), and A's units step by 128 bytes a k-tile. (Made per stage,
+      // the W4 kernel ran M16 N8192 K8192 in 29.3 µs against the prototype's
+      // 26.2, ncu; bench/RESULTS.md, "E2M1 weights widened in registers".)
+      const uint8_t *wsc[2], *xsc = decode_one(false);
+      int64_t wstep[2], xstep = 0;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int64_t gr = n0 + lane + 32 * h;
+        const bool in = gr < P.b.rows;
+        wsc[h] = in ? P.b.scale + scale_index(gr, 0, P.b.scale_stride, P.b.swizzled) : decode_one(false);
+        wstep[h] = in ? (P.b.swizzled ? 512 : 4) : 0;
+      }
+      if (lane < BN && lane < P.a.rows) {
+        xsc = P.a.scale + scale_index(lane, 0, P.a.scale_stride, P.a.swizzled);
+        xstep = P.a.swizzled ? 512 : 4;
+      }
+      // A's units (row r, 32-block u), 32 bytes each, lane + 32·pi; past M
+      // none (zeros).
+      constexpr int NP = BN * 4 / 32;
+      const uint8_t *xu[NP];
+#pragma unroll
+      for (int pi = 0; pi < NP; pi++) {
+        const int p = lane + 32 * pi, r = p >> 2, u = p & 3;
+        xu[pi] = r < P.M ? P.a.data + r * P.a.ld + 32 * u : nullptr;
+      }
+      for (int i = 0;; i++) {
+        const int q = rank + i * KS;  // this rank's i-th stage (KB 1: k-tile q)
+        if (q >= KT) break;
+        const int s = i % S;
+        // A's k-tile, loaded before the wait for the stage (zeros past K).
+        uint4 xa[NP][2];
+#pragma unroll
+        for (int pi = 0; pi < NP; pi++) {
+          const int u = (lane + 32 * pi) & 3;
+          xa[pi][0] = xa[pi][1] = make_uint4(0, 0, 0, 0);
+          if (xu[pi] != nullptr && (int64_t)q * kBK + 32 * u < K) {
+            const uint4 *src = reinterpret_cast<const uint4 *>(xu[pi] + (int64_t)q * kBK);
+            xa[pi][0] = src[0], xa[pi][1] = src[1];
+          }
+        }
+        if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
+        uint8_t *st = smem + s * L::STAGE;
+        if (lane == 0) {
+          mbar_arrive_expect_tx(&full[s], L::WT);
+          tma_load_2d(st, &T.b, q * (kBK / 2), (int)n0, &full[s]);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SW_OFF + (lane + 32 * h) * 4)), "l"(wsc[h] + q * wstep[h]) : "memory");
+        if (lane < BN) asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SX_OFF + lane * 4)), "l"(xsc + q * xstep) : "memory");
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
+        // A's units in the permuted order: words 0, 2, 4, 6 of the block to
+        // its first 16-byte slot, 1, 3, 5, 7 to its second (128-byte swizzle).
+#pragma unroll
+        for (int pi = 0; pi < NP; pi++) {
+          const int p = lane + 32 * pi, r = p >> 2, u = p & 3;
+          const uint4 a = xa[pi][0], b = xa[pi][1];
+          uint8_t *row = st + L::X_OFF + r * kBK;
+          *reinterpret_cast<uint4 *>(row + (((2 * u) ^ (r & 7)) << 4)) = make_uint4(a.x, a.z, b.x, b.z);
+          *reinterpret_cast<uint4 *>(row + (((2 * u + 1) ^ (r & 7)) << 4)) = make_uint4(a.y, a.w, b.y, b.w);
+        }
+        fence_proxy_async();  // the generic stores, seen by the consumers' wgmma
+        mbar_arrive(&full[s]);
+      }
+    } else {
+      for (int i = 0;; i++) {
+        const int q = rank + i * KS;  // this rank's i-th stage
+        if (q >= NQ) break;
+        const int s = i % S;
+        if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
+        uint8_t *st = smem + s * L::STAGE;
+        if (lane == 0) {
+          mbar_arrive_expect_tx(&full[s], KB * (64 + BN) * kBK);
+#pragma unroll
+          for (int b = 0; b < KB; b++) {
+            const int k0 = (q * KB + b) * kBK;
+            tma_load_2d(st + b * L::WT, &T.b, k0, (int)n0, &full[s]);
+            tma_load_2d(st + L::X_OFF + b * L::XT, &T.a, k0, 0, &full[s]);
+          }
+        }
 #pragma unroll
         for (int b = 0; b < KB; b++) {
-          const int k0 = (q * KB + b) * kBK;
-          tma_load_2d(st + b * L::WT, &T.b, k0, (int)n0, &full[s]);
-          tma_load_2d(st + L::X_OFF + b * L::XT, &T.a, k0, 0, &full[s]);
-        }
-      }
+          const int kt = q * KB + b;
+          const bool kv = kt < KT;
 #pragma unroll
-      for (int b = 0; b < KB; b++) {
-        const int kt = q * KB + b;
-        const bool kv = kt < KT;
-#pragma unroll
-        for (int r = lane; r < 64; r += 32) {
-          const int64_t gr = n0 + r;
-          const uint8_t *src = kv && gr < P.b.rows ? P.b.scale + scale_index(gr, (int64_t)kt * 4, P.b.scale_stride, P.b.swizzled) : decode_one(false);
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SW_OFF + (b * 64 + r) * 4)), "l"(src) : "memory");
+          for (int r = lane; r < 64; r += 32) {
+            const int64_t gr = n0 + r;
+            const uint8_t *src = kv && gr < P.b.rows ? P.b.scale + scale_index(gr, (int64_t)kt * 4, P.b.scale_stride, P.b.swizzled) : decode_one(false);
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SW_OFF + (b * 64 + r) * 4)), "l"(src) : "memory");
+          }
+          if (lane < BN) {
+            const uint8_t *src = kv && lane < P.a.rows ? P.a.scale + scale_index(lane, (int64_t)kt * 4, P.a.scale_stride, P.a.swizzled) : decode_one(false);
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SX_OFF + (b * BN + lane) * 4)), "l"(src) : "memory");
+          }
         }
-        if (lane < BN) {
-          const uint8_t *src = kv && lane < P.a.rows ? P.a.scale + scale_index(lane, (int64_t)kt * 4, P.a.scale_stride, P.a.swizzled) : decode_one(false);
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SX_OFF + (b * BN + lane) * 4)), "l"(src) : "memory");
-        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
       }
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
     }
   } else {
     // ---------------- consumers ----------------
@@ -1786,9 +1952,15 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
     };
     float tmp[2][4][NR];
     Scales sc[2];
+    // W4: the widened weight fragments of each k32 step (two sets, as tmp:
+    // a k-tile's wgmmas read them until they complete).
+    uint32_t af[2][4][4];
     // The descriptors' address field plus the byte offset / 16 (no carry out
     // of its 14 bits: shared addresses < 2^18).
     const uint64_t desc0 = sw128_desc(smem_u32(smem));
+    // W4: this lane's ldmatrix row (matrix lm / 8: rows g / g + 8, blocks 2v / 2v + 1).
+    const int lm = t % 32, mrow = warp * 16 + (lm & 7) + 8 * ((lm >> 3) & 1), mu = lm >> 4;
+    const uint32_t wrow = smem_u32(smem) + (uint32_t)mrow * (kBK / 2), wswz = (uint32_t)(mrow >> 1) & 3;
     // This rank's j-th k-tile: stage i = j / KB, its sub-tile j % KB.
     auto ktile = [&](int j) { return (rank + (j / KB) * KS) * KB + j % KB; };
     auto load_issue = [&](int j, auto SET) {
@@ -1809,11 +1981,26 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
         ok &= e8m0x4_in_fast_range(sc[X].wb[jj][0]) & e8m0x4_in_fast_range(sc[X].wb[jj][1]);
       }
       sc[X].slow = __any_sync(0xFFFFFFFFu, (ok & 0x80808080u) != 0x80808080u);
-      const uint32_t offW = (uint32_t)(s * L::STAGE + b * L::WT) >> 4, offX = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
+      [[maybe_unused]] const uint32_t offW = (uint32_t)(s * L::STAGE + b * L::WT) >> 4;  // W4: A comes from registers
+      const uint32_t offX = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
+      if constexpr (W4) {
+#pragma unroll
+        for (int v = 0; v < 2; v++) {
+          uint32_t m[4];  // rows g, g + 8 of block 2v, then of block 2v + 1
+          ldsm_x4(wrow + s * L::STAGE + ((((uint32_t)(2 * v + mu)) ^ wswz) << 4), m);
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            uint32_t *f = af[X][2 * v + h];
+            e2m1x8_to_e4m3x8(m[2 * h], f[0], f[2]);
+            e2m1x8_to_e4m3x8(m[2 * h + 1], f[1], f[3]);
+          }
+        }
+      }
       wgmma_fence();
 #pragma unroll
       for (int u = 0; u < 4; u++) {
-        wgmma_k32<BN, TB, TA>(tmp[X][u], desc0 + offW + 2 * u, desc0 + offX + 2 * u);
+        if constexpr (W4) wgmma_k32_rs<BN, TA>(tmp[X][u], af[X][u], desc0 + offX + 2 * u);
+        else wgmma_k32<BN, TB, TA>(tmp[X][u], desc0 + offW + 2 * u, desc0 + offX + 2 * u);
         wgmma_commit();
       }
     };
@@ -1965,6 +2152,22 @@ bool tma_map(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
   const cuuint32_t estr[2] = {1, 1};
   return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(op.data), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The TMA descriptor of an E2M1 weight for decode_wg_kernel's W4 path: boxes
+// of 64 bytes (128 codes) by 64 rows in the 64-byte swizzle, zeros past K
+// and past the rows.
+bool tma_map_e2m1(const Operand &op, int64_t K, CUtensorMap *m) {
+  if (op.elem != kE2M1 || op.ld % 16 != 0 || K % 32 != 0 || reinterpret_cast<uintptr_t>(op.data) % 16 != 0 || op.rows <= 0) return false;
+  if (K >= (int64_t(1) << 31) || op.rows >= (int64_t(1) << 31)) return false;
+  const EncodeTiledFn enc = encode_tiled();
+  if (enc == nullptr) return false;
+  const cuuint64_t dims[2] = {(cuuint64_t)(K / 2), (cuuint64_t)op.rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)op.ld};
+  const cuuint32_t box[2] = {(cuuint32_t)(kBK / 2), 64};
+  const cuuint32_t estr[2] = {1, 1};
+  return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(op.data), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <int BM, int BN, int TA, int TB, bool SB16, bool RAW>
@@ -2239,36 +2442,43 @@ static_assert(wd_split_sms(11008, 132) == 0 && wd_split_sms(14336, 132) == 1 && 
 
 inline int wd_split(const Params &p) { return wd_split_sms(p.N, sm_count()); }
 
-template <int BN, int TA, int TB>
+template <int BN, int TA, int TB, bool W4 = false>
 cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStream_t stream) {
   auto go = [&](auto ksc) {
     constexpr int KS = decltype(ksc)::value;
-    auto k = decode_wg_kernel<BN, KS, TA, TB>;
-    const int smem = WdLayout<BN, KS>::SMEM;
+    auto k = decode_wg_kernel<BN, KS, TA, TB, W4>;
+    const int smem = WdLayout<BN, KS, W4>::SMEM;
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     launch_kernel_cluster(k, (unsigned)((p.N + 63) / 64 * KS), 160, smem, stream, (unsigned)KS, p, t);
     return cudaGetLastError();
   };
-  return ks == 1 ? go(std::integral_constant<int, 1>{}) : go(std::integral_constant<int, 2>{});
+  if constexpr (W4) return go(std::integral_constant<int, 2>{});  // W4 splits K wherever it runs (above the kernel)
+  else return ks == 1 ? go(std::integral_constant<int, 1>{}) : go(std::integral_constant<int, 2>{});
 }
 
 // Runs decode_wg_kernel where it takes p (the decode kernel's view: A the
-// operand with at most 16 rows): both operands FP8 with E8M0 scales, TMA
-// descriptors for both, the tiles of 64 weight rows filling the SMs
-// (wd_split); returns false otherwise, launching nothing.
+// operand with at most 16 rows): both operands FP8, or E2M1 weights against
+// FP8 rows of A (W4: one row at any K, 2..8 rows up to K = 12288, as
+// measured above the kernel), with E8M0 scales, TMA descriptors for the
+// weight (and A's, FP8 weights), the tiles of 64 weight rows filling the
+// SMs (wd_split); returns false otherwise, launching nothing.
 bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
-  if (p.M > 16 || p.a.s16 || p.b.s16 || p.a.elem == kE2M1 || p.b.elem == kE2M1) return false;
+  if (p.M > 16 || p.a.s16 || p.b.s16 || p.a.elem == kE2M1) return false;
   if ((p.N + 63) / 64 * 2 > 0x7FFFFFFF) return false;
   const int ks = wd_split(p);
   if (ks == 0) return false;
+  const bool w4 = p.b.elem == kE2M1;
+  if (w4 && (p.M > 8 || (p.M > 1 && p.K > 12288))) return false;  // where the decode kernel is as fast or faster (above the kernel)
   TmaMaps t{};
   const int bn = p.M > 8 ? 16 : 8;
-  if (!tma_map(p.a, p.K, bn, &t.a) || !tma_map(p.b, p.K, 64, &t.b)) return false;
+  if (w4 ? !tma_map_e2m1(p.b, p.K, &t.b) : !tma_map(p.a, p.K, bn, &t.a) || !tma_map(p.b, p.K, 64, &t.b)) return false;
   t.use = 1;
   const int ta = wg_type(p.a.elem), tb = wg_type(p.b.elem);
   auto types = [&](auto bnc) {
     constexpr int BN = decltype(bnc)::value;
+    if constexpr (BN == 8)
+      if (w4) return ta == 0 ? launch_wd_types<BN, 0, 0, true>(p, t, ks, stream) : launch_wd_types<BN, 1, 0, true>(p, t, ks, stream);
     if (ta == 0 && tb == 0) return launch_wd_types<BN, 0, 0>(p, t, ks, stream);
     if (ta == 0 && tb == 1) return launch_wd_types<BN, 0, 1>(p, t, ks, stream);
     if (ta == 1 && tb == 0) return launch_wd_types<BN, 1, 0>(p, t, ks, stream);

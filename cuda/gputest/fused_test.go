@@ -160,3 +160,52 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestGemmFusedE2M1WeightsMatchCPU: decode_wg_kernel's W4 path, E2M1 weights
+// (MXFP4) against 1..8 FP8 rows of A (MXFP8, E4M3 or E5M2, compact or
+// swizzled scales on either side), within the fused bound. The consumers
+// widen the weight in registers and the producer writes A's k-tiles with
+// their K permuted inside each 32-block to match, so a wrong fragment or
+// permutation shows as sums far outside the bound (RESULTS "E2M1 weights
+// widened in registers", call 1: a wrong fragment layout put 64972 of 65536
+// outputs outside it). On 114 to 132 SMs the shapes take it (wd_split, then
+// two CTAs of a cluster per tile of 64 weight rows): {1, 7000, 2176} (17
+// k-tiles: the ranks take unequal counts), {8, 8000, 1152}, {5, 15000, 640}
+// (more tiles than SMs), {7, 8200, 4128} (the last k-tile one 32-block: the
+// weight's TMA box and A's units past K are zeros, the scales past K 1.0),
+// {1, 8200, 12800} (one row of A at a K where more rows take the decode
+// kernel); N ragged against the tiles of 64, M against the wgmma's 8. The
+// swapped pair (A the weight: 8000 rows against 8) is normalized to the same
+// view, D written transposed. The decode kernel runs {16, 8000, 1152} and
+// {4, 8200, 12800}, beside them.
+func TestGemmFusedE2M1WeightsMatchCPU(t *testing.T) {
+	needGPU(t)
+	byName := gemmOperandsByName()
+	byName["mxfp4 swizzled"] = gemmOperand{name: "mxfp4 swizzled", params: &host.Params{Format: "mxfp4", GEMMSwizzledScales: true}}
+	shapes := [][3]int64{{1, 7000, 2176}, {8, 8000, 1152}, {5, 15000, 640}, {7, 8200, 4128}, {1, 8200, 12800}, {16, 8000, 1152}, {4, 8200, 12800}}
+	cases := []struct {
+		a, b   string
+		shapes [][3]int64
+	}{
+		{"mxfp8", "mxfp4", shapes},
+		{"mxfp8 e5m2 swizzled", "mxfp4", shapes},
+		{"mxfp8", "mxfp4 swizzled", shapes},
+		{"mxfp4", "mxfp8", [][3]int64{{8000, 8, 1152}}},
+	}
+	for ci, c := range cases {
+		t.Run(c.a+" x "+c.b, func(t *testing.T) {
+			worst := 0.0
+			for si, sh := range c.shapes {
+				m, n, k := sh[0], sh[1], sh[2]
+				seed := uint64(9700 + ci*100 + si)
+				a := makeGemmSide(t, byName[c.a], m, k, seed)
+				b := makeGemmSide(t, byName[c.b], n, k, seed+50)
+				for _, out := range []host.DType{host.Float32, host.BFloat16} {
+					w := runGPUGemm(t, fmt.Sprintf("%v d=%v", sh, out), a, b, false, true, out, gemmEpilogue{alpha: 1, fusedBlock: 32}, seed)
+					worst = math.Max(worst, w)
+				}
+			}
+			t.Logf("largest |gpu-exact| / bound: %.3g", worst)
+		})
+	}
+}
