@@ -290,23 +290,13 @@ __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
 // Codecs
 // ---------------------------------------------------------------------------
 
-// Eight E2M1 codes (nibbles of x, element 0 lowest) to eight E4M3 bytes
-// (little-endian in the returned pair). Magnitudes by byte permute from the
-// table {0, 0.5, 1, 1.5, 2, 3, 4, 6} = {00 30 38 3C 40 44 48 4C}; the sign bit
-// moves from bit 3 of the nibble to bit 7 of the byte.
-__device__ __forceinline__ uint32_t e2m1x4_to_e4m3(uint32_t h) {  // h: 4 nibbles in bits 0..15
-  uint32_t mag = __byte_perm(0x3C383000u, 0x4C484440u, h & 0x7777u);
-  uint32_t t = h & 0xFFFFu;
-  t = (t | (t << 8)) & 0x00FF00FFu;
-  t = (t | (t << 4)) & 0x0F0F0F0Fu;
-  return mag | ((t & 0x08080808u) << 4);
-}
-
 // Eight E2M1 codes (a word, the first in the low nibble) as eight E4M3 bytes
 // (lo: codes 0..3, hi: 4..7, the first in the low byte): the magnitudes by a
-// byte permute from the same table, the signs by a byte permute in
-// sign-replicate mode from x << 4 (an even code's sign in its byte's msb) and
-// x (an odd code's). Every E2M1 value is an E4M3 value, so this is exact.
+// byte permute from the table {0, 0.5, 1, 1.5, 2, 3, 4, 6} = {00 30 38 3C 40
+// 44 48 4C}, the signs by a byte permute in sign-replicate mode from x << 4
+// (an even code's sign in its byte's msb) and x (an odd code's). Every E2M1
+// value is an E4M3 value, so this is exact. (It replaced a four-code form,
+// two calls a word, with the same bytes for every word.)
 __device__ __forceinline__ void e2m1x8_to_e4m3x8(uint32_t x, uint32_t &lo, uint32_t &hi) {
   const uint32_t y = x & 0x77777777u, a = x << 4;
   const uint32_t m0 = __byte_perm(0x3C383000u, 0x4C484440u, y), m1 = __byte_perm(0x3C383000u, 0x4C484440u, y >> 16);
@@ -378,8 +368,10 @@ __device__ __forceinline__ LoadMode load_mode(const Operand &op, int64_t K) {
 
 // Sixteen widened E4M3 codes (elements 16·h .. 16·h+15 of 32 packed in w).
 __device__ __forceinline__ uint4 widen16(uint4 w, int h) {
-  const uint32_t lo = h ? w.z : w.x, hi = h ? w.w : w.y;
-  return make_uint4(e2m1x4_to_e4m3(lo), e2m1x4_to_e4m3(lo >> 16), e2m1x4_to_e4m3(hi), e2m1x4_to_e4m3(hi >> 16));
+  uint4 r;
+  e2m1x8_to_e4m3x8(h ? w.z : w.x, r.x, r.y);
+  e2m1x8_to_e4m3x8(h ? w.w : w.y, r.z, r.w);
+  return r;
 }
 
 // Stores one 16-byte chunk (16 elements, 16-block ch of the stage) of row r.
@@ -1220,7 +1212,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         else if constexpr (INT)
           lo = e2m1x4_to_s8(v), hi = e2m1x4_to_s8(v >> 16);
         else
-          lo = e2m1x4_to_e4m3(v), hi = e2m1x4_to_e4m3(v >> 16);
+          e2m1x8_to_e4m3x8(v, lo, hi);
       } else if constexpr (P16) {  // elements 4q.. and 16+4q..: chunks 2u and 2u+1
         lo = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, 2 * u, rb) + 4 * q);
         hi = *reinterpret_cast<const uint32_t *>(base + swz_chunk(r, 2 * u + 1, rb) + 4 * q);
