@@ -245,18 +245,13 @@ __device__ __forceinline__ void wgmma_k32(float *d, uint64_t da, uint64_t db) {
 #endif
 }
 
-// wgmma m64nNk32 (N = 16 or 8) with A from registers: four words a thread,
+// wgmma m64n8k32 with A from registers (W4 runs at 1..8 rows): four words a thread,
 // E4M3 codes (the widened E2M1 weight of decode_wg_kernel's W4 path); B from
 // shared memory, TB: 0 = e4m3, 1 = e5m2. The register fragment of A (PTX ISA,
 // wgmma .m64nNk32 with 8-bit A): warp w holds rows 16w..16w+15; thread l of
 // the warp rows g = l/4 (words 0, 2) and g + 8 (words 1, 3), K slots 4c..4c+3
 // (words 0, 1) and 16+4c..16+4c+3 (words 2, 3), c = l % 4.
 #if QF_HAVE_WGMMA
-#define QF_WGMMA16_RS(T)                                                                                                     \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\nwgmma.mma_async.sync.aligned.m64n16k32.f32." T                \
-               " {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"                              \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0))
 #define QF_WGMMA8_RS(T)                                                                                                     \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\nwgmma.mma_async.sync.aligned.m64n8k32.f32." T                  \
                " {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"                                                  \
@@ -265,15 +260,10 @@ __device__ __forceinline__ void wgmma_k32(float *d, uint64_t da, uint64_t db) {
 #endif
 template <int BN, int TB>
 __device__ __forceinline__ void wgmma_k32_rs(float *d, const uint32_t *a, uint64_t db) {
+  static_assert(BN == 8, "W4 runs at 1..8 rows of A only (launch_wd)");
 #if QF_HAVE_WGMMA
-  if constexpr (BN == 8) {
-    if constexpr (TB == 0) QF_WGMMA8_RS("e4m3.e4m3");
-    else QF_WGMMA8_RS("e4m3.e5m2");
-  } else {
-    static_assert(BN == 16, "tile width");
-    if constexpr (TB == 0) QF_WGMMA16_RS("e4m3.e4m3");
-    else QF_WGMMA16_RS("e4m3.e5m2");
-  }
+  if constexpr (TB == 0) QF_WGMMA8_RS("e4m3.e4m3");
+  else QF_WGMMA8_RS("e4m3.e5m2");
 #else
   __trap();
 #endif
@@ -1787,7 +1777,7 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 template <int KS, bool W4 = false>
 struct WdShape {
   static constexpr int KB = KS == 1 && !W4 ? 2 : 1;  // k-tiles of 128 per stage
-  static constexpr int S = KS == 1 && !W4 ? 4 : 6;   // stages (two CTAs of 86 or 72 KB fit an SM at BN 16; W4 48 KB)
+  static constexpr int S = KS == 1 && !W4 ? 4 : 6;   // stages (two CTAs of 86 or 72 KB fit an SM at BN 16; W4 39 KB at BN 8)
 };
 
 template <int BN, int KS, bool W4 = false>
