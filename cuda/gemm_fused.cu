@@ -1791,9 +1791,10 @@ struct WdLayout {
 };
 static_assert(2 * WdLayout<16, 1>::SMEM <= 227 * 1024 && 2 * WdLayout<16, 2>::SMEM <= 227 * 1024 && 2 * WdLayout<8, 2, true>::SMEM <= 227 * 1024, "two CTAs per SM");
 
-template <int BN, int KS, int TA, int TB, bool W4 = false>
+template <int BN, int KS, int TA, int TB, bool W4 = false, bool A4 = false>
 __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const __grid_constant__ TmaMaps T) {
   pdl_wait();
+  static_assert(!A4 || (W4 && TA == 0), "E2M1 rows of A (widened to E4M3 by the producer) against E2M1 weights only");
   using L = WdLayout<BN, KS, W4>;
   constexpr int S = L::S, KB = L::KB, NR = BN / 2;
   __shared__ __align__(8) uint64_t full[S], empty[S];
@@ -1844,14 +1845,14 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
         xsc = P.a.scale + scale_index(lane, 0, P.a.scale_stride, P.a.swizzled);
         xstep = P.a.swizzled ? 512 : 4;
       }
-      // A's units (row r, 32-block u), 32 bytes each, lane + 32·pi; past M
-      // none (zeros).
-      constexpr int NP = BN * 4 / 32;
+      // A's units (row r, 32-block u), 32 bytes each (A4: 16 bytes of E2M1
+      // codes), lane + 32·pi; past M none (zeros).
+      constexpr int NP = BN * 4 / 32, UB = A4 ? 16 : 32, TILE_B = A4 ? kBK / 2 : kBK;
       const uint8_t *xu[NP];
 #pragma unroll
       for (int pi = 0; pi < NP; pi++) {
         const int p = lane + 32 * pi, r = p >> 2, u = p & 3;
-        xu[pi] = r < P.M ? P.a.data + r * P.a.ld + 32 * u : nullptr;
+        xu[pi] = r < P.M ? P.a.data + r * P.a.ld + UB * u : nullptr;
       }
       for (int i = 0;; i++) {
         const int q = rank + i * KS;  // this rank's i-th stage (KB 1: k-tile q)
@@ -1864,8 +1865,9 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
           const int u = (lane + 32 * pi) & 3;
           xa[pi][0] = xa[pi][1] = make_uint4(0, 0, 0, 0);
           if (xu[pi] != nullptr && (int64_t)q * kBK + 32 * u < K) {
-            const uint4 *src = reinterpret_cast<const uint4 *>(xu[pi] + (int64_t)q * kBK);
-            xa[pi][0] = src[0], xa[pi][1] = src[1];
+            const uint4 *src = reinterpret_cast<const uint4 *>(xu[pi] + (int64_t)q * TILE_B);
+            xa[pi][0] = src[0];
+            if constexpr (!A4) xa[pi][1] = src[1];
           }
         }
         if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
@@ -1881,10 +1883,17 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
         // A's units in the permuted order: words 0, 2, 4, 6 of the block to
         // its first 16-byte slot, 1, 3, 5, 7 to its second (128-byte swizzle).
+        // A4: the block's 32 E2M1 codes widened to E4M3 first (exact), word
+        // 2i and 2i + 1 from word i of the codes.
 #pragma unroll
         for (int pi = 0; pi < NP; pi++) {
           const int p = lane + 32 * pi, r = p >> 2, u = p & 3;
-          const uint4 a = xa[pi][0], b = xa[pi][1];
+          uint4 a = xa[pi][0], b = xa[pi][1];
+          if constexpr (A4) {
+            const uint4 c = xa[pi][0];
+            e2m1x8_to_e4m3x8(c.x, a.x, a.y), e2m1x8_to_e4m3x8(c.y, a.z, a.w);
+            e2m1x8_to_e4m3x8(c.z, b.x, b.y), e2m1x8_to_e4m3x8(c.w, b.z, b.w);
+          }
           uint8_t *row = st + L::X_OFF + r * kBK;
           *reinterpret_cast<uint4 *>(row + (((2 * u) ^ (r & 7)) << 4)) = make_uint4(a.x, a.z, b.x, b.z);
           *reinterpret_cast<uint4 *>(row + (((2 * u + 1) ^ (r & 7)) << 4)) = make_uint4(a.y, a.w, b.y, b.w);
@@ -2424,11 +2433,11 @@ static_assert(wd_split_sms(11008, 132) == 0 && wd_split_sms(14336, 132) == 1 && 
 
 inline int wd_split(const Params &p) { return wd_split_sms(p.N, sm_count()); }
 
-template <int BN, int TA, int TB, bool W4 = false>
+template <int BN, int TA, int TB, bool W4 = false, bool A4 = false>
 cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStream_t stream) {
   auto go = [&](auto ksc) {
     constexpr int KS = decltype(ksc)::value;
-    auto k = decode_wg_kernel<BN, KS, TA, TB, W4>;
+    auto k = decode_wg_kernel<BN, KS, TA, TB, W4, A4>;
     const int smem = WdLayout<BN, KS, W4>::SMEM;
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
@@ -2446,11 +2455,11 @@ cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStrea
 // weight (and A's, FP8 weights), the tiles of 64 weight rows filling the
 // SMs (wd_split); returns false otherwise, launching nothing.
 bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
-  if (p.M > 16 || p.a.s16 || p.b.s16 || p.a.elem == kE2M1) return false;
+  const bool w4 = p.b.elem == kE2M1, a4 = p.a.elem == kE2M1;
+  if (p.M > 16 || p.a.s16 || p.b.s16 || (a4 && !w4)) return false;
   if ((p.N + 63) / 64 * 2 > 0x7FFFFFFF) return false;
   const int ks = wd_split(p);
   if (ks == 0) return false;
-  const bool w4 = p.b.elem == kE2M1;
   if (w4 && (p.M > 8 || (p.M > 1 && p.K > 12288))) return false;  // where the decode kernel is as fast or faster (above the kernel)
   TmaMaps t{};
   const int bn = p.M > 8 ? 16 : 8;
@@ -2460,7 +2469,10 @@ bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
   auto types = [&](auto bnc) {
     constexpr int BN = decltype(bnc)::value;
     if constexpr (BN == 8)
-      if (w4) return ta == 0 ? launch_wd_types<BN, 0, 0, true>(p, t, ks, stream) : launch_wd_types<BN, 1, 0, true>(p, t, ks, stream);
+      if (w4) {
+        if (a4) return launch_wd_types<BN, 0, 0, true, true>(p, t, ks, stream);
+        return ta == 0 ? launch_wd_types<BN, 0, 0, true>(p, t, ks, stream) : launch_wd_types<BN, 1, 0, true>(p, t, ks, stream);
+      }
     if (ta == 0 && tb == 0) return launch_wd_types<BN, 0, 0>(p, t, ks, stream);
     if (ta == 0 && tb == 1) return launch_wd_types<BN, 0, 1>(p, t, ks, stream);
     if (ta == 1 && tb == 0) return launch_wd_types<BN, 1, 0>(p, t, ks, stream);

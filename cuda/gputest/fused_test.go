@@ -163,7 +163,8 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 
 // TestGemmFusedE2M1WeightsMatchCPU: decode_wg_kernel's W4 path, E2M1 weights
 // (MXFP4) against 1..8 FP8 rows of A (MXFP8, E4M3 or E5M2, compact or
-// swizzled scales on either side), within the fused bound. The consumers
+// swizzled scales on either side) or 1..8 E2M1 rows (MXFP4, which the
+// producer widens to E4M3 as it writes them), within the fused bound. The consumers
 // widen the weight in registers and the producer writes A's k-tiles with
 // their K permuted inside each 32-block to match, so a wrong fragment or
 // permutation shows as sums far outside the bound (RESULTS "E2M1 weights
@@ -175,7 +176,7 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 // weight's TMA box and A's units past K are zeros, the scales past K 1.0),
 // {1, 8200, 12800} (one row of A at a K where more rows take the decode
 // kernel); N ragged against the tiles of 64, M against the wgmma's 8. The
-// swapped pair (A the weight: 8000 rows against 8) is normalized to the same
+// swapped pairs (A the weight: 8000 rows against 8 or 3) are normalized to the same
 // view, D written transposed. The decode kernel runs {16, 8000, 1152} and
 // {4, 8200, 12800}, beside them.
 func TestGemmFusedE2M1WeightsMatchCPU(t *testing.T) {
@@ -191,6 +192,8 @@ func TestGemmFusedE2M1WeightsMatchCPU(t *testing.T) {
 		{"mxfp8 e5m2 swizzled", "mxfp4", shapes},
 		{"mxfp8", "mxfp4 swizzled", shapes},
 		{"mxfp4", "mxfp8", [][3]int64{{8000, 8, 1152}}},
+		{"mxfp4", "mxfp4", shapes},
+		{"mxfp4 swizzled", "mxfp4", [][3]int64{{1, 7000, 2176}, {7, 8200, 4128}, {8000, 3, 1152}}},
 	}
 	for ci, c := range cases {
 		t.Run(c.a+" x "+c.b, func(t *testing.T) {
