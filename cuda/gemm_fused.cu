@@ -269,26 +269,6 @@ __device__ __forceinline__ void wgmma_k32_rs(float *d, const uint32_t *a, uint64
 #endif
 }
 
-// wgmma m64n8k16 with FP16 operands, A from registers (decode_wg_kernel's
-// H16 path: the NVFP4 weight, each E2M1 code times its E4M3 scale, exact in
-// FP16), B (FP16, K-major, 128-byte swizzle) from shared memory, FP32
-// accumulators; CH 0: d = A·B, CH 1: d += A·B (the 32-block's second k16).
-// The register fragment of A (PTX ISA, wgmma .m64nNk16 with 16-bit A): warp
-// w holds rows 16w..16w+15; thread l of the warp rows g = l/4 (registers 0,
-// 2) and g + 8 (1, 3), K slots 2c, 2c+1 (registers 0, 1) and 8+2c, 9+2c (2,
-// 3), c = l % 4.
-template <int CH>
-__device__ __forceinline__ void wgmma_k16_f16_rs(float *d, const uint32_t *a, uint64_t db) {
-#if QF_HAVE_WGMMA
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\nwgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"
-               " {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(CH));
-#else
-  __trap();
-#endif
-}
-
 // Four 8x8 matrices of 16-bit words from shared memory (ldmatrix): lanes
 // 8i..8i+7 give the row addresses of matrix i; thread l gets word l % 4 of
 // row l / 4 of each.
@@ -835,18 +815,15 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
 
 // Eight FP8 codes (lo: elements 0..3, hi: 4..7) as four FP16 pairs, exact
 // (every E4M3 and E5M2 value is an FP16 value; E5M2 is FP16's top byte).
-// Two FP8 codes of w (T: 0 = E4M3, 1 = E5M2), its low (H = 0) or high (H =
-// 1) half, as an FP16 pair (the low code in the low half), exact.
-template <int T, int H>
-__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t w) {
-  if constexpr (T == 0) return e4m3x2_to_f16x2<H>(w);
-  else return __byte_perm(w, 0, H ? 0x3424 : 0x1404);
-}
-
 template <int T>
 __device__ __forceinline__ void fp8x8_to_f16(uint32_t lo, uint32_t hi, uint32_t (&h)[4]) {
-  h[0] = fp8x2_to_f16x2<T, 0>(lo), h[1] = fp8x2_to_f16x2<T, 1>(lo);
-  h[2] = fp8x2_to_f16x2<T, 0>(hi), h[3] = fp8x2_to_f16x2<T, 1>(hi);
+  if constexpr (T == 0) {
+    h[0] = e4m3x2_to_f16x2<0>(lo), h[1] = e4m3x2_to_f16x2<1>(lo);
+    h[2] = e4m3x2_to_f16x2<0>(hi), h[3] = e4m3x2_to_f16x2<1>(hi);
+  } else {
+    h[0] = __byte_perm(lo, 0, 0x1404), h[1] = __byte_perm(lo, 0, 0x3424);
+    h[2] = __byte_perm(hi, 0, 0x1404), h[3] = __byte_perm(hi, 0, 0x3424);
+  }
 }
 
 // d = A·B + c, FP16 operands, FP32 accumulators, one 16×8 tile, k16.
@@ -1803,30 +1780,22 @@ struct WdShape {
   static constexpr int S = KS == 1 && !W4 ? 4 : 6;   // stages (two CTAs of 86 or 72 KB fit an SM at BN 16; W4 39 KB at BN 8)
 };
 
-template <int BN, int KS, bool W4 = false, bool H16 = false>
+template <int BN, int KS, bool W4 = false>
 struct WdLayout {
   static constexpr int KB = WdShape<KS, W4>::KB, S = WdShape<KS, W4>::S;
-  static constexpr int NWW = H16 ? 2 : 1;  // the weight's scale words per row and k-tile (E4M3 per 16: 8 bytes)
-  static constexpr int WT = 64 * (W4 ? kBK / 2 : kBK), XT = BN * kBK * (H16 ? 2 : 1);  // one k-tile of the weight, of A (H16: FP16)
-  static constexpr int X_OFF = KB * WT, SW_OFF = X_OFF + KB * XT, SX_OFF = SW_OFF + KB * 64 * 4 * NWW, END = SX_OFF + KB * BN * 4;
+  static constexpr int WT = 64 * (W4 ? kBK / 2 : kBK), XT = BN * kBK;  // one k-tile of the weight, of A
+  static constexpr int X_OFF = KB * WT, SW_OFF = X_OFF + KB * XT, SX_OFF = SW_OFF + KB * 64 * 4, END = SX_OFF + KB * BN * 4;
   static constexpr int STAGE = (END + 1023) / 1024 * 1024;
   static constexpr int RED = 128 * (BN / 2) * 4;  // one rank's partial sums, [BN/2][128] floats
   static constexpr int SMEM = S * STAGE + (KS - 1) * RED + 1024;
 };
-static_assert(2 * WdLayout<16, 1>::SMEM <= 227 * 1024 && 2 * WdLayout<16, 2>::SMEM <= 227 * 1024 && 2 * WdLayout<8, 2, true>::SMEM <= 227 * 1024 &&
-                  2 * WdLayout<8, 2, true, true>::SMEM <= 227 * 1024,
-              "two CTAs per SM");
-static_assert(WdLayout<8, 2, true, true>::X_OFF % 1024 == 0, "H16: A's FP16 k-tile in whole 128-byte swizzle atoms");
+static_assert(2 * WdLayout<16, 1>::SMEM <= 227 * 1024 && 2 * WdLayout<16, 2>::SMEM <= 227 * 1024 && 2 * WdLayout<8, 2, true>::SMEM <= 227 * 1024, "two CTAs per SM");
 
-template <int BN, int KS, int TA, int TB, bool W4 = false, bool A4 = false, bool H16 = false>
+template <int BN, int KS, int TA, int TB, bool W4 = false, bool A4 = false>
 __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const __grid_constant__ TmaMaps T) {
   pdl_wait();
   static_assert(!A4 || (W4 && TA == 0), "E2M1 rows of A (widened to E4M3 by the producer) against E2M1 weights only");
-  static_assert(!H16 || (W4 && BN == 8), "NVFP4 weights: the W4 path");
-  // AS: A's codes carry their scales (NVFP4 rows of A against NVFP4 weights,
-  // H16 with A4): the producer multiplies them in, and no scale of A is copied.
-  constexpr bool AS = H16 && A4;
-  using L = WdLayout<BN, KS, W4, H16>;
+  using L = WdLayout<BN, KS, W4>;
   constexpr int S = L::S, KB = L::KB, NR = BN / 2;
   __shared__ __align__(8) uint64_t full[S], empty[S];
   extern __shared__ uint8_t smem_raw[];
@@ -1863,36 +1832,27 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
       // swizzled), and A's units step by 128 bytes a k-tile. (Made per stage,
       // the W4 kernel ran M16 N8192 K8192 in 29.3 µs against the prototype's
       // 26.2, ncu; bench/RESULTS.md, "E2M1 weights widened in registers".)
-      // The weight's scale words of rows lane and lane + 32 (H16: two a row,
-      // E4M3 per 16; rows past N read 1.0).
-      constexpr int NWW = L::NWW;
-      const uint8_t *wsc[2][NWW], *xsc = decode_one(false);
+      const uint8_t *wsc[2], *xsc = decode_one(false);
       int64_t wstep[2], xstep = 0;
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int64_t gr = n0 + lane + 32 * h;
         const bool in = gr < P.b.rows;
-#pragma unroll
-        for (int w = 0; w < NWW; w++) wsc[h][w] = in ? P.b.scale + scale_index(gr, 4 * w, P.b.scale_stride, P.b.swizzled) : decode_one(H16);
-        wstep[h] = in ? (P.b.swizzled ? 512 : 4) * NWW : 0;
+        wsc[h] = in ? P.b.scale + scale_index(gr, 0, P.b.scale_stride, P.b.swizzled) : decode_one(false);
+        wstep[h] = in ? (P.b.swizzled ? 512 : 4) : 0;
       }
-      if (!AS && lane < BN && lane < P.a.rows) {
+      if (lane < BN && lane < P.a.rows) {
         xsc = P.a.scale + scale_index(lane, 0, P.a.scale_stride, P.a.swizzled);
         xstep = P.a.swizzled ? 512 : 4;
       }
       // A's units (row r, 32-block u), 32 bytes each (A4: 16 bytes of E2M1
-      // codes), lane + 32·pi; past M none (zeros). AS: the unit's two E4M3
-      // scales (16-blocks 2u, 2u + 1 of the k-tile, adjacent bytes in both
-      // layouts) at xs16 + q·xs16step.
+      // codes), lane + 32·pi; past M none (zeros).
       constexpr int NP = BN * 4 / 32, UB = A4 ? 16 : 32, TILE_B = A4 ? kBK / 2 : kBK;
       const uint8_t *xu[NP];
-      [[maybe_unused]] const uint8_t *xs16[NP];
-      [[maybe_unused]] const int64_t xs16step = P.a.swizzled ? 1024 : 8;
 #pragma unroll
       for (int pi = 0; pi < NP; pi++) {
         const int p = lane + 32 * pi, r = p >> 2, u = p & 3;
         xu[pi] = r < P.M ? P.a.data + r * P.a.ld + UB * u : nullptr;
-        if constexpr (AS) xs16[pi] = r < P.M ? P.a.scale + scale_index(r, 2 * u, P.a.scale_stride, P.a.swizzled) : nullptr;
       }
       for (int i = 0;; i++) {
         const int q = rank + i * KS;  // this rank's i-th stage (KB 1: k-tile q)
@@ -1900,17 +1860,14 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
         const int s = i % S;
         // A's k-tile, loaded before the wait for the stage (zeros past K).
         uint4 xa[NP][2];
-        [[maybe_unused]] uint32_t xs[NP];  // AS: the unit's two E4M3 scales (1.0 where its codes are zeros)
 #pragma unroll
         for (int pi = 0; pi < NP; pi++) {
           const int u = (lane + 32 * pi) & 3;
           xa[pi][0] = xa[pi][1] = make_uint4(0, 0, 0, 0);
-          xs[pi] = 0x3838u;
           if (xu[pi] != nullptr && (int64_t)q * kBK + 32 * u < K) {
             const uint4 *src = reinterpret_cast<const uint4 *>(xu[pi] + (int64_t)q * TILE_B);
             xa[pi][0] = src[0];
             if constexpr (!A4) xa[pi][1] = src[1];
-            if constexpr (AS) xs[pi] = *reinterpret_cast<const uint16_t *>(xs16[pi] + q * xs16step);
           }
         }
         if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
@@ -1921,10 +1878,8 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
         }
 #pragma unroll
         for (int h = 0; h < 2; h++)
-#pragma unroll
-          for (int w = 0; w < NWW; w++)
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SW_OFF + ((lane + 32 * h) * NWW + w) * 4)), "l"(wsc[h][w] + q * wstep[h]) : "memory");
-        if (!AS && lane < BN) asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SX_OFF + lane * 4)), "l"(xsc + q * xstep) : "memory");
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SW_OFF + (lane + 32 * h) * 4)), "l"(wsc[h] + q * wstep[h]) : "memory");
+        if (lane < BN) asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(st + L::SX_OFF + lane * 4)), "l"(xsc + q * xstep) : "memory");
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
         // A's units in the permuted order: words 0, 2, 4, 6 of the block to
         // its first 16-byte slot, 1, 3, 5, 7 to its second (128-byte swizzle).
@@ -1939,33 +1894,9 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
             e2m1x8_to_e4m3x8(c.x, a.x, a.y), e2m1x8_to_e4m3x8(c.y, a.z, a.w);
             e2m1x8_to_e4m3x8(c.z, b.x, b.y), e2m1x8_to_e4m3x8(c.w, b.z, b.w);
           }
-          if constexpr (H16) {
-            // FP16 codes for the k16 steps (wgmma_k16_f16_rs): k16 step s of
-            // the block holds, in its slots 2c + e and 8 + 2c + e, codes 8c +
-            // 4s + e and 8c + 4s + 2 + e: 16-byte chunk 2s + h of the block is
-            // the FP16 pairs h of code words s, 2 + s, 4 + s and 6 + s (AS:
-            // times their 16-block's scale, the first two pairs of block 2u's,
-            // the last two of 2u + 1's: exact, as the consumers' weight).
-            // Block u lies in the k-tile's 128-byte swizzle atom u / 2 (rows
-            // of 64 FP16), chunks 4·(u % 2) ..
-            [[maybe_unused]] uint32_t s0 = 0, s1 = 0;
-            if constexpr (AS) e4m3_bcast2(xs[pi], 0, s0, s1);
-            const uint32_t wd[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-            uint8_t *row = st + L::X_OFF + (u >> 1) * (BN * 128) + r * 128;
-#pragma unroll
-            for (int sh = 0; sh < 4; sh++) {
-              const int sx = sh >> 1, hx = sh & 1;
-              uint32_t c[4];
-#pragma unroll
-              for (int i = 0; i < 4; i++) c[i] = hx ? fp8x2_to_f16x2<TA, 1>(wd[2 * i + sx]) : fp8x2_to_f16x2<TA, 0>(wd[2 * i + sx]);
-              if constexpr (AS) c[0] = hmul2(c[0], s0), c[1] = hmul2(c[1], s0), c[2] = hmul2(c[2], s1), c[3] = hmul2(c[3], s1);
-              *reinterpret_cast<uint4 *>(row + (((4 * (u & 1) + sh) ^ (r & 7)) << 4)) = make_uint4(c[0], c[1], c[2], c[3]);
-            }
-          } else {
-            uint8_t *row = st + L::X_OFF + r * kBK;
-            *reinterpret_cast<uint4 *>(row + (((2 * u) ^ (r & 7)) << 4)) = make_uint4(a.x, a.z, b.x, b.z);
-            *reinterpret_cast<uint4 *>(row + (((2 * u + 1) ^ (r & 7)) << 4)) = make_uint4(a.y, a.w, b.y, b.w);
-          }
+          uint8_t *row = st + L::X_OFF + r * kBK;
+          *reinterpret_cast<uint4 *>(row + (((2 * u) ^ (r & 7)) << 4)) = make_uint4(a.x, a.z, b.x, b.z);
+          *reinterpret_cast<uint4 *>(row + (((2 * u + 1) ^ (r & 7)) << 4)) = make_uint4(a.y, a.w, b.y, b.w);
         }
         fence_proxy_async();  // the generic stores, seen by the consumers' wgmma
         mbar_arrive(&full[s]);
@@ -2008,16 +1939,13 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
     // ---------------- consumers ----------------
     struct Scales {
       uint32_t wa0, wa1, wb[BN / 8][2];  // E8M0 words: weight rows rloc, rloc + 8; rows of A 8j + cq, + 1
-      uint32_t wh[2][2];                 // H16: the weight's E4M3 words, rows rloc, rloc + 8 (16-blocks 0..3, 4..7 of the k-tile)
       bool slow;
     };
     float tmp[2][4][NR];
     Scales sc[2];
     // W4: the widened weight fragments of each k32 step (two sets, as tmp:
-    // a k-tile's wgmmas read them until they complete); H16: of each 32-block's
-    // two k16 steps, in FP16.
-    [[maybe_unused]] uint32_t af[2][4][4];
-    [[maybe_unused]] uint32_t fh[2][4][8];
+    // a k-tile's wgmmas read them until they complete).
+    uint32_t af[2][4][4];
     // The descriptors' address field plus the byte offset / 16 (no carry out
     // of its 14 bits: shared addresses < 2^18).
     const uint64_t desc0 = sw128_desc(smem_u32(smem));
@@ -2031,82 +1959,39 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
       const int kt = ktile(j), i = j / KB, b = j % KB, s = i % S;
       if (b == 0) mbar_wait(&full[s], (i / S) & 1);
       const uint8_t *st = smem + s * L::STAGE;
-      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF + b * 64 * 4 * L::NWW);
-      [[maybe_unused]] const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF + b * BN * 4);
+      const uint32_t *sw = reinterpret_cast<const uint32_t *>(st + L::SW_OFF + b * 64 * 4);
+      const uint32_t *sx = reinterpret_cast<const uint32_t *>(st + L::SX_OFF + b * BN * 4);
       const int64_t nv = nblocks - 4 * (int64_t)kt;  // blocks of this k-tile inside K
       const uint32_t keep = nv >= 4 ? 0xFFFFFFFFu : (1u << (8 * nv)) - 1u;
       auto inside = [&](uint32_t w) { return (w & keep) | (0x7F7F7F7Fu & ~keep); };
-      [[maybe_unused]] uint32_t ok = 0x80808080u;
-      if constexpr (H16) {
-        // E4M3 scales; those of 16-blocks past K read 1.0 (their codes are
-        // zeros, and padding may hold a NaN).
+      sc[X].wa0 = inside(sw[rloc]), sc[X].wa1 = inside(sw[rloc + 8]);
+      uint32_t ok = e8m0x4_in_fast_range(sc[X].wa0) & e8m0x4_in_fast_range(sc[X].wa1);
 #pragma unroll
-        for (int w = 0; w < 2; w++) {
-          const int64_t n = 2 * nv - 4 * w;
-          const uint32_t k16 = n >= 4 ? 0xFFFFFFFFu : n <= 0 ? 0u : (1u << (8 * n)) - 1u;
-          sc[X].wh[0][w] = (sw[2 * rloc + w] & k16) | (0x38383838u & ~k16);
-          sc[X].wh[1][w] = (sw[2 * (rloc + 8) + w] & k16) | (0x38383838u & ~k16);
-        }
-      } else {
-        sc[X].wa0 = inside(sw[rloc]), sc[X].wa1 = inside(sw[rloc + 8]);
-        ok = e8m0x4_in_fast_range(sc[X].wa0) & e8m0x4_in_fast_range(sc[X].wa1);
+      for (int jj = 0; jj < BN / 8; jj++) {
+        sc[X].wb[jj][0] = inside(sx[8 * jj + cq]), sc[X].wb[jj][1] = inside(sx[8 * jj + cq + 1]);
+        ok &= e8m0x4_in_fast_range(sc[X].wb[jj][0]) & e8m0x4_in_fast_range(sc[X].wb[jj][1]);
       }
-      if constexpr (!AS) {
-#pragma unroll
-        for (int jj = 0; jj < BN / 8; jj++) {
-          sc[X].wb[jj][0] = inside(sx[8 * jj + cq]), sc[X].wb[jj][1] = inside(sx[8 * jj + cq + 1]);
-          ok &= e8m0x4_in_fast_range(sc[X].wb[jj][0]) & e8m0x4_in_fast_range(sc[X].wb[jj][1]);
-        }
-        sc[X].slow = __any_sync(0xFFFFFFFFu, (ok & 0x80808080u) != 0x80808080u);
-      }
+      sc[X].slow = __any_sync(0xFFFFFFFFu, (ok & 0x80808080u) != 0x80808080u);
       [[maybe_unused]] const uint32_t offW = (uint32_t)(s * L::STAGE + b * L::WT) >> 4;  // W4: A comes from registers
       const uint32_t offX = (uint32_t)(s * L::STAGE + L::X_OFF + b * L::XT) >> 4;
       if constexpr (W4) {
-        // H16: thread c's codes 8c..8c+7 of a 32-block u lie in its 16-block
-        // 2u + hb, whose scale is byte 2·(u % 2) + hb of word u / 2.
-        [[maybe_unused]] const uint32_t hb = (uint32_t)(t & 3) >> 1;
 #pragma unroll
         for (int v = 0; v < 2; v++) {
           uint32_t m[4];  // rows g, g + 8 of block 2v, then of block 2v + 1
           ldsm_x4(wrow + s * L::STAGE + ((((uint32_t)(2 * v + mu)) ^ wswz) << 4), m);
 #pragma unroll
           for (int h = 0; h < 2; h++) {
-            if constexpr (H16) {
-              // Codes as FP16 times their E4M3 scale (exact: at most 6
-              // significant bits, in [2^-10, 2688]); step 0 takes codes 8c..
-              // 8c+3 (registers 0-3), step 1 codes 8c+4.. 8c+7 (4-7), as the
-              // producer ordered A's K.
-              uint32_t *f = fh[X][2 * v + h];
-#pragma unroll
-              for (int rr = 0; rr < 2; rr++) {  // rows g, g + 8
-                const uint32_t sel = 2 * h + hb;
-                const uint32_t sc2 = e4m3x2_to_f16x2<0>(__byte_perm(sc[X].wh[rr][v], 0, sel | (sel << 4)));
-                uint32_t lo, hi;
-                e2m1x8_to_e4m3x8(m[2 * h + rr], lo, hi);
-                f[rr] = hmul2(e4m3x2_to_f16x2<0>(lo), sc2), f[2 + rr] = hmul2(e4m3x2_to_f16x2<1>(lo), sc2);
-                f[4 + rr] = hmul2(e4m3x2_to_f16x2<0>(hi), sc2), f[6 + rr] = hmul2(e4m3x2_to_f16x2<1>(hi), sc2);
-              }
-            } else {
-              uint32_t *f = af[X][2 * v + h];
-              e2m1x8_to_e4m3x8(m[2 * h], f[0], f[2]);
-              e2m1x8_to_e4m3x8(m[2 * h + 1], f[1], f[3]);
-            }
+            uint32_t *f = af[X][2 * v + h];
+            e2m1x8_to_e4m3x8(m[2 * h], f[0], f[2]);
+            e2m1x8_to_e4m3x8(m[2 * h + 1], f[1], f[3]);
           }
         }
       }
       wgmma_fence();
 #pragma unroll
       for (int u = 0; u < 4; u++) {
-        if constexpr (H16) {
-          // A's block u: swizzle atom u / 2 (BN rows of 128 bytes), 32 bytes a k16 step.
-          const uint64_t db = desc0 + offX + (u >> 1) * (BN * 8) + 4 * (u & 1);
-          wgmma_k16_f16_rs<0>(tmp[X][u], fh[X][u], db);
-          wgmma_k16_f16_rs<1>(tmp[X][u], fh[X][u] + 4, db + 2);
-        } else if constexpr (W4) {
-          wgmma_k32_rs<BN, TA>(tmp[X][u], af[X][u], desc0 + offX + 2 * u);
-        } else {
-          wgmma_k32<BN, TB, TA>(tmp[X][u], desc0 + offW + 2 * u, desc0 + offX + 2 * u);
-        }
+        if constexpr (W4) wgmma_k32_rs<BN, TA>(tmp[X][u], af[X][u], desc0 + offX + 2 * u);
+        else wgmma_k32<BN, TB, TA>(tmp[X][u], desc0 + offW + 2 * u, desc0 + offX + 2 * u);
         wgmma_commit();
       }
     };
@@ -2119,37 +2004,6 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
       for (int u = 0; u < 4; u++)
 #pragma unroll
         for (int i = 0; i < NR; i++) reg_fence(tmp[X][u][i]);
-      if constexpr (H16) {
-        // The weight's scales are in its codes: a 32-block's chained sum T'
-        // takes A's E8M0 scale alone, fma(T', sb, acc) (T'·sb exact in the
-        // fast range: |T'| < 2^33, sb in [2^-63, 2^64]); AS: nothing, acc +
-        // T'. Either way one rounding a 32-block.
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-          const float *tt = tmp[X][u];
-          if constexpr (AS) {
-#pragma unroll
-            for (int i = 0; i < NR; i++) acc[i] += tt[i];
-          } else if (!sc[X].slow) {
-#pragma unroll
-            for (int jj = 0; jj < BN / 8; jj++) {
-              const float sbx = e8m0_byte(sc[X].wb[jj][0], u), sby = e8m0_byte(sc[X].wb[jj][1], u);
-              acc[4 * jj + 0] = fmaf(tt[4 * jj + 0], sbx, acc[4 * jj + 0]), acc[4 * jj + 1] = fmaf(tt[4 * jj + 1], sby, acc[4 * jj + 1]);
-              acc[4 * jj + 2] = fmaf(tt[4 * jj + 2], sbx, acc[4 * jj + 2]), acc[4 * jj + 3] = fmaf(tt[4 * jj + 3], sby, acc[4 * jj + 3]);
-            }
-          } else {
-#pragma unroll
-            for (int jj = 0; jj < BN / 8; jj++) {
-              const double sbx = e8m0_to_float((sc[X].wb[jj][0] >> (8 * u)) & 0xFF), sby = e8m0_to_float((sc[X].wb[jj][1] >> (8 * u)) & 0xFF);
-              acc[4 * jj + 0] = (float)fma((double)tt[4 * jj + 0], sbx, (double)acc[4 * jj + 0]);
-              acc[4 * jj + 1] = (float)fma((double)tt[4 * jj + 1], sby, (double)acc[4 * jj + 1]);
-              acc[4 * jj + 2] = (float)fma((double)tt[4 * jj + 2], sbx, (double)acc[4 * jj + 2]);
-              acc[4 * jj + 3] = (float)fma((double)tt[4 * jj + 3], sby, (double)acc[4 * jj + 3]);
-            }
-          }
-        }
-        return;
-      }
       const uint32_t wa0 = sc[X].wa0, wa1 = sc[X].wa1;
       if (!sc[X].slow) {
 #pragma unroll
@@ -2579,12 +2433,12 @@ static_assert(wd_split_sms(11008, 132) == 0 && wd_split_sms(14336, 132) == 1 && 
 
 inline int wd_split(const Params &p) { return wd_split_sms(p.N, sm_count()); }
 
-template <int BN, int TA, int TB, bool W4 = false, bool A4 = false, bool H16 = false>
+template <int BN, int TA, int TB, bool W4 = false, bool A4 = false>
 cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStream_t stream) {
   auto go = [&](auto ksc) {
     constexpr int KS = decltype(ksc)::value;
-    auto k = decode_wg_kernel<BN, KS, TA, TB, W4, A4, H16>;
-    const int smem = WdLayout<BN, KS, W4, H16>::SMEM;
+    auto k = decode_wg_kernel<BN, KS, TA, TB, W4, A4>;
+    const int smem = WdLayout<BN, KS, W4>::SMEM;
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     launch_kernel_cluster(k, (unsigned)((p.N + 63) / 64 * KS), 160, smem, stream, (unsigned)KS, p, t);
@@ -2601,9 +2455,8 @@ cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStrea
 // weight (and A's, FP8 weights), the tiles of 64 weight rows filling the
 // SMs (wd_split); returns false otherwise, launching nothing.
 bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
-  const bool w4 = p.b.elem == kE2M1, a4 = p.a.elem == kE2M1, h16 = w4 && p.b.s16;
-  if (p.M > 16 || (a4 && !w4)) return false;
-  if (p.a.s16 != (a4 && h16)) return false;  // NVFP4 weights against FP8 or NVFP4 rows of A; MXFP4 weights against FP8 or MXFP4 rows
+  const bool w4 = p.b.elem == kE2M1, a4 = p.a.elem == kE2M1;
+  if (p.M > 16 || p.a.s16 || p.b.s16 || (a4 && !w4)) return false;
   if ((p.N + 63) / 64 * 2 > 0x7FFFFFFF) return false;
   const int ks = wd_split(p);
   if (ks == 0) return false;
@@ -2617,10 +2470,6 @@ bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
     constexpr int BN = decltype(bnc)::value;
     if constexpr (BN == 8)
       if (w4) {
-        if (h16) {
-          if (a4) return launch_wd_types<BN, 0, 0, true, true, true>(p, t, ks, stream);
-          return ta == 0 ? launch_wd_types<BN, 0, 0, true, false, true>(p, t, ks, stream) : launch_wd_types<BN, 1, 0, true, false, true>(p, t, ks, stream);
-        }
         if (a4) return launch_wd_types<BN, 0, 0, true, true>(p, t, ks, stream);
         return ta == 0 ? launch_wd_types<BN, 0, 0, true>(p, t, ks, stream) : launch_wd_types<BN, 1, 0, true>(p, t, ks, stream);
       }

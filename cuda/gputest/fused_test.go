@@ -8,8 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
-	"libquant/host/hosttest"
-	"libquant/internal/testutil"
 )
 
 // fusedTerm is the fused Hopper GEMM's error beyond FP32 accumulation
@@ -166,10 +164,7 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 // TestGemmFusedE2M1WeightsMatchCPU: decode_wg_kernel's W4 path, E2M1 weights
 // (MXFP4) against 1..8 FP8 rows of A (MXFP8, E4M3 or E5M2, compact or
 // swizzled scales on either side) or 1..8 E2M1 rows (MXFP4, which the
-// producer widens to E4M3 as it writes them), and its H16 form, NVFP4
-// weights (FP16 wgmma, each code times its E4M3 scale) against MXFP8 or
-// NVFP4 rows of A (1×16 and 16×16 scales, compact and swizzled), within the
-// fused bound (per 16-block for NVFP4). The consumers
+// producer widens to E4M3 as it writes them), within the fused bound. The consumers
 // widen the weight in registers and the producer writes A's k-tiles with
 // their K permuted inside each 32-block to match, so a wrong fragment or
 // permutation shows as sums far outside the bound (RESULTS "E2M1 weights
@@ -189,22 +184,16 @@ func TestGemmFusedE2M1WeightsMatchCPU(t *testing.T) {
 	byName := gemmOperandsByName()
 	byName["mxfp4 swizzled"] = gemmOperand{name: "mxfp4 swizzled", params: &host.Params{Format: "mxfp4", GEMMSwizzledScales: true}}
 	shapes := [][3]int64{{1, 7000, 2176}, {8, 8000, 1152}, {5, 15000, 640}, {7, 8200, 4128}, {1, 8200, 12800}, {16, 8000, 1152}, {4, 8200, 12800}}
-	few := [][3]int64{{1, 7000, 2176}, {7, 8200, 4128}, {8000, 3, 1152}}
 	cases := []struct {
 		a, b   string
 		shapes [][3]int64
-		block  int
 	}{
-		{"mxfp8", "mxfp4", shapes, 32},
-		{"mxfp8 e5m2 swizzled", "mxfp4", shapes, 32},
-		{"mxfp8", "mxfp4 swizzled", shapes, 32},
-		{"mxfp4", "mxfp8", [][3]int64{{8000, 8, 1152}}, 32},
-		{"mxfp4", "mxfp4", shapes, 32},
-		{"mxfp4 swizzled", "mxfp4", few, 32},
-		{"mxfp8", "nvfp4", shapes, 16},
-		{"mxfp8 e5m2 swizzled", "nvfp4 16x16 swizzled", few, 16},
-		{"nvfp4", "nvfp4", shapes, 16},
-		{"nvfp4 16x16 swizzled", "nvfp4", few, 16},
+		{"mxfp8", "mxfp4", shapes},
+		{"mxfp8 e5m2 swizzled", "mxfp4", shapes},
+		{"mxfp8", "mxfp4 swizzled", shapes},
+		{"mxfp4", "mxfp8", [][3]int64{{8000, 8, 1152}}},
+		{"mxfp4", "mxfp4", shapes},
+		{"mxfp4 swizzled", "mxfp4", [][3]int64{{1, 7000, 2176}, {7, 8200, 4128}, {8000, 3, 1152}}},
 	}
 	for ci, c := range cases {
 		t.Run(c.a+" x "+c.b, func(t *testing.T) {
@@ -215,36 +204,11 @@ func TestGemmFusedE2M1WeightsMatchCPU(t *testing.T) {
 				a := makeGemmSide(t, byName[c.a], m, k, seed)
 				b := makeGemmSide(t, byName[c.b], n, k, seed+50)
 				for _, out := range []host.DType{host.Float32, host.BFloat16} {
-					w := runGPUGemm(t, fmt.Sprintf("%v d=%v", sh, out), a, b, false, true, out, gemmEpilogue{alpha: 1, fusedBlock: c.block}, seed)
+					w := runGPUGemm(t, fmt.Sprintf("%v d=%v", sh, out), a, b, false, true, out, gemmEpilogue{alpha: 1, fusedBlock: 32}, seed)
 					worst = math.Max(worst, w)
 				}
 			}
 			t.Logf("largest |gpu-exact| / bound: %.3g", worst)
 		})
-	}
-	// Rows of A scaled by 2^±100: their E8M0 scales leave the fast range
-	// ([64, 191]), so the warps promote in FP64 (the slow path), which
-	// random data never takes. The products stay normal FP32 numbers.
-	for _, c := range []struct{ a, b string }{{"mxfp8", "mxfp4"}, {"mxfp8", "nvfp4"}} {
-		for _, e := range []int{100, -100} {
-			t.Run(fmt.Sprintf("%s x %s, A times 2^%d", c.a, c.b, e), func(t *testing.T) {
-				for si, sh := range [][3]int64{{1, 7000, 2176}, {7, 8200, 4128}} {
-					m, n, k := sh[0], sh[1], sh[2]
-					v := testutil.Normal(int(m*k), 1, uint64(9900+si))
-					for i := range v {
-						v[i] = float32(math.Ldexp(float64(v[i]), e))
-					}
-					x, _ := hosttest.Input(t, host.BFloat16, v, m, k)
-					a := makeGemmSideFrom(t, byName[c.a], x)
-					b := makeGemmSide(t, byName[c.b], n, k, uint64(9950+si))
-					block := 32
-					if c.b == "nvfp4" {
-						block = 16
-					}
-					w := runGPUGemm(t, fmt.Sprintf("%v d=fp32", sh), a, b, false, true, host.Float32, gemmEpilogue{alpha: 1, fusedBlock: block}, uint64(si))
-					t.Logf("%v: largest |gpu-exact| / bound: %.3g", sh, w)
-				}
-			})
-		}
 	}
 }
