@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
+	"libquant/host/hosttest"
+	"libquant/internal/testutil"
 )
 
 // fusedTerm is the fused Hopper GEMM's error beyond FP32 accumulation
@@ -178,7 +180,8 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 // kernel); N ragged against the tiles of 64, M against the wgmma's 8. The
 // swapped pairs (A the weight: 8000 rows against 8 or 3) are normalized to the same
 // view, D written transposed. The decode kernel runs {16, 8000, 1152} and
-// {4, 8200, 12800}, beside them.
+// {4, 8200, 12800}, beside them. Rows of A scaled by 2^±100 take the FP64
+// promotion.
 func TestGemmFusedE2M1WeightsMatchCPU(t *testing.T) {
 	needGPU(t)
 	byName := gemmOperandsByName()
@@ -210,5 +213,26 @@ func TestGemmFusedE2M1WeightsMatchCPU(t *testing.T) {
 			}
 			t.Logf("largest |gpu-exact| / bound: %.3g", worst)
 		})
+	}
+	// Rows of A scaled by 2^±100: their E8M0 scales leave the fast range
+	// ([64, 191]), so the warps promote in FP64 (the slow path), which random
+	// data never takes. The products stay normal FP32 numbers.
+	for _, c := range []string{"mxfp8", "mxfp4"} {
+		for _, e := range []int{100, -100} {
+			t.Run(fmt.Sprintf("%s x mxfp4, A times 2^%d", c, e), func(t *testing.T) {
+				for si, sh := range [][3]int64{{1, 7000, 2176}, {7, 8200, 4128}} {
+					m, n, k := sh[0], sh[1], sh[2]
+					v := testutil.Normal(int(m*k), 1, uint64(9900+si))
+					for i := range v {
+						v[i] = float32(math.Ldexp(float64(v[i]), e))
+					}
+					x, _ := hosttest.Input(t, host.BFloat16, v, m, k)
+					a := makeGemmSideFrom(t, byName[c], x)
+					b := makeGemmSide(t, byName["mxfp4"], n, k, uint64(9950+si))
+					w := runGPUGemm(t, fmt.Sprintf("%v d=fp32", sh), a, b, false, true, host.Float32, gemmEpilogue{alpha: 1, fusedBlock: 32}, uint64(si))
+					t.Logf("%v: largest |gpu-exact| / bound: %.3g", sh, w)
+				}
+			})
+		}
 	}
 }
