@@ -1764,13 +1764,26 @@ __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) 
 // and K28672 it lost (1.59x against 1.71x): it runs at one row of A at any
 // K and at 2..8 rows up to K = 12288 (launch_wd). K is split over the two
 // CTAs of a cluster wherever it runs (at N28672 one CTA per tile lost to
-// two: 0.093 against 0.0835 ms, prototype). Two E2M1 operands (A widened by
-// the producer too) ran 0.0253 ms in the prototype at M16 N8192: slower
-// than the decode kernel's MXFP4, which keeps that pair.
+// two: 0.093 against 0.0835 ms, prototype).
+//
+// A4: MXFP4 rows of A against MXFP4 weights, at the same shapes. The
+// producer loads 16 bytes of E2M1 codes a (row, 32-block) unit and widens
+// them to E4M3 (exact) before the same permuted stores. E2M1 x E2M1 products
+// are multiples of 1/4 below 2^6 and a block sum stays below 2^11, so the
+// wgmma's 13-bit truncation keeps every bit: the block sums are exact. At 16
+// rows of A (n16) the producer's widening was on the critical path (0.0253
+// ms at M16 N8192 in the prototype, slower than the decode kernel); at 1..8
+// rows it widens half as many codes a k-tile. H200, CUDA graphs, BF16's time
+// over libquant's (bench/RESULTS.md, "MXFP4 rows of A through W4", call 2):
+// M1 N8192 K8192 1.59-1.62x against the decode kernel's 1.43-1.44x, M8
+// 1.54-1.57x against 1.39-1.40x, M1 N28672 1.75x against 1.43x, M8 K12288
+// 1.54x against 1.48x. NVFP4 weights (E4M3 scales per 16) through this path
+// by FP16 wgmma ran slower than the decode kernel (same section, call 1),
+// which keeps them.
 //
 // Requirements (else the decode kernel runs): both operands FP8 with at most
-// 16 rows of A, or E2M1 weights against FP8 rows of A (W4, rows and K as
-// above), with E8M0 scales, K % 32 == 0 (the decode kernel's), the TMA
+// 16 rows of A, or E2M1 weights against FP8 or E2M1 rows of A (W4, A4; rows
+// and K as above), with E8M0 scales, K % 32 == 0 (the decode kernel's), the TMA
 // descriptors (tma_map, tma_map_e2m1: 16-byte aligned rows and pitch; W4's A
 // is loaded by the producer, with the decode kernel's alignment), and N >
 // 32·SMs with the CTAs filling the SMs evenly (wd_split).
@@ -2450,8 +2463,8 @@ cudaError_t launch_wd_types(const Params &p, const TmaMaps &t, int ks, cudaStrea
 
 // Runs decode_wg_kernel where it takes p (the decode kernel's view: A the
 // operand with at most 16 rows): both operands FP8, or E2M1 weights against
-// FP8 rows of A (W4: one row at any K, 2..8 rows up to K = 12288, as
-// measured above the kernel), with E8M0 scales, TMA descriptors for the
+// FP8 or E2M1 rows of A (W4, A4: one row at any K, 2..8 rows up to K =
+// 12288, as measured above the kernel), with E8M0 scales, TMA descriptors for the
 // weight (and A's, FP8 weights), the tiles of 64 weight rows filling the
 // SMs (wd_split); returns false otherwise, launching nothing.
 bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
