@@ -784,6 +784,7 @@ __device__ __forceinline__ void wgmma_e4m3_rs(float *d, const uint32_t *a, uint6
 }
 template <int BN, int S, int KS, bool X4, int AL, bool PF = true>
 __global__ void __launch_bounds__(160, 2) wgd5_kernel(const Args P, const __grid_constant__ Maps T) {
+  static_assert(AL != 2 || !X4, "AL 2: FP8 rows of A by TMA");
   using L = WL5<BN>;
   constexpr int NR = BN / 2;
   __shared__ __align__(8) uint64_t full[S], empty[S];
@@ -797,7 +798,7 @@ __global__ void __launch_bounds__(160, 2) wgd5_kernel(const Args P, const __grid
   const int64_t nblocks = (P.K + 31) / 32;
   const int nk = rank < KT ? (KT - rank + KS - 1) / KS : 0;
   if (tid == 0) {
-    for (int i = 0; i < S; i++) mbar_init(&full[i], 65), mbar_init(&empty[i], 128);
+    for (int i = 0; i < S; i++) mbar_init(&full[i], AL == 2 ? 33 : 65), mbar_init(&empty[i], 128);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -830,6 +831,27 @@ __global__ void __launch_bounds__(160, 2) wgd5_kernel(const Args P, const __grid
         }
       }
     };
+    if constexpr (AL == 2) {
+      // A by TMA in its own K order (the 128-byte swizzle, as the FP8 path):
+      // the consumers take the weight's codes in that order instead.
+      for (int i = 0; i < nk; i++) {
+        const int s = i % S, qi = rank + i * KS;
+        if (i >= S) mbar_wait(&empty[s], ((i / S) + 1) & 1);
+        uint8_t *st = smem + s * L::STAGE;
+        if (lane == 0) {
+          mbar_arrive_expect_tx(&full[s], L::WT + BN * 128);
+          tma_load_2d(st, &T.w, qi * 64, (int)n0, &full[s]);
+          tma_load_2d(st + L::X_OFF, &T.x, qi * 128, 0, &full[s]);
+        }
+#pragma unroll
+        for (int r = lane; r < 64; r += 32) {
+          const int64_t gr = n0 + r;
+          cp_async4(st + L::SW_OFF + 4 * r, gr < P.N ? (const void *)(P.w.scale + gr * P.w.scale_stride + qi * 4) : (const void *)&kOne);
+        }
+        if (lane < BN) cp_async4(st + L::SX_OFF + 4 * lane, lane < P.M ? (const void *)(P.x.scale + lane * P.x.scale_stride + qi * 4) : (const void *)&kOne);
+        cp_async_mbar_arrive_noinc(&full[s]);
+      }
+    } else {
     if (PF && nk > 0) load_x(0, vn);
     for (int i = 0; i < nk; i++) {
       const int s = i % S, qi = rank + i * KS;
@@ -874,6 +896,7 @@ __global__ void __launch_bounds__(160, 2) wgd5_kernel(const Args P, const __grid
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       mbar_arrive(&full[s]);
     }
+    }
   } else {
     struct Sc {
       uint32_t wa0, wa1, wb[BN / 8][2];
@@ -905,7 +928,27 @@ __global__ void __launch_bounds__(160, 2) wgd5_kernel(const Args P, const __grid
         ok &= (sc[X].wb[jj][0] ^ (sc[X].wb[jj][0] << 1)) & (sc[X].wb[jj][1] ^ (sc[X].wb[jj][1] << 1));
       }
       sc[X].slow = __any_sync(0xFFFFFFFFu, (ok & 0x80808080u) != 0x80808080u);
-      const uint32_t wbase = sbase + s * L::STAGE + rowoff;
+      [[maybe_unused]] const uint32_t wbase = sbase + s * L::STAGE + rowoff;
+      if constexpr (AL == 2) {
+        // K in A's own order: thread c's slots 4c..4c+3 and 16+4c..16+4c+3
+        // of block u are bytes 2c, 2c+1 and 8+2c, 9+2c of the weight row's
+        // 16-byte block (64-byte swizzle): two 32-bit loads and a byte
+        // permute per row and block (conflict-free: rows g of a warp fall in
+        // distinct banks, threads 2c', 2c'+1 share a word).
+        const int c = t & 3;
+        const uint32_t sel = (c & 1) ? 0x7632u : 0x5410u, wo = 4u * (uint32_t)(c >> 1);
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          uint32_t *f = a[X][u];
+#pragma unroll
+          for (int h = 0; h < 2; h++) {  // rows g, g + 8
+            const uint32_t r = (uint32_t)(rloc + 8 * h);
+            const uint8_t *rb = st + r * 64 + ((((uint32_t)u) ^ ((r >> 1) & 3)) << 4) + wo;
+            const uint32_t lo32 = *reinterpret_cast<const uint32_t *>(rb), hi32 = *reinterpret_cast<const uint32_t *>(rb + 8);
+            e2m1x8_to_e4m3x8(__byte_perm(lo32, hi32, sel), f[h], f[2 + h]);
+          }
+        }
+      } else {
 #pragma unroll
       for (int v = 0; v < 2; v++) {
         uint32_t m[4];
@@ -919,6 +962,7 @@ __global__ void __launch_bounds__(160, 2) wgd5_kernel(const Args P, const __grid
           if constexpr (AL == 0) f[0] = lo0, f[1] = lo1, f[2] = hi0, f[3] = hi1;
           else f[0] = lo0, f[1] = hi0, f[2] = lo1, f[3] = hi1;
         }
+      }
       }
       const uint32_t offB = (uint32_t)(s * L::STAGE + L::X_OFF) >> 4;
       wgmma_fence();
@@ -1392,6 +1436,53 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) launch5<16, 6, 2, false, 0, false>(p5, 0);
     CK(cudaDeviceSynchronize());
     return 0;
+  }
+  if (argc > 1 && !strcmp(argv[1], "w6")) {  // wgd5 AL 2: FP8 rows of A by TMA in their own order, the weight's codes taken to match
+    bool ok = true;
+    ok &= run_check5<16, 6, 2, false, 2, false>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");
+    ok &= run_check5<16, 6, 1, false, 2, false>(16, 8192, 8192, 120, 134, 120, 134, "normal scales");
+    ok &= run_check5<16, 6, 1, false, 2, false>(13, 1000, 352, 120, 134, 120, 134, "ragged small K");
+    ok &= run_check5<16, 6, 2, false, 2, false>(13, 1000, 4064, 120, 134, 120, 134, "ragged");
+    ok &= run_check5<16, 6, 2, false, 2, false>(13, 1000, 96, 120, 134, 120, 134, "ragged, rank 1 idle");
+    ok &= run_check5<8, 6, 2, false, 2, false>(1, 8200, 8192, 120, 134, 120, 134, "M1");
+    ok &= run_check5<8, 6, 2, false, 2, false>(7, 8200, 2080, 120, 134, 120, 134, "M7");
+    ok &= run_check5<16, 6, 2, false, 2, false>(16, 4096, 4096, 30, 100, 150, 220, "adversarial scales");
+    ok &= run_check5<8, 6, 2, false, 2, false>(3, 4096, 4128, 0, 255, 0, 100, "NaN and every byte of A");
+    printf("checks %s\n", ok ? "ALL PASS" : "FAILED");
+    struct Sh {
+      int64_t M, N, K;
+    };
+    for (int round = 0; round < 2; round++)
+      for (Sh s : {Sh{16, 8192, 8192}, Sh{1, 8192, 8192}, Sh{8, 8192, 8192}, Sh{16, 28672, 8192}, Sh{8, 28672, 8192}, Sh{16, 8192, 28672}}) {
+        const float bf = time_bf16(h, s.M, s.N, s.K), bfe = g_each;
+        printf("\nM%ld N%ld K%ld: BF16 cuBLAS graph %.4f ms, each %.4f ms\n", (long)s.M, (long)s.N, (long)s.K, bf, bfe);
+        auto row = [&](const char *name, float ms, double bytes_per) {
+          printf("  %-28s graph %.4f ms  %.2fx BF16  %.0f GB/s | each %.4f ms %.2fx\n", name, ms, bf / ms, (s.N * s.K * bytes_per) / ms / 1e6, g_each,
+                 bfe / g_each);
+        };
+        const bool ks1 = s.N > 64 * 132;
+        if (s.M <= 8) {
+          Problem p8 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 8);
+          if (ks1) row("MXFP8 wgd3 BN8 S4 KB2 KS1", time3<8, 4, 1, 2, 1, 1>(p8), 1.03125);
+          else row("MXFP8 wgd3 BN8 S6 KS2", time3<8, 6, 1, 1, 2, 1>(p8), 1.03125);
+          Problem p5 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 8, true, false, true);
+          row("W5 BN8 KS2 (shipped)", time5<8, 6, 2, false, 0, false>(p5), 0.53125);
+          row("W6 BN8 KS2 (A by TMA)", time5<8, 6, 2, false, 2, false>(p5), 0.53125);
+          if (ks1) row("W6 BN8 KS1", time5<8, 6, 1, false, 2, false>(p5), 0.53125);
+          continue;
+        }
+        Problem p8 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 16);
+        if (ks1) row("MXFP8 wgd3 S4 KB2 KS1", time3<16, 4, 1, 2, 1, 1>(p8), 1.03125);
+        else row("MXFP8 wgd3 S6 KS2", time3<16, 6, 1, 1, 2, 1>(p8), 1.03125);
+        Problem p5 = make_problem(s.M, s.N, s.K, 120, 134, 120, 134, 1, 16, true, false, true);
+        row("W5 BN16 KS2", time5<16, 6, 2, false, 0, false>(p5), 0.53125);
+        row("W6 BN16 KS2 (A by TMA)", time5<16, 6, 2, false, 2, false>(p5), 0.53125);
+        if (ks1) {
+          row("W5 BN16 KS1", time5<16, 6, 1, false, 0, false>(p5), 0.53125);
+          row("W6 BN16 KS1", time5<16, 6, 1, false, 2, false>(p5), 0.53125);
+        }
+      }
+    return ok ? 0 : 1;
   }
   if (argc > 1 && !strcmp(argv[1], "w5")) {  // wgd5: E2M1 weights widened in registers (A from registers)
     bool ok = true;
