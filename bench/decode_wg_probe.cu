@@ -12,6 +12,7 @@
 //   build/wgd ncu4     # E2M1 weights: wgd3 W4, then wgd4 CL (for ncu, call 10)
 //   build/wgd w5       # wgd5's checks and times (RESULTS "E2M1 weights widened in registers", call 3)
 //   build/wgd ncu5     # three launches of wgd5 at M16 N8192 K8192 (for ncu)
+//   build/wgd w6       # wgd5 AL 2's checks and times (RESULTS "MXFP4 rows of A through W4", call 4)
 //
 // wgd3_kernel<BN, S, NC, KB, KS, PV, MODE, W4>: S stages of KB k-tiles of
 // 128, NC consumer warpgroups taking the stages in turn, each tile's K split
@@ -26,7 +27,8 @@
 // wgd5_kernel<BN, S, KS, X4, AL, PF>: E2M1 weights widened in registers, the
 // wgmma's A operand from registers (the plugin's decode_wg_kernel W4 path);
 // X4 E2M1 rows of A too, widened by the producer; AL the register fragment's
-// layout (0 is right: RESULTS, call 1); PF A's loads one stage ahead.
+// layout (0 is right: RESULTS, call 1), or 2: A by TMA in its own K order and
+// each thread's weight codes read to match (W6); PF A's loads one stage ahead.
 // The plugin ships NC 1 with KB 1, S 6 at KS 2 and KB 2, S 4 at KS 1. Calls
 // 1-7 of "decode by wgmma" ran two earlier generations from this file as of
 // commit 101f766: wgd_kernel (a stage per k-tile, its waits in branches, so
