@@ -408,20 +408,10 @@ struct Alpha {
   float alpha, beta;
 };
 
-// NVFP4's per-tensor factor (plugins/nvfp4 TensorScale): fl32(amax · fl32(1/2688)).
-__device__ __forceinline__ float op_factor(const float *f, int nv) {
-  if (f == nullptr) return 1.0f;
-  if (nv) return __fmul_rn(*f, __uint_as_float(0x39C30C31u));  // fl32(1/2688)
-  return *f;  // FP8 scale_inv
-}
+__device__ __forceinline__ float alpha_eff(const Alpha &a) { return qfused::alpha_factors(a.alpha, a.fa, a.nva, a.fb, a.nvb); }
 
-__device__ __forceinline__ float alpha_eff(const Alpha &a) {
-  return (float)((double)a.alpha * (double)op_factor(a.fa, a.nva) * (double)op_factor(a.fb, a.nvb));
-}
-
-// alpha_eff into out[0] and 0 into out[1]: the fused kernel's device alpha,
-// and cuBLASLt's alpha and beta in its device pointer mode (no C), where no
-// expand_contig_kernel writes them.
+// alpha_eff into out[0] and 0 into out[1]: cuBLASLt's alpha and beta in its
+// device pointer mode (no C), where no expand_contig_kernel writes them.
 __global__ void alpha_kernel(Alpha a, float *out) {
   pdl_wait();
   out[0] = alpha_eff(a), out[1] = 0.0f;
@@ -1562,19 +1552,17 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   if (K > 0 && !(a->flags & QUANT_PLUGIN_GEMM_EXACT)) {
     qfused::Params fp{};
     if (fused_pick(va, vb, M, N, K, dev, &fp)) {
-      // alpha·fa·fb from the device; D directly where the epilogue is
-      // alpha·Σ into FP32 or BF16, else plain FP32 sums and epilogue_kernel.
+      // D directly where the epilogue is alpha·Σ into FP32 or BF16 (the
+      // kernel forms alpha·fa·fb itself: one launch a GEMM, no scratch; an
+      // alpha kernel ahead of it, with its pool allocation, cost 1.7-1.9 µs
+      // a call at most decode shapes, 5-9 % of M16 N8192 K8192: H200, CUDA
+      // graphs, bench/RESULTS.md "the fused GEMM in one launch"), else plain
+      // FP32 sums and epilogue_kernel.
       const bool direct = !has_c && !has_bias && !a->accumulate && (ddt == 0 || ddt == 1);
-      float *sums = nullptr, *alpha_dev = nullptr;
-      if (direct) {
-        LQ_TRY(scratch.get(2 * sizeof(float), (void **)&alpha_dev, "alpha", err));
-        launch_kernel(alpha_kernel, 1, 1, 0, s, ab, alpha_dev);
-        LQ_LAUNCHED("alpha kernel launch");
-      } else {
-        LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
-      }
-      fp.alpha = 1.0f;
-      fp.alpha_dev = alpha_dev;
+      float *sums = nullptr;
+      if (!direct) LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
+      fp.alpha = direct ? a->alpha : 1.0f;
+      if (direct) fp.fa = ab.fa, fp.fb = ab.fb, fp.nva = ab.nva, fp.nvb = ab.nvb;
       fp.ldd = N;
       fp.d = direct ? a->d.data : sums;
       fp.d_bf16 = direct && ddt == 1;

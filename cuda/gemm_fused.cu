@@ -703,7 +703,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
   }
 
   // ---------------- epilogue ----------------
-  const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
+  const float alpha = alpha_factors(P.alpha, P.fa, P.nva, P.fb, P.nvb);
   const int64_t r0 = m0 + rloc;
 #pragma unroll
   for (int j = 0; j < BN / 8; j++) {
@@ -1633,7 +1633,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     cluster_wait();  // rank 0: the others' sums have landed
     if (rank > 0) return;
   }
-  const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
+  const float alpha = alpha_factors(P.alpha, P.fa, P.nva, P.fb, P.nvb);
   for (int o = threadIdx.x; o < ROWS * COLS; o += WK * 32) {
     // d_trans (D is written transposed): walk rows fastest so that stores are contiguous.
     const int m = P.d_trans ? o % ROWS : o / COLS, c = P.d_trans ? o / ROWS : o % COLS;
@@ -2101,7 +2101,7 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
 #pragma unroll
       for (int i = 0; i < NR; i++) acc[i] += xr[((r - 1) * NR + i) * 128 + t];
   }
-  const float alpha = P.alpha_dev ? *P.alpha_dev : P.alpha;
+  const float alpha = alpha_factors(P.alpha, P.fa, P.nva, P.fb, P.nvb);
 #pragma unroll
   for (int jj = 0; jj < BN / 8; jj++)
 #pragma unroll

@@ -29,14 +29,33 @@ struct Operand {
 struct Params {
   Operand a, b;  // a: M rows, b: N rows, both [rows, K]
   int64_t M, N, K;
+  // D = alpha·fa·fb · A·Bᵀ: fa and fb the host's A's and B's per-tensor
+  // factors in device memory (NULL: none; nva, nvb: an NVFP4 amax), which the
+  // kernels read (alpha_factors), so that no kernel ahead of them forms it.
+  // They stay with the host's operands where the kernels swap a and b.
   float alpha;
-  const float *alpha_dev;  // if set, alpha is read here on the device (per-tensor factors folded in)
+  const float *fa, *fb;
+  int32_t nva, nvb;
   void *d;          // FP32 or BF16
   int64_t ldd;      // elements per row of D
   int32_t d_bf16;   // nonzero: D is BF16
   int32_t d_trans;  // nonzero: write D[j*ldd + i] (the swapped-operand GEMM Dᵀ = B·Aᵀ)
   int32_t sb16;     // nonzero: both operands NVFP4 (sets both s16), else each operand's s16
 };
+
+// An operand's per-tensor factor, read on the device: NVFP4's fl32(amax ·
+// fl32(1/2688)) (plugins/nvfp4 TensorScale), an FP8 scale_inv as it is, 1
+// for none (NULL).
+__device__ __forceinline__ float op_factor(const float *f, int nv) {
+  if (f == nullptr) return 1.0f;
+  if (nv) return __fmul_rn(*f, __uint_as_float(0x39C30C31u));  // fl32(1/2688)
+  return *f;
+}
+
+// alpha·fa·fb in float64, rounded once (spec §11, host/gemm_cpu.go).
+__device__ __forceinline__ float alpha_factors(float alpha, const float *fa, int nva, const float *fb, int nvb) {
+  return (float)((double)alpha * (double)op_factor(fa, nva) * (double)op_factor(fb, nvb));
+}
 
 // Runs D = alpha · A·Bᵀ (both operands K-major) on the stream. Returns
 // cudaErrorInvalidValue for arguments the kernels do not take.
