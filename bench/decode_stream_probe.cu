@@ -247,7 +247,7 @@ static void run_tma(EncodeFn enc, const uint8_t *A, const uint8_t *B, int64_t N,
 
 // ---- the kernels: M16 N K MXFP8 (E4M3 × E4M3), weight = the streamed B ----
 struct KOps {
-  qfused::Params p;
+  qfused::Params p{};
   float *d;
 };
 static KOps make_kernel_ops(const uint8_t *A, const uint8_t *B, int64_t N, int64_t K, int64_t M) {
@@ -271,7 +271,7 @@ static KOps make_kernel_ops(const uint8_t *A, const uint8_t *B, int64_t N, int64
   qfused::Params &p = o.p;
   p.a = {A, sa, M, K, stride, 1, qfused::kE4M3, 0};
   p.b = {B, sb, N, K, stride, 1, qfused::kE4M3, 0};
-  p.M = M, p.N = N, p.K = K, p.alpha = 1, p.d = o.d, p.ldd = N, p.d_bf16 = 0, p.d_trans = 0, p.sb16 = 0;
+  p.M = M, p.N = N, p.K = K, p.alpha = 1, p.d = o.d, p.ldd = N, p.d_dt = 0, p.d_trans = 0, p.sb16 = 0;
   return o;
 }
 __global__ void clear_nan(uint8_t *p, size_t n) {  // E4M3 NaN (0x7F/0xFF) -> 0x38

@@ -2,7 +2,7 @@
 """quant_gemm against BF16 torch.matmul at decode shapes, each timed as a CUDA
 graph of R back-to-back calls (run on the GPU machine):
 
-    python3 bench/gemm_graph.py [--lib build/libquant.so] [--shapes 16x4096x8192,...] [--pairs mxfp8,mxfp4,...]
+    python3 bench/gemm_graph.py [--lib build/libquant.so] [--shapes 16x4096x8192,...] [--pairs mxfp8,mxfp4,...] [--bias]
 
 At decode shapes a quant_gemm from Python costs more host time than its
 kernel takes (bench/RESULTS.md), so bench/gpu_gemm.py's loop there times the
@@ -16,7 +16,8 @@ expanded to BF16, then cuBLASLt) timed the same way, as a ratio to the
 default dispatch's time: the issue's "never slower than the BF16 expansion"
 (below 1.00x, the default is slower).
 Operands: random normal BF16 [M, K] and [N, K], quantized rowwise on the
-GPU; D = A·Bᵀ in BF16. PAIRS: pairs separated by commas, a pair's two
+GPU; D = A·Bᵀ in BF16. --bias: D = A·Bᵀ + bias (BF16 [N]), a linear layer's
+forward, against torch.addmm (cuBLASLt's bias epilogue) for BF16. PAIRS: pairs separated by commas, a pair's two
 formats by "+" ("mxfp8+nvfp4": A MXFP8, B NVFP4; one format: both).
 """
 import argparse
@@ -59,6 +60,7 @@ def main():
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libquant.so"))
     ap.add_argument("--shapes", default="16x8192x8192,1x8192x8192,16x28672x8192,32x8192x8192,16x4096x8192,16x2048x8192")
     ap.add_argument("--pairs", default="mxfp8,mxfp4,nvfp4,mxfp8+nvfp4")
+    ap.add_argument("--bias", action="store_true", help="D = A·Bᵀ + bias (BF16 [N]); the peer torch.addmm")
     args = ap.parse_args()
     os.environ["LIBQUANT_LIBRARY"] = args.lib
     import torch
@@ -67,25 +69,30 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from gemm_bits import quantizer  # the formats' spelling: "mxfp8:e5m2"
 
-    print("device: %s | torch %s | %d calls per graph, median of %d alternating replays" %
-          (torch.cuda.get_device_name(), torch.__version__, R, ROUNDS), flush=True)
-    print("| shape | pair | libquant ms | BF16 torch.matmul ms | ratio | exact path ms | exact / libquant |")
+    print("device: %s | torch %s | %d calls per graph, median of %d alternating replays%s" %
+          (torch.cuda.get_device_name(), torch.__version__, R, ROUNDS, " | D = A·Bᵀ + bias" if args.bias else ""), flush=True)
+    print("| shape | pair | libquant ms | BF16 %s ms | ratio | exact path ms | exact / libquant |" %
+          ("torch.addmm" if args.bias else "torch.matmul"))
     print("| --- | --- | --- | --- | --- | --- | --- |")
     gen = torch.Generator(device="cuda").manual_seed(1)
     for shape in args.shapes.split(","):
         m, n, k = (int(d) for d in shape.split("x"))
         x = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
         w = torch.randn(n, k, generator=gen, device="cuda").to(torch.bfloat16)
+        bias = torch.randn(n, generator=gen, device="cuda").to(torch.bfloat16) if args.bias else None
         ref_out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-        g_ref = graph_of(lambda: torch.matmul(x, w.t(), out=ref_out), torch)
+        if bias is None:
+            g_ref = graph_of(lambda: torch.matmul(x, w.t(), out=ref_out), torch)
+        else:
+            g_ref = graph_of(lambda: torch.addmm(bias, x, w.t(), out=ref_out), torch)
         for pair in args.pairs.split(","):
             fa, _, fb = pair.partition("+")
             try:
                 a, b = quantizer(lq, fa).quantize(x), quantizer(lq, fb or fa).quantize(w)
                 out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-                g = graph_of(lambda: lq.gemm(a, b, trans_b=True, out=out,
+                g = graph_of(lambda: lq.gemm(a, b, trans_b=True, out=out, bias=bias,
                                              stream=torch.cuda.current_stream().cuda_stream), torch)
-                g_ex = graph_of(lambda: lq.gemm(a, b, trans_b=True, out=out, exact=True,
+                g_ex = graph_of(lambda: lq.gemm(a, b, trans_b=True, out=out, bias=bias, exact=True,
                                                 stream=torch.cuda.current_stream().cuda_stream), torch)
             except Exception as e:  # report and go on: one pair's failure is not the table's
                 print("| M%d N%d K%d | %s | error: %s | | | | |" % (m, n, k, pair, e), flush=True)

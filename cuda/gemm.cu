@@ -1552,20 +1552,23 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   if (K > 0 && !(a->flags & QUANT_PLUGIN_GEMM_EXACT)) {
     qfused::Params fp{};
     if (fused_pick(va, vb, M, N, K, dev, &fp)) {
-      // D directly where the epilogue is alpha·Σ into FP32 or BF16 (the
-      // kernel forms alpha·fa·fb itself: one launch a GEMM, no scratch; an
-      // alpha kernel ahead of it, with its pool allocation, cost 1.7-1.9 µs
-      // a call at most decode shapes, 5-9 % of M16 N8192 K8192: H200, CUDA
-      // graphs, bench/RESULTS.md "the fused GEMM in one launch"), else plain
-      // FP32 sums and epilogue_kernel.
-      const bool direct = !has_c && !has_bias && !a->accumulate && (ddt == 0 || ddt == 1);
+      // D directly where the epilogue is alpha·Σ (+ bias) into any D type
+      // (the kernel forms alpha·fa·fb and adds the bias itself, in
+      // epilogue_kernel's order: one launch a GEMM, no scratch; an alpha
+      // kernel ahead of it, with its pool allocation, cost 1.7-1.9 µs a call
+      // at most decode shapes, 5-9 % of M16 N8192 K8192: H200, CUDA graphs,
+      // bench/RESULTS.md "the fused GEMM in one launch"; the bias's
+      // epilogue_kernel after it about as much, "a bias in the fused
+      // epilogue"), else plain FP32 sums and epilogue_kernel (C, accumulate).
+      const bool direct = !has_c && !a->accumulate;
       float *sums = nullptr;
       if (!direct) LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
       fp.alpha = direct ? a->alpha : 1.0f;
       if (direct) fp.fa = ab.fa, fp.fb = ab.fb, fp.nva = ab.nva, fp.nvb = ab.nvb;
       fp.ldd = N;
       fp.d = direct ? a->d.data : sums;
-      fp.d_bf16 = direct && ddt == 1;
+      fp.d_dt = direct ? ddt : 0;
+      if (direct && has_bias) fp.bias = a->bias.data, fp.bias_dt = bdt;
       LQ_CUDA(qfused::gemm(fp, s), "the fused Hopper GEMM (m=%lld n=%lld k=%lld)", (long long)M, (long long)N, (long long)K);
       return direct ? QUANT_OK : epilogue(sums);
     }

@@ -711,14 +711,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
     for (int e = 0; e < 4; e++) {
       const int64_t i = r0 + (e >> 1) * 8;
       const int64_t jj = n0 + 8 * j + cq + (e & 1);
-      if (i < P.M && jj < P.N) {
-        const float v = alpha * acc[4 * j + e];
-        const int64_t idx = P.d_trans ? jj * P.ldd + i : i * P.ldd + jj;
-        if (P.d_bf16)
-          reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
-        else
-          reinterpret_cast<float *>(P.d)[idx] = v;
-      }
+      if (i < P.M && jj < P.N) store_d(P, alpha, i, jj, acc[4 * j + e]);
     }
   }
 }
@@ -1644,12 +1637,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     for (int x = 1; x < WK; x++) v += red[(x * ROWS + m) * COLS + c];
 #pragma unroll
     for (int r = 1; r < KS; r++) v += xred[(r - 1) * ROWS * COLS + m * COLS + c];
-    v *= alpha;
-    const int64_t idx = P.d_trans ? j * P.ldd + i : i * P.ldd + j;
-    if (P.d_bf16)
-      reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
-    else
-      reinterpret_cast<float *>(P.d)[idx] = v;
+    store_d(P, alpha, i, j, v);
   }
 }
 
@@ -2108,12 +2096,7 @@ __global__ void __launch_bounds__(160, 2) decode_wg_kernel(const Params P, const
     for (int e = 0; e < 4; e++) {
       const int64_t i = 8 * jj + cq + (e & 1), jn = n0 + rloc + (e >> 1) * 8;  // row of A, weight row
       if (i >= P.M || jn >= P.N) continue;
-      const float v = alpha * acc[4 * jj + e];
-      const int64_t idx = P.d_trans ? jn * P.ldd + i : i * P.ldd + jn;
-      if (P.d_bf16)
-        reinterpret_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(v);
-      else
-        reinterpret_cast<float *>(P.d)[idx] = v;
+      store_d(P, alpha, i, jn, acc[4 * jj + e]);
     }
 }
 

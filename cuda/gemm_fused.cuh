@@ -2,6 +2,8 @@
 // what it computes; cuda/gemm.cu dispatches to it).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -36,11 +38,15 @@ struct Params {
   float alpha;
   const float *fa, *fb;
   int32_t nva, nvb;
-  void *d;          // FP32 or BF16
+  void *d;          // FP32, BF16 or FP16 (d_dt)
   int64_t ldd;      // elements per row of D
-  int32_t d_bf16;   // nonzero: D is BF16
+  int32_t d_dt;     // D's type: 0 FP32, 1 BF16, 2 FP16 (cuda/gemm.cu dense_code's numbering)
   int32_t d_trans;  // nonzero: write D[j*ldd + i] (the swapped-operand GEMM Dᵀ = B·Aᵀ)
   int32_t sb16;     // nonzero: both operands NVFP4 (sets both s16), else each operand's s16
+  // NULL, or one element per column of D (D's ldd columns, whatever d_trans),
+  // of type bias_dt (d_dt's numbering), added after alpha (store_d).
+  const void *bias;
+  int32_t bias_dt;
 };
 
 // An operand's per-tensor factor, read on the device: NVFP4's fl32(amax ·
@@ -57,7 +63,32 @@ __device__ __forceinline__ float alpha_factors(float alpha, const float *fa, int
   return (float)((double)alpha * (double)op_factor(fa, nva) * (double)op_factor(fb, nvb));
 }
 
-// Runs D = alpha · A·Bᵀ (both operands K-major) on the stream. Returns
+// The epilogue of every fused kernel: D's element at (i, j) of the kernel's
+// view (row i of a, row j of b; D[j][i] where d_trans) from its sum s, in
+// epilogue_kernel's order (cuda/gemm.cu; host/gemm_cpu.go cpuEpilogue):
+// x = fl32(alpha·s); x = fl32(x + bias[column]); D = x rounded to D's type.
+// __fmul_rn and __fadd_rn keep the two roundings apart (no fma contraction),
+// so a bias costs no second kernel and no FP32 scratch, and D's bits are
+// those of the sums-then-epilogue_kernel flow.
+__device__ __forceinline__ void store_d(const Params &P, float alpha, int64_t i, int64_t j, float s) {
+  const int64_t row = P.d_trans ? j : i, col = P.d_trans ? i : j;
+  float x = __fmul_rn(alpha, s);
+  if (P.bias != nullptr) {
+    const float b = P.bias_dt == 0   ? static_cast<const float *>(P.bias)[col]
+                    : P.bias_dt == 1 ? __bfloat162float(static_cast<const __nv_bfloat16 *>(P.bias)[col])
+                                     : __half2float(static_cast<const __half *>(P.bias)[col]);
+    x = __fadd_rn(x, b);
+  }
+  const int64_t idx = row * P.ldd + col;
+  if (P.d_dt == 1)
+    static_cast<__nv_bfloat16 *>(P.d)[idx] = __float2bfloat16_rn(x);
+  else if (P.d_dt == 2)
+    static_cast<__half *>(P.d)[idx] = __float2half_rn(x);
+  else
+    static_cast<float *>(P.d)[idx] = x;
+}
+
+// Runs D = alpha · A·Bᵀ (+ bias) (both operands K-major) on the stream. Returns
 // cudaErrorInvalidValue for arguments the kernels do not take.
 cudaError_t gemm(Params p, cudaStream_t stream);
 

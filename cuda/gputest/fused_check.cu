@@ -227,7 +227,7 @@ static std::vector<float> run_gemm(const HostOp &a, const HostOp &b, float alpha
   CK(cudaMemset(d, 0xFF, bytes));  // NaN in either dtype: unwritten elements fail
   qfused::Params p{};
   p.a = as_operand(a, da), p.b = as_operand(b, db);
-  p.M = M, p.N = N, p.K = a.K, p.alpha = alpha, p.d = d, p.ldd = N, p.d_bf16 = bf16, p.d_trans = 0;
+  p.M = M, p.N = N, p.K = a.K, p.alpha = alpha, p.d = d, p.ldd = N, p.d_dt = bf16 ? 1 : 0, p.d_trans = 0;
   p.sb16 = a.sb16 && b.sb16;
   CK(qfused::gemm(p, 0));
   CK(cudaDeviceSynchronize());
@@ -514,7 +514,7 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
       bench_operand(f, s.N, s.K, 5678, p.b);
       float *d;
       CK(cudaMalloc(&d, s.M * s.N * 2));
-      p.M = s.M, p.N = s.N, p.K = s.K, p.alpha = 1, p.d = d, p.ldd = s.N, p.d_bf16 = 1, p.sb16 = f.sb16;
+      p.M = s.M, p.N = s.N, p.K = s.K, p.alpha = 1, p.d = d, p.ldd = s.N, p.d_dt = 1, p.sb16 = f.sb16;
       for (int i = 0; i < 3; i++) CK(qfused::gemm(p, 0));
       CK(cudaDeviceSynchronize());
       const int iters = iters_req ? iters_req : s.M * s.N * s.K > (int64_t)1 << 36 ? 5 : 20;
@@ -690,7 +690,7 @@ static void decode_shapes(int64_t M, int64_t N, int64_t K) {
     p.a.s16 = p.b.s16 = f.sb16;
     float *out;
     CK(cudaMalloc(&out, M * N * 2));
-    p.M = M, p.N = N, p.K = K, p.alpha = 1, p.d = out, p.ldd = N, p.d_bf16 = 1, p.sb16 = f.sb16;
+    p.M = M, p.N = N, p.K = K, p.alpha = 1, p.d = out, p.ldd = N, p.d_dt = 1, p.sb16 = f.sb16;
     qfused::Params d;
     if (!qfused::normalize(p, &d)) {
       printf("decode shapes M%lld N%lld K%lld %s: not a decode GEMM\n", (long long)M, (long long)N, (long long)K, f.name);

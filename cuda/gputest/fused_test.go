@@ -1,6 +1,7 @@
 package gputest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"libquant/host"
 	"libquant/host/hosttest"
+	"libquant/internal/numeric"
 	"libquant/internal/testutil"
 )
 
@@ -115,6 +117,118 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 		require.Positive(t, differ, "the default GEMM equals the exact one everywhere: the fused kernel did not run")
 		t.Logf("%d of %d elements differ from the exact path (13-bit block sums)", differ, m*n)
 	})
+}
+
+// TestGemmFusedEpilogueBits: the fused kernels' epilogue (cuda/gemm_fused.cuh
+// store_d: alpha and a bias applied in the kernel, D in FP32, BF16 or FP16)
+// against its definition, bit for bit. With D0 the GEMM's FP32 result without
+// a bias, fl32(alpha_eff·Σ), the same GEMM with a bias b gives fl32(D0 + b[j])
+// in FP32 D, that value rounded once more in BF16 and FP16 D (epilogue_kernel's
+// order, host/gemm_cpu.go cpuEpilogue), and without a bias BF16 and FP16 D are
+// D0 rounded. The kernels are deterministic (rank 0 of a split-K cluster adds
+// the others' sums in rank order), so Σ is the same in every run. alpha = 0.7
+// is not a power of two: alpha·Σ rounds, and a product contracted with the
+// bias into one fma would show in some element. The shapes take each fused
+// kernel where the pair runs on it, with and without the swapped operands
+// (D written transposed, where the bias index is the kernel's row): the
+// decode kernel ({16, 200, 320}; {300, 40, 160} swapped), decode_wg_kernel
+// (MXFP8 and MXFP4 weights at {1, 7000, 2176} and {8, 8000, 1152}, split K
+// over a cluster), the tile kernel (K % 32 != 0: {5, 130, 77} swapped, {70,
+// 40, 77} not). Every MXFP8 × MXFP8 GEMM here must also differ from the
+// exact path somewhere (the tensor core's 13-bit block sums), which shows that
+// the fused kernels ran at these shapes; FP4 block sums are often exact, so
+// the other pairs' counts are only logged.
+func TestGemmFusedEpilogueBits(t *testing.T) {
+	needGPU(t)
+	sup, err := host.QueryGemmSupport(gpu, "mxfp8", "mxfp8")
+	require.NoError(t, err)
+	if sup.Level != host.GemmNative {
+		t.Skipf("SKIP: mxfp8 x mxfp8 is %s on this GPU (%s): the fused kernels need sm_90", sup.Level, sup.Reason)
+	}
+	byName := gemmOperandsByName()
+	decode := [][3]int64{{16, 200, 320}, {300, 40, 160}}
+	tile := [][3]int64{{5, 130, 77}, {70, 40, 77}}
+	wg := [][3]int64{{1, 7000, 2176}, {8, 8000, 1152}}
+	cases := []struct {
+		a, b   string
+		shapes [][3]int64
+	}{
+		{"mxfp8", "mxfp8", append(append(append([][3]int64{}, decode...), tile...), wg...)},
+		{"mxfp4", "mxfp4", append(append(append([][3]int64{}, decode...), tile...), wg...)},
+		{"mxfp8", "mxfp4", wg},
+		{"nvfp4", "nvfp4", append(append([][3]int64{}, decode...), tile...)},
+		{"mxfp8", "nvfp4", decode},
+	}
+	const alpha = float32(0.7)
+	for ci, c := range cases {
+		t.Run(c.a+" x "+c.b, func(t *testing.T) {
+			for si, sh := range c.shapes {
+				m, n, k := sh[0], sh[1], sh[2]
+				seed := uint64(9100 + 10*ci + si)
+				a := makeGemmSide(t, byName[c.a], m, k, seed)
+				b := makeGemmSide(t, byName[c.b], n, k, seed+50)
+				what := fmt.Sprintf("%v", sh)
+				run := func(out host.DType, bias *host.Tensor, exact bool) host.Tensor {
+					d := poisoned(t, out, []int64{m, n}, 0xA5)
+					ga, gb := a.gpu, b.gpu
+					gb.Trans = true
+					require.NoError(t, host.Gemm(&host.GemmArgs{A: ga, B: gb, Alpha: alpha, D: d, Bias: bias, Exact: exact}), "%s: gemm", what)
+					return toCPU(t, d)
+				}
+				f32 := func(x host.Tensor) []float32 {
+					v := make([]float32, m*n)
+					host.LoadFloat32(x, 0, v)
+					return v
+				}
+				d0 := f32(run(host.Float32, nil, false))
+				ex := f32(run(host.Float32, nil, true))
+				differ := 0
+				for i := range d0 {
+					if d0[i] != ex[i] {
+						differ++
+					}
+				}
+				if c.a == "mxfp8" && c.b == "mxfp8" {
+					require.Positive(t, differ, "%s: the default GEMM equals the exact one everywhere: the fused kernel did not run", what)
+				}
+				t.Logf("%s: %d of %d elements differ from the exact path", what, differ, m*n)
+				// want: D0 (+ bias) in FP32, then its bytes in D's type.
+				want := func(bias []float32, out host.DType) []byte {
+					buf := make([]byte, 0, m*n*4)
+					for i := int64(0); i < m; i++ {
+						for j := int64(0); j < n; j++ {
+							x := d0[i*n+j]
+							if bias != nil {
+								x += bias[j]
+							}
+							switch out {
+							case host.Float32:
+								buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
+							case host.BFloat16:
+								buf = binary.LittleEndian.AppendUint16(buf, numeric.Float32ToBF16(x))
+							default:
+								buf = binary.LittleEndian.AppendUint16(buf, numeric.Float32ToFP16(x))
+							}
+						}
+					}
+					return buf
+				}
+				for _, out := range []host.DType{host.BFloat16, host.Float16} {
+					requireSameBytes(t, fmt.Sprintf("%s: D in %s without a bias", what, out), want(nil, out), run(out, nil, false).Bytes8())
+				}
+				for bi, bdt := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
+					bias := input(t, bdt, "normal", 1, n, seed+uint64(100*bi))
+					bias.Shape = []int64{n}
+					bv := make([]float32, n)
+					host.LoadFloat32(bias, 0, bv)
+					gbias := toGPU(t, bias)
+					for _, out := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
+						requireSameBytes(t, fmt.Sprintf("%s: D in %s, bias in %s", what, out, bdt), want(bv, out), run(out, &gbias, false).Bytes8())
+					}
+				}
+			}
+		})
+	}
 }
 
 // TestGemmFusedSplitKMatchesCPU: the decode kernel's split K (decode_shape:
