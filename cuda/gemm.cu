@@ -9,8 +9,9 @@
 //     native FP8 tensor cores, the two scale_inv factors read by cuBLASLt
 //     from device memory (A/B scale pointers). The host hands the direction
 //     whose contraction dim is contiguous (TE's rule), so the call is always
-//     TN. M, N, K must be multiples of 16 (cuBLASLt's FP8 alignment);
-//     other shapes run the BF16 path.
+//     TN. N and K must be multiples of 16 (cuBLASLt's FP8 alignment; any
+//     M); other shapes run the BF16 path. FP8 block scaling likewise (any M,
+//     A zero-padded to 16 rows where M is not a multiple of 16).
 //   - BF16 / FP16 / FP32 dense operands of one dtype: cuBLASLt directly (FP32
 //     without TF32).
 //   - Everything else, every mixed pair included: each operand is expanded
@@ -787,6 +788,25 @@ __global__ void scale_kernel(const float *s, Alpha ab, void *d, int ddt, int64_t
   for (int64_t idx = n4 * 4 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) store_any(d, ddt, idx, al * s[idx]);
 }
 
+// FP8 block scaling at M % 16 != 0 (gemm()): A's codes [M, K] (16-byte
+// aligned, K % 128 == 0) and its 1x128 scales [K/128, sp] (sp = pad4(M), the
+// format's pitch) copied into zero-padded [Mp, K] and [K/128, Mp], Mp =
+// pad16(M), the shape cuBLASLt reads. The padded rows' codes and scales are
+// zero: their sums are zero and never read.
+__global__ void pad_fp8_block_kernel(const uint8_t *x, const float *sx, int64_t sp, int64_t M, int64_t Mp, int64_t K, uint8_t *px,
+                                     float *ps) {
+  pdl_wait();
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x, t0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t nq = Mp * K / 16, mq = M * K / 16;
+  for (int64_t q = t0; q < nq; q += stride)
+    reinterpret_cast<uint4 *>(px)[q] = q < mq ? reinterpret_cast<const uint4 *>(x)[q] : make_uint4(0, 0, 0, 0);
+  const int64_t ns = K / 128 * Mp;
+  for (int64_t i = t0; i < ns; i += stride) {
+    const int64_t m = i % Mp;
+    ps[i] = m < M ? sx[i / Mp * sp + m] : 0.0f;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Argument decoding
 // ---------------------------------------------------------------------------
@@ -1465,9 +1485,9 @@ int32_t expand(const OpView &va, const OpView &vb, int ka, int kb, int64_t ga, i
   }
 }
 
-// allow_block: try FP8 block scaling in cuBLASLt (a retry without it follows
-// where cuBLASLt has no algorithm for it).
-int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allow_block = true) {
+// allow_native: try cuBLASLt's FP8 paths (per-tensor and block scaling; a
+// retry without them follows where cuBLASLt has no algorithm for the GEMM).
+int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allow_native = true) {
   const int64_t M = a->m, N = a->n, K = a->k;
   if (M < 0 || N < 0 || K < 0) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "m, n, k: negative");
   LQ_TRY(check_device(a->d, "d", err));
@@ -1501,17 +1521,27 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   cudaStream_t s = stream_of(a->stream);
   Scratch scratch(s, host_ws, host_ws_bytes);
 
-  const bool fp8_tensor = va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && M % 16 == 0 && N % 16 == 0 &&
+  // cuBLASLt's FP8 GEMMs take any n (M here: A's rows, the tokens of a
+  // linear layer) but want m (N) and k (K) multiples of 16; an M of 1 to 15
+  // (decode) had taken the BF16 path, which expands the whole weight every
+  // call (bench/RESULTS.md, "FP8 at any M").
+  const bool fp8_tensor = allow_native && va.kind == Kind::Fp8 && vb.kind == Kind::Fp8 && !(va.el == 1 && vb.el == 1) && N % 16 == 0 &&
                           K % 16 == 0 && aligned16(va.data) && aligned16(vb.data);
   // FP8 block scaling (CUDA >= 12.9 cuBLASLt, Hopper): A 1x128 (VEC128_32F),
   // B 1x128 or 128x128 (BLK128x128_32F), TN as the host hands them, whole
   // 128-blocks along K, and the scale buffers in the layouts cuBLASLt reads:
   // fp8_block's 1-D [K/128, pad4(rows)] is its [K/128, rows] when rows % 4 == 0;
   // the 2-D [N/128, pad4(K/128)] is [N/128, K/128] when (K/128) % 4 == 0.
-  const bool fp8_block = allow_block && va.kind == Kind::Fp8Block && vb.kind == Kind::Fp8Block && !va.s_two_d && M % 16 == 0 &&
+  // At M % 16 != 0, A's codes and scales go to cuBLASLt zero-padded to Mp =
+  // pad16(M) rows (pad_fp8_block_kernel, one launch into this call's
+  // scratch), and cuBLASLt's Mp rows of FP32 sums reach D through
+  // epilogue_kernel, which reads the first M.
+  const bool fp8_block = allow_native && va.kind == Kind::Fp8Block && vb.kind == Kind::Fp8Block && !va.s_two_d &&
                          N % 16 == 0 && K % 128 == 0 && (!vb.s_two_d || (K / 128) % 4 == 0) && aligned16(va.data) && aligned16(vb.data) &&
                          aligned16(va.scale) && aligned16(vb.scale) && contiguous(va, false) && contiguous(vb, true);
   const bool fp8_native = fp8_tensor || fp8_block;
+  const bool pad_m = fp8_block && M % 16 != 0;
+  const int64_t Mp = pad_m ? pad_to(M, 16) : M;
   // The epilogue runs in cuBLASLt where it is alpha·Σ + beta·C' with C' of
   // D's dtype (C itself, or old D with beta 1 when accumulating) and no
   // per-tensor factor is left to apply, or alpha_eff·Σ with alpha_eff in
@@ -1533,7 +1563,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   // DEVICE: D bit-identical to a host alpha of the same value, H100, CUDA 13,
   // bench/lt_alpha_probe.cu); with C, bias or accumulate, epilogue_kernel.
   const bool dev_alpha = factors && !has_c && !a->accumulate;
-  const bool direct_epi = K > 0 && d_ok && (!factors || dev_alpha) && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt);
+  const bool direct_epi = K > 0 && d_ok && (!factors || dev_alpha) && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt) && !pad_m;
   // alpha, beta and the factors still to apply (cuBLASLt's scale pointers
   // apply the native FP8 paths' own), for epilogue_kernel and alpha_kernel.
   const Alpha ab{fp8_native ? nullptr : va.factor, fp8_native ? nullptr : vb.factor, va.kind == Kind::Nvfp4, vb.kind == Kind::Nvfp4,
@@ -1577,12 +1607,12 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
 
   LtCall c{};
   c.m = N;
-  c.n = M;
+  c.n = Mp;
   c.k = K;
   c.compute = CUBLAS_COMPUTE_32F;
   // Scratch of this call, one stream-ordered allocation: the expanded
   // operands and the FP32 sums, each 256-byte aligned.
-  size_t off_a = 0, off_b = 0, off_s = 0, off_ab = 0, total = 0;
+  size_t off_a = 0, off_b = 0, off_s = 0, off_ab = 0, off_pa = 0, off_ps = 0, total = 0;
   auto take = [&](size_t bytes) {
     const size_t at = total;
     total += (bytes + 255) / 256 * 256;
@@ -1599,7 +1629,8 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   const int64_t lpa = pad_to(va.C, 8), lpb = pad_to(vb.C, 8);
   if (exp_a) off_a = take(phys_a ? (size_t)va.R * lpa * esz : (size_t)M * lde * esz);
   if (exp_b) off_b = take(phys_b ? (size_t)vb.R * lpb * esz : (size_t)N * lde * esz);
-  if (!direct_epi) off_s = take((size_t)M * N * sizeof(float));
+  if (!direct_epi) off_s = take((size_t)Mp * N * sizeof(float));
+  if (pad_m) off_pa = take((size_t)Mp * K), off_ps = take((size_t)(K / 128) * Mp * sizeof(float));
   if (direct_epi && dev_alpha) off_ab = take(2 * sizeof(float));  // alpha_eff and beta 0 (cuBLASLt's device pointer mode)
   uint8_t *buf = nullptr;
   bool alpha_done = false;  // expand_contig_kernel wrote alpha_eff to buf + off_ab
@@ -1622,6 +1653,13 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       c.b_scale = (const float *)va.scale;
       c.a_scale_mode = vb.s_two_d ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
       c.b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      if (pad_m) {
+        launch_kernel(pad_fp8_block_kernel, grid_for(Mp * K / 16), 256, 0, s, va.data, (const float *)va.scale, va.s_stride, M, Mp, K,
+                      buf + off_pa, (float *)(buf + off_ps));
+        LQ_LAUNCHED("FP8 block padding kernel launch");
+        c.b = buf + off_pa;
+        c.b_scale = (const float *)(buf + off_ps);
+      }
     }
   } else {
     c.ta = c.tb = cuda_type(ct);
@@ -1699,7 +1737,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       c.beta = 1.0f;
     }
     const int32_t st = lt_run(c, dev, s, scratch.rest(), scratch.rest_bytes(), err);
-    if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
+    if (st == QUANT_ERROR_UNSUPPORTED && fp8_native) return gemm(a, err, false);
     if (!(st == QUANT_ERROR_UNSUPPORTED && dev_alpha)) return st;
     // A cuBLASLt without a device-alpha algorithm for this GEMM: FP32 sums
     // and the epilogue pass, as before it had one.
@@ -1715,7 +1753,7 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   c.beta = 0.0f;
   {
     const int32_t st = lt_run(c, dev, s, scratch.rest(), scratch.rest_bytes(), err);
-    if (st == QUANT_ERROR_UNSUPPORTED && fp8_block) return gemm(a, err, false);
+    if (st == QUANT_ERROR_UNSUPPORTED && fp8_native) return gemm(a, err, false);
     LQ_TRY(st);
   }
   return epilogue(sums);
@@ -1753,7 +1791,7 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
   if (is_format(fa, "fp8") && is_format(fb, "fp8")) {
     // gemm(): fp8_tensor (E5M2 x E5M2 has no cuBLASLt FP8 algorithm).
     if (e5a && e5b) return say(QUANT_GEMM_EMULATED, "E5M2 x E5M2: no FP8 tensor-core GEMM; codes to BF16, BF16 tensor cores, FP32 accumulation");
-    return say(QUANT_GEMM_NATIVE, "FP8 tensor cores (cuBLASLt) if M, N, K %% 16; E5M2 x E5M2 or other shapes: codes to BF16, FP32 accumulation");
+    return say(QUANT_GEMM_NATIVE, "FP8 tensor cores (cuBLASLt) if N, K %% 16 (any M); E5M2 x E5M2 or other shapes: codes to BF16, FP32 accumulation");
   }
   if (is_format(fa, "identity") && is_format(fb, "identity"))
     return say(QUANT_GEMM_NATIVE, "cuBLASLt in the tensors' dtype (BF16, FP16; FP32 without TF32); mixed dtypes in FP32");
@@ -1761,7 +1799,7 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
     // gemm(): fp8_block (cuBLASLt's block scaling takes A 1x128 only).
     if (a->params_a && a->params_a->block_dims == 2)
       return say(QUANT_GEMM_EMULATED, "A 128x128: no block-scaled FP8 GEMM; codes x FP32 block scales expanded to FP32, FP32 GEMM (cuBLASLt)");
-    return say(QUANT_GEMM_NATIVE, "FP8 block scaling (cuBLASLt) for A 1x128 if M, N %% 16, K %% 128 (B 128x128: 512); A 128x128 or other shapes: FP32");
+    return say(QUANT_GEMM_NATIVE, "FP8 block scaling (cuBLASLt) for A 1x128 if N %% 16, K %% 128 (B 128x128: 512), any M; A 128x128 or other shapes: FP32");
   }
   if (is_format(fa, "fp8_block") || is_format(fb, "fp8_block"))
     return say(QUANT_GEMM_EMULATED, "FP8 codes times FP32 block scales expanded to FP32, FP32 GEMM (cuBLASLt)");

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -275,10 +276,10 @@ func runGPUGemm(t *testing.T, what string, a, b gemmSide, ta, tb bool, out host.
 	}
 	av, bv := a.vals[dirA], b.vals[dirB]
 	ref := &gemmRef{m: int(m), n: int(n), k: int(k), alpha: ep.alpha, beta: ep.beta, accumulate: ep.accumulate, outDType: out, fusedBlock: ep.fusedBlock}
-	if a.fp8 != 0 && b.fp8 != 0 && !(a.fp8 == host.ElementE5M2 && b.fp8 == host.ElementE5M2) && m%16 == 0 && n%16 == 0 && k%16 == 0 {
+	if a.fp8 != 0 && b.fp8 != 0 && !(a.fp8 == host.ElementE5M2 && b.fp8 == host.ElementE5M2) && n%16 == 0 && k%16 == 0 {
 		ref.accU = math.Ldexp(1, -13) // the native FP8 path (cuda/gemm.cu)
 	}
-	if a.fp8block == 1 && b.fp8block != 0 && m%16 == 0 && n%16 == 0 && k%128 == 0 && (b.fp8block == 1 || (k/128)%4 == 0) {
+	if a.fp8block == 1 && b.fp8block != 0 && n%16 == 0 && k%128 == 0 && (b.fp8block == 1 || (k/128)%4 == 0) {
 		ref.accU = math.Ldexp(1, -13) // FP8 block scaling in cuBLASLt: the same tensor cores
 	}
 	ref.opA, ref.opBt = make([]float64, m*k), make([]float64, n*k)
@@ -376,6 +377,69 @@ func TestGemmMatchesCPU(t *testing.T) {
 				t.Logf("largest |gpu-exact| / bound: %.3g", worst)
 			})
 		}
+	}
+}
+
+// TestGemmFP8AnyRowsMatchCPU: cuBLASLt's FP8 paths (per-tensor, and block
+// scaling with A's codes and scales zero-padded to 16 rows: cuda/gemm.cu
+// pad_fp8_block_kernel) at M of 1 to 45 rows, not multiples of 16 (decode
+// batches, the linear layer's fprop X·Wᵀ), against the CPU within the FP8
+// tensor cores' bound, D in FP32 and BF16, with and without a bias.
+//
+// That the FP8 tensor cores ran, and not the BF16/FP32 expansion the same
+// shapes took before, shows in one output: rows of A (32, 2^-5, 448, 0, ...)
+// and of B (32, 2^-5, 0, bmax, 0, ...), bmax the element's largest value, so
+// that every block's amax gives a scale of exactly 1 and every code is exact,
+// make D = 1024 + 2^-10 in every element. FP32 accumulation (the expansion)
+// keeps the 2^-10 (a sum of 21 significant bits); one FP8 wgmma aligns its
+// products to the largest and keeps 13 fraction bits below it (README,
+// "Fused Hopper GEMM"; the bound the FP8 rows of runGPUGemm use), so 2^-10
+// beside 2^10 is dropped and D = 1024.
+func TestGemmFP8AnyRowsMatchCPU(t *testing.T) {
+	needGPU(t)
+	byName := gemmOperandsByName()
+	pairs := [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"fp8 e4m3", "fp8 e5m2"}, {"fp8_block 1x128", "fp8_block 128x128"},
+		{"fp8_block 1x128", "fp8_block 1x128"}}
+	const n, k = 256, 512
+	for pi, pr := range pairs {
+		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
+			for si, m := range []int64{1, 2, 4, 7, 8, 17, 45} {
+				seed := uint64(9500 + 10*pi + si)
+				a := makeGemmSide(t, byName[pr[0]], m, k, seed)
+				b := makeGemmSide(t, byName[pr[1]], n, k, seed+1)
+				for _, ep := range []gemmEpilogue{{alpha: 1}, {alpha: 0.5, bias: host.BFloat16}} {
+					for _, out := range []host.DType{host.Float32, host.BFloat16} {
+						what := fmt.Sprintf("m=%d d=%s bias=%v", m, out, ep.bias != host.DTypeInvalid)
+						runGPUGemm(t, what, a, b, false, true, out, ep, seed)
+					}
+				}
+				// The probe of the path.
+				bmax := float32(448)
+				if strings.Contains(pr[1], "e5m2") {
+					bmax = 57344
+				}
+				av, bv := make([]float32, m*k), make([]float32, n*k)
+				for i := int64(0); i < m; i++ {
+					copy(av[i*k:], []float32{32, 1.0 / 32, 448})
+				}
+				for j := int64(0); j < n; j++ {
+					copy(bv[j*k:], []float32{32, 1.0 / 32, 0, bmax})
+				}
+				xa, _ := hosttest.Input(t, host.BFloat16, av, m, k)
+				xb, _ := hosttest.Input(t, host.BFloat16, bv, n, k)
+				pa, pb := makeGemmSideFrom(t, byName[pr[0]], xa), makeGemmSideFrom(t, byName[pr[1]], xb)
+				d := gpuTensor(t, host.Float32, []int64{m, n})
+				ga, gb := pa.gpu, pb.gpu
+				gb.Trans = true
+				require.NoError(t, host.Gemm(&host.GemmArgs{A: ga, B: gb, Alpha: 1, D: d}))
+				got := make([]float32, m*n)
+				host.LoadFloat32(toCPU(t, d), 0, got)
+				for i, v := range got {
+					require.Equal(t, float32(1024), v, "m=%d: D[%d] = %v (1024 + 2^-10 = %v is FP32 accumulation's): the FP8 tensor cores did not run",
+						m, i, v, float32(1024+1.0/1024))
+				}
+			}
+		})
 	}
 }
 
