@@ -3,6 +3,7 @@
 graph of R back-to-back calls (run on the GPU machine):
 
     python3 bench/gemm_graph.py [--lib build/libquant.so] [--shapes 16x4096x8192,...] [--pairs mxfp8,mxfp4,...] [--bias]
+                                [--modules mxfp8,nvfp4,...]
 
 At decode shapes a quant_gemm from Python costs more host time than its
 kernel takes (bench/RESULTS.md), so bench/gpu_gemm.py's loop there times the
@@ -19,6 +20,13 @@ Operands: random normal BF16 [M, K] and [N, K], quantized rowwise on the
 GPU; D = A·Bᵀ in BF16. --bias: D = A·Bᵀ + bias (BF16 [N]), a linear layer's
 forward, against torch.addmm (cuBLASLt's bias epilogue) for BF16. PAIRS: pairs separated by commas, a pair's two
 formats by "+" ("mxfp8+nvfp4": A MXFP8, B NVFP4; one format: both).
+
+--modules: a second table, a decode step through the PyTorch module as a user
+runs it. For each recipe preset (libquant.torch.preset), libquant.torch.Linear
+(K in, N out, with a bias, BF16 parameters; eval, no gradient, its quantized
+weight cached by a first call outside the graph) on a BF16 [M, K] input,
+against torch.nn.Linear in BF16 with the same parameters: the activation's
+quantize, the GEMM and the bias, all inside the graph.
 """
 import argparse
 import os
@@ -61,6 +69,7 @@ def main():
     ap.add_argument("--shapes", default="16x8192x8192,1x8192x8192,16x28672x8192,32x8192x8192,16x4096x8192,16x2048x8192")
     ap.add_argument("--pairs", default="mxfp8,mxfp4,nvfp4,mxfp8+nvfp4")
     ap.add_argument("--bias", action="store_true", help="D = A·Bᵀ + bias (BF16 [N]); the peer torch.addmm")
+    ap.add_argument("--modules", default="", help="recipe presets of a libquant.torch.Linear decode table ('' skips it)")
     args = ap.parse_args()
     os.environ["LIBQUANT_LIBRARY"] = args.lib
     import torch
@@ -85,7 +94,7 @@ def main():
             g_ref = graph_of(lambda: torch.matmul(x, w.t(), out=ref_out), torch)
         else:
             g_ref = graph_of(lambda: torch.addmm(bias, x, w.t(), out=ref_out), torch)
-        for pair in args.pairs.split(","):
+        for pair in args.pairs.split(",") if args.pairs else []:
             fa, _, fb = pair.partition("+")
             try:
                 a, b = quantizer(lq, fa).quantize(x), quantizer(lq, fb or fa).quantize(w)
@@ -105,6 +114,35 @@ def main():
             ml, mb, me = statistics.median(tl), statistics.median(tb), statistics.median(te)
             print("| M%d N%d K%d | %s | %.4f | %.4f | %.2fx | %.4f | %.2fx |" % (m, n, k, pair.replace("+", " x "), ml, mb, mb / ml, me, me / ml),
                   flush=True)
+    if args.modules:
+        modules_table(args, torch, gen)
+
+
+def modules_table(args, torch, gen):
+    """libquant.torch.Linear's forward against torch.nn.Linear's, BF16, in graphs."""
+    import libquant.torch as lqt
+    print("")
+    print("| shape | recipe | libquant.torch.Linear ms | BF16 torch.nn.Linear ms | ratio |")
+    print("| --- | --- | --- | --- | --- |")
+    for shape in args.shapes.split(","):
+        m, n, k = (int(d) for d in shape.split("x"))
+        ref = torch.nn.Linear(k, n, bias=True, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
+        with torch.no_grad():
+            g_ref = graph_of(lambda: ref(x), torch)
+            for kind in args.modules.split(","):
+                try:
+                    mod = lqt.Linear.from_linear(ref, recipe=lqt.preset(kind)).eval()
+                    g = graph_of(lambda: mod(x), torch)
+                except Exception as e:  # report and go on
+                    print("| M%d N%d K%d | %s | error: %s | | |" % (m, n, k, kind, e), flush=True)
+                    continue
+                tl, tb = [], []
+                for _ in range(ROUNDS):
+                    tl.append(replay_ms(g, torch))
+                    tb.append(replay_ms(g_ref, torch))
+                ml, mb = statistics.median(tl), statistics.median(tb)
+                print("| M%d N%d K%d | %s | %.4f | %.4f | %.2fx |" % (m, n, k, kind, ml, mb, mb / ml), flush=True)
 
 
 if __name__ == "__main__":
