@@ -781,6 +781,40 @@ func TestAmaxAndCallerAmaxMatchCPU(t *testing.T) {
 	}
 }
 
+// TestAmaxPassSizesMatchCPU: the global amax pass (fp8_tensor.cu
+// launch_amax) in both its forms: one CTA that stores the amax (at most 65536
+// elements), and atomicMax over many CTAs after a zeroing launch (above: a
+// decode step's activation, 16×8192), at the sizes on both sides of the bound
+// and above it, for BF16, FP16 and FP32 inputs. In each input one element of magnitude 1000
+// (elsewhere |x| < 10) sits where one CTA alone reads it: the first element,
+// the middle, the last (in the unvectorized tail where n % 8 != 0), so a
+// CTA's maximum that does not reach the result shows.
+func TestAmaxPassSizesMatchCPU(t *testing.T) {
+	needGPU(t)
+	for _, f := range []string{"fp8", "nvfp4"} {
+		q, err := host.NewQuantizer(host.Params{Format: f}, host.Rowwise)
+		require.NoError(t, err)
+		defer q.Release()
+		for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
+			for si, sh := range [][2]int64{{1, 65536}, {1, 65537}, {16, 8192}, {7, 16411}, {1, 262145}} {
+				m, k := sh[0], sh[1]
+				n := m * k
+				for pi, pos := range []int64{0, n/2 + 3, n - 1} {
+					v := testutil.Normal(int(n), 2, uint64(700+10*si+pi))
+					v[pos] = -1000
+					x, _ := hosttest.Input(t, dt, v, m, k)
+					want := hosttest.Tensor(t, host.Float32, 2)
+					require.NoError(t, q.ComputeAmax(x, want, 0))
+					require.Equal(t, float32(1000), want.Float32s()[0], "the CPU's amax")
+					g := poisoned(t, host.Float32, []int64{2}, 0x7B)
+					require.NoError(t, q.ComputeAmax(toGPU(t, x), g, 0))
+					requireSameBytes(t, fmt.Sprintf("%s %s %v, 1000 at %d: amax", f, dt, sh, pos), want.Bytes8()[:4], toCPU(t, g).Bytes8()[:4])
+				}
+			}
+		}
+	}
+}
+
 // TestRHTAmaxBothRepeated: with the RHT, one amax pass reduces two maxima per
 // CTA, the columnwise RHT amax and the rowwise max |x|. Their reductions once
 // shared a shared-memory buffer without a barrier between them, so on some
@@ -902,6 +936,28 @@ func TestRHTWideChunksMatchCPU(t *testing.T) {
 	}
 }
 
+// TestFp8SmallTensorsMatchCPU: fp8 current scaling at sizes of the one-CTA
+// small-tensor kernel (at most 65536 elements), which takes a columnwise copy
+// only for at most two 128×128 tiles (it walks them one after the other);
+// wider ones go to the amax pass and the tiled kernels: decode and MoE sizes
+// on both sides (16×4096 and 7×9000: 32 and 71 tiles; 128×256: two; 1×8192),
+// every usage, E4M3 and E5M2, against the CPU's bytes.
+func TestFp8SmallTensorsMatchCPU(t *testing.T) {
+	needGPU(t)
+	for _, el := range []host.Element{host.ElementE4M3, host.ElementE5M2} {
+		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+			q, err := host.NewQuantizer(host.Params{Format: "fp8", Element: el}, usage)
+			require.NoError(t, err)
+			defer q.Release()
+			for si, sh := range [][2]int64{{16, 4096}, {7, 9000}, {128, 256}, {1, 8192}} {
+				x := input(t, host.BFloat16, "last-max", sh[0], sh[1], uint64(3000+si))
+				cq, gq := quantizeBoth(t, q, q, x, byte(0x41+si), nil)
+				compareTensors(t, fmt.Sprintf("%s %s %v", el, usage, sh), cq, gq)
+			}
+		}
+	}
+}
+
 // TestDelayedScalingMatchesCPU: a few steps of quantize + update, the scale and
 // history included. On the GPU the state lives in device memory (the quantize
 // reads the scale and reduces the amax there, the update is a kernel, issue
@@ -920,6 +976,8 @@ func TestDelayedScalingMatchesCPU(t *testing.T) {
 				algo  host.AmaxAlgo
 			}{
 				{"small max", [2]int64{130, 260}, 4, host.AmaxMax},
+				// Small but of many 128×128 tiles: columnwise, the tiled path.
+				{"small wide", [2]int64{16, 4096}, 4, host.AmaxMax},
 				{"large max", [2]int64{300, 260}, 4, host.AmaxMax},
 				{"small most_recent long", [2]int64{64, 96}, 1500, host.AmaxMostRecent},
 				{"large max long", [2]int64{520, 300}, 2100, host.AmaxMax},
