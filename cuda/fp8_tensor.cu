@@ -205,8 +205,10 @@ __device__ __forceinline__ void write_scalars(const CastParams &p, float scale) 
 // amax) does not hold every warp before its first input load (H200, fp8
 // current rowwise at 2048×7168: up to 0.002 ms of about 0.020 a call; a
 // second group in flight per thread gained nothing: bench/RESULTS.md,
-// 2026-11-30 16:13 section).
-template <typename T, Fp8 F, bool VEC, bool AMAX, typename ScaleOf>
+// 2026-11-30 16:13 section). ILP > 1 (fp8_small_kernel, one CTA for the whole
+// input, whose latency is the kernel's): ILP groups' loads in flight before
+// they are cast.
+template <typename T, Fp8 F, bool VEC, bool AMAX, int ILP = 1, typename ScaleOf>
 __device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, ScaleOf scale_of, int64_t start, int64_t stride, bool tail,
                                                     int64_t end = INT64_MAX) {
   const T *x = (const T *)p.in;
@@ -244,6 +246,15 @@ __device__ __forceinline__ uint32_t cast_flat_range(const CastParams &p, ScaleOf
     g += stride;
   } else {
     scale = scale_of();
+  }
+  if constexpr (ILP > 1) {
+    for (; g + (ILP - 1) * stride < end; g += ILP * stride) {
+      float v[ILP][8];
+#pragma unroll
+      for (int j = 0; j < ILP; j++) load8<T, VEC>(x + (g + j * stride) * 8, v[j]);
+#pragma unroll
+      for (int j = 0; j < ILP; j++) group(g + j * stride, v[j]);
+    }
   }
   for (; g < end; g += stride) {
     float v[8];
@@ -689,7 +700,19 @@ __global__ void __launch_bounds__(kThreads) fp8_small_kernel(CastParams p, int v
   bool need_amax = p.delayed || p.amax_src == nullptr;
   if (need_amax) {
     if (vec_in) {
-      for (int64_t g = threadIdx.x; g < groups; g += kThreads) {
+      // Eight groups' loads in flight per thread before any is reduced: one
+      // CTA reads the whole input, so its latency is the kernel's.
+      int64_t g = threadIdx.x;
+      for (; g + 7 * kThreads < groups; g += 8 * kThreads) {
+        float v[8][8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) load8<T, true>(x + (g + j * kThreads) * 8, v[j]);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+          for (int i = 0; i < 8; i++) m = amax_bits_nan_ignored(m, v[j][i]);
+      }
+      for (; g < groups; g += kThreads) {
         float v[8];
         load8<T, true>(x + g * 8, v);
 #pragma unroll
@@ -722,9 +745,9 @@ __global__ void __launch_bounds__(kThreads) fp8_small_kernel(CastParams p, int v
     int64_t tiles = ((p.m + kRT - 1) / kRT) * ((p.k + kRT - 1) / kRT);
     for (int64_t t = 0; t < tiles; t++) cast_transpose_tile<T, F, ROW, false>(p, scale, t, vec_ok);
   } else if (vec_ok) {
-    cast_flat_range<T, F, true, false>(p, [=] { return scale; }, threadIdx.x, kThreads, true);
+    cast_flat_range<T, F, true, false, 4>(p, [=] { return scale; }, threadIdx.x, kThreads, true);
   } else {
-    cast_flat_range<T, F, false, false>(p, [=] { return scale; }, threadIdx.x, kThreads, true);
+    cast_flat_range<T, F, false, false, 4>(p, [=] { return scale; }, threadIdx.x, kThreads, true);
   }
 }
 
