@@ -1375,28 +1375,43 @@ constexpr int kAmaxThreads = 256;
 
 inline int64_t amax_units(int64_t n) { return ceil_div(n, kAmaxUnitElems); }
 
-// max |x| (bits, NaN ignored) over x[lo .. hi), lo a multiple of 8: 16-byte
-// loads, four in flight, where x is 16-byte aligned.
-template <typename T>
+// max |x| (bits, NaN ignored) over x[lo .. hi), lo a multiple of 8, by a CTA
+// of kAmaxThreads: 16-byte loads, U in flight per thread, where x is 16-byte
+// aligned. U = 8 where one CTA reads a whole small input (fp8_small_kernel,
+// nvfp4's self_amax): its latency is the kernel's (bench/RESULTS.md, "fp8's
+// small-tensor kernel with loads in flight").
+template <typename T, int U = 4>
 __device__ __forceinline__ uint32_t amax_range(const T *x, int64_t lo, int64_t hi) {
+  static_assert(U >= 2, "U loads in flight, then at most U - 1");
   float m = 0.0f;  // amax_f: the bits amax_bits_nan_ignored gives
   if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
     int64_t e = lo + 8 * threadIdx.x;
     constexpr int64_t step = 8 * kAmaxThreads;
-    for (; e + 3 * step + 8 <= hi; e += 4 * step) {
-      float v[4][8];
+    for (; e + (U - 1) * step + 8 <= hi; e += U * step) {
+      float v[U][8];
 #pragma unroll
-      for (int u = 0; u < 4; u++) load8<T, true>(x + e + u * step, v[u]);
+      for (int u = 0; u < U; u++) load8<T, true>(x + e + u * step, v[u]);
 #pragma unroll
-      for (int u = 0; u < 4; u++)
+      for (int u = 0; u < U; u++)
 #pragma unroll
         for (int i = 0; i < 8; i++) m = amax_f(m, v[u][i]);
     }
-    for (; e + 8 <= hi; e += step) {
-      float v[8];
-      load8<T, true>(x + e, v);
+    // At most U - 1 groups left per thread: their loads all in flight
+    // before any is reduced (an input shorter than U groups per thread,
+    // a decode step's, is only this).
+    if (e + 8 <= hi) {
+      float v[U - 1][8];
 #pragma unroll
-      for (int i = 0; i < 8; i++) m = amax_f(m, v[i]);
+      for (int u = 0; u < U - 1; u++) {
+        if (e + u * step + 8 <= hi) load8<T, true>(x + e + u * step, v[u]);
+        else
+#pragma unroll
+          for (int i = 0; i < 8; i++) v[u][i] = 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < U - 1; u++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) m = amax_f(m, v[u][i]);
     }
     const int64_t tail = lo + ((hi - lo) / 8) * 8;  // only an item's last unit has one
     if (tail + threadIdx.x < hi) m = amax_f(m, to_f32(x[tail + threadIdx.x]));

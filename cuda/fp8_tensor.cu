@@ -691,37 +691,16 @@ constexpr int64_t kSmallN = 65536;
 constexpr int64_t kSmallTiles = 2;
 
 template <typename T, Fp8 F, bool ROW, bool COL>
-__global__ void __launch_bounds__(kThreads) fp8_small_kernel(CastParams p, int vec_in, int vec_ok) {
+__global__ void __launch_bounds__(kThreads) fp8_small_kernel(CastParams p, int vec_ok) {
   pdl_wait();
   __shared__ uint32_t red[kThreads / 32];
   const T *x = (const T *)p.in;
-  int64_t n = p.m * p.k, groups = n / 8;
+  const int64_t n = p.m * p.k;
   uint32_t m = 0;
   bool need_amax = p.delayed || p.amax_src == nullptr;
   if (need_amax) {
-    if (vec_in) {
-      // Eight groups' loads in flight per thread before any is reduced: one
-      // CTA reads the whole input, so its latency is the kernel's.
-      int64_t g = threadIdx.x;
-      for (; g + 7 * kThreads < groups; g += 8 * kThreads) {
-        float v[8][8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) load8<T, true>(x + (g + j * kThreads) * 8, v[j]);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-          for (int i = 0; i < 8; i++) m = amax_bits_nan_ignored(m, v[j][i]);
-      }
-      for (; g < groups; g += kThreads) {
-        float v[8];
-        load8<T, true>(x + g * 8, v);
-#pragma unroll
-        for (int i = 0; i < 8; i++) m = amax_bits_nan_ignored(m, v[i]);
-      }
-      if (threadIdx.x < (n & 7)) m = amax_bits_nan_ignored(m, to_f32(x[groups * 8 + threadIdx.x]));
-    } else {
-      for (int64_t i = threadIdx.x; i < n; i += kThreads) m = amax_bits_nan_ignored(m, to_f32(x[i]));
-    }
+    static_assert(kThreads == kAmaxThreads, "amax_range strides by kAmaxThreads");
+    m = amax_range<T, 8>(x, 0, n);
     m = warp_max(m);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
     __syncthreads();
@@ -759,14 +738,13 @@ inline int transpose_vec_ok(const CastParams &p) {
 
 template <typename T, Fp8 F>
 int32_t launch_small(const CastParams &p, cudaStream_t s, quant_plugin_error *err) {
-  int vec_in = aligned16(p.in);
   if (p.col != nullptr) {
     int vec_ok = transpose_vec_ok(p);
-    if (p.row != nullptr) launch_kernel(fp8_small_kernel<T, F, true, true>, 1, kThreads, 0, s, p, vec_in, vec_ok);
-    else launch_kernel(fp8_small_kernel<T, F, false, true>, 1, kThreads, 0, s, p, vec_in, vec_ok);
+    if (p.row != nullptr) launch_kernel(fp8_small_kernel<T, F, true, true>, 1, kThreads, 0, s, p, vec_ok);
+    else launch_kernel(fp8_small_kernel<T, F, false, true>, 1, kThreads, 0, s, p, vec_ok);
   } else {
-    int vec_ok = vec_in && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
-    launch_kernel(fp8_small_kernel<T, F, true, false>, 1, kThreads, 0, s, p, vec_in, vec_ok);
+    int vec_ok = aligned16(p.in) && (reinterpret_cast<uintptr_t>(p.row) & 7) == 0;
+    launch_kernel(fp8_small_kernel<T, F, true, false>, 1, kThreads, 0, s, p, vec_ok);
   }
   LQ_LAUNCHED("fp8 small-tensor quantize kernel launch");
   return QUANT_OK;

@@ -251,7 +251,7 @@ template <typename T>
 __device__ __forceinline__ void nv_amaxes(const NvParams &p, int64_t unit, bool row, bool col, float *ar, float *ac) {
   if (p.self_amax) {
     __shared__ uint32_t red[kThreads / 32];
-    uint32_t v = warp_max(amax_range<T>((const T *)p.in, 0, p.m * p.k));
+    uint32_t v = warp_max(amax_range<T, 8>((const T *)p.in, 0, p.m * p.k));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
     __syncthreads();
 #pragma unroll
@@ -325,7 +325,7 @@ __device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
 template <typename T, bool ROW, bool COL, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constant__ G grp) {
   pdl_wait();
-  __shared__ float tile[kTileR * kStride];
+  __shared__ __align__(16) float tile[kTileR * kStride];  // float4 stores: 16-byte aligned whatever else is static
   // A whole tile's columnwise codes and scales, [row block][column], stored
   // after the column pass as whole 32-byte sectors (see below).
   __shared__ uint64_t cq[COL ? kTileR / 16 : 1][COL ? kTileC : 1];
