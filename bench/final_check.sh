@@ -77,7 +77,7 @@ ptests)
   # TestQuantizeMatchesCPU alone took 340 s of the first group's 480 beside
   # make cuda (2026-11-29 23:31), so the quantize suites are two groups.
   G0='^TestQuantizeMatchesCPU$'
-  G1='TestQuantizeGrouped|TestRagged|TestAligned|TestOffset|TestAmax|TestDelayed|TestDerive|TestMixed|TestDevice|TestRHT|TestPlugin|TestFp8'
+  G1='TestQuantizeGrouped|TestRagged|TestAligned|TestOffset|TestAmax|TestDelayed|TestDerive|TestMixed|TestDevice|TestRHT|TestPlugin|TestFp8|TestNvfp4'
   G2='TestGemm'
   G3='TestLinear|TestGroupedLinear'
   # Every test of the binary in some group (-test.run matches unanchored): a

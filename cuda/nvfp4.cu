@@ -317,14 +317,63 @@ __device__ __forceinline__ void load16(const T *p, float (&v)[16], int vec) {
   }
 }
 
-// The kernels take G: Single<NvParams> (one tensor) or NvGroup
-// (quantize_grouped: the units of every tensor of the group, numbered tensor
-// after tensor; a CTA's tensor comes from grp.locate).
+// A scale buffer's padding (rows ni..pad_i, columns nj..pad_j: spec §14
+// item 4) for zero_scale_padding; a null buf: none.
+struct NvPad : ScaleBuf {
+  int64_t ni = 0, nj = 0, pad_i = 0;
+};
+
+// One tensor's launch: its parameters, and the padding of its scale buffers,
+// which its kernel zeroes (every CTA a share, beside its own work: no
+// separate launch ahead of it; 1.4–1.6 µs of a decode step's quantize on an
+// H200, bench/RESULTS.md).
+struct NvOne : Single<NvParams> {
+  NvPad zr, zc;
+};
+
+// Zeroes z's padding, a share per thread of the grid: rows ni..pad_i as
+// 4-byte words (entries (i, 4g .. 4g+3) are four consecutive bytes in both
+// layouts: pad_j is a multiple of 4 and the swizzle keeps j % 4 innermost),
+// where the buffer is 4-byte aligned, then columns nj..pad_j of the valid
+// rows (fewer than 4 a row) byte by byte. 32-bit index arithmetic: the host
+// checked that the count fits (nv_pad_fits).
+__device__ __forceinline__ void nv_zero_pad(const NvPad &z) {
+  if (z.buf == nullptr) return;
+  const uint32_t gj = (uint32_t)(z.pad_j / 4), ni = (uint32_t)z.ni, nj = (uint32_t)z.nj;
+  const uint32_t words = (uint32_t)(z.pad_i - z.ni) * gj, w = (uint32_t)(z.pad_j - z.nj), n = words + ni * w;
+  const bool al = (reinterpret_cast<uintptr_t>(z.buf) & 3) == 0;
+  for (uint32_t idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += gridDim.x * blockDim.x) {
+    if (idx < words) {
+      uint8_t *d = z.buf + z.index(ni + idx / gj, 4 * (idx % gj));
+      if (al) *reinterpret_cast<uint32_t *>(d) = 0;
+      else d[0] = d[1] = d[2] = d[3] = 0;
+    } else {
+      const uint32_t r = idx - words;
+      z.buf[z.index(r / w, nj + r % w)] = 0;
+    }
+  }
+}
+bool nv_pad_fits(const NvPad &z) { return z.pad_i * z.pad_j < ((int64_t)1 << 31); }
+
+// The scale padding a kernel zeroes: a single tensor's (NvOne), none for a
+// group's (launch_scale_padding first).
+template <typename G>
+__device__ __forceinline__ void nv_zero_pads(const G &grp) {
+  if constexpr (std::is_same<G, NvOne>::value) {
+    nv_zero_pad(grp.zr);
+    nv_zero_pad(grp.zc);
+  }
+}
+
+// The kernels take G: NvOne (one tensor) or NvGroup (quantize_grouped: the
+// units of every tensor of the group, numbered tensor after tensor; a CTA's
+// tensor comes from grp.locate).
 //
 // 1×16 blocks (tile1D).
 template <typename T, bool ROW, bool COL, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constant__ G grp) {
   pdl_wait();
+  nv_zero_pads(grp);
   __shared__ __align__(16) float tile[kTileR * kStride];  // float4 stores: 16-byte aligned whatever else is static
   // A whole tile's columnwise codes and scales, [row block][column], stored
   // after the column pass as whole 32-byte sectors (see below).
@@ -440,6 +489,7 @@ __global__ void __launch_bounds__(kThreads) nvfp4_1d_kernel(const __grid_constan
 template <typename T, bool ROW, bool COL, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads) nvfp4_2d_kernel(const __grid_constant__ G grp) {
   pdl_wait();
+  nv_zero_pads(grp);
   __shared__ uint32_t bam[kTileR][kTileC / 16];
   __shared__ uint64_t codes[kTileR][kTileC / 16];
   __shared__ uint8_t tcode[kTileR / 16][kTileC / 16];
@@ -619,6 +669,7 @@ __device__ __forceinline__ uint32_t tile_amax(const uint32_t (&v)[8]) {
 template <typename T, bool ROW, bool COL, bool TWO_D, int MINB, bool PREF, bool EDGE, bool SRON, typename G>
 __global__ void __launch_bounds__(kThreads, MINB) nvfp4_fast_kernel(const __grid_constant__ G grp) {
   pdl_wait();
+  nv_zero_pads(grp);
   static_assert(!(SRON && TWO_D), "16x16 tiles with stochastic rounding take nvfp4_2d_kernel");
   using R = Raw16<T>;
   constexpr int kCS = kFC + 4;  // ccodes row stride (uint2): 16-byte aligned rows, no bank conflicts
@@ -1460,15 +1511,26 @@ struct NvDir {
   int64_t ni = 0, nj = 0, pad_i = 0;  // the valid scales [ni, nj] of [pad_i, s.pad_j]
 };
 
-// The scale padding of up to two directions (a null one: none), zeroed
-// before the quantize kernel, which does not write there (launch_scale_padding
-// in common.cuh).
-struct NvPad : ScaleBuf {
-  int64_t ni = 0, nj = 0, pad_i = 0;
-};
-int32_t nv_zero_scale_padding(const NvDir *r, const NvDir *c, cudaStream_t s, quant_plugin_error *err) {
-  auto pad = [](const NvDir *d) { return d == nullptr ? NvPad{} : NvPad{d->s, d->ni, d->nj, d->pad_i}; };
-  return launch_scale_padding(pad(r), pad(c), s, err);
+// A direction's scale padding (none where d is null or has none).
+NvPad nv_pad_of(const NvDir *d) { return d == nullptr || !d->padded ? NvPad{} : NvPad{d->s, d->ni, d->nj, d->pad_i}; }
+
+// The scale padding of up to two directions zeroed ahead of a quantize
+// kernel that does not zero it: scale_padding_kernel (launch_scale_padding in
+// common.cuh). A grouped quantize's tensors take it; a single tensor's kernel
+// zeroes its own (NvOne, nv_one_pads).
+int32_t nv_zero_scale_padding(const NvPad &r, const NvPad &c, cudaStream_t s, quant_plugin_error *err) {
+  return launch_scale_padding(r, c, s, err);
+}
+
+// A single tensor's paddings into o for its kernel (nv_zero_pads), each
+// where 32-bit indices reach it; else zeroed here, ahead of the kernel.
+int32_t nv_one_pads(NvOne *o, const NvDir *r, const NvDir *c, cudaStream_t s, quant_plugin_error *err) {
+  const NvPad pr = nv_pad_of(r), pc = nv_pad_of(c);
+  const bool fr = nv_pad_fits(pr), fc = nv_pad_fits(pc);
+  o->zr = fr ? pr : NvPad{};
+  o->zc = fc ? pc : NvPad{};
+  if (!fr || !fc) return nv_zero_scale_padding(fr ? NvPad{} : pr, fc ? NvPad{} : pc, s, err);
+  return QUANT_OK;
 }
 
 // A direction's buffers (Layout in format.go): data [rows, ⌈cols/2⌉] (a layout
@@ -1728,9 +1790,10 @@ extern "C" int32_t lq_nvfp4_amax(const quant_plugin_amax_args *a, quant_plugin_e
 
 namespace {
 
-// One tensor's parameters, buffers and padding (zeroed here: scale padding
-// and padded row pitches), shared by the single and the grouped quantize;
-// the caller sets the amax fields.
+// One tensor's parameters, buffers and row padding (padded row pitches,
+// zeroed here), shared by the single and the grouped quantize; the caller
+// sets the amax fields and has the scale padding zeroed (nv_one_pads,
+// nv_zero_scale_padding).
 int32_t nv_prepare(const quant_plugin_quantize_args *a, InType t, const NvSpec &sp, NvParams *pp, NvDir *row, NvDir *col, bool *has_row,
                    bool *has_col, quant_plugin_error *err) {
   int64_t m = a->input.shape[0], k = a->input.shape[1];
@@ -1743,7 +1806,6 @@ int32_t nv_prepare(const quant_plugin_quantize_args *a, InType t, const NvSpec &
   if (*has_col && sp.rht && t != InType::BF16) return rht_dtype_error(err);
   if (ceil_div(m, kTileR) * ceil_div(k, kTileC) > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: too many tiles");
   cudaStream_t s = stream_of(a->stream);
-  LQ_TRY(nv_zero_scale_padding(*has_row && row->padded ? row : nullptr, *has_col && col->padded ? col : nullptr, s, err));
   if (*has_row && row->pitch_padded) LQ_CUDA(cudaMemsetAsync(row->data, 0, m * row->pitch, s), "zeroing the rowwise row padding");
   if (*has_col && col->pitch_padded) LQ_CUDA(cudaMemsetAsync(col->data, 0, k * col->pitch, s), "zeroing the columnwise row padding");
   NvParams &p = *pp;
@@ -1886,7 +1948,7 @@ int32_t nv_launch(InType t, G &grp, const NvSpec &sp, bool row, bool col, cudaSt
     if (row && !col) {
       bool done;
       LQ_TRY(launch_nv4_rows(t, grp.p, sp, s, &done, err));
-      if (done) return QUANT_OK;
+      if (done) return nv_zero_scale_padding(grp.zr, grp.zc, s, err);  // that kernel does not zero it
     }
   }
   bool fast;
@@ -1937,10 +1999,11 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   LQ_TRY(nv_spec(a->params, &sp, err));
   NvDir row, col;
   bool has_row, has_col;
-  Single<NvParams> one;
+  NvOne one;
   NvParams &p = one.p;
   LQ_TRY(nv_prepare(a, t, sp, &p, &row, &col, &has_row, &has_col, err));
   cudaStream_t s = stream_of(a->stream);
+  LQ_TRY(nv_one_pads(&one, has_row ? &row : nullptr, has_col ? &col : nullptr, s, err));
   // With the RHT on a columnwise copy, the transformed tensor (rht_col_params).
   const bool rht_col = has_col && sp.rht;
   RhtScratch tx(s);
@@ -2005,6 +2068,7 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   }
   one.n = ceil_div(p.m, kTileR) * ceil_div(p.k, kTileC);
   if (one.n == 0) {
+    LQ_TRY(nv_zero_scale_padding(one.zr, one.zc, s, err));
     for (int i = 0; i < ncopy; i++)
       LQ_CUDA(cudaMemcpyAsync(p.amax_dst[i], p.amax_src[i], 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
     return QUANT_OK;
@@ -2013,11 +2077,11 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
     NvSpec plain = sp;
     plain.rht = false;
     if (has_row) {
-      Single<NvParams> r{rht_row_params(p), 0};
+      NvOne r{{rht_row_params(p), 0}, one.zr, NvPad{}};
       LQ_TRY(nv_launch(t, r, plain, true, false, s, "input", err));
       LQ_LAUNCHED("nvfp4 rowwise quantize kernel launch");
     }
-    Single<NvParams> c{rht_col_params(p, tx.p), 0};
+    NvOne c{{rht_col_params(p, tx.p), 0}, NvPad{}, one.zc};
     LQ_TRY(nv_launch(InType::BF16, c, plain, false, true, s, "input", err));
     LQ_LAUNCHED("nvfp4 columnwise quantize kernel launch (the RHT's transformed input)");
     return QUANT_OK;
@@ -2087,6 +2151,7 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
       bool has_row, has_col;
       NvParams p;
       LQ_TRY(nv_prepare(q, t, sp, &p, &row, &col, &has_row, &has_col, err));
+      LQ_TRY(nv_zero_scale_padding(nv_pad_of(has_row ? &row : nullptr), nv_pad_of(has_col ? &col : nullptr), s, err));
       if (base + j == 0) row0 = has_row, col0 = has_col;
       else if (has_row != row0 || has_col != col0)
         return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);

@@ -815,6 +815,69 @@ func TestAmaxPassSizesMatchCPU(t *testing.T) {
 	}
 }
 
+// TestNvfp4SmallTensorsMatchCPU: an NVFP4 quantize of a small input reduces
+// the global amax inside the quantize kernel (nv_self_amax in cuda/nvfp4.cu:
+// at most 65536 elements over at most 132 CTAs, each reading the whole
+// input), else the amax pass runs first; either way the kernel of a single
+// tensor zeroes its scale padding itself (NvOne), a decode step's 112 of 128
+// scale rows. The shapes take each path: 16×4096, 1×8192, 7×9000 and 5×700
+// the amax inside; 16×8192, 45×4096, 3×24000 and 1×65536 (512 CTAs) the
+// amax pass. The largest |x| sits at the first element, an eighth in, in the
+// middle and at the last element, one run each, for every usage, 1×16 and
+// 16×16 blocks, compact and GEMM-swizzled scales, against the CPU's bytes
+// (every scale buffer whole, its padding included, and the global amaxes).
+// The scale buffers lie at offsets of 0, 1 and 2 bytes from an aligned
+// address: the padding's 4-byte stores and their byte fallback.
+func TestNvfp4SmallTensorsMatchCPU(t *testing.T) {
+	needGPU(t)
+	for _, bd := range []int32{1, 2} {
+		for _, sw := range []bool{false, true} {
+			for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
+				qc, qg := quantizerPair(t, host.Params{Format: "nvfp4", BlockDims: bd, GEMMSwizzledScales: sw}, usage)
+				for si, sh := range [][2]int64{{16, 4096}, {1, 8192}, {7, 9000}, {5, 700}, {16, 8192}, {45, 4096}, {3, 24000}, {1, 65536}} {
+					m, k := sh[0], sh[1]
+					n := m * k
+					for pi, pos := range []int64{0, n / 8, n/2 + 3, n - 1} {
+						v := testutil.Normal(int(n), 2, uint64(900+10*si+pi))
+						v[pos] = -1000
+						x, _ := hosttest.Input(t, host.BFloat16, v, m, k)
+						cq, err := qc.Quantize(x, host.QuantizeOptions{})
+						require.NoError(t, err)
+						t.Cleanup(cq.Free)
+						off := int64(pi % 3)
+						gq := poisonedQTensorScalesAt(t, qg, x.Shape, byte(0x51+pi), off)
+						require.NoError(t, qg.QuantizeInto(toGPU(t, x), host.QuantizeOptions{}, gq))
+						require.NoError(t, host.Synchronize(gpu, 0))
+						compareTensors(t, fmt.Sprintf("block_dims=%d swizzled=%v %s %v, -1000 at %d, scales at +%d", bd, sw, usage, sh, pos, off), cq, gq)
+					}
+				}
+			}
+		}
+	}
+}
+
+// poisonedQTensorScalesAt is poisonedQTensor with each scale buffer a view
+// off bytes past an aligned allocation.
+func poisonedQTensorScalesAt(t *testing.T, q *host.Quantizer, shape []int64, p byte, off int64) *host.QTensor {
+	t.Helper()
+	layout, err := q.Layout(shape)
+	require.NoError(t, err)
+	bufs := make([]host.Tensor, len(layout))
+	for i, l := range layout {
+		if l.Kind != host.BufScaleInv || off == 0 {
+			bufs[i] = poisoned(t, l.DType, l.Shape, p)
+			continue
+		}
+		n := host.Tensor{DType: l.DType, Shape: l.Shape}.Bytes()
+		whole := poisoned(t, host.Uint8, []int64{n + off}, p)
+		bufs[i] = host.Tensor{Ptr: unsafe.Add(whole.Ptr, off), DType: l.DType, Shape: l.Shape, Device: gpu}
+	}
+	qt, err := q.NewQTensorFromBuffers(shape, bufs)
+	require.NoError(t, err)
+	t.Cleanup(qt.Free)
+	return qt
+}
+
 // TestRHTAmaxBothRepeated: with the RHT, one amax pass reduces two maxima per
 // CTA, the columnwise RHT amax and the rowwise max |x|. Their reductions once
 // shared a shared-memory buffer without a barrier between them, so on some
