@@ -951,6 +951,8 @@ struct LtCall {
   const float *a_scale, *b_scale;  // FP8 scale pointers (device), or NULL
   int32_t a_scale_mode, b_scale_mode;  // cublasLtMatmulMatrixScale_t (0: per-tensor scalar)
   cublasComputeType_t compute;
+  const void *bias;               // [m'] added in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS), or NULL
+  cudaDataType_t bias_type;
 };
 
 // The largest power of two (at most 256) dividing the address: what the
@@ -969,6 +971,7 @@ struct LtKey {
   int64_t m, n, k, lda, ldb, ldd;
   int32_t dev, ta, tb, tc, td, opa, opb, compute;
   int32_t a_scale_mode, b_scale_mode, a_scaled, b_scaled, use_c, dev_alpha;
+  int32_t bias_type;  // 0: no bias epilogue; else the bias's cudaDataType_t + 1
   uint32_t align_a, align_b, align_c, align_d;
   bool operator<(const LtKey &o) const { return memcmp(this, &o, sizeof *this) < 0; }
 };
@@ -980,6 +983,7 @@ LtKey key_of(const LtCall &c, int dev) {
   k.dev = dev, k.ta = c.ta, k.tb = c.tb, k.tc = c.tc, k.td = c.td, k.opa = c.opa, k.opb = c.opb, k.compute = c.compute;
   k.a_scale_mode = c.a_scale_mode, k.b_scale_mode = c.b_scale_mode;
   k.a_scaled = c.a_scale != nullptr, k.b_scaled = c.b_scale != nullptr, k.use_c = c.use_c, k.dev_alpha = c.alpha_beta != nullptr;
+  k.bias_type = c.bias != nullptr ? (int32_t)c.bias_type + 1 : 0;
   k.align_a = align_of(c.a), k.align_b = align_of(c.b), k.align_c = align_of(c.use_c ? c.c : c.d), k.align_d = align_of(c.d);
   return k;
 }
@@ -1078,10 +1082,12 @@ int32_t lt_state(int dev, cudaStream_t s, const LtKey &key, bool own_ws, bool ma
   return QUANT_OK;
 }
 
-// Sets the per-call descriptor attributes: the FP8 scale pointers.
-int32_t lt_set_scales(cublasLtMatmulDesc_t op, const LtCall &c, quant_plugin_error *err) {
+// Sets the per-call descriptor attributes: the FP8 scale pointers and the
+// bias pointer.
+int32_t lt_set_pointers(cublasLtMatmulDesc_t op, const LtCall &c, quant_plugin_error *err) {
   if (c.a_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c.a_scale, sizeof c.a_scale), "A scale");
   if (c.b_scale) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c.b_scale, sizeof c.b_scale), "B scale");
+  if (c.bias) LQ_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias), "bias");
   return QUANT_OK;
 }
 
@@ -1092,7 +1098,12 @@ int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p
   LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &c.opb, sizeof c.opb), "transb");
   if (c.a_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &c.a_scale_mode, sizeof c.a_scale_mode), "A scale mode");
   if (c.b_scale_mode) LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &c.b_scale_mode, sizeof c.b_scale_mode), "B scale mode");
-  LQ_TRY(lt_set_scales(p->op, c, err));
+  if (c.bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "epilogue");
+    LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c.bias_type, sizeof c.bias_type), "bias type");
+  }
+  LQ_TRY(lt_set_pointers(p->op, c, err));
   if (c.alpha_beta) {
     const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
     LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm), "pointer mode");
@@ -1227,12 +1238,12 @@ int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t h
   // A CUDA error already pending on this thread, taken before the matmul,
   // whose launch check would otherwise report it as "execution failed".
   const cudaError_t before = cudaPeekAtLastError();
-  // The scale pointers live in the shared plan's descriptor: held under its
-  // lock from setting them through the matmul that reads them.
+  // The scale and bias pointers live in the shared plan's descriptor: held
+  // under its lock from setting them through the matmul that reads them.
   std::unique_lock<std::mutex> lock(plan->mu, std::defer_lock);
-  if (c.a_scale || c.b_scale) {
+  if (c.a_scale || c.b_scale || c.bias) {
     lock.lock();
-    LQ_TRY(lt_set_scales(plan->op, c, err));
+    LQ_TRY(lt_set_pointers(plan->op, c, err));
   }
   const cublasStatus_t st =
       cublasLtMatmul(h, plan->op, alpha, c.a, plan->la, c.b, plan->lb, beta, cptr, plan->lc, c.d, plan->ld, &plan->algo, ws, wsz, s);
@@ -1563,7 +1574,14 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   // DEVICE: D bit-identical to a host alpha of the same value, H100, CUDA 13,
   // bench/lt_alpha_probe.cu); with C, bias or accumulate, epilogue_kernel.
   const bool dev_alpha = factors && !has_c && !a->accumulate;
-  const bool direct_epi = K > 0 && d_ok && (!factors || dev_alpha) && !has_bias && !(has_c && a->accumulate) && (!has_c || cdt == ddt) && !pad_m;
+  // A bias of D's 16-bit type on the per-tensor FP8 path: in cuBLASLt's
+  // epilogue (CUBLASLT_EPILOGUE_BIAS, FP32: alpha_eff·Σ + bias, one rounding
+  // to D), not FP32 sums through scratch and epilogue_kernel: a linear
+  // layer's forward in one launch. Within the FP8 path's bound, which is all
+  // this path promises (its Σ is the FP8 tensor cores'): TestGemmFP8AnyRowsMatchCPU.
+  const bool lt_bias = has_bias && fp8_tensor && !has_c && !a->accumulate && (ddt == 1 || ddt == 2) && bdt == ddt && aligned16(a->bias.data);
+  const bool direct_epi =
+      K > 0 && d_ok && (!factors || dev_alpha) && (!has_bias || lt_bias) && !(has_c && a->accumulate) && (!has_c || cdt == ddt) && !pad_m;
   // alpha, beta and the factors still to apply (cuBLASLt's scale pointers
   // apply the native FP8 paths' own), for epilogue_kernel and alpha_kernel.
   const Alpha ab{fp8_native ? nullptr : va.factor, fp8_native ? nullptr : vb.factor, va.kind == Kind::Nvfp4, vb.kind == Kind::Nvfp4,
@@ -1736,11 +1754,15 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
       c.c = a->d.data;
       c.beta = 1.0f;
     }
+    if (lt_bias) c.bias = a->bias.data, c.bias_type = cuda_type(bdt);
     const int32_t st = lt_run(c, dev, s, scratch.rest(), scratch.rest_bytes(), err);
-    if (st == QUANT_ERROR_UNSUPPORTED && fp8_native) return gemm(a, err, false);
-    if (!(st == QUANT_ERROR_UNSUPPORTED && dev_alpha)) return st;
-    // A cuBLASLt without a device-alpha algorithm for this GEMM: FP32 sums
-    // and the epilogue pass, as before it had one.
+    // A cuBLASLt without a device-alpha or bias-epilogue algorithm for this
+    // GEMM: FP32 sums and the epilogue pass, as before it had one.
+    if (!(st == QUANT_ERROR_UNSUPPORTED && (dev_alpha || lt_bias))) {
+      if (st == QUANT_ERROR_UNSUPPORTED && fp8_native) return gemm(a, err, false);
+      return st;
+    }
+    c.bias = nullptr;
   }
   float *sums = nullptr;
   if (direct_epi) LQ_TRY(scratch.get((size_t)M * N * sizeof(float), (void **)&sums, "the FP32 sums", err));
