@@ -70,6 +70,8 @@ def main():
     ap.add_argument("--pairs", default="mxfp8,mxfp4,nvfp4,mxfp8+nvfp4")
     ap.add_argument("--bias", action="store_true", help="D = A·Bᵀ + bias (BF16 [N]); the peer torch.addmm")
     ap.add_argument("--modules", default="", help="recipe presets of a libquant.torch.Linear decode table ('' skips it)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="after each --modules row, the kernels of one call inside its graph (torch.profiler)")
     args = ap.parse_args()
     os.environ["LIBQUANT_LIBRARY"] = args.lib
     import torch
@@ -143,6 +145,34 @@ def modules_table(args, torch, gen):
                     tb.append(replay_ms(g_ref, torch))
                 ml, mb = statistics.median(tl), statistics.median(tb)
                 print("| M%d N%d K%d | %s | %.4f | %.4f | %.2fx |" % (m, n, k, kind, ml, mb, mb / ml), flush=True)
+                if args.kernels:
+                    kernels_of_call(g, torch, "M%d N%d K%d %s" % (m, n, k, kind))
+            if args.kernels:
+                kernels_of_call(g_ref, torch, "M%d N%d K%d BF16 nn.Linear" % (m, n, k))
+
+
+def kernels_of_call(g, torch, label):
+    """The kernels (and memsets, copies) of the middle one of a graph's R calls
+    (torch.profiler, one replay): each one's start after the call's first kernel starts, and its
+    duration, µs; the call's span runs to the next call's first kernel."""
+    from torch.profiler import profile, ProfilerActivity
+    g.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        g.replay()
+        torch.cuda.synchronize()
+    ks = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0),
+                key=lambda e: e.time_range.start)
+    if not ks or len(ks) % R:
+        print("  %s: %d kernels in %d calls, not split per call" % (label, len(ks), R))
+        return
+    per = len(ks) // R
+    i = (R // 2) * per
+    call, t0 = ks[i:i + per], ks[i].time_range.start
+    span = ks[i + per].time_range.start - t0
+    print("  %s: %d kernel(s) a call, %.1f µs from its first kernel's start to the next call's" % (label, per, span))
+    for e in call:
+        print("    +%6.1f µs %6.1f µs  %s" % (e.time_range.start - t0, e.device_time, e.name[:90]))
 
 
 if __name__ == "__main__":
