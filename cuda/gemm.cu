@@ -1574,12 +1574,14 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   // DEVICE: D bit-identical to a host alpha of the same value, H100, CUDA 13,
   // bench/lt_alpha_probe.cu); with C, bias or accumulate, epilogue_kernel.
   const bool dev_alpha = factors && !has_c && !a->accumulate;
-  // A bias of D's 16-bit type on the per-tensor FP8 path: in cuBLASLt's
-  // epilogue (CUBLASLT_EPILOGUE_BIAS, FP32: alpha_eff·Σ + bias, one rounding
-  // to D), not FP32 sums through scratch and epilogue_kernel: a linear
-  // layer's forward in one launch. Within the FP8 path's bound, which is all
-  // this path promises (its Σ is the FP8 tensor cores'): TestGemmFP8AnyRowsMatchCPU.
-  const bool lt_bias = has_bias && fp8_tensor && !has_c && !a->accumulate && (ddt == 1 || ddt == 2) && bdt == ddt && aligned16(a->bias.data);
+  // A bias of D's 16-bit type on the FP8 paths (per tensor; block scaling
+  // without A's row padding): in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS,
+  // FP32: alpha_eff·Σ + bias, one rounding to D), not FP32 sums through
+  // scratch and epilogue_kernel: a linear layer's forward in one launch.
+  // Within the FP8 paths' bound, which is all they promise (their Σ is the
+  // FP8 tensor cores'): TestGemmFP8AnyRowsMatchCPU.
+  const bool lt_bias = has_bias && fp8_native && !pad_m && !has_c && !a->accumulate && (ddt == 1 || ddt == 2) && bdt == ddt &&
+                       aligned16(a->bias.data);
   const bool direct_epi =
       K > 0 && d_ok && (!factors || dev_alpha) && (!has_bias || lt_bias) && !(has_c && a->accumulate) && (!has_c || cdt == ddt) && !pad_m;
   // alpha, beta and the factors still to apply (cuBLASLt's scale pointers

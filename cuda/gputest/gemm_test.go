@@ -383,8 +383,10 @@ func TestGemmMatchesCPU(t *testing.T) {
 // TestGemmFP8AnyRowsMatchCPU: cuBLASLt's FP8 paths (per-tensor, and block
 // scaling with A's codes and scales zero-padded to 16 rows: cuda/gemm.cu
 // pad_fp8_block_kernel) at M of 1 to 45 rows, not multiples of 16 (decode
-// batches, the linear layer's fprop X·Wᵀ), against the CPU within the FP8
-// tensor cores' bound, D in FP32 and BF16, with and without a bias.
+// batches, the linear layer's fprop X·Wᵀ), and at 16 and 32 (no padding),
+// against the CPU within the FP8 tensor cores' bound, D in FP32 and BF16,
+// with and without a BF16 bias (with BF16 D and no padding, cuBLASLt's
+// bias epilogue).
 //
 // That the FP8 tensor cores ran, and not the BF16/FP32 expansion the same
 // shapes took before, shows in one output: rows of A (32, 2^-5, 448, 0, ...)
@@ -403,7 +405,7 @@ func TestGemmFP8AnyRowsMatchCPU(t *testing.T) {
 	const n, k = 256, 512
 	for pi, pr := range pairs {
 		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
-			for si, m := range []int64{1, 2, 4, 7, 8, 17, 45} {
+			for si, m := range []int64{1, 2, 4, 7, 8, 16, 17, 32, 45} {
 				seed := uint64(9500 + 10*pi + si)
 				a := makeGemmSide(t, byName[pr[0]], m, k, seed)
 				b := makeGemmSide(t, byName[pr[1]], n, k, seed+1)
