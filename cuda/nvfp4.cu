@@ -1514,22 +1514,16 @@ struct NvDir {
 // A direction's scale padding (none where d is null or has none).
 NvPad nv_pad_of(const NvDir *d) { return d == nullptr || !d->padded ? NvPad{} : NvPad{d->s, d->ni, d->nj, d->pad_i}; }
 
-// The scale padding of up to two directions zeroed ahead of a quantize
-// kernel that does not zero it: scale_padding_kernel (launch_scale_padding in
-// common.cuh). A grouped quantize's tensors take it; a single tensor's kernel
-// zeroes its own (NvOne, nv_one_pads).
-int32_t nv_zero_scale_padding(const NvPad &r, const NvPad &c, cudaStream_t s, quant_plugin_error *err) {
-  return launch_scale_padding(r, c, s, err);
-}
-
 // A single tensor's paddings into o for its kernel (nv_zero_pads), each
-// where 32-bit indices reach it; else zeroed here, ahead of the kernel.
+// where 32-bit indices reach it; else zeroed here, ahead of the kernel, by
+// scale_padding_kernel (launch_scale_padding in common.cuh), as a grouped
+// quantize's are.
 int32_t nv_one_pads(NvOne *o, const NvDir *r, const NvDir *c, cudaStream_t s, quant_plugin_error *err) {
   const NvPad pr = nv_pad_of(r), pc = nv_pad_of(c);
   const bool fr = nv_pad_fits(pr), fc = nv_pad_fits(pc);
   o->zr = fr ? pr : NvPad{};
   o->zc = fc ? pc : NvPad{};
-  if (!fr || !fc) return nv_zero_scale_padding(fr ? NvPad{} : pr, fc ? NvPad{} : pc, s, err);
+  if (!fr || !fc) return launch_scale_padding(fr ? NvPad{} : pr, fc ? NvPad{} : pc, s, err);
   return QUANT_OK;
 }
 
@@ -1793,7 +1787,7 @@ namespace {
 // One tensor's parameters, buffers and row padding (padded row pitches,
 // zeroed here), shared by the single and the grouped quantize; the caller
 // sets the amax fields and has the scale padding zeroed (nv_one_pads,
-// nv_zero_scale_padding).
+// launch_scale_padding).
 int32_t nv_prepare(const quant_plugin_quantize_args *a, InType t, const NvSpec &sp, NvParams *pp, NvDir *row, NvDir *col, bool *has_row,
                    bool *has_col, quant_plugin_error *err) {
   int64_t m = a->input.shape[0], k = a->input.shape[1];
@@ -1948,7 +1942,7 @@ int32_t nv_launch(InType t, G &grp, const NvSpec &sp, bool row, bool col, cudaSt
     if (row && !col) {
       bool done;
       LQ_TRY(launch_nv4_rows(t, grp.p, sp, s, &done, err));
-      if (done) return nv_zero_scale_padding(grp.zr, grp.zc, s, err);  // that kernel does not zero it
+      if (done) return launch_scale_padding(grp.zr, grp.zc, s, err);  // that kernel does not zero it
     }
   }
   bool fast;
@@ -2068,7 +2062,7 @@ extern "C" int32_t lq_nvfp4_quantize(const quant_plugin_quantize_args *a, quant_
   }
   one.n = ceil_div(p.m, kTileR) * ceil_div(p.k, kTileC);
   if (one.n == 0) {
-    LQ_TRY(nv_zero_scale_padding(one.zr, one.zc, s, err));
+    LQ_TRY(launch_scale_padding(one.zr, one.zc, s, err));
     for (int i = 0; i < ncopy; i++)
       LQ_CUDA(cudaMemcpyAsync(p.amax_dst[i], p.amax_src[i], 4, cudaMemcpyDeviceToDevice, s), "copying the amax");
     return QUANT_OK;
@@ -2151,7 +2145,7 @@ extern "C" int32_t lq_nvfp4_quantize_grouped(const quant_plugin_quantize_grouped
       bool has_row, has_col;
       NvParams p;
       LQ_TRY(nv_prepare(q, t, sp, &p, &row, &col, &has_row, &has_col, err));
-      LQ_TRY(nv_zero_scale_padding(nv_pad_of(has_row ? &row : nullptr), nv_pad_of(has_col ? &col : nullptr), s, err));
+      LQ_TRY(launch_scale_padding(nv_pad_of(has_row ? &row : nullptr), nv_pad_of(has_col ? &col : nullptr), s, err));
       if (base + j == 0) row0 = has_row, col0 = has_col;
       else if (has_row != row0 || has_col != col0)
         return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].out: other directions than items[0]", base + j);
