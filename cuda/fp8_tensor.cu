@@ -311,6 +311,10 @@ __device__ __forceinline__ int row_mode(const CastParams &p) {
 // a warp of 128 rows × 16 columns the rowwise stores wrote half sectors and
 // "both" ran at 56% of copy against 81% for columnwise alone). Threads whose
 // piece is ragged or misaligned go element by element. 256 threads per tile.
+// One CTA per tile, not a resident grid: walks that kept the next tile's
+// pieces in flight (a cp.async ring of 1-3 stages, or registers) ran "both"
+// at 8192² 13-17 % slower, and tiles of 64 rows gained nothing (H200,
+// bench/RESULTS.md, 2026-12-01 04:43 section).
 constexpr int kRT = 128;
 
 //
