@@ -1471,6 +1471,7 @@ int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_plugin_error 
 int32_t lq_fp8_dequantize(const quant_plugin_dequantize_args *a, quant_plugin_error *err);
 int32_t lq_fp8_derive(const quant_plugin_derive_args *a, quant_plugin_error *err);
 int32_t lq_fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err);
+int32_t lq_fp8_delayed_update_grouped(const quant_plugin_delayed_update_grouped_args *a, quant_plugin_error *err);
 int32_t lq_fp8_quantize_grouped(const quant_plugin_quantize_grouped_args *a, quant_plugin_error *err);
 int32_t lq_global_amax(const quant_plugin_amax_args *a, quant_plugin_error *err);
 int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plugin_error *err);

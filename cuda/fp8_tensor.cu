@@ -18,8 +18,10 @@
 #include <float.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <mutex>
+#include <vector>
 
 #include "common.cuh"
 
@@ -947,13 +949,35 @@ int32_t launch_group(const Fp8Group &g, bool row, bool col, bool delayed, cudaSt
 // nothing is written and the scale stays.
 constexpr int kUpdateThreads = 1024;
 
-__global__ void __launch_bounds__(kUpdateThreads) delayed_update_kernel(float *scale, float *h, int64_t n, int has_reduced,
-                                                                         float reduced, float scaled_max, int most_recent) {
+// One state's update: its buffers and the host's scalars.
+struct UpdateItem {
+  float *scale, *h;
+  int64_t n;
+  float reduced, scaled_max;
+  int has_reduced, most_recent;
+};
+
+// Up to N updates in one launch, one CTA each (delayed_update_grouped: a
+// linear layer's forward updates its input's and its weight's states, about
+// 1.6 µs a launch at a decode step on an H200; N = 1 for a single update,
+// whose parameters stay small).
+constexpr int kMaxUpdates = 64;
+template <int N>
+struct UpdateGroup {
+  int count;
+  UpdateItem it[N];
+};
+
+template <int N>
+__global__ void __launch_bounds__(kUpdateThreads) delayed_update_kernel(const __grid_constant__ UpdateGroup<N> g) {
   pdl_wait();
   __shared__ float red[kUpdateThreads / 32];
-  const float sc0 = threadIdx.x == 0 ? *scale : 0.0f;
+  const UpdateItem &u = g.it[blockIdx.x];
+  float *const h = u.h;
+  const int64_t n = u.n;
+  const float sc0 = threadIdx.x == 0 ? *u.scale : 0.0f;
   float a0 = h[0];
-  if (has_reduced && reduced != 0.0f) a0 = reduced;
+  if (u.has_reduced && u.reduced != 0.0f) a0 = u.reduced;
   const bool roll = a0 != 0.0f;
   float amax = 0.0f;
   for (int64_t base = 0; base < n; base += kUpdateThreads) {
@@ -972,11 +996,11 @@ __global__ void __launch_bounds__(kUpdateThreads) delayed_update_kernel(float *s
   if (threadIdx.x == 0) {
     amax = red[0];
     for (int w = 1; w < kUpdateThreads / 32; w++) amax = fmaxf(amax, red[w]);
-    if (roll && most_recent) amax = a0;
+    if (roll && u.most_recent) amax = a0;
     float sc = sc0;
-    if (roll && !isinf(amax) && amax > 0.0f) sc = __fdiv_rn(scaled_max, amax);
+    if (roll && !isinf(amax) && amax > 0.0f) sc = __fdiv_rn(u.scaled_max, amax);
     if (isinf(sc)) sc = FLT_MAX;
-    *scale = sc;
+    *u.scale = sc;
   }
 }
 
@@ -1170,21 +1194,75 @@ extern "C" int32_t lq_fp8_quantize(const quant_plugin_quantize_args *a, quant_pl
   return st;
 }
 
-extern "C" int32_t lq_fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err) {
+namespace {
+
+// One update's arguments checked (what names an argument: `arg` before it,
+// "" for a single update, "items[i]." in a group) into *u.
+int32_t update_item(const quant_plugin_delayed_update_args *a, const char *arg, UpdateItem *u, quant_plugin_error *err) {
   if (a->struct_size < sizeof(quant_plugin_delayed_update_args))
-    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "args: struct_size %u is too small", a->struct_size);
-  LQ_TRY(check_device(a->scale, "scale", err));
-  LQ_TRY(check_device(a->history, "history", err));
-  if (numel(a->scale) != 1 || !dtype_is(a->scale.dtype, kDLFloat, 32))
-    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "scale: want float32 [1]");
-  int64_t n = numel(a->history);
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%sargs: struct_size %u is too small", arg, a->struct_size);
+  char what[48];
+  snprintf(what, sizeof what, "%sscale", arg);
+  LQ_TRY(check_device(a->scale, what, err));
+  snprintf(what, sizeof what, "%shistory", arg);
+  LQ_TRY(check_device(a->history, what, err));
+  if (numel(a->scale) != 1 || !dtype_is(a->scale.dtype, kDLFloat, 32) || a->scale.data == nullptr)
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%sscale: want float32 [1]", arg);
+  const int64_t n = numel(a->history);
   if (n < 1 || !dtype_is(a->history.dtype, kDLFloat, 32) || a->history.data == nullptr)
-    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "history: want float32 [L], L >= 1");
-  if (!(a->reduced_amax >= 0.0f)) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "reduced_amax: %g must be >= 0", a->reduced_amax);
-  cudaStream_t s = stream_of(a->stream);
-  launch_kernel(delayed_update_kernel, 1, kUpdateThreads, 0, s, (float *)a->scale.data, (float *)a->history.data, n, a->has_reduced,
-                a->reduced_amax, a->scaled_max, a->params->amax_compute_algo == QUANT_AMAX_MOST_RECENT);
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%shistory: want float32 [L], L >= 1", arg);
+  if (!(a->reduced_amax >= 0.0f)) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%sreduced_amax: %g must be >= 0", arg, a->reduced_amax);
+  *u = UpdateItem{(float *)a->scale.data, (float *)a->history.data, n, a->reduced_amax, a->scaled_max, a->has_reduced,
+                  a->params->amax_compute_algo == QUANT_AMAX_MOST_RECENT};
+  return QUANT_OK;
+}
+
+}  // namespace
+
+extern "C" int32_t lq_fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plugin_error *err) {
+  UpdateGroup<1> g{1, {}};
+  LQ_TRY(update_item(a, "", &g.it[0], err));
+  launch_kernel(delayed_update_kernel<1>, 1, kUpdateThreads, 0, stream_of(a->stream), g);
   LQ_LAUNCHED("delayed-scaling update kernel launch");
+  return QUANT_OK;
+}
+
+// A group of updates in one launch per kMaxUpdates of them: the items'
+// buffers must not overlap (one CTA each runs at the same time as the
+// others), which the sequence of single updates the group stands for would
+// not need, so an overlap is refused.
+extern "C" int32_t lq_fp8_delayed_update_grouped(const quant_plugin_delayed_update_grouped_args *a, quant_plugin_error *err) {
+  if (a->struct_size < sizeof(quant_plugin_delayed_update_grouped_args))
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "args: struct_size %u is too small", a->struct_size);
+  std::vector<UpdateItem> its(a->count);
+  for (uint32_t i = 0; i < a->count; i++) {
+    char arg[32];
+    snprintf(arg, sizeof arg, "items[%u].", i);
+    LQ_TRY(update_item(&a->items[i], arg, &its[i], err));
+  }
+  auto range = [](const UpdateItem &u, int which, uintptr_t *lo, uintptr_t *hi) {
+    *lo = reinterpret_cast<uintptr_t>(which ? u.h : u.scale);
+    *hi = *lo + 4 * (which ? u.n : 1);
+  };
+  for (uint32_t i = 0; i < a->count; i++)
+    for (uint32_t j = i + 1; j < a->count; j++)
+      for (int bi = 0; bi < 2; bi++)
+        for (int bj = 0; bj < 2; bj++) {
+          uintptr_t l1, h1, l2, h2;
+          range(its[i], bi, &l1, &h1);
+          range(its[j], bj, &l2, &h2);
+          if (l1 < h2 && l2 < h1)
+            return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].%s and items[%u].%s overlap: one launch updates them together", j,
+                        bj ? "history" : "scale", i, bi ? "history" : "scale");
+        }
+  cudaStream_t s = stream_of(a->stream);
+  for (uint32_t i0 = 0; i0 < a->count; i0 += kMaxUpdates) {
+    UpdateGroup<kMaxUpdates> g{};
+    g.count = (int)(a->count - i0 < (uint32_t)kMaxUpdates ? a->count - i0 : kMaxUpdates);
+    for (int i = 0; i < g.count; i++) g.it[i] = its[i0 + i];
+    launch_kernel(delayed_update_kernel<kMaxUpdates>, (unsigned)g.count, kUpdateThreads, 0, s, g);
+    LQ_LAUNCHED("grouped delayed-scaling update kernel launch");
+  }
   return QUANT_OK;
 }
 

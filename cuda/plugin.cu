@@ -268,16 +268,25 @@ int32_t fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plug
   return guarded(err, [&] { return lq_fp8_delayed_update(a, err); });
 }
 
-#define KERNELS(fmt, amax, quantize, dequantize, derive, swizzle, update, grouped) \
-  { fmt, kDLCUDA, 0, amax, quantize, dequantize, derive, swizzle, nullptr, update, grouped, { nullptr, nullptr } }
+int32_t fp8_delayed_update_grouped(const quant_plugin_delayed_update_grouped_args *a, quant_plugin_error *err) {
+  LQ_ARGS(a);
+  if (a->count > 0 && a->items == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items: NULL");
+  for (uint32_t i = 0; i < a->count; i++)
+    if (a->items[i].params == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].params: NULL", i);
+    else LQ_TRY(check_params(a->items[i].params, err));
+  return guarded(err, [&] { return lq_fp8_delayed_update_grouped(a, err); });
+}
+
+#define KERNELS(fmt, amax, quantize, dequantize, derive, swizzle, update, grouped, update_grouped) \
+  { fmt, kDLCUDA, 0, amax, quantize, dequantize, derive, swizzle, nullptr, update, grouped, update_grouped, { nullptr } }
 
 const quant_plugin_kernels kKernels[] = {
-    KERNELS("fp8", fp8_amax, fp8_quantize, fp8_dequantize, fp8_derive, nullptr, fp8_delayed_update, fp8_quantize_grouped),
-    KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr, nullptr, block_quantize_grouped),
-    KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, mx_quantize_grouped),
-    KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, mx_quantize_grouped),
-    KERNELS("identity", mx_amax, identity_quantize, identity_dequantize, identity_derive, nullptr, nullptr, nullptr),
-    KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle, nullptr, nvfp4_quantize_grouped),
+    KERNELS("fp8", fp8_amax, fp8_quantize, fp8_dequantize, fp8_derive, nullptr, fp8_delayed_update, fp8_quantize_grouped, fp8_delayed_update_grouped),
+    KERNELS("fp8_block", mx_amax, block_quantize, block_dequantize, block_derive, nullptr, nullptr, block_quantize_grouped, nullptr),
+    KERNELS("mxfp8", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, mx_quantize_grouped, nullptr),
+    KERNELS("mxfp4", mx_amax, mx_quantize, mx_dequantize, nullptr, mx_swizzle, nullptr, mx_quantize_grouped, nullptr),
+    KERNELS("identity", mx_amax, identity_quantize, identity_dequantize, identity_derive, nullptr, nullptr, nullptr, nullptr),
+    KERNELS("nvfp4", nvfp4_amax, nvfp4_quantize, nvfp4_dequantize, nvfp4_derive, nvfp4_swizzle, nullptr, nvfp4_quantize_grouped, nullptr),
 };
 
 int32_t gemm_entry(const quant_plugin_gemm_args *a, quant_plugin_error *err) {

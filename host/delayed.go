@@ -74,3 +74,46 @@ type DelayedUpdateRequest struct {
 type DelayedUpdater interface {
 	DelayedUpdate(r *DelayedUpdateRequest) error
 }
+
+// DelayedGroupUpdater is implemented by kernels that run several updates in
+// one call (a plugin's delayed_update_grouped: one launch for a linear
+// layer's input and weight states). The requests share a stream and no
+// buffer. handled is false when the kernels have none; the caller then
+// updates each state alone.
+type DelayedGroupUpdater interface {
+	DelayedUpdateGrouped(rs []DelayedUpdateRequest) (handled bool, err error)
+}
+
+// GroupUpdatable is implemented by delayed-scaling states that can join
+// others of their implementation in one grouped update.
+type GroupUpdatable interface {
+	DelayedScaling
+	// UpdateGroup runs Update(reduced[i]) on every state of states (reduced:
+	// nil, or one entry per state), in as few kernel calls as the states'
+	// devices and streams allow. The result equals updating them in order.
+	UpdateGroup(states []DelayedScaling, reduced []*float32) error
+}
+
+// UpdateDelayed runs Update(reduced[i]) on each of states (reduced: nil, or
+// one entry per state), grouped where the states' implementation can.
+func UpdateDelayed(states []DelayedScaling, reduced []*float32) error {
+	if reduced != nil && len(reduced) != len(states) {
+		return Errorf(ErrInvalidArgument, "reduced: %d amaxes for %d states", len(reduced), len(states))
+	}
+	if len(states) == 0 {
+		return nil
+	}
+	if g, ok := states[0].(GroupUpdatable); ok {
+		return g.UpdateGroup(states, reduced)
+	}
+	for i, ds := range states {
+		var r *float32
+		if reduced != nil {
+			r = reduced[i]
+		}
+		if err := ds.Update(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

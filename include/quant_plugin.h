@@ -252,6 +252,22 @@ static inline int64_t quant_plugin_rht_workspace(int64_t m, int64_t k) { return 
 
 typedef int32_t (*quant_plugin_quantize_grouped_fn)(const quant_plugin_quantize_grouped_args *args, quant_plugin_error *err);
 
+/* delayed_update_grouped: count delayed_update calls of one format in one
+ * call (one launch where it can: a linear layer's forward pass updates its
+ * input's and its weight's states together). items[i] is what a
+ * delayed_update call of state i would get; each item keeps its own params
+ * and scaled_max, every item's stream is the group's, and no two items may
+ * share a buffer. Equal to calling delayed_update on each item in order. */
+typedef struct {
+  uint32_t struct_size;
+  uint32_t count;
+  const quant_plugin_delayed_update_args *items; /* [count] */
+  void *stream;
+} quant_plugin_delayed_update_grouped_args;
+
+typedef int32_t (*quant_plugin_delayed_update_grouped_fn)(const quant_plugin_delayed_update_grouped_args *args,
+                                                          quant_plugin_error *err);
+
 /* ---- GEMM (ABI 2) ------------------------------------------------------- */
 
 /* One GEMM operand as the host resolved it (quant.h, quant_gemm): the one
@@ -338,7 +354,8 @@ typedef struct {
   void *reserved_gemm;                    /* unused: NULL (the GEMM is per device, quant_plugin_gemm) */
   quant_plugin_delayed_update_fn delayed_update; /* may be NULL: formats without delayed scaling */
   quant_plugin_quantize_grouped_fn quantize_grouped; /* may be NULL: the host calls quantize per tensor */
-  void *reserved[2];
+  quant_plugin_delayed_update_grouped_fn delayed_update_grouped; /* may be NULL: the host calls delayed_update per state */
+  void *reserved[1];
 } quant_plugin_kernels;
 
 /* Buffer description a layout function fills. */

@@ -100,16 +100,16 @@ func (l *Layer) UpdateScaling(p Pass, reduced []float32) error {
 			return host.Errorf(host.ErrInvalidArgument, "reduced_amaxes[%d]: %g must be a non-negative number", i, r)
 		}
 	}
-	for i, ds := range slots {
-		var r *float32
-		if reduced != nil {
-			r = &reduced[i]
-		}
-		if err := ds.Update(r); err != nil {
-			return err
+	var rs []*float32
+	if reduced != nil {
+		rs = make([]*float32, len(reduced))
+		for i := range reduced {
+			rs[i] = &reduced[i]
 		}
 	}
-	return nil
+	// One kernel call for the pass's states where they share a device and a
+	// stream (host.UpdateDelayed).
+	return host.UpdateDelayed(slots, rs)
 }
 
 func passName(p Pass) string {

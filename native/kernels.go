@@ -304,7 +304,13 @@ func (n *kernels) DelayedUpdate(r *host.DelayedUpdateRequest) error {
 		return err
 	}
 	defer ca.free()
-	a := (*C.quant_plugin_delayed_update_args)(ca.args)
+	if err := fillUpdate((*C.quant_plugin_delayed_update_args)(ca.args), cp, r); err != nil {
+		return err
+	}
+	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.delayed_update), n.what("delayed-scaling update", &p))
+}
+
+func fillUpdate(a *C.quant_plugin_delayed_update_args, cp *C.quant_plugin_params, r *host.DelayedUpdateRequest) error {
 	a.struct_size = C.uint32_t(C.sizeof_quant_plugin_delayed_update_args)
 	a.params = cp
 	if err := tensorToC(r.Scale, &a.scale); err != nil {
@@ -319,7 +325,43 @@ func (n *kernels) DelayedUpdate(r *host.DelayedUpdateRequest) error {
 	}
 	a.scaled_max = C.float(r.ScaledMax)
 	setStream(&a.stream, r.Stream)
-	return ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.delayed_update), n.what("delayed-scaling update", &p))
+	return nil
+}
+
+// DelayedUpdateGrouped hands the plugin every update in one call
+// (host.DelayedGroupUpdater); handled is false when the plugin has no
+// grouped update for this format. The items follow the group's header, each
+// item's params after the items.
+func (n *kernels) DelayedUpdateGrouped(rs []host.DelayedUpdateRequest) (bool, error) {
+	if n.k.delayed_update_grouped == nil || len(rs) == 0 {
+		return false, nil
+	}
+	head := (C.size_t(C.sizeof_quant_plugin_delayed_update_grouped_args) + 15) &^ 15
+	items := C.size_t(C.sizeof_quant_plugin_delayed_update_args) * C.size_t(len(rs))
+	items = (items + 15) &^ 15
+	ca, err := newCallArgs(head + items + C.size_t(C.sizeof_quant_plugin_params)*C.size_t(len(rs)))
+	if err != nil {
+		return true, err
+	}
+	defer ca.free()
+	g := (*C.quant_plugin_delayed_update_grouped_args)(ca.args)
+	g.struct_size = C.uint32_t(C.sizeof_quant_plugin_delayed_update_grouped_args)
+	g.count = C.uint32_t(len(rs))
+	its := unsafe.Slice((*C.quant_plugin_delayed_update_args)(unsafe.Add(ca.args, uintptr(head))), len(rs))
+	ps := unsafe.Slice((*C.quant_plugin_params)(unsafe.Add(ca.args, uintptr(head+items))), len(rs))
+	g.items = &its[0]
+	for i := range rs {
+		p := rs[i].Spec.Params()
+		if err := paramsToC(&p, &ps[i]); err != nil {
+			return true, err
+		}
+		if err := fillUpdate(&its[i], &ps[i], &rs[i]); err != nil {
+			return true, err
+		}
+	}
+	setStream(&g.stream, rs[0].Stream)
+	p := rs[0].Spec.Params()
+	return true, ca.invokeOp(n.plugin.info.Name, unsafe.Pointer(n.k.delayed_update_grouped), n.what("grouped delayed-scaling update", &p))
 }
 
 // stageAmax reads the amax the kernel wrote and stages it into the delayed

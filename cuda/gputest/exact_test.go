@@ -1087,6 +1087,65 @@ func TestDelayedScalingMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestDelayedScalingGroupedUpdateMatchesCPU: states on the GPU updated in
+// one call of the plugin's delayed_update_grouped (host.UpdateDelayed, as a
+// linear layer's UpdateScaling does) follow the CPU states updated one by
+// one, byte for byte (spec §2.4): 70 states, more than one launch's 64,
+// histories of 1, 4, 1500 and 2100 entries (chunks of the 1024-thread
+// block), both amax algorithms, margins 0 and 1, and reduced amaxes (zero
+// among them) at one step. The plugin refuses two items that share a buffer.
+func TestDelayedScalingGroupedUpdateMatchesCPU(t *testing.T) {
+	needGPU(t)
+	const n = 70
+	qcs, qgs := make([]*host.Quantizer, n), make([]*host.Quantizer, n)
+	cs, gs := make([]host.DelayedScaling, n), make([]host.DelayedScaling, n)
+	for i := range qcs {
+		p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: []int32{1, 4, 1500, 2100}[i%4], Margin: float32(i % 2),
+			AmaxAlgo: []host.AmaxAlgo{host.AmaxMax, host.AmaxMostRecent}[(i/2)%2]}
+		qcs[i], qgs[i] = quantizerPair(t, p, host.Rowwise)
+		cs[i], _ = qcs[i].DelayedState(host.DirRowwise)
+		gs[i], _ = qgs[i].DelayedState(host.DirRowwise)
+	}
+	for step := 0; step < 4; step++ {
+		for i := range qcs {
+			if step == 1 && i%3 == 0 {
+				continue // nothing staged: h[0] stays 0 and the update changes nothing
+			}
+			x := input(t, host.BFloat16, []string{"normal", "wide", "adversarial"}[(i+step)%3], 16, 64, uint64(100*step+i))
+			cq, gq := quantizeBoth(t, qcs[i], qgs[i], x, 0x99, nil)
+			compareTensors(t, fmt.Sprintf("step %d state %d", step, i), cq, gq)
+		}
+		var reduced []*float32
+		if step == 2 {
+			reduced = make([]*float32, n)
+			for i := range reduced {
+				r := float32(i%5) * 1e3
+				reduced[i] = &r
+			}
+		}
+		require.NoError(t, host.UpdateDelayed(gs, reduced))
+		for i := range cs {
+			var r *float32
+			if reduced != nil {
+				r = reduced[i]
+			}
+			require.NoError(t, cs[i].Update(r))
+			require.NoError(t, gs[i].Fetch())
+			requireSameBytes(t, fmt.Sprintf("step %d state %d scale", step, i), cs[i].Scale().Bytes8(), gs[i].Scale().Bytes8())
+			requireSameBytes(t, fmt.Sprintf("step %d state %d history", step, i), cs[i].AmaxHistory().Bytes8(), gs[i].AmaxHistory().Bytes8())
+		}
+	}
+	k, err := host.KernelsFor("fp8", gpu)
+	require.NoError(t, err)
+	g, ok := k.(host.DelayedGroupUpdater)
+	require.True(t, ok, "the CUDA plugin's fp8 kernels have a grouped update")
+	scale, hist, err := gs[0].(host.DeviceDelayedState).DeviceBuffers(gpu, 0)
+	require.NoError(t, err)
+	r := host.DelayedUpdateRequest{Spec: qgs[0].Spec(host.DirRowwise), Scale: scale, History: hist, ScaledMax: 448}
+	_, err = g.DelayedUpdateGrouped([]host.DelayedUpdateRequest{r, r})
+	require.ErrorContains(t, err, "items[1].scale and items[0].scale overlap")
+}
+
 // TestDeriveAndSwizzleMatchCPU: update_usage (columnwise from rowwise) and the
 // scale layout conversion, on the GPU against the CPU.
 func TestDeriveAndSwizzleMatchCPU(t *testing.T) {

@@ -172,7 +172,7 @@ static const quant_plugin_format toy_formats[1] = {
 };
 
 static const quant_plugin_kernels toy_kernels[1] = {
-    {TOY_FORMAT, kDLCPU, 0, toy_amax, toy_quantize, toy_dequantize, toy_derive, NULL, NULL, NULL, NULL, {NULL, NULL}},
+    {TOY_FORMAT, kDLCPU, 0, toy_amax, toy_quantize, toy_dequantize, toy_derive, NULL, NULL, NULL, NULL, NULL, {NULL}},
 };
 
 #ifndef TOY_NO_ENTRY

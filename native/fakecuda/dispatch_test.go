@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
 
 	"libquant/host"
@@ -21,6 +22,7 @@ import (
 var loaded = struct {
 	once sync.Once
 	err  error
+	so   string // the built plugin
 }{}
 
 // load builds fake_cuda.c and loads it, once per test binary; it skips when
@@ -42,6 +44,7 @@ func load(tb testing.TB) {
 			loaded.err = &buildError{string(out)}
 			return
 		}
+		loaded.so = so
 		_, loaded.err = native.Load(so, native.Explicit)
 	})
 	if _, ok := loaded.err.(*buildError); ok || (loaded.err != nil && isNoCompiler(loaded.err)) {
@@ -167,6 +170,91 @@ func TestDelayedStateOnDeviceFollowsCPU(t *testing.T) {
 			require.Equal(t, cs.Scale().Float32s(), gs.Scale().Float32s(), "%v step %d scale", algo, step)
 		}
 	}
+}
+
+// groupedUpdates returns a function that reads how many times the fake
+// plugin's delayed_update_grouped has been called.
+func groupedUpdates(t *testing.T) func() int32 {
+	h, err := purego.Dlopen(loaded.so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	require.NoError(t, err)
+	var f func() int32
+	purego.RegisterLibFunc(&f, h, "fake_grouped_updates")
+	return f
+}
+
+// Delayed-scaling states on one device and stream update in one call of the
+// plugin's delayed_update_grouped (a linear layer's forward: the input's and
+// the weight's states), and follow the CPU states updated one by one (spec
+// §2.4): histories of several lengths, both amax algorithms, margins 0 and
+// 1, reduced amaxes (one of them zero) at one step.
+func TestGroupedDelayedUpdateFollowsCPU(t *testing.T) {
+	load(t)
+	calls := groupedUpdates(t)
+	dev := host.Device{Type: host.CUDA}
+	type pair struct{ cq, gq *host.Quantizer }
+	var ps []pair
+	var cs, gs []host.DelayedScaling
+	for i, hl := range []int{1, 3, 7, 3, 2} {
+		p := host.Params{Format: "fp8", Scaling: host.ScalingDelayed, AmaxHistoryLen: int32(hl), Margin: float32(i % 2),
+			AmaxAlgo: []host.AmaxAlgo{host.AmaxMax, host.AmaxMostRecent}[i%2]}
+		var pr pair
+		for _, q := range []**host.Quantizer{&pr.cq, &pr.gq} {
+			var err error
+			*q, err = host.NewQuantizer(p, host.Rowwise)
+			require.NoError(t, err)
+			t.Cleanup((*q).Release)
+		}
+		c, _ := pr.cq.DelayedState(host.DirRowwise)
+		g, _ := pr.gq.DelayedState(host.DirRowwise)
+		ps, cs, gs = append(ps, pr), append(cs, c), append(gs, g)
+	}
+	for step := 0; step < 5; step++ {
+		for i, pr := range ps {
+			x := hosttest.Tensor(t, host.BFloat16, 4, 8)
+			host.StoreFloat32(x, 0, testutil.Normal(32, float64(step+i+1), uint64(10*step+i)))
+			gx, err := host.AllocTensor(dev, host.BFloat16, []int64{4, 8}, 0)
+			require.NoError(t, err)
+			require.NoError(t, host.CopyTensor(gx, x, 0))
+			for _, in := range []struct {
+				q *host.Quantizer
+				x host.Tensor
+			}{{pr.cq, x}, {pr.gq, gx}} {
+				qt, err := in.q.Quantize(in.x, host.QuantizeOptions{})
+				require.NoError(t, err)
+				qt.Free()
+			}
+			host.FreeTensor(gx, 0)
+		}
+		var reduced []*float32
+		if step == 3 {
+			for i := range ps {
+				r := float32(50 * i) // reduced[0] = 0: the staged h[0] counts
+				reduced = append(reduced, &r)
+			}
+		}
+		before := calls()
+		require.NoError(t, host.UpdateDelayed(gs, reduced))
+		require.Equal(t, before+1, calls(), "step %d: one grouped call for the %d states", step, len(gs))
+		for i, c := range cs {
+			var r *float32
+			if reduced != nil {
+				r = reduced[i]
+			}
+			require.NoError(t, c.Update(r))
+			require.NoError(t, gs[i].Fetch())
+			require.Equal(t, c.AmaxHistory().Float32s(), gs[i].AmaxHistory().Float32s(), "step %d state %d history", step, i)
+			require.Equal(t, c.Scale().Float32s(), gs[i].Scale().Float32s(), "step %d state %d scale", step, i)
+		}
+	}
+	// A state twice is updated twice, in order, not grouped; a bad reduced
+	// amax names its index.
+	before := calls()
+	require.NoError(t, host.UpdateDelayed([]host.DelayedScaling{gs[0], gs[0]}, nil))
+	require.Equal(t, before, calls())
+	bad := float32(-1)
+	err := host.UpdateDelayed(gs[:2], []*float32{nil, &bad})
+	require.ErrorContains(t, err, "reduced_amax[1]: -1 must be ≥ 0")
+	require.ErrorContains(t, host.UpdateDelayed(gs[:2], []*float32{nil}), "reduced: 1 amaxes for 2 states")
 }
 
 // gemmOperands makes a [16, 256] "CUDA" X, a [512, 256] W and a [16, 512] BF16

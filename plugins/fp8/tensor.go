@@ -1,7 +1,9 @@
 package fp8
 
 import (
+	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"unsafe"
 
@@ -261,11 +263,123 @@ func (d *delayedState) scaledMax() float32 {
 // fl32(fp8_max·2^-margin)/amax when amax is finite and positive (+Inf → FLT_MAX).
 // A state in device memory is updated there, on the stream of its last quantize.
 func (d *delayedState) Update(reduced *float32) error {
-	if reduced != nil && (*reduced < 0 || math.IsNaN(float64(*reduced))) {
-		return host.Errorf(host.ErrInvalidArgument, "reduced_amax: %g must be ≥ 0", *reduced)
+	if err := checkReduced(reduced, ""); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.updateLocked(reduced)
+}
+
+func checkReduced(reduced *float32, at string) error {
+	if reduced != nil && (*reduced < 0 || math.IsNaN(float64(*reduced))) {
+		return host.Errorf(host.ErrInvalidArgument, "reduced_amax%s: %g must be ≥ 0", at, *reduced)
+	}
+	return nil
+}
+
+// deviceUpdate is the request that updates a state in device memory.
+func (d *delayedState) deviceUpdate(reduced *float32) host.DelayedUpdateRequest {
+	return host.DelayedUpdateRequest{Spec: d.spec, Scale: d.devScale, History: d.devH, Reduced: reduced, ScaledMax: d.scaledMax(), Stream: d.stream}
+}
+
+// UpdateGroup (host.GroupUpdatable): the states in device memory that share
+// a device and a stream go to their kernels in one call where the kernels
+// take a group (a linear layer's forward: the input's and the weight's
+// states, one launch instead of two); the others are updated one by one.
+// The states are distinct and their buffers their own, so the order does
+// not matter. States of another implementation, or one state twice, are
+// updated in order one by one.
+func (d *delayedState) UpdateGroup(states []host.DelayedScaling, reduced []*float32) error {
+	red := func(i int) *float32 {
+		if reduced == nil {
+			return nil
+		}
+		return reduced[i]
+	}
+	own := make([]*delayedState, len(states))
+	seen := make(map[*delayedState]bool, len(states))
+	each := false
+	for i, s := range states {
+		if err := checkReduced(red(i), fmt.Sprintf("[%d]", i)); err != nil {
+			return err
+		}
+		ds, ok := s.(*delayedState)
+		if !ok || seen[ds] {
+			each = true
+		}
+		own[i], seen[ds] = ds, true
+	}
+	if each {
+		for i, s := range states {
+			if err := s.Update(red(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Every state's lock, in one order (their addresses) whatever the
+	// caller's, for the whole update.
+	locked := append([]*delayedState(nil), own...)
+	sort.Slice(locked, func(i, j int) bool { return uintptr(unsafe.Pointer(locked[i])) < uintptr(unsafe.Pointer(locked[j])) })
+	for _, ds := range locked {
+		ds.mu.Lock()
+	}
+	defer func() {
+		for _, ds := range locked {
+			ds.mu.Unlock()
+		}
+	}()
+	type where struct {
+		dev    host.Device
+		stream uintptr
+	}
+	var order []where
+	groups := map[where][]int{}
+	for i, ds := range own {
+		if !ds.onDev {
+			if err := ds.updateLocked(red(i)); err != nil {
+				return err
+			}
+			continue
+		}
+		w := where{ds.devScale.Device, ds.stream}
+		if _, ok := groups[w]; !ok {
+			order = append(order, w)
+		}
+		groups[w] = append(groups[w], i)
+	}
+	for _, w := range order {
+		idx := groups[w]
+		if len(idx) > 1 {
+			k, err := host.KernelsFor(Name, w.dev)
+			if err != nil {
+				return err
+			}
+			if g, ok := k.(host.DelayedGroupUpdater); ok {
+				rs := make([]host.DelayedUpdateRequest, len(idx))
+				for j, i := range idx {
+					rs[j] = own[i].deviceUpdate(red(i))
+				}
+				handled, err := g.DelayedUpdateGrouped(rs)
+				if err != nil {
+					return err
+				}
+				if handled {
+					continue
+				}
+			}
+		}
+		for _, i := range idx {
+			if err := own[i].updateLocked(red(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *delayedState) updateLocked(reduced *float32) error {
 	if d.onDev {
 		k, err := host.KernelsFor(Name, d.devScale.Device)
 		if err != nil {
@@ -275,8 +389,8 @@ func (d *delayedState) Update(reduced *float32) error {
 		if !ok {
 			return host.Errorf(host.ErrUnsupported, "delayed scaling: the kernels of %s on %s cannot update a state there", Name, d.devScale.Device)
 		}
-		return u.DelayedUpdate(&host.DelayedUpdateRequest{Spec: d.spec, Scale: d.devScale, History: d.devH, Reduced: reduced,
-			ScaledMax: d.scaledMax(), Stream: d.stream})
+		r := d.deviceUpdate(reduced)
+		return u.DelayedUpdate(&r)
 	}
 	h := d.history.Float32s()
 	n := len(h)

@@ -59,6 +59,21 @@ static int32_t fake_delayed_update(const quant_plugin_delayed_update_args *a, qu
   return QUANT_OK;
 }
 
+/* The group as its items one after the other; fake_grouped_updates counts
+ * the calls (dispatch_test.go reads it). */
+static int32_t grouped_updates;
+QUANT_PLUGIN_EXPORT int32_t fake_grouped_updates(void);
+QUANT_PLUGIN_EXPORT int32_t fake_grouped_updates(void) { return grouped_updates; }
+static int32_t fake_delayed_update_grouped(const quant_plugin_delayed_update_grouped_args *a, quant_plugin_error *err) {
+  uint32_t i;
+  grouped_updates++;
+  for (i = 0; i < a->count; i++) {
+    int32_t st = fake_delayed_update(&a->items[i], err);
+    if (st != QUANT_OK) return st;
+  }
+  return QUANT_OK;
+}
+
 static int32_t fake_count(int32_t *count, quant_plugin_error *err) {
   (void)err;
   *count = 1;
@@ -108,8 +123,8 @@ static int32_t fake_gemm_support(quant_plugin_gemm_support_args *a, quant_plugin
 static const quant_plugin_gemm fake_gemm_entry[1] = {{kDLCUDA, 0, fake_gemm, fake_gemm_support, {NULL, NULL, NULL, NULL}}};
 
 static const quant_plugin_kernels fake_kernels[2] = {
-    {"fp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, fake_delayed_update, NULL, {NULL, NULL}},
-    {"mxfp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, NULL, NULL, {NULL, NULL}},
+    {"fp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, fake_delayed_update, NULL, fake_delayed_update_grouped, {NULL}},
+    {"mxfp8", kDLCUDA, 0, NULL, fake_quantize, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}},
 };
 static const quant_plugin_memory fake_memory[1] = {
     {kDLCUDA, 0, fake_count, fake_alloc, fake_free, fake_copy, fake_memset, fake_sync, {NULL, NULL, NULL, NULL}},
