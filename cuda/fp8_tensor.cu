@@ -693,6 +693,9 @@ void launch_strip(const CastParams &p, cudaStream_t s) {
 // after the other, about 3.6 µs each (H200: 16×4096 columnwise, 32 tiles,
 // 0.116 ms; "both" 0.137), so it takes at most kSmallTiles of them; more go
 // to the tiled kernels, one CTA a tile, after the amax pass (lq_fp8_quantize).
+// Delayed scaling reduces its amax first too, though its scale is known: the
+// amax in the cast loop, one read, ran slower (H200, 16 × 4096: 6.0 µs
+// against 4.4; bench/RESULTS.md, 2026-12-01 05:20 section, call 6).
 constexpr int64_t kSmallN = 65536;
 constexpr int64_t kSmallTiles = 2;
 
