@@ -1247,10 +1247,13 @@ extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_
   LQ_TRY(block_prepare(a, two_d, t, &one.p, &one.ntiles, &row, &col, err, &cd));
   if (one.ntiles == 0) return QUANT_OK;
   // Rowwise 1×128 alone with rows that the tile kernel would shift and
-  // store as unaligned runs (K not a multiple of 8): the rows in flat order.
-  // Aligned rows stay on the tile kernel (H100, 8192²: 0.077 ms against the
-  // flat kernel's 0.079; 8191²: 0.153 against 0.085).
-  if (row && !col && !two_d && !(one.p.vec == kRowsAligned && one.p.row_vec)) {
+  // store as unaligned runs (K not a multiple of 8), or fewer rows than a
+  // tile (a decode step, whose 128×128 tiles the tile kernel walks mostly
+  // empty: H200, 16 × 4096 took 4.8 µs, 1 × 8192 5.4): the rows in flat
+  // order. Aligned rows of a taller tensor stay on the tile kernel (H100,
+  // 8192²: 0.077 ms against the flat kernel's 0.079; 8191²: 0.153 against
+  // 0.085).
+  if (row && !col && !two_d && (!(one.p.vec == kRowsAligned && one.p.row_vec) || one.p.m < kTile)) {
     bool done;
     LQ_TRY(launch_rows(t, one.p, stream_of(a->stream), &done, err));
     if (done) return QUANT_OK;

@@ -387,7 +387,9 @@ type config struct {
 // strip), [1024, 777] (M a multiple of 32: aligned transposed rows), [1040,
 // 777] (M ≡ 16 mod 32: transposed rows at offsets 0 and 16 of their 32-byte
 // sectors), [1031, 33] (one strip, narrower than kSW); fp32 rows there keep
-// the tile kernel.
+// the tile kernel. fp8_block 1x128 rowwise alone takes the flat rows kernel
+// (fp8_block_rows_kernel) at an odd K and below 128 rows: [1, 1], [3, 5],
+// [17, 130] (aligned or not, a decode step's shapes), [257, 1001].
 // mxfp8 rowwise alone at an odd K takes the flat rows kernel
 // (mx8_rows_kernel): [3, 8191] cuts each row into segments of one step (512
 // elements), [300, 1001] walks rows of two steps at every offset mod 16.
