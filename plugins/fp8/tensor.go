@@ -1,7 +1,6 @@
 package fp8
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -263,7 +262,7 @@ func (d *delayedState) scaledMax() float32 {
 // fl32(fp8_max·2^-margin)/amax when amax is finite and positive (+Inf → FLT_MAX).
 // A state in device memory is updated there, on the stream of its last quantize.
 func (d *delayedState) Update(reduced *float32) error {
-	if err := checkReduced(reduced, ""); err != nil {
+	if err := checkReduced(reduced, -1); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -271,11 +270,17 @@ func (d *delayedState) Update(reduced *float32) error {
 	return d.updateLocked(reduced)
 }
 
-func checkReduced(reduced *float32, at string) error {
-	if reduced != nil && (*reduced < 0 || math.IsNaN(float64(*reduced))) {
-		return host.Errorf(host.ErrInvalidArgument, "reduced_amax%s: %g must be ≥ 0", at, *reduced)
+// checkReduced refuses a negative or NaN reduced amax; i ≥ 0 names its
+// index in a group (formatted only on failure: a layer's update calls this
+// per state every step).
+func checkReduced(reduced *float32, i int) error {
+	if reduced == nil || (*reduced >= 0 && !math.IsNaN(float64(*reduced))) {
+		return nil
 	}
-	return nil
+	if i < 0 {
+		return host.Errorf(host.ErrInvalidArgument, "reduced_amax: %g must be ≥ 0", *reduced)
+	}
+	return host.Errorf(host.ErrInvalidArgument, "reduced_amax[%d]: %g must be ≥ 0", i, *reduced)
 }
 
 // deviceUpdate is the request that updates a state in device memory.
@@ -301,7 +306,7 @@ func (d *delayedState) UpdateGroup(states []host.DelayedScaling, reduced []*floa
 	seen := make(map[*delayedState]bool, len(states))
 	each := false
 	for i, s := range states {
-		if err := checkReduced(red(i), fmt.Sprintf("[%d]", i)); err != nil {
+		if err := checkReduced(red(i), i); err != nil {
 			return err
 		}
 		ds, ok := s.(*delayedState)
