@@ -71,7 +71,8 @@ def main():
     ap.add_argument("--bias", action="store_true", help="D = A·Bᵀ + bias (BF16 [N]); the peer torch.addmm")
     ap.add_argument("--modules", default="", help="recipe presets of a libquant.torch.Linear decode table ('' skips it)")
     ap.add_argument("--kernels", action="store_true",
-                    help="after each --modules row, the kernels of one call inside its graph (torch.profiler)")
+                    help="after each row, the kernels of one call inside its graph (torch.profiler): libquant's "
+                         "(and the exact path's in the pairs table, BF16 nn.Linear's in the modules table)")
     args = ap.parse_args()
     os.environ["LIBQUANT_LIBRARY"] = args.lib
     import torch
@@ -116,6 +117,9 @@ def main():
             ml, mb, me = statistics.median(tl), statistics.median(tb), statistics.median(te)
             print("| M%d N%d K%d | %s | %.4f | %.4f | %.2fx | %.4f | %.2fx |" % (m, n, k, pair.replace("+", " x "), ml, mb, mb / ml, me, me / ml),
                   flush=True)
+            if args.kernels:
+                kernels_of_call(g, torch, "M%d N%d K%d %s" % (m, n, k, pair))
+                kernels_of_call(g_ex, torch, "M%d N%d K%d %s exact" % (m, n, k, pair))
     if args.modules:
         modules_table(args, torch, gen)
 

@@ -1092,6 +1092,42 @@ int32_t lt_set_pointers(cublasLtMatmulDesc_t op, const LtCall &c, quant_plugin_e
 }
 
 // Makes the plan of c (a cache miss): descriptor, layouts, heuristic.
+// FP8 block scaling with 128x128 weight blocks (A' = the weight): cuBLASLt
+// offers one algorithm, a tile of 128 weight rows by 128 rows of the
+// activation, so a decode step's GEMM has one tile per 128 weight rows, 32 at
+// N = 4096 on a GPU of 132 SMs, and the heuristic seldom splits K (at M16
+// N2048 K8192 it split in 3). Where the tiles cover at most a quarter of the
+// SMs, K is split so that the tiles times the split cover about half of
+// them, each part at least 8 blocks of 128 (H200, CUDA graphs,
+// bench/lt_block_probe.cu, bench/RESULTS.md "fp8_block's 128x128 weights at
+// small N": M16 N4096 K4096 13.4 → 10.3 µs at 2, 12.5 at 4; M16 N2048 K8192
+// 12.9 at the heuristic's 3 → 10.2 at 4, 12.4 at 8; M64 N4096 K4096 13.5 →
+// 11.4 at 2; from N8192 on, every split was slower). The partial sums are
+// reduced in FP32 (the compute type), so the FP8 path's bound (each 128-block
+// promoted, FP32 sums) holds as before. The heuristic's algorithm stays where
+// cuBLASLt refuses the split (cublasLtMatmulAlgoCheck).
+void split_block_weights(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p) {
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, key.dev) != cudaSuccess || sms <= 0) {
+    cudaGetLastError();
+    return;
+  }
+  const int64_t tiles = ceil_div(c.m, (int64_t)128) * ceil_div(c.n, (int64_t)128);
+  int64_t parts = (sms / 2) / tiles;
+  if (parts > c.k / 1024) parts = c.k / 1024;
+  if (parts < 2) return;
+  cublasLtMatmulAlgo_t a = p->algo;
+  const int32_t sk = (int32_t)parts;
+  const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) != CUBLAS_STATUS_SUCCESS)
+    return;
+  cublasLtMatmulHeuristicResult_t r{};
+  if (cublasLtMatmulAlgoCheck(h, p->op, p->la, p->lb, p->lc, p->ld, &a, &r) != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kWorkspace) return;
+  p->algo = a;
+  p->workspace = r.workspaceSize;
+}
+
 int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p, quant_plugin_error *err) {
   LQ_LT(cublasLtMatmulDescCreate(&p->op, c.compute, CUDA_R_32F), "matmul descriptor");
   LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &c.opa, sizeof c.opa), "transa");
@@ -1141,6 +1177,7 @@ int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p
     if (p->found) {
       p->algo = res.algo;
       p->workspace = res.workspaceSize;
+      if (c.a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F) split_block_weights(c, key, h, p);
     }
     return QUANT_OK;
   };

@@ -445,6 +445,75 @@ func TestGemmFP8AnyRowsMatchCPU(t *testing.T) {
 	}
 }
 
+// TestGemmFP8BlockSplitKMatchesCPU: fp8_block 1x128 activations against
+// 128x128 weight blocks at decode shapes whose weight tiles cover at most a
+// quarter of the SMs, where the plugin splits K over cuBLASLt's partial sums
+// (cuda/gemm.cu split_block_weights): against the CPU within the FP8 tensor
+// cores' bound, D in FP32 and BF16, with and without a bias, at M of 1, 7,
+// 16 and 45 (padded to 16 or 48 rows).
+//
+// That K was split shows in one output: A's rows and B's rows hold 448 in
+// all of K block 0 (block sum 128·448² = 25690112, above 2^24, where FP32's
+// spacing is 2) and, in each later block, a product of 1 beside a 448 that
+// meets a 0 (every block's amax 448: scales of exactly 1, exact codes). One
+// FP32 accumulator over all of K adds each 1 to 25690112 and rounds it away
+// (a tie, to even); split in parts, the parts without block 0 keep their 1s
+// and the reduction adds them: D > 25690112.
+func TestGemmFP8BlockSplitKMatchesCPU(t *testing.T) {
+	needGPU(t)
+	byName := gemmOperandsByName()
+	for si, sh := range [][3]int64{{16, 1024, 2048}, {1, 2048, 4096}, {7, 1024, 2048}, {45, 1024, 2048}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		seed := uint64(9700 + si)
+		a := makeGemmSide(t, byName["fp8_block 1x128"], m, k, seed)
+		b := makeGemmSide(t, byName["fp8_block 128x128"], n, k, seed+1)
+		for _, ep := range []gemmEpilogue{{alpha: 1}, {alpha: 0.5, bias: host.BFloat16}} {
+			for _, out := range []host.DType{host.Float32, host.BFloat16} {
+				what := fmt.Sprintf("%v d=%s bias=%v", sh, out, ep.bias != host.DTypeInvalid)
+				runGPUGemm(t, what, a, b, false, true, out, ep, seed)
+			}
+		}
+	}
+	const m, n, k = 16, 1024, 2048
+	av, bv := make([]float32, m*k), make([]float32, n*k)
+	for _, v := range [][]float32{av, bv} {
+		for r := 0; r < len(v)/k; r++ {
+			row := v[r*k : (r+1)*k]
+			for p := 0; p < 128; p++ {
+				row[p] = 448
+			}
+			for blk := 128; blk < k; blk += 128 {
+				row[blk] = 1
+			}
+		}
+	}
+	for r := 0; r < m; r++ {
+		for blk := 128; blk < k; blk += 128 {
+			av[r*k+blk+1] = 448
+		}
+	}
+	for r := 0; r < n; r++ {
+		for blk := 128; blk < k; blk += 128 {
+			bv[r*k+blk+2] = 448
+		}
+	}
+	xa, _ := hosttest.Input(t, host.BFloat16, av, m, k)
+	xb, _ := hosttest.Input(t, host.BFloat16, bv, n, k)
+	pa, pb := makeGemmSideFrom(t, byName["fp8_block 1x128"], xa), makeGemmSideFrom(t, byName["fp8_block 128x128"], xb)
+	d := gpuTensor(t, host.Float32, []int64{m, n})
+	gb := pb.gpu
+	gb.Trans = true
+	require.NoError(t, host.Gemm(&host.GemmArgs{A: pa.gpu, B: gb, Alpha: 1, D: d}))
+	got := make([]float32, m*n)
+	host.LoadFloat32(toCPU(t, d), 0, got)
+	const whole = 128 * 448 * 448
+	for i, v := range got {
+		require.True(t, v > whole && v <= whole+float32(k/128-1),
+			"D[%d] = %v: K was not split (one accumulator gives %v; the exact sum is %v)", i, v, float32(whole), whole+k/128-1)
+	}
+	t.Logf("D[0] = %v = 25690112 + %v: the 1s of the parts without block 0", got[0], got[0]-whole)
+}
+
 // TestGemmContigExpansionMatchesCPU: the contiguous MX/NVFP4 expansion
 // (cuda/gemm.cu expand_contig_kernel, units of 8 elements) where its rows are
 // aligned for the vector loads but units reach past K (K 71: E2M1 rows of 36
