@@ -967,6 +967,11 @@ __device__ __forceinline__ float e8m0_byte(uint32_t w, int u) {
 // compare with 0x80808080.
 __device__ __forceinline__ uint32_t e8m0x4_in_fast_range(uint32_t w) { return w ^ (w << 1); }
 
+// The row stride, in floats, of the decode kernel's reduction buffers (its
+// warps' partial sums and the cluster's xred) for NW·8 weight rows a CTA:
+// two more than a row holds (decode_body's epilogue says why).
+__host__ __device__ constexpr int decode_red_stride(int nw) { return nw * 8 + 2; }
+
 template <int MT, int NW, bool FA4, bool FB4, bool SA16, bool SB16>
 struct DecodeStage {
   static constexpr int NWA = SA16 ? 2 : 1, NWB = SB16 ? 2 : 1;  // scale words per row and group
@@ -1592,21 +1597,28 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   }
 
   // Partial results of the warps (in the ring, now free), added in warp order.
+  // Rows of RS = COLS + 2 floats: the d_trans epilogue reads down a column
+  // (a warp's lanes on 32 rows), which at a stride of COLS (a multiple of 8)
+  // fell on 4 or fewer banks, so each of its reads took up to 32 shared-memory
+  // wavefronts (H200, M2048 N64 K4096: 19.3 µs against 10.9 for the same
+  // kernel at M64 N2048; bench/RESULTS.md "the swapped decode GEMM's
+  // epilogue"); at COLS + 2 the 32 rows fall on 16 banks, and a row stays
+  // 8-byte aligned for the float2 stores.
   __syncthreads();
-  float *red = reinterpret_cast<float *>(dsm);  // [WK][MT·16][NW·8]
-  constexpr int ROWS = MT * 16, COLS = NW * 8;
+  constexpr int ROWS = MT * 16, COLS = NW * 8, RS = decode_red_stride(NW);
+  float *red = reinterpret_cast<float *>(dsm);  // [WK][ROWS][RS], COLS used a row
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
     for (int t = 0; t < NW; t++)
 #pragma unroll
       for (int h = 0; h < 2; h++)
-        *reinterpret_cast<float2 *>(red + (w * ROWS + mt * 16 + g + 8 * h) * COLS + 8 * t + 2 * q) =
+        *reinterpret_cast<float2 *>(red + (w * ROWS + mt * 16 + g + 8 * h) * RS + 8 * t + 2 * q) =
             make_float2(acc[mt][t][2 * h], acc[mt][t][2 * h + 1]);
   __syncthreads();
   // Split K (KS > 1): the CTAs of ranks 1 .. KS−1 add their warps' sums in
   // warp order and write them into rank 0's shared memory past its ring
-  // (xred: [KS − 1][ROWS·COLS], written while rank 0 may still be in its
+  // (xred: [KS − 1][ROWS·RS], written while rank 0 may still be in its
   // group loop), and rank 0 adds them to its own in rank order: the same
   // sums in every run (one more reassociation of Σ_b, inside the bound's
   // (n_blocks + 2)·2^-24 term, as the warps' split is).
@@ -1614,12 +1626,13 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   if constexpr (KS > 1) {
     cluster_wait();  // every CTA of the cluster has started: rank 0's shared memory is there
     if (rank > 0) {
-      const uint32_t dst = cluster_map(smem_u32(xred + (rank - 1) * ROWS * COLS), 0);
+      const uint32_t dst = cluster_map(smem_u32(xred + (rank - 1) * ROWS * RS), 0);
       for (int o = threadIdx.x; o < ROWS * COLS; o += WK * 32) {
-        float v = red[o];
+        const int at = o / COLS * RS + o % COLS;
+        float v = red[at];
 #pragma unroll
-        for (int x = 1; x < WK; x++) v += red[x * ROWS * COLS + o];
-        st_cluster_f32(dst + 4 * o, v);
+        for (int x = 1; x < WK; x++) v += red[x * ROWS * RS + at];
+        st_cluster_f32(dst + 4 * at, v);
       }
     }
     cluster_arrive_release();
@@ -1632,11 +1645,11 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     const int m = P.d_trans ? o % ROWS : o / COLS, c = P.d_trans ? o / ROWS : o % COLS;
     const int64_t i = m, j = n0 + c;
     if (i >= P.M || j >= P.N) continue;
-    float v = red[m * COLS + c];
+    float v = red[m * RS + c];
 #pragma unroll
-    for (int x = 1; x < WK; x++) v += red[(x * ROWS + m) * COLS + c];
+    for (int x = 1; x < WK; x++) v += red[(x * ROWS + m) * RS + c];
 #pragma unroll
-    for (int r = 1; r < KS; r++) v += xred[(r - 1) * ROWS * COLS + m * COLS + c];
+    for (int r = 1; r < KS; r++) v += xred[(r - 1) * ROWS * RS + m * RS + c];
     store_d(P, alpha, i, j, v);
   }
 }
@@ -2266,7 +2279,7 @@ struct DecodeShape {
 // K) the other ranks' sums that rank 0 adds (decode_body's xred).
 template <typename L>
 constexpr int decode_smem(int WK, int S, int KS) {
-  return WK * S * L::BYTES + (KS - 1) * L::AR * L::BR * 4;
+  return WK * S * L::BYTES + (KS - 1) * L::AR * decode_red_stride(L::BR / 8) * 4;
 }
 
 // How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
@@ -2328,7 +2341,7 @@ cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
   constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, SA16 && SB16, F);
   constexpr int NW = sh.NW, WK = sh.WK, S = sh.S, KS = sh.KS;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
-  static_assert(WK * MT * 16 * NW * 8 * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
+  static_assert(WK * MT * 16 * decode_red_stride(NW) * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");
   const int smem = decode_smem<L>(WK, S, KS);
   auto launch = [&](auto kern) {
     if (smem > 48 * 1024) {

@@ -248,7 +248,10 @@ func TestGemmFusedEpilogueBits(t *testing.T) {
 // k-tiles of 128, so that the two ranks take unequal counts; one row of A:
 // the n8 wgmma), {13, 15000, 640} one CTA per tile, two per SM (235 tiles;
 // 5 k-tiles in stages of two, the last stage half full); N ragged against the
-// tiles of 64; E5M2 codes and swizzled scales on either side.
+// tiles of 64; E5M2 codes and swizzled scales on either side. {200, 16,
+// 4192} and {400, 48, 4192} are the first and the last decode shapes with
+// the operands swapped (N < M): the kernel writes D transposed, reading its
+// reduction buffers down their columns (decode_body's row stride of COLS + 2).
 func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	needGPU(t)
 	byName := gemmOperandsByName()
@@ -260,7 +263,7 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 		{"mxfp8 e5m2 swizzled", "mxfp8", 32}, {"mxfp8", "mxfp8 e5m2 swizzled", 32},
 	}
 	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}, {48, 200, 4192}, {48, 400, 4192},
-		{1, 7000, 2176}, {16, 8000, 1152}, {13, 15000, 640}}
+		{1, 7000, 2176}, {16, 8000, 1152}, {13, 15000, 640}, {200, 16, 4192}, {400, 48, 4192}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0
