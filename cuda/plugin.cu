@@ -69,12 +69,20 @@ int32_t check_2d(const quant_plugin_tensor &t, const char *arg, quant_plugin_err
   return QUANT_OK;
 }
 
-int32_t check_params(const quant_plugin_params *p, quant_plugin_error *err) {
-  if (p == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params: NULL");
+// arg: the argument's name in messages ("params", "items[3].params").
+int32_t check_params(const quant_plugin_params *p, const char *arg, quant_plugin_error *err) {
+  if (p == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%s: NULL", arg);
   if (p->struct_size < offsetof(quant_plugin_params, reserved1))
-    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "params: struct_size %u is too small", p->struct_size);
+    return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "%s: struct_size %u is too small", arg, p->struct_size);
   return QUANT_OK;
 }
+int32_t check_params(const quant_plugin_params *p, quant_plugin_error *err) { return check_params(p, "params", err); }
+
+// The name of items[i]'s field (an argument of a grouped entry), for messages.
+struct ItemArg {
+  char s[48];
+  ItemArg(uint32_t i, const char *field) { snprintf(s, sizeof s, "items[%u].%s", i, field); }
+};
 
 // Kernel entry points with argument checks common to every format.
 int32_t amax_entry(const quant_plugin_amax_args *a, quant_plugin_error *err, int32_t (*fn)(const quant_plugin_amax_args *, quant_plugin_error *)) {
@@ -243,8 +251,8 @@ int32_t grouped_entry(const quant_plugin_quantize_grouped_args *a, quant_plugin_
   if (a->count > 0 && a->items == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items: NULL");
   for (uint32_t i = 0; i < a->count; i++) {
     const quant_plugin_quantize_args *q = &a->items[i];
-    LQ_TRY(check_params(q->params, err));
-    LQ_TRY(check_2d(q->input, "input", err));
+    LQ_TRY(check_params(q->params, ItemArg(i, "params").s, err));
+    LQ_TRY(check_2d(q->input, ItemArg(i, "input").s, err));
   }
   return guarded(err, [&] { return fn(a, err); });
 }
@@ -271,9 +279,7 @@ int32_t fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plug
 int32_t fp8_delayed_update_grouped(const quant_plugin_delayed_update_grouped_args *a, quant_plugin_error *err) {
   LQ_ARGS(a);
   if (a->count > 0 && a->items == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items: NULL");
-  for (uint32_t i = 0; i < a->count; i++)
-    if (a->items[i].params == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items[%u].params: NULL", i);
-    else LQ_TRY(check_params(a->items[i].params, err));
+  for (uint32_t i = 0; i < a->count; i++) LQ_TRY(check_params(a->items[i].params, ItemArg(i, "params").s, err));
   return guarded(err, [&] { return lq_fp8_delayed_update_grouped(a, err); });
 }
 
@@ -294,8 +300,8 @@ int32_t gemm_entry(const quant_plugin_gemm_args *a, quant_plugin_error *err) {
   if (a->struct_size < sizeof(quant_plugin_gemm_args))
     return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "args: struct_size %u is smaller than this plugin's %zu", a->struct_size,
                 sizeof(quant_plugin_gemm_args));
-  for (const quant_plugin_gemm_operand *o : {&a->a, &a->b})
-    if (o->params != nullptr) LQ_TRY(check_params(o->params, err));
+  if (a->a.params != nullptr) LQ_TRY(check_params(a->a.params, "a.params", err));
+  if (a->b.params != nullptr) LQ_TRY(check_params(a->b.params, "b.params", err));
   return guarded(err, [&] { return lq_gemm(a, err); });
 }
 
