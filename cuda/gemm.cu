@@ -1335,9 +1335,12 @@ bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o)
 // bench/RESULTS.md "33..64 rows of A", calls 10-11). So the fused kernels
 // run by default where the decode kernel takes the GEMM: at most 64 rows of
 // one operand (checked on the H200: bench/RESULTS.md "the fused kernels by
-// default at 64 rows"; the losses measured under this rule are GEMMs of
-// 13-18 us at small N: the FP4 pairs at M64 N512 K8192, 0.91-0.92x of the
-// BF16 path's speed, and MXFP4 at M64 N1024, 0.94-0.95x).
+// default at 64 rows"; at M 1-64, N 256-4096, K 4096 and 8192 the fused
+// kernels are 1.01-4.16x the BF16 path's speed, and with the operands
+// swapped 0.99-1.50x: "where the fused kernels lose to the BF16
+// expansion"). Where the decode kernels do not take the GEMM (K % 32 != 0,
+// unaligned rows) only the tile kernel on FP8 codes by TMA does
+// (qfused::beats_expansion).
 #define FUSED_WHERE "min(M,N) <= 64"
 bool fused_faster(int64_t M, int64_t N) {
   const int64_t small = M < N ? M : N;
@@ -1356,7 +1359,7 @@ bool fused_pick(const OpView &va, const OpView &vb, int64_t M, int64_t N, int64_
   if (!qfused::device_ok(dev)) return false;
   p->M = M, p->N = N, p->K = K;
   p->sb16 = nva && nvb;
-  return qfused::takes(*p);  // NVFP4 with an MX operand: the decode kernel's shapes only
+  return qfused::beats_expansion(*p);  // the decode kernels, or the tile kernel on FP8 codes by TMA
 }
 
 // Whether the expansion of op(X) (A) or op(X)ᵀ (B) reads X's physical rows:
@@ -1870,7 +1873,8 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
     int dev = 0;
     if (cudaGetDevice(&dev) == cudaSuccess && qfused::device_ok(dev)) {
       if (nv_a == nv_b)
-        return say(QUANT_GEMM_NATIVE, "sm_90: codes on FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE "; else or exact: BF16");
+        return say(QUANT_GEMM_NATIVE, "sm_90: FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE
+                                      ", K %% 32 == 0 (MXFP8: K %% 16); else or exact: BF16");
       return say(QUANT_GEMM_NATIVE, "sm_90: the decode kernel (README) where min(M,N) <= 64, K %% 32 == 0; else or exact: BF16");
     }
     cudaGetLastError();

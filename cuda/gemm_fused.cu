@@ -2139,13 +2139,18 @@ EncodeTiledFn encode_tiled() {
   return fn;
 }
 
-// The TMA descriptor of an FP8 operand (TmaMaps), where TMA can load it:
-// 16-byte aligned codes and pitch (load_mode's cp8), K % 16 == 0.
-bool tma_map(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
+// Whether TMA can load an FP8 operand's codes: 16-byte aligned codes and
+// pitch (load_mode's cp8), K % 16 == 0, and the driver's encoder found.
+bool tma_able(const Operand &op, int64_t K) {
   if (op.elem == kE2M1 || op.ld % 16 != 0 || K % 16 != 0 || reinterpret_cast<uintptr_t>(op.data) % 16 != 0 || op.rows <= 0) return false;
   if (K >= (int64_t(1) << 31) || op.rows >= (int64_t(1) << 31)) return false;  // the copies' coordinates are 32-bit
+  return encode_tiled() != nullptr;
+}
+
+// The TMA descriptor of an FP8 operand (TmaMaps), where TMA can load it.
+bool tma_map(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
+  if (!tma_able(op, K)) return false;
   const EncodeTiledFn enc = encode_tiled();
-  if (enc == nullptr) return false;
   const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)op.rows};
   const cuuint64_t strides[1] = {(cuuint64_t)op.ld};
   const cuuint32_t box[2] = {(cuuint32_t)kBK, (cuuint32_t)box_rows};
@@ -2526,10 +2531,17 @@ static bool normalize(Params &p, Params *decode) {
   return true;
 }
 
-bool takes(Params p) {
+// The tile kernel beats the BF16 expansion at few rows of one operand only
+// with FP8 codes by TMA. H200, CUDA graphs, the exact path's time over the
+// tile kernel's (bench/RESULTS.md "K not a multiple of 32"): MXFP8 M16
+// N8192 K8208 2.28x (0.042 ms); through cp.async (K % 16 != 0) 0.11-0.34x
+// (M16 N8192 K8200: 0.381 ms against 0.099); E2M1 operands, which the
+// producer widens, 0.16-0.57x (MXFP4 M16 N8192 K8208: 0.178 against 0.089).
+bool beats_expansion(Params p) {
   Params d;
-  if (normalize(p, &d)) return true;
-  return p.M > 0 && p.N > 0 && p.K > 0 && p.a.s16 == p.b.s16 && (!p.sb16 || (p.a.elem == kE2M1 && p.b.elem == kE2M1));
+  if (normalize(p, &d)) return true;  // the decode kernels
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0 || p.a.s16 != p.b.s16 || p.sb16) return false;
+  return tma_able(p.a, p.K) && tma_able(p.b, p.K);
 }
 
 // Runs D = alpha · A·Bᵀ (both K-major): the decode kernel where it takes p,

@@ -92,9 +92,13 @@ __device__ __forceinline__ void store_d(const Params &P, float alpha, int64_t i,
 // cudaErrorInvalidValue for arguments the kernels do not take.
 cudaError_t gemm(Params p, cudaStream_t stream);
 
-// Whether gemm takes p (a pair of NVFP4 with an MX operand: only the decode
-// kernel, at ≤ 64 rows of one operand with K % 32 == 0 and aligned rows).
-bool takes(Params p);
+// Whether gemm(p) runs a kernel that beats expanding the operands to BF16
+// where one operand has at most 64 rows (quant_gemm's default dispatch):
+// the decode kernels (K % 32 == 0, aligned rows; the only ones for NVFP4
+// with an MX operand), else the tile kernel with both operands' FP8 codes
+// loaded by TMA (K % 16 == 0, 16-byte aligned rows). Elsewhere gemm(p) may
+// still run (the tile kernel through cp.async, or on E2M1 codes) but loses.
+bool beats_expansion(Params p);
 
 // Whether the kernel runs on device dev (compute capability 9.0: its machine
 // code is sm_90a).
