@@ -21,22 +21,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                    \
-  do {                                                                           \
-    cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                     \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                   \
-    }                                                                            \
-  } while (0)
-#define LK(x)                                                         \
-  do {                                                                \
-    cublasStatus_t s_ = (x);                                          \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                \
-      printf("cuBLASLt status %d at %s:%d\n", (int)s_, __FILE__, __LINE__); \
-      exit(1);                                                        \
-    }                                                                 \
-  } while (0)
+#include "probe_common.cuh"  // CK, LT
 
 static cublasLtHandle_t H;
 static cudaStream_t S;
@@ -109,31 +94,31 @@ static void run_shape(int64_t M, int64_t N, int64_t K, bool two_d) {
   CK(cudaMemcpy(ws_, ones.data(), ((N / 128 + 4) * (K / 128 + 4) + N * (K / 128)) * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(xs, ones.data(), (K / 128) * (M + 4) * 4, cudaMemcpyHostToDevice));
   Gemm g;
-  LK(cublasLtMatmulDescCreate(&g.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LT(cublasLtMatmulDescCreate(&g.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  LK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  LK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   int32_t am = two_d ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   int32_t bm = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-  LK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, sizeof am));
-  LK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, sizeof bm));
+  LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, sizeof am));
+  LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, sizeof bm));
   const void *asp = ws_, *bsp = xs;
-  LK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &asp, sizeof asp));
-  LK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bsp, sizeof bsp));
-  LK(cublasLtMatrixLayoutCreate(&g.la, CUDA_R_8F_E4M3, K, N, K));
-  LK(cublasLtMatrixLayoutCreate(&g.lb, CUDA_R_8F_E4M3, K, M, K));
-  LK(cublasLtMatrixLayoutCreate(&g.lc, CUDA_R_16BF, N, M, N));
-  LK(cublasLtMatrixLayoutCreate(&g.ld, CUDA_R_16BF, N, M, N));
+  LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &asp, sizeof asp));
+  LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bsp, sizeof bsp));
+  LT(cublasLtMatrixLayoutCreate(&g.la, CUDA_R_8F_E4M3, K, N, K));
+  LT(cublasLtMatrixLayoutCreate(&g.lb, CUDA_R_8F_E4M3, K, M, K));
+  LT(cublasLtMatrixLayoutCreate(&g.lc, CUDA_R_16BF, N, M, N));
+  LT(cublasLtMatrixLayoutCreate(&g.ld, CUDA_R_16BF, N, M, N));
   g.a = w, g.b = x, g.d = d;
   printf("\n== M%lld N%lld K%lld, weight %s\n", (long long)M, (long long)N, (long long)K, two_d ? "128x128" : "1x128");
   cublasLtMatmulAlgo_t first{};
   bool have_first = false;
   for (size_t cap : {(size_t)1 << 20, kWs}) {
     cublasLtMatmulPreference_t pref;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap));
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap));
     uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red));
     cublasLtMatmulHeuristicResult_t res[16];
     int found = 0;
     cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(H, g.op, g.la, g.lb, g.lc, g.ld, pref, 16, res, &found);
@@ -168,18 +153,18 @@ static void run_shape(int64_t M, int64_t N, int64_t K, bool two_d) {
   CK(cudaMemset(wb, 0, N * K * 2));
   CK(cudaMemset(xb, 0, M * K * 2));
   Gemm b;
-  LK(cublasLtMatmulDescCreate(&b.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  LK(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  LK(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  LK(cublasLtMatrixLayoutCreate(&b.la, CUDA_R_16BF, K, N, K));
-  LK(cublasLtMatrixLayoutCreate(&b.lb, CUDA_R_16BF, K, M, K));
+  LT(cublasLtMatmulDescCreate(&b.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LT(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  LT(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  LT(cublasLtMatrixLayoutCreate(&b.la, CUDA_R_16BF, K, N, K));
+  LT(cublasLtMatrixLayoutCreate(&b.lb, CUDA_R_16BF, K, M, K));
   b.lc = g.lc, b.ld = g.ld, b.a = wb, b.b = xb, b.d = d;
   cublasLtMatmulPreference_t pref;
-  LK(cublasLtMatmulPreferenceCreate(&pref));
-  LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWs, sizeof kWs));
+  LT(cublasLtMatmulPreferenceCreate(&pref));
+  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWs, sizeof kWs));
   cublasLtMatmulHeuristicResult_t r{};
   int found = 0;
-  LK(cublasLtMatmulAlgoGetHeuristic(H, b.op, b.la, b.lb, b.lc, b.ld, pref, 1, &r, &found));
+  LT(cublasLtMatmulAlgoGetHeuristic(H, b.op, b.la, b.lb, b.lc, b.ld, pref, 1, &r, &found));
   char bb[160];
   describe(r.algo, bb, sizeof bb);
   printf("BF16 peer: %s ws %zu: %.2f us\n", bb, r.workspaceSize, time_graph(b, &r.algo, kWs));
@@ -189,7 +174,7 @@ static void run_shape(int64_t M, int64_t N, int64_t K, bool two_d) {
 }
 
 int main(int argc, char **argv) {
-  LK(cublasLtCreate(&H));
+  LT(cublasLtCreate(&H));
   CK(cudaStreamCreate(&S));
   CK(cudaMalloc(&WS, kWs));
   for (int i = 1; i + 2 < argc; i += 3) {
