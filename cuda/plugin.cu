@@ -78,11 +78,17 @@ int32_t check_params(const quant_plugin_params *p, const char *arg, quant_plugin
 }
 int32_t check_params(const quant_plugin_params *p, quant_plugin_error *err) { return check_params(p, "params", err); }
 
-// The name of items[i]'s field (an argument of a grouped entry), for messages.
-struct ItemArg {
-  char s[48];
-  ItemArg(uint32_t i, const char *field) { snprintf(s, sizeof s, "items[%u].%s", i, field); }
-};
+// The status st of a check of items[i]'s field in a grouped entry, whose
+// message names the field alone ("params: NULL"), prefixed with "items[i]."
+// (formatted only when the check fails: a group's items are checked on
+// every call).
+int32_t item_status(int32_t st, uint32_t i, quant_plugin_error *err) {
+  if (st == QUANT_OK || err == nullptr) return st;
+  char m[sizeof err->message];
+  memcpy(m, err->message, sizeof m);
+  m[sizeof m - 1] = 0;
+  return fail(err, st, "items[%u].%s", i, m);
+}
 
 // Kernel entry points with argument checks common to every format.
 int32_t amax_entry(const quant_plugin_amax_args *a, quant_plugin_error *err, int32_t (*fn)(const quant_plugin_amax_args *, quant_plugin_error *)) {
@@ -251,8 +257,8 @@ int32_t grouped_entry(const quant_plugin_quantize_grouped_args *a, quant_plugin_
   if (a->count > 0 && a->items == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items: NULL");
   for (uint32_t i = 0; i < a->count; i++) {
     const quant_plugin_quantize_args *q = &a->items[i];
-    LQ_TRY(check_params(q->params, ItemArg(i, "params").s, err));
-    LQ_TRY(check_2d(q->input, ItemArg(i, "input").s, err));
+    LQ_TRY(item_status(check_params(q->params, err), i, err));
+    LQ_TRY(item_status(check_2d(q->input, "input", err), i, err));
   }
   return guarded(err, [&] { return fn(a, err); });
 }
@@ -279,7 +285,7 @@ int32_t fp8_delayed_update(const quant_plugin_delayed_update_args *a, quant_plug
 int32_t fp8_delayed_update_grouped(const quant_plugin_delayed_update_grouped_args *a, quant_plugin_error *err) {
   LQ_ARGS(a);
   if (a->count > 0 && a->items == nullptr) return fail(err, QUANT_ERROR_INVALID_ARGUMENT, "items: NULL");
-  for (uint32_t i = 0; i < a->count; i++) LQ_TRY(check_params(a->items[i].params, ItemArg(i, "params").s, err));
+  for (uint32_t i = 0; i < a->count; i++) LQ_TRY(item_status(check_params(a->items[i].params, err), i, err));
   return guarded(err, [&] { return lq_fp8_delayed_update_grouped(a, err); });
 }
 
