@@ -1091,7 +1091,6 @@ int32_t lt_set_pointers(cublasLtMatmulDesc_t op, const LtCall &c, quant_plugin_e
   return QUANT_OK;
 }
 
-// Makes the plan of c (a cache miss): descriptor, layouts, heuristic.
 // FP8 block scaling with 128x128 weight blocks (A' = the weight): cuBLASLt
 // offers one algorithm, a tile of 128 weight rows by 128 rows of the
 // activation, so a decode step's GEMM has one tile per 128 weight rows, 32 at
@@ -1128,6 +1127,7 @@ void split_block_weights(const LtCall &c, const LtKey &key, cublasLtHandle_t h, 
   p->workspace = r.workspaceSize;
 }
 
+// Makes the plan of c (a cache miss): descriptor, layouts, heuristic.
 int32_t lt_plan(const LtCall &c, const LtKey &key, cublasLtHandle_t h, LtPlan *p, quant_plugin_error *err) {
   LQ_LT(cublasLtMatmulDescCreate(&p->op, c.compute, CUDA_R_32F), "matmul descriptor");
   LQ_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &c.opa, sizeof c.opa), "transa");

@@ -1601,8 +1601,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   // (a warp's lanes on 32 rows), which at a stride of COLS (a multiple of 8)
   // fell on 4 or fewer banks, so each of its reads took up to 32 shared-memory
   // wavefronts (H200, M2048 N64 K4096: 19.3 µs against 10.9 for the same
-  // kernel at M64 N2048; bench/RESULTS.md "the swapped decode GEMM's
-  // epilogue"); at COLS + 2 the 32 rows fall on 16 banks, and a row stays
+  // kernel at M64 N2048; bench/RESULTS.md "where the fused kernels lose to
+  // the BF16 expansion", calls 3-4); at COLS + 2 the 32 rows fall on 16 banks, and a row stays
   // 8-byte aligned for the float2 stores.
   __syncthreads();
   constexpr int ROWS = MT * 16, COLS = NW * 8, RS = decode_red_stride(NW);
