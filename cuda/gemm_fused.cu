@@ -783,6 +783,10 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // spec §4.6/§4.7).
 
 constexpr int kDecodeRows = 64;  // the largest M the decode kernel takes
+// The large operand's rows from which the tile kernel by TMA beats the BF16
+// expansion against up to 64 rows of the other (half of it against up to 32;
+// beats_expansion).
+constexpr int64_t kTileBig = 8192;
 
 // 1.0 as four E8M0 bytes and as four E4M3 bytes: the decode kernel's scale
 // words for rows past an operand and blocks past K (a global-memory source
@@ -2532,15 +2536,23 @@ static bool normalize(Params &p, Params *decode) {
 }
 
 // The tile kernel beats the BF16 expansion at few rows of one operand only
-// with FP8 codes by TMA. H200, CUDA graphs, the exact path's time over the
-// tile kernel's (bench/RESULTS.md "K not a multiple of 32"): MXFP8 M16
-// N8192 K8208 2.28x (0.042 ms); through cp.async (K % 16 != 0) 0.11-0.34x
-// (M16 N8192 K8200: 0.381 ms against 0.099); E2M1 operands, which the
-// producer widens, 0.16-0.57x (MXFP4 M16 N8192 K8208: 0.178 against 0.089).
+// with FP8 codes by TMA, and only where the large operand's expansion is
+// large. H200, CUDA graphs, the exact path's time over the tile kernel's
+// (bench/RESULTS.md "K not a multiple of 32"): MXFP8 M16 N8192 K8208 2.28x
+// (0.042 ms); through cp.async (K % 16 != 0) 0.11-0.34x (M16 N8192 K8200:
+// 0.381 ms against 0.099); E2M1 operands, which the producer widens,
+// 0.16-0.57x (MXFP4 M16 N8192 K8208: 0.178 against 0.089). By TMA (call 9
+// there): 1.01-3.25x at 8192 and 28672 rows of the large operand, 1.16-1.36x
+// at 4096 against 1-32 rows, but 0.97x at 4096 against 64 (K4112), 0.66-0.79x
+// at 2048 and 0.43x at 1024: at one CTA per 64 rows and no split of K the
+// tile kernel's time stays that of one K loop (about 0.021 ms at K4112),
+// while the expansion's shrinks with the rows.
 bool beats_expansion(Params p) {
   Params d;
   if (normalize(p, &d)) return true;  // the decode kernels
   if (p.M <= 0 || p.N <= 0 || p.K <= 0 || p.a.s16 != p.b.s16 || p.sb16) return false;
+  const int64_t big = p.M > p.N ? p.M : p.N, small = p.M > p.N ? p.N : p.M;
+  if (big < kTileBig && !(big >= kTileBig / 2 && small <= 32)) return false;
   return tma_able(p.a, p.K) && tma_able(p.b, p.K);
 }
 

@@ -60,13 +60,14 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 	// {16,200,320}, {7,300,256}, {40,200,320}, {64,24,128}, {300,40,160}: the
 	// decode kernel (few rows of one operand, K % 32 == 0; 40 rows: four row
 	// tiles of A, the last partial; the last two with the operands swapped);
-	// {5,130,77}, {40,200,336}: K % 32 != 0, where the decode kernel does not
+	// {5,130,77}, {20,4100,336}: K % 32 != 0, where the decode kernel does not
 	// run: the tile kernel for the MXFP8 pairs at K % 16 == 0 (their codes by
-	// TMA), the BF16 path elsewhere (qfused::beats_expansion: the tile kernel
-	// through cp.async or on E2M1 codes loses to it). (Every pair takes the
+	// TMA) against 4100 rows, the BF16 path elsewhere (qfused::beats_expansion:
+	// the tile kernel through cp.async, on E2M1 codes or at fewer rows of the
+	// large operand loses to it). (Every pair takes the
 	// fused kernels by default only where min(M, N) <= 64, the BF16 path
 	// beyond: cuda/gemm.cu fused_faster.)
-	shapes := [][3]int64{{16, 200, 320}, {7, 300, 256}, {40, 200, 320}, {64, 24, 128}, {5, 130, 77}, {300, 40, 160}, {40, 200, 336}}
+	shapes := [][3]int64{{16, 200, 320}, {7, 300, 256}, {40, 200, 320}, {64, 24, 128}, {5, 130, 77}, {300, 40, 160}, {20, 4100, 336}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0
@@ -104,9 +105,11 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 		t.Logf("%d of %d elements differ from the exact path (13-bit block sums)", differ, m*n)
 	})
 	// Where the decode kernel does not take an MXFP8 GEMM (K % 32 != 0), the
-	// default runs the tile kernel only with the codes by TMA (K % 16 == 0):
-	// through cp.async it was 3-10 times as slow as the BF16 path (RESULTS
-	// "K not a multiple of 32"). With the tile kernel the 13-bit block sums
+	// default runs the tile kernel only with the codes by TMA (K % 16 == 0),
+	// and only against a large operand of 8192 rows or more, or 4096 or more
+	// against at most 32: through cp.async it was 3-10 times as slow as the
+	// BF16 path, and by TMA 0.43-0.79x at 1024-2048 rows (RESULTS "K not a
+	// multiple of 32", call 9). With the tile kernel the 13-bit block sums
 	// make some element differ from the exact path; with the BF16 path none.
 	t.Run("tile kernel only by TMA", func(t *testing.T) {
 		sup, err := host.QueryGemmSupport(gpu, "mxfp8", "mxfp8")
@@ -117,7 +120,11 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 		for _, c := range []struct {
 			m, n, k int64
 			tile    bool
-		}{{16, 256, 80, true}, {16, 256, 336, true}, {16, 256, 77, false}, {16, 256, 200, false}} {
+		}{
+			{16, 4100, 80, true}, {16, 4100, 336, true}, {8200, 40, 80, true}, // by TMA, enough rows
+			{16, 4100, 77, false}, {16, 4100, 200, false}, // K % 16 != 0: cp.async
+			{16, 2048, 80, false}, {40, 4100, 80, false}, {64, 4096, 336, false}, // by TMA, too few rows
+		} {
 			m, n := c.m, c.n
 			a := makeGemmSide(t, byName["mxfp8"], m, c.k, 11)
 			b := makeGemmSide(t, byName["mxfp8"], n, c.k, 12)
@@ -171,9 +178,9 @@ func differsFromExact(t *testing.T, a, b gemmSide, m, n int64) int {
 // (D written transposed, where the bias index is the kernel's row): the
 // decode kernel ({16, 200, 320}; {300, 40, 160} swapped), decode_wg_kernel
 // (MXFP8 and MXFP4 weights at {1, 7000, 2176} and {8, 8000, 1152}, split K
-// over a cluster), the tile kernel (MXFP8 at K % 32 != 0, its codes by TMA:
-// {5, 130, 80} swapped, {70, 40, 80} not; the E2M1 pairs take the BF16 path
-// there). Every MXFP8 × MXFP8 GEMM here must also differ from the
+// over a cluster), the tile kernel (MXFP8 at K % 32 != 0, its codes by TMA,
+// against 4100 rows: {5, 4100, 80} swapped, {4100, 20, 80} not; the E2M1
+// pairs take the BF16 path there). Every MXFP8 × MXFP8 GEMM here must also differ from the
 // exact path somewhere (the tensor core's 13-bit block sums), which shows that
 // the fused kernels ran at these shapes; FP4 block sums are often exact, so
 // the other pairs' counts are only logged.
@@ -186,7 +193,7 @@ func TestGemmFusedEpilogueBits(t *testing.T) {
 	}
 	byName := gemmOperandsByName()
 	decode := [][3]int64{{16, 200, 320}, {300, 40, 160}}
-	tile := [][3]int64{{5, 130, 80}, {70, 40, 80}}
+	tile := [][3]int64{{5, 4100, 80}, {4100, 20, 80}}
 	wg := [][3]int64{{1, 7000, 2176}, {8, 8000, 1152}}
 	cases := []struct {
 		a, b   string
