@@ -1339,8 +1339,10 @@ bool fused_operand(const OpView &v, bool is_b, int64_t rows, qfused::Operand *o)
 // kernels are 1.01-4.16x the BF16 path's speed, and with the operands
 // swapped 0.99-1.50x: "where the fused kernels lose to the BF16
 // expansion"). Where the decode kernels do not take the GEMM (K % 32 != 0,
-// unaligned rows) only the tile kernel on FP8 codes by TMA does
-// (qfused::beats_expansion).
+// unaligned rows) only the tile kernel on FP8 codes by TMA does, against a
+// large operand of 8192 rows or more, or 4096 or more against at most 32
+// (qfused::beats_expansion; bench/RESULTS.md "K not a multiple of 32",
+// call 9, and "the tile kernel by TMA only against large operands").
 #define FUSED_WHERE "min(M,N) <= 64"
 bool fused_faster(int64_t M, int64_t N) {
   const int64_t small = M < N ? M : N;
