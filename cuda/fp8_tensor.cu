@@ -318,20 +318,25 @@ __device__ __forceinline__ int row_mode(const CastParams &p) {
 // at 8192² 13-17 % slower, and tiles of 64 rows gained nothing (H200,
 // bench/RESULTS.md, 2026-12-01 04:43 section).
 constexpr int kRT = 128;
+constexpr int kColTR = 256;  // columnwise alone: the tiles' rows (launch_cast_transpose)
 
 //
 // RAGGED (the single quantize of a tensor whose rows or transposed rows are
 // not all aligned: vec_ok 0): interior tiles take a path of their own (below);
 // the aligned instance is the kernel the H100 measured before it, unchanged.
-template <typename T, Fp8 F, bool ROW, bool AMAX, bool RAGGED = false>
+// TR: the tile's rows (TR × kRT·kRT/TR tiles; the warps 64 rows × 32 columns
+// each, TR/64 of them down a column of warps).
+template <typename T, Fp8 F, bool ROW, bool AMAX, bool RAGGED = false, int TR = kRT>
 __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, float scale, int64_t tile, int vec_ok) {
+  static_assert(!RAGGED || TR == kRT, "the interior path's stage is 128x128");
+  constexpr int TC = kRT * kRT / TR, WR = TR / 64;
   const T *x = (const T *)p.in;
-  int64_t tiles_c = (p.k + kRT - 1) / kRT;
+  int64_t tiles_c = (p.k + TC - 1) / TC;
   int64_t r0, c0;
   tile_rc(tile, tiles_c, &r0, &c0);
-  r0 *= kRT, c0 *= kRT;
+  r0 *= TR, c0 *= TC;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int64_t gr = r0 + 64 * (warp & 1) + 4 * (lane >> 1), gc = c0 + 32 * (warp >> 1) + 16 * (lane & 1);
+  int64_t gr = r0 + 64 * (warp % WR) + 4 * (lane >> 1), gc = c0 + 32 * (warp / WR) + 16 * (lane & 1);
   uint32_t m = 0;
   // An interior tile of a ragged tensor: the whole tile inside, rows
   // loadable as vectors or shifted vectors (the last row's last chunk inside
@@ -479,12 +484,12 @@ __device__ __forceinline__ uint32_t cast_transpose_tile(const CastParams &p, flo
   return m;
 }
 
-template <typename T, Fp8 F, bool ROW, bool AMAX, bool RAGGED>
+template <typename T, Fp8 F, bool ROW, bool AMAX, bool RAGGED, int TR = kRT>
 __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, int vec_ok) {
   pdl_wait();
   float scale = cast_scale(p);
   write_scalars(p, scale);
-  uint32_t m = cast_transpose_tile<T, F, ROW, AMAX, RAGGED>(p, scale, blockIdx.x, vec_ok);
+  uint32_t m = cast_transpose_tile<T, F, ROW, AMAX, RAGGED, TR>(p, scale, blockIdx.x, vec_ok);
   if (AMAX) block_max_atomic3(m, p.amax_accum, p.amax_accum2, p.hist0);
 }
 
@@ -766,8 +771,12 @@ void launch_cast_transpose(const CastParams &p, unsigned g, cudaStream_t s) {
     if (p.delayed) launch_kernel(cast_transpose_kernel<T, F, true, true, RAGGED>, g, kThreads, 0, s, p, vec_ok);
     else launch_kernel(cast_transpose_kernel<T, F, true, false, RAGGED>, g, kThreads, 0, s, p, vec_ok);
   } else if constexpr (!RAGGED) {
-    if (p.delayed) launch_kernel(cast_transpose_kernel<T, F, false, true, false>, g, kThreads, 0, s, p, vec_ok);
-    else launch_kernel(cast_transpose_kernel<T, F, false, false, false>, g, kThreads, 0, s, p, vec_ok);
+    // Columnwise alone on tiles of 256 rows × 64 columns: each transposed
+    // row's codes go out as 256-byte runs (H200, bench/transpose_probe.cu:
+    // 91 % of copy at 8192² against 88 % on 128×128 tiles).
+    // (g counts those tiles: launch_cast.)
+    if (p.delayed) launch_kernel(cast_transpose_kernel<T, F, false, true, false, kColTR>, g, kThreads, 0, s, p, vec_ok);
+    else launch_kernel(cast_transpose_kernel<T, F, false, false, false, kColTR>, g, kThreads, 0, s, p, vec_ok);
   }
 }
 
@@ -795,7 +804,9 @@ int32_t launch_cast(const CastParams &p, cudaStream_t s, quant_plugin_error *err
     LQ_LAUNCHED("fp8 cast kernel launch");
     return QUANT_OK;
   }
-  int64_t tiles = ceil_div(p.m, kRT) * ceil_div(p.k, kRT);
+  // The tiles of launch_cast_transpose: kColTR × kRT²/kColTR for columnwise alone.
+  int64_t tiles = p.row == nullptr ? ceil_div(p.m, (int64_t)kColTR) * ceil_div(p.k, (int64_t)(kRT * kRT / kColTR))
+                                   : ceil_div(p.m, kRT) * ceil_div(p.k, kRT);
   if (tiles < 1) tiles = 1;
   if (tiles > 0x7FFFFFFF) return fail(err, QUANT_ERROR_UNSUPPORTED, "input: [%lld, %lld] has too many tiles", (long long)p.m, (long long)p.k);
   int vec_ok = transpose_vec_ok(p);
