@@ -10,7 +10,7 @@
 //
 // Current scaling reads the input twice (amax, then cast); delayed scaling
 // casts and reduces the amax in one pass. Rowwise + columnwise come from one
-// cast kernel over 128×128 tiles, or, at a token count M that is not a
+// cast kernel over 128×128 tiles (columnwise alone: 256×64), or, at a token count M that is not a
 // multiple of 16, from one that walks strips of 64 columns down M
 // (cast_strip_kernel) so that the transposed rows go out as aligned stores;
 // where the input rows are not 16-byte aligned (an odd K), from the flat
@@ -302,8 +302,8 @@ __device__ __forceinline__ int row_mode(const CastParams &p) {
   return d_aligned16(p.in) ? ((p.k * (int64_t)sizeof(T)) % 16 == 0 ? kRowsAligned : sizeof(T) == 2 ? kRowsShifted : kRowsScalar) : kRowsScalar;
 }
 
-// Rowwise and/or columnwise (the transpose) from 128×128 tiles, without
-// shared memory: each lane holds 4 rows × 16 columns of the tile (eight
+// Rowwise and/or columnwise (the transpose) from 128×128 tiles (columnwise
+// alone from 256×64: kColTR, launch_cast_transpose), without shared memory: each lane holds 4 rows × 16 columns of the tile (eight
 // 16-byte loads in flight), casts them, writes its four 16-byte rowwise
 // pieces, transposes its 4×16 codes in registers (two rounds of byte permutes
 // per 4×4 block) and writes each of its 16 columns' four bytes. A warp covers
