@@ -1293,6 +1293,106 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 }
 
 // ---------------------------------------------------------------------------
+// MXFP8 columnwise alone from aligned 16-bit rows of whole 32-row blocks.
+// MXFP8's columnwise codes keep the input's layout [M, K] (spec §4.5): the
+// data moves as in a rowwise cast, only the maxima run down the columns. One
+// CTA per tile of 32 rows × kColTileC columns: warp w holds rows 4w .. 4w+3,
+// lane l the 8-column chunks l + 32v (v < kColChunks) of each, eight 16-byte
+// loads in flight, and reduces its rows' magnitudes as packed 16-bit pairs
+// (hmax2_mag: NaN ignored, as amax_f does for MXFP8; the magnitudes' order is
+// their values'); the warps' maxima meet in shared memory behind the tile's
+// one barrier, every thread forms the scales of its own columns from them
+// and casts its elements, and warp w stores byte w of each chunk's eight
+// scales. Against mx_quantize_kernel's instance (tiles of 32×256 walked with
+// the next tile's loads in flight, the maxima as floats, three barriers a
+// tile), H200, BF16, of copy: 8192² 86 → 92 % (swizzled scales 84–85 →
+// 91–92 %), 16384×7168 88 → 95 %; 2048×7168 and 4096² unchanged (75–78 %);
+// at 4 CTAs per SM (64 registers, 4 bytes of spill) the same within a point
+// (bench/RESULTS.md, "MXFP8's columnwise quantize in one pass of 32-row
+// tiles").
+constexpr int kColChunks = 2;
+constexpr int kColTileC = 32 * 8 * kColChunks;
+
+template <typename T, int EL>
+__global__ void __launch_bounds__(kThreads, 3) mx8_col_kernel(const __grid_constant__ MxParams p) {
+  pdl_wait();
+  static_assert(sizeof(T) == 2 && EL != kE2M1, "MXFP8 of 16-bit input");
+  __shared__ uint4 part[kThreads / 32][32 * kColChunks];  // per warp and chunk: its 8 columns' maxima, packed
+  const int64_t tiles_c = (p.k + kColTileC - 1) / kColTileC;
+  int64_t tr, tc;
+  tile_rc(blockIdx.x, tiles_c, &tr, &tc);
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  const int64_t r0 = tr * kTileR + 4 * w, c0 = tc * kColTileC;
+  const T *x = (const T *)p.in;
+  uint4 u[kColChunks][4];
+#pragma unroll
+  for (int v = 0; v < kColChunks; v++) {
+    const int64_t gc = c0 + 8 * (l + 32 * v);  // K % 8 == 0: a chunk lies wholly inside or outside
+#pragma unroll
+    for (int i = 0; i < 4; i++) u[v][i] = gc < p.k ? __ldg(reinterpret_cast<const uint4 *>(x + (r0 + i) * p.k + gc)) : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int v = 0; v < kColChunks; v++) {
+    uint4 m = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      m.x = hmax2_mag<T>(m.x, u[v][i].x), m.y = hmax2_mag<T>(m.y, u[v][i].y);
+      m.z = hmax2_mag<T>(m.z, u[v][i].z), m.w = hmax2_mag<T>(m.w, u[v][i].w);
+    }
+    part[w][l + 32 * v] = m;
+  }
+  __syncthreads();
+  constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
+#pragma unroll
+  for (int v = 0; v < kColChunks; v++) {
+    const int64_t gc = c0 + 8 * (l + 32 * v);
+    if (gc >= p.k) continue;
+    uint4 m = part[0][l + 32 * v];
+#pragma unroll
+    for (int j = 1; j < kThreads / 32; j++) {
+      const uint4 o = part[j][l + 32 * v];
+      m.x = hmax2_mag<T>(m.x, o.x), m.y = hmax2_mag<T>(m.y, o.y), m.z = hmax2_mag<T>(m.z, o.z), m.w = hmax2_mag<T>(m.w, o.w);
+    }
+    const uint32_t mw[4] = {m.x, m.y, m.z, m.w};
+    uint32_t e8[8];
+    float f[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+      e8[c] = mx_exponent<EL>(__uint_as_float(mag16_bits<T>((mw[c >> 1] >> (16 * (c & 1))) & 0xFFFFu)), p.floor);
+      f[c] = e8m0_rcp(e8[c]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const uint32_t wi[4] = {u[v][i].x, u[v][i].y, u[v][i].z, u[v][i].w};
+      uint32_t q[4];
+#pragma unroll
+      for (int j = 0; j < 4; j++) q[j] = fp8x2<F>(__fmul_rn(elem<T>(wi, 2 * j), f[2 * j]), __fmul_rn(elem<T>(wi, 2 * j + 1), f[2 * j + 1]));
+      *reinterpret_cast<uint2 *>(p.col + (r0 + i) * p.k + gc) = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
+    }
+#pragma unroll
+    for (int c = 0; c < 8; c++)
+      if (c == w) p.col_s.buf[p.col_s.index(gc + c, tr)] = (uint8_t)e8[c];
+  }
+  zero_scale_padding(p.col_s, blockIdx.x, gridDim.x);
+}
+
+// MXFP8 columnwise alone through mx8_col_kernel: the aligned mode (whole
+// 32-row blocks, K % 8 == 0, 16-byte aligned rows and codes at pitch K), a
+// 16-bit input (else *done stays false). It zeroes the scale padding itself.
+int32_t launch_mx8_col(InType t, int el, bool packed, int mode, const MxParams &p, cudaStream_t st, bool *done, quant_plugin_error *err) {
+  *done = false;
+  if (packed || mode != kMxAligned || p.row != nullptr || p.col == nullptr || t == InType::F32) return QUANT_OK;
+  const int64_t tiles = (p.m / kTileR) * ceil_div(p.k, (int64_t)kColTileC);
+  if (tiles > 0x7FFFFFFF) return QUANT_OK;
+  *done = true;
+  if (t == InType::BF16)
+    launch_kernel(el == kE4M3 ? mx8_col_kernel<__nv_bfloat16, kE4M3> : mx8_col_kernel<__nv_bfloat16, kE5M2>, (unsigned)tiles, kThreads, 0, st, p);
+  else launch_kernel(el == kE4M3 ? mx8_col_kernel<__half, kE4M3> : mx8_col_kernel<__half, kE5M2>, (unsigned)tiles, kThreads, 0, st, p);
+  LQ_LAUNCHED("mxfp8 columnwise kernel launch");
+  return QUANT_OK;
+}
+
+// ---------------------------------------------------------------------------
 // MXFP4 rowwise alone from 16-bit rows at any even offset (an odd K, spec
 // §14): the rows walked as the flat rows kernels walk them (common.cuh:
 // FlatRow, FlatWalk; lane l holds the aligned chunk 32t + l of step t).
@@ -1962,6 +2062,12 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
     // rows walked along K, the scale padding zeroed by the kernel.
     bool done;
     LQ_TRY(launch_mx8_band(t, g.el, one.p, stream_of(a->stream), &done, err));
+    if (done) return QUANT_OK;
+  }
+  {
+    // MXFP8 columnwise alone, aligned: mx8_col_kernel.
+    bool done;
+    LQ_TRY(launch_mx8_col(t, g.el, g.packed, mode, one.p, stream_of(a->stream), &done, err));
     if (done) return QUANT_OK;
   }
   const bool fast = mx_use_fast(may, g, mode);
