@@ -711,7 +711,9 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
 
 // ---------------------------------------------------------------------------
 // MXFP4 with BF16/FP16 input, and MXFP8 rowwise-only with aligned BF16/FP16
-// rows of whole blocks: the fast kernel. nvfp4.cu's nvfp4_fast_kernel (see
+// rows of whole blocks where M is not a multiple of 32 or in a group (the
+// single tensor of whole 32-row blocks takes mx8_tile_kernel): the fast
+// kernel. nvfp4.cu's nvfp4_fast_kernel (see
 // there) adapted to 32-element blocks and E8M0 scales: a CTA walks a strip of
 // 64×128 sub-tiles; a row-phase thread holds one 32-element block (16 words
 // of raw pairs, its amax and NaN test from max.u16x2); the transpose goes
@@ -1293,37 +1295,44 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 }
 
 // ---------------------------------------------------------------------------
-// MXFP8 columnwise alone from aligned 16-bit rows of whole 32-row blocks.
-// MXFP8's columnwise codes keep the input's layout [M, K] (spec §4.5): the
-// data moves as in a rowwise cast, only the maxima run down the columns. One
-// CTA per tile of 32 rows × kColTileC columns: warp w holds rows 4w .. 4w+3,
-// lane l the 8-column chunks l + 32v (v < kColChunks) of each, eight 16-byte
-// loads in flight, and reduces its rows' magnitudes as packed 16-bit pairs
-// (hmax2_mag: NaN ignored, as amax_f does for MXFP8; the magnitudes' order is
-// their values'); the warps' maxima meet in shared memory behind the tile's
-// one barrier, every thread forms the scales of its own columns from them
-// and casts its elements, and warp w stores byte w of each chunk's eight
-// scales. Against mx_quantize_kernel's instance (tiles of 32×256 walked with
-// the next tile's loads in flight, the maxima as floats, three barriers a
-// tile), H200, BF16, of copy: 8192² 86 → 92 % (swizzled scales 84–85 →
-// 91–92 %), 16384×7168 88 → 95 %; 2048×7168 and 4096² unchanged (75–78 %);
-// at 4 CTAs per SM (64 registers, 4 bytes of spill) the same within a point
-// (bench/RESULTS.md, "MXFP8's columnwise quantize in one pass of 32-row
-// tiles").
+// MXFP8 rowwise alone or columnwise alone from aligned 16-bit rows of whole
+// 32-row blocks. Both directions' codes keep the input's layout [M, K] (spec
+// §4.5): the data moves as in a flat cast; the rowwise maxima run along 4
+// lanes' chunks (two shuffles), the columnwise ones down the tile's rows.
+// One CTA per tile of 32 rows × kColTileC columns: warp w holds rows 4w ..
+// 4w+3, lane l the 8-column chunks l + 32v (v < kColChunks) of each, eight
+// 16-byte loads in flight. Columnwise, each thread reduces its rows'
+// magnitudes as packed 16-bit pairs (hmax2_mag: NaN ignored, as amax_f does
+// for MXFP8; the magnitudes' order is their values'); the warps' maxima meet
+// in shared memory behind the tile's one barrier, every thread forms the
+// scales of its own columns from them and casts its elements, and warp w
+// stores byte w of each chunk's eight scales. H200, BF16, of copy, against
+// mx_quantize_kernel's columnwise instance (tiles of 32×256 walked with the
+// next tile's loads in flight, the maxima as floats, three barriers a tile):
+// 8192² 86 → 92 % (swizzled scales 84–85 → 91–92 %), 16384×7168 88 → 95 %;
+// against mx_fast_kernel's rowwise instance: 8192² 89–90 → 92–93 %,
+// 16384×7168 90–91 → 96 %, 2048×7168 71 → 77–78 %. Both directions at once
+// stay on mx_quantize_kernel, which reads the input once for both: this
+// kernel with both ran 76–80 % against its 83–86 % (bench/RESULTS.md,
+// "MXFP8's columnwise quantize in one pass of 32-row tiles" and "MXFP8's
+// rowwise quantize on the same tiles").
 constexpr int kColChunks = 2;
 constexpr int kColTileC = 32 * 8 * kColChunks;
 
-template <typename T, int EL>
-__global__ void __launch_bounds__(kThreads, 3) mx8_col_kernel(const __grid_constant__ MxParams p) {
+// MXFP8 of 16-bit input: rowwise (ROW) and/or columnwise (COL) codes of one
+// tile; the rowwise blocks are 4 lanes' chunks (two shuffles).
+template <typename T, int EL, bool ROW, bool COL>
+__global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_constant__ MxParams p) {
   pdl_wait();
-  static_assert(sizeof(T) == 2 && EL != kE2M1, "MXFP8 of 16-bit input");
-  __shared__ uint4 part[kThreads / 32][32 * kColChunks];  // per warp and chunk: its 8 columns' maxima, packed
+  static_assert(sizeof(T) == 2 && EL != kE2M1 && ROW != COL, "MXFP8 of 16-bit input, one direction");
+  __shared__ uint4 part[COL ? kThreads / 32 : 1][32 * kColChunks];  // per warp and chunk: its 8 columns' maxima, packed
   const int64_t tiles_c = (p.k + kColTileC - 1) / kColTileC;
   int64_t tr, tc;
   tile_rc(blockIdx.x, tiles_c, &tr, &tc);
   const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
   const int64_t r0 = tr * kTileR + 4 * w, c0 = tc * kColTileC;
   const T *x = (const T *)p.in;
+  constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
   uint4 u[kColChunks][4];
 #pragma unroll
   for (int v = 0; v < kColChunks; v++) {
@@ -1331,64 +1340,101 @@ __global__ void __launch_bounds__(kThreads, 3) mx8_col_kernel(const __grid_const
 #pragma unroll
     for (int i = 0; i < 4; i++) u[v][i] = gc < p.k ? __ldg(reinterpret_cast<const uint4 *>(x + (r0 + i) * p.k + gc)) : make_uint4(0, 0, 0, 0);
   }
+  if constexpr (COL) {
 #pragma unroll
-  for (int v = 0; v < kColChunks; v++) {
-    uint4 m = make_uint4(0, 0, 0, 0);
+    for (int v = 0; v < kColChunks; v++) {
+      uint4 m = make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      m.x = hmax2_mag<T>(m.x, u[v][i].x), m.y = hmax2_mag<T>(m.y, u[v][i].y);
-      m.z = hmax2_mag<T>(m.z, u[v][i].z), m.w = hmax2_mag<T>(m.w, u[v][i].w);
+      for (int i = 0; i < 4; i++) {
+        m.x = hmax2_mag<T>(m.x, u[v][i].x), m.y = hmax2_mag<T>(m.y, u[v][i].y);
+        m.z = hmax2_mag<T>(m.z, u[v][i].z), m.w = hmax2_mag<T>(m.w, u[v][i].w);
+      }
+      part[w][l + 32 * v] = m;
     }
-    part[w][l + 32 * v] = m;
   }
-  __syncthreads();
-  constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
+  if constexpr (ROW) {
+    // Row r0 + i's block of chunk v: lanes 4k .. 4k+3 (K % 32 == 0 in the
+    // aligned mode, so a block is whole or past K for all four).
 #pragma unroll
-  for (int v = 0; v < kColChunks; v++) {
-    const int64_t gc = c0 + 8 * (l + 32 * v);
-    if (gc >= p.k) continue;
-    uint4 m = part[0][l + 32 * v];
+    for (int v = 0; v < kColChunks; v++) {
+      const int64_t gc = c0 + 8 * (l + 32 * v);
 #pragma unroll
-    for (int j = 1; j < kThreads / 32; j++) {
-      const uint4 o = part[j][l + 32 * v];
-      m.x = hmax2_mag<T>(m.x, o.x), m.y = hmax2_mag<T>(m.y, o.y), m.z = hmax2_mag<T>(m.z, o.z), m.w = hmax2_mag<T>(m.w, o.w);
+      for (int i = 0; i < 4; i++) {
+        const uint4 &a = u[v][i];
+        uint32_t m = hmax2_mag<T>(hmax2_mag<T>(hmax2_mag<T>(hmax2_mag<T>(0u, a.x), a.y), a.z), a.w);
+        m = max(m & 0xFFFFu, m >> 16);  // magnitudes order like their bits
+        m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
+        m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
+        if (gc < p.k) {
+          const uint32_t e8 = mx_exponent<EL>(__uint_as_float(mag16_bits<T>(m)), p.floor);
+          const float f = e8m0_rcp(e8);
+          const uint32_t wi[4] = {a.x, a.y, a.z, a.w};
+          uint32_t q[4];
+#pragma unroll
+          for (int j = 0; j < 4; j++) q[j] = fp8x2<F>(__fmul_rn(elem<T>(wi, 2 * j), f), __fmul_rn(elem<T>(wi, 2 * j + 1), f));
+          *reinterpret_cast<uint2 *>(p.row + (r0 + i) * p.k + gc) = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
+          if ((l & 3) == 0) p.row_s.buf[p.row_s.index(r0 + i, gc / 32)] = (uint8_t)e8;
+        }
+      }
     }
-    const uint32_t mw[4] = {m.x, m.y, m.z, m.w};
-    uint32_t e8[8];
-    float f[8];
-#pragma unroll
-    for (int c = 0; c < 8; c++) {
-      e8[c] = mx_exponent<EL>(__uint_as_float(mag16_bits<T>((mw[c >> 1] >> (16 * (c & 1))) & 0xFFFFu)), p.floor);
-      f[c] = e8m0_rcp(e8[c]);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const uint32_t wi[4] = {u[v][i].x, u[v][i].y, u[v][i].z, u[v][i].w};
-      uint32_t q[4];
-#pragma unroll
-      for (int j = 0; j < 4; j++) q[j] = fp8x2<F>(__fmul_rn(elem<T>(wi, 2 * j), f[2 * j]), __fmul_rn(elem<T>(wi, 2 * j + 1), f[2 * j + 1]));
-      *reinterpret_cast<uint2 *>(p.col + (r0 + i) * p.k + gc) = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
-    }
-#pragma unroll
-    for (int c = 0; c < 8; c++)
-      if (c == w) p.col_s.buf[p.col_s.index(gc + c, tr)] = (uint8_t)e8[c];
   }
-  zero_scale_padding(p.col_s, blockIdx.x, gridDim.x);
+  if constexpr (COL) {
+    __syncthreads();
+#pragma unroll
+    for (int v = 0; v < kColChunks; v++) {
+      const int64_t gc = c0 + 8 * (l + 32 * v);
+      if (gc >= p.k) continue;
+      uint4 m = part[0][l + 32 * v];
+#pragma unroll
+      for (int j = 1; j < kThreads / 32; j++) {
+        const uint4 o = part[j][l + 32 * v];
+        m.x = hmax2_mag<T>(m.x, o.x), m.y = hmax2_mag<T>(m.y, o.y), m.z = hmax2_mag<T>(m.z, o.z), m.w = hmax2_mag<T>(m.w, o.w);
+      }
+      const uint32_t mw[4] = {m.x, m.y, m.z, m.w};
+      uint32_t e8[8];
+      float f[8];
+#pragma unroll
+      for (int c = 0; c < 8; c++) {
+        e8[c] = mx_exponent<EL>(__uint_as_float(mag16_bits<T>((mw[c >> 1] >> (16 * (c & 1))) & 0xFFFFu)), p.floor);
+        f[c] = e8m0_rcp(e8[c]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const uint32_t wi[4] = {u[v][i].x, u[v][i].y, u[v][i].z, u[v][i].w};
+        uint32_t q[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) q[j] = fp8x2<F>(__fmul_rn(elem<T>(wi, 2 * j), f[2 * j]), __fmul_rn(elem<T>(wi, 2 * j + 1), f[2 * j + 1]));
+        *reinterpret_cast<uint2 *>(p.col + (r0 + i) * p.k + gc) = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
+      }
+#pragma unroll
+      for (int c = 0; c < 8; c++)
+        if (c == w) p.col_s.buf[p.col_s.index(gc + c, tr)] = (uint8_t)e8[c];
+    }
+  }
+  if constexpr (ROW) zero_scale_padding(p.row_s, blockIdx.x, gridDim.x);
+  if constexpr (COL) zero_scale_padding(p.col_s, blockIdx.x, gridDim.x);
 }
 
-// MXFP8 columnwise alone through mx8_col_kernel: the aligned mode (whole
-// 32-row blocks, K % 8 == 0, 16-byte aligned rows and codes at pitch K), a
-// 16-bit input (else *done stays false). It zeroes the scale padding itself.
-int32_t launch_mx8_col(InType t, int el, bool packed, int mode, const MxParams &p, cudaStream_t st, bool *done, quant_plugin_error *err) {
+// MXFP8 with one direction through mx8_tile_kernel: the aligned mode (whole
+// 32-row blocks, K % 8 == 0, 16-byte aligned rows and codes at pitch K; K %
+// 32 == 0 for the rowwise direction), a 16-bit input (else *done stays
+// false). It zeroes the scale padding itself.
+int32_t launch_mx8_tile(InType t, int el, bool packed, int mode, const MxParams &p, cudaStream_t st, bool *done, quant_plugin_error *err) {
   *done = false;
-  if (packed || mode != kMxAligned || p.row != nullptr || p.col == nullptr || t == InType::F32) return QUANT_OK;
+  if (packed || mode != kMxAligned || t == InType::F32 || (p.row != nullptr) == (p.col != nullptr) || (p.row != nullptr && p.k % 32 != 0))
+    return QUANT_OK;
   const int64_t tiles = (p.m / kTileR) * ceil_div(p.k, (int64_t)kColTileC);
   if (tiles > 0x7FFFFFFF) return QUANT_OK;
   *done = true;
-  if (t == InType::BF16)
-    launch_kernel(el == kE4M3 ? mx8_col_kernel<__nv_bfloat16, kE4M3> : mx8_col_kernel<__nv_bfloat16, kE5M2>, (unsigned)tiles, kThreads, 0, st, p);
-  else launch_kernel(el == kE4M3 ? mx8_col_kernel<__half, kE4M3> : mx8_col_kernel<__half, kE5M2>, (unsigned)tiles, kThreads, 0, st, p);
-  LQ_LAUNCHED("mxfp8 columnwise kernel launch");
+  auto go = [&](auto tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    auto kern = p.row ? (el == kE4M3 ? mx8_tile_kernel<T, kE4M3, true, false> : mx8_tile_kernel<T, kE5M2, true, false>)
+                      : (el == kE4M3 ? mx8_tile_kernel<T, kE4M3, false, true> : mx8_tile_kernel<T, kE5M2, false, true>);
+    launch_kernel(kern, (unsigned)tiles, kThreads, 0, st, p);
+  };
+  if (t == InType::BF16) go((__nv_bfloat16 *)nullptr);
+  else go((__half *)nullptr);
+  LQ_LAUNCHED("mxfp8 tile kernel launch");
   return QUANT_OK;
 }
 
@@ -2065,9 +2111,9 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
     if (done) return QUANT_OK;
   }
   {
-    // MXFP8 columnwise alone, aligned: mx8_col_kernel.
+    // MXFP8 with one direction, aligned: mx8_tile_kernel.
     bool done;
-    LQ_TRY(launch_mx8_col(t, g.el, g.packed, mode, one.p, stream_of(a->stream), &done, err));
+    LQ_TRY(launch_mx8_tile(t, g.el, g.packed, mode, one.p, stream_of(a->stream), &done, err));
     if (done) return QUANT_OK;
   }
   const bool fast = mx_use_fast(may, g, mode);
