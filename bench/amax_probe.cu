@@ -83,11 +83,6 @@ __global__ void __launch_bounds__(kT) contig_kernel(const uint4 *x, int64_t grou
   cta_store(m2, part);
 }
 
-__global__ void fill(uint16_t *x, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    x[i] = (uint16_t)(0x3C00u + (probe_hash(i, 7) & 0x3FFu)) ^ (probe_hash(i, 9) & 0x8000u);  // |x| in [1, 128)
-}
-
 __global__ void reduce_parts(const uint32_t *part, int n, uint32_t *out) {
   uint32_t v = 0;
   for (int i = threadIdx.x; i < n; i += 32) v = max(v, part[i]);
@@ -96,9 +91,7 @@ __global__ void reduce_parts(const uint32_t *part, int n, uint32_t *out) {
 }
 
 int main(int argc, char **argv) {
-  std::vector<int64_t> shapes;
-  for (int i = 1; i + 1 < argc; i += 2) shapes.push_back(atoll(argv[i])), shapes.push_back(atoll(argv[i + 1]));
-  if (shapes.empty()) shapes = {8192, 8192, 2048, 7168};
+  const std::vector<int64_t> shapes = probe_shapes(argc, argv, {8192, 8192, 2048, 7168});
   int dev = 0, sms = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -108,14 +101,11 @@ int main(int argc, char **argv) {
   uint32_t *part, *out;
   CK(cudaMalloc(&part, 16 * 1024 * sizeof(uint32_t)));
   CK(cudaMalloc(&out, sizeof(uint32_t)));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   for (size_t s = 0; s < shapes.size(); s += 2) {
     const int64_t n = shapes[s] * shapes[s + 1];
     uint16_t *x;
     CK(cudaMalloc(&x, n * 2));
-    fill<<<1024, 256>>>(x, n);
+    probe_fill16<<<1024, 256>>>(x, n, 0x3C00, 0x3FF);  // |x| in [1, 128)
     CK(cudaGetLastError());
     const int64_t groups = n / 8;
     printf("%lld x %lld BF16 (%.1f MB): us per call (GB/s), 50 back-to-back calls, best of 5\n", (long long)shapes[s],
@@ -128,21 +118,11 @@ int main(int argc, char **argv) {
       printf("  %-10s", name);
       for (int per : {4, 8, 16}) {
         const int grid = per * sms;
-        float best = 1e30f;
-        for (int rep = 0; rep < 5; rep++) {
-          CK(cudaEventRecord(e0));
-          for (int it = 0; it < 50; it++) kern<<<grid, kT>>>(reinterpret_cast<const uint4 *>(x), groups, part);
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
-          float ms;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          best = ms < best ? ms : best;
-        }
+        const double us = probe_best_us([&] { kern<<<grid, kT>>>(reinterpret_cast<const uint4 *>(x), groups, part); }, 50);
         reduce_parts<<<1, 32>>>(part, grid, out);
         uint32_t got;
         CK(cudaMemcpy(&got, out, 4, cudaMemcpyDeviceToHost));
         if (first) want = got, first = false;
-        const double us = best * 1e3 / 50;
         printf("  %2d/SM %6.2f (%4.0f)%s", per, us, n * 2 / us / 1e3, got == want ? "" : " WRONG");
       }
       printf("\n");

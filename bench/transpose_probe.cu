@@ -173,21 +173,11 @@ __global__ void __launch_bounds__(kT) flat_kernel(const uint16_t *x, int64_t n, 
   }
 }
 
-__global__ void fill(uint16_t *x, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    x[i] = (uint16_t)(0x3C00u + (probe_hash(i, 7) & 0x3FFu)) ^ (probe_hash(i, 9) & 0x8000u);
-}
-
 int main(int argc, char **argv) {
-  std::vector<int64_t> shapes;
-  for (int i = 1; i + 1 < argc; i += 2) shapes.push_back(atoll(argv[i])), shapes.push_back(atoll(argv[i + 1]));
-  if (shapes.empty()) shapes = {8192, 8192, 2048, 7168};
+  const std::vector<int64_t> shapes = probe_shapes(argc, argv, {8192, 8192, 2048, 7168});
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   for (size_t si = 0; si < shapes.size(); si += 2) {
     const int64_t M = shapes[si], K = shapes[si + 1], n = M * K;
     if (M % kRT || K % kRT) {
@@ -202,24 +192,11 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&col, n));
     CK(cudaMalloc(&row2, n));
     CK(cudaMalloc(&col2, n));
-    fill<<<1024, 256>>>(x, n);
+    probe_fill16<<<1024, 256>>>(x, n, 0x3C00, 0x3FF);
     CK(cudaGetLastError());
     const unsigned tiles = (unsigned)(n / (kRT * kRT));
     const float s = 3.0f;
-    auto time = [&](auto launch) {
-      float best = 1e30f;
-      for (int rep = 0; rep < 5; rep++) {
-        CK(cudaEventRecord(e0));
-        for (int it = 0; it < 30; it++) launch();
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        best = ms < best ? ms : best;
-      }
-      CK(cudaGetLastError());
-      return best * 1e3 / 30;  // us per call
-    };
+    auto time = [&](auto launch) { return probe_best_us(launch, 30); };
     const double copy_us = time([&] { CK(cudaMemcpyAsync(y, x, n * 2, cudaMemcpyDeviceToDevice)); });
     const double copy_bw = 4.0 * n / copy_us / 1e3;  // GB/s, read + write
     printf("%lld x %lld BF16: copy %.2f us (%.0f GB/s). us per call (GB/s, %% of copy), best of 5 runs of 30:\n", (long long)M, (long long)K,
