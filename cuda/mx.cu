@@ -1299,8 +1299,8 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 // 32-row blocks. Both directions' codes keep the input's layout [M, K] (spec
 // §4.5): the data moves as in a flat cast; the rowwise maxima run along 4
 // lanes' chunks (two shuffles), the columnwise ones down the tile's rows.
-// One CTA per tile of 32 rows × kColTileC columns: warp w holds rows 4w ..
-// 4w+3, lane l the 8-column chunks l + 32v (v < kColChunks) of each, eight
+// One CTA per tile of 32 rows × kMx8TileC columns: warp w holds rows 4w ..
+// 4w+3, lane l the 8-column chunks l + 32v (v < kMx8Chunks) of each, eight
 // 16-byte loads in flight. Columnwise, each thread reduces its rows'
 // magnitudes as packed 16-bit pairs (hmax2_mag: NaN ignored, as amax_f does
 // for MXFP8; the magnitudes' order is their values'); the warps' maxima meet
@@ -1316,33 +1316,33 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 // kernel with both ran 76–80 % against its 83–86 % (bench/RESULTS.md,
 // "MXFP8's columnwise quantize in one pass of 32-row tiles" and "MXFP8's
 // rowwise quantize on the same tiles").
-constexpr int kColChunks = 2;
-constexpr int kColTileC = 32 * 8 * kColChunks;
+constexpr int kMx8Chunks = 2;
+constexpr int kMx8TileC = 32 * 8 * kMx8Chunks;
 
-// MXFP8 of 16-bit input: rowwise (ROW) and/or columnwise (COL) codes of one
-// tile; the rowwise blocks are 4 lanes' chunks (two shuffles).
+// MXFP8 of 16-bit input: the rowwise (ROW) or the columnwise (COL) codes of
+// one tile; the rowwise blocks are 4 lanes' chunks (two shuffles).
 template <typename T, int EL, bool ROW, bool COL>
 __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_constant__ MxParams p) {
   pdl_wait();
   static_assert(sizeof(T) == 2 && EL != kE2M1 && ROW != COL, "MXFP8 of 16-bit input, one direction");
-  __shared__ uint4 part[COL ? kThreads / 32 : 1][32 * kColChunks];  // per warp and chunk: its 8 columns' maxima, packed
-  const int64_t tiles_c = (p.k + kColTileC - 1) / kColTileC;
+  __shared__ uint4 part[COL ? kThreads / 32 : 1][32 * kMx8Chunks];  // per warp and chunk: its 8 columns' maxima, packed
+  const int64_t tiles_c = (p.k + kMx8TileC - 1) / kMx8TileC;
   int64_t tr, tc;
   tile_rc(blockIdx.x, tiles_c, &tr, &tc);
   const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-  const int64_t r0 = tr * kTileR + 4 * w, c0 = tc * kColTileC;
+  const int64_t r0 = tr * kTileR + 4 * w, c0 = tc * kMx8TileC;
   const T *x = (const T *)p.in;
   constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
-  uint4 u[kColChunks][4];
+  uint4 u[kMx8Chunks][4];
 #pragma unroll
-  for (int v = 0; v < kColChunks; v++) {
+  for (int v = 0; v < kMx8Chunks; v++) {
     const int64_t gc = c0 + 8 * (l + 32 * v);  // K % 8 == 0: a chunk lies wholly inside or outside
 #pragma unroll
     for (int i = 0; i < 4; i++) u[v][i] = gc < p.k ? __ldg(reinterpret_cast<const uint4 *>(x + (r0 + i) * p.k + gc)) : make_uint4(0, 0, 0, 0);
   }
   if constexpr (COL) {
 #pragma unroll
-    for (int v = 0; v < kColChunks; v++) {
+    for (int v = 0; v < kMx8Chunks; v++) {
       uint4 m = make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int i = 0; i < 4; i++) {
@@ -1356,7 +1356,7 @@ __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_cons
     // Row r0 + i's block of chunk v: lanes 4k .. 4k+3 (K % 32 == 0 in the
     // aligned mode, so a block is whole or past K for all four).
 #pragma unroll
-    for (int v = 0; v < kColChunks; v++) {
+    for (int v = 0; v < kMx8Chunks; v++) {
       const int64_t gc = c0 + 8 * (l + 32 * v);
 #pragma unroll
       for (int i = 0; i < 4; i++) {
@@ -1381,7 +1381,7 @@ __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_cons
   if constexpr (COL) {
     __syncthreads();
 #pragma unroll
-    for (int v = 0; v < kColChunks; v++) {
+    for (int v = 0; v < kMx8Chunks; v++) {
       const int64_t gc = c0 + 8 * (l + 32 * v);
       if (gc >= p.k) continue;
       uint4 m = part[0][l + 32 * v];
@@ -1423,7 +1423,7 @@ int32_t launch_mx8_tile(InType t, int el, bool packed, int mode, const MxParams 
   *done = false;
   if (packed || mode != kMxAligned || t == InType::F32 || (p.row != nullptr) == (p.col != nullptr) || (p.row != nullptr && p.k % 32 != 0))
     return QUANT_OK;
-  const int64_t tiles = (p.m / kTileR) * ceil_div(p.k, (int64_t)kColTileC);
+  const int64_t tiles = (p.m / kTileR) * ceil_div(p.k, (int64_t)kMx8TileC);
   if (tiles > 0x7FFFFFFF) return QUANT_OK;
   *done = true;
   auto go = [&](auto tag) {
