@@ -9,5 +9,6 @@
 namespace qfused {
 cudaError_t gemm(Params, cudaStream_t) { return cudaErrorInvalidValue; }
 bool takes(Params) { return false; }
+bool beats_expansion(Params) { return false; }
 bool device_ok(int) { return false; }
 }  // namespace qfused
