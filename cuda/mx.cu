@@ -1295,8 +1295,9 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 }
 
 // ---------------------------------------------------------------------------
-// MXFP8 rowwise alone or columnwise alone from aligned 16-bit rows of whole
-// 32-row blocks. Both directions' codes keep the input's layout [M, K] (spec
+// MXFP8 rowwise alone or columnwise alone from aligned 16-bit rows, any M
+// (RAGM: rows past M load as zeros and store nothing, spec §14). Both
+// directions' codes keep the input's layout [M, K] (spec
 // §4.5): the data moves as in a flat cast; the rowwise maxima run along 4
 // lanes' chunks (two shuffles), the columnwise ones down the tile's rows.
 // One CTA per tile of 32 rows × kMx8TileC columns: warp w holds rows 4w ..
@@ -1315,13 +1316,19 @@ int32_t launch_mx8_rows_t(Mx8RowParams p, cudaStream_t st, quant_plugin_error *e
 // stay on mx_quantize_kernel, which reads the input once for both: this
 // kernel with both ran 76–80 % against its 83–86 % (bench/RESULTS.md,
 // "MXFP8's columnwise quantize in one pass of 32-row tiles" and "MXFP8's
-// rowwise quantize on the same tiles").
+// rowwise quantize on the same tiles"). Any M (8191×8192 against
+// mx_fast_kernel's and mx_quantize_kernel's ragged instances): rowwise 89–90
+// → 92 %, columnwise 81 → 89 %. Rows at an odd K stay on the flat-frame
+// kernels: this kernel with each row shifted into place in registers (four
+// shuffles a chunk in, two out, a switch on the row's offset) ran 8191²
+// rowwise in 0.078 ms against mx8_rows_kernel's 0.058, columnwise 0.095
+// against 0.069 (bench/RESULTS.md, "MXFP8's tile kernel at any M").
 constexpr int kMx8Chunks = 2;
 constexpr int kMx8TileC = 32 * 8 * kMx8Chunks;
 
 // MXFP8 of 16-bit input: the rowwise (ROW) or the columnwise (COL) codes of
 // one tile; the rowwise blocks are 4 lanes' chunks (two shuffles).
-template <typename T, int EL, bool ROW, bool COL>
+template <typename T, int EL, bool ROW, bool COL, bool RAGM>
 __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_constant__ MxParams p) {
   pdl_wait();
   static_assert(sizeof(T) == 2 && EL != kE2M1 && ROW != COL, "MXFP8 of 16-bit input, one direction");
@@ -1333,12 +1340,16 @@ __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_cons
   const int64_t r0 = tr * kTileR + 4 * w, c0 = tc * kMx8TileC;
   const T *x = (const T *)p.in;
   constexpr Fp8 F = EL == kE4M3 ? Fp8::E4M3 : Fp8::E5M2;
+  bool rok[4];  // row r0 + i inside the tensor (RAGM: any M; rows past it are zeros, spec §14)
+#pragma unroll
+  for (int i = 0; i < 4; i++) rok[i] = !RAGM || r0 + i < p.m;
   uint4 u[kMx8Chunks][4];
 #pragma unroll
   for (int v = 0; v < kMx8Chunks; v++) {
     const int64_t gc = c0 + 8 * (l + 32 * v);  // K % 8 == 0: a chunk lies wholly inside or outside
 #pragma unroll
-    for (int i = 0; i < 4; i++) u[v][i] = gc < p.k ? __ldg(reinterpret_cast<const uint4 *>(x + (r0 + i) * p.k + gc)) : make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < 4; i++)
+      u[v][i] = (gc < p.k) & rok[i] ? __ldg(reinterpret_cast<const uint4 *>(x + (r0 + i) * p.k + gc)) : make_uint4(0, 0, 0, 0);
   }
   if constexpr (COL) {
 #pragma unroll
@@ -1365,7 +1376,7 @@ __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_cons
         m = max(m & 0xFFFFu, m >> 16);  // magnitudes order like their bits
         m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
         m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
-        if (gc < p.k) {
+        if ((gc < p.k) & rok[i]) {
           const uint32_t e8 = mx_exponent<EL>(__uint_as_float(mag16_bits<T>(m)), p.floor);
           const float f = e8m0_rcp(e8);
           const uint32_t wi[4] = {a.x, a.y, a.z, a.w};
@@ -1404,7 +1415,7 @@ __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_cons
         uint32_t q[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) q[j] = fp8x2<F>(__fmul_rn(elem<T>(wi, 2 * j), f[2 * j]), __fmul_rn(elem<T>(wi, 2 * j + 1), f[2 * j + 1]));
-        *reinterpret_cast<uint2 *>(p.col + (r0 + i) * p.k + gc) = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
+        if (rok[i]) *reinterpret_cast<uint2 *>(p.col + (r0 + i) * p.k + gc) = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
       }
 #pragma unroll
       for (int c = 0; c < 8; c++)
@@ -1415,21 +1426,27 @@ __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_cons
   if constexpr (COL) zero_scale_padding(p.col_s, blockIdx.x, gridDim.x);
 }
 
-// MXFP8 with one direction through mx8_tile_kernel: the aligned mode (whole
-// 32-row blocks, K % 8 == 0, 16-byte aligned rows and codes at pitch K; K %
-// 32 == 0 for the rowwise direction), a 16-bit input (else *done stays
-// false). It zeroes the scale padding itself.
+// MXFP8 with one direction through mx8_tile_kernel: rows of 8-element groups
+// that vector loads and stores reach (modes kMxAligned and kMxRaggedRows: K %
+// 8 == 0, 16-byte aligned rows and codes at pitch K; K % 32 == 0 for the
+// rowwise direction), any M, a 16-bit input (else *done stays false). It
+// zeroes the scale padding itself.
 int32_t launch_mx8_tile(InType t, int el, bool packed, int mode, const MxParams &p, cudaStream_t st, bool *done, quant_plugin_error *err) {
   *done = false;
-  if (packed || mode != kMxAligned || t == InType::F32 || (p.row != nullptr) == (p.col != nullptr) || (p.row != nullptr && p.k % 32 != 0))
+  if (packed || mode == kMxEdge || t == InType::F32 || (p.row != nullptr) == (p.col != nullptr) || (p.row != nullptr && p.k % 32 != 0))
     return QUANT_OK;
-  const int64_t tiles = (p.m / kTileR) * ceil_div(p.k, (int64_t)kMx8TileC);
+  const int64_t tiles = ceil_div(p.m, (int64_t)kTileR) * ceil_div(p.k, (int64_t)kMx8TileC);
   if (tiles > 0x7FFFFFFF) return QUANT_OK;
   *done = true;
   auto go = [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    auto kern = p.row ? (el == kE4M3 ? mx8_tile_kernel<T, kE4M3, true, false> : mx8_tile_kernel<T, kE5M2, true, false>)
-                      : (el == kE4M3 ? mx8_tile_kernel<T, kE4M3, false, true> : mx8_tile_kernel<T, kE5M2, false, true>);
+    void (*kern)(MxParams);
+    if (mode == kMxRaggedRows)
+      kern = p.row ? (el == kE4M3 ? mx8_tile_kernel<T, kE4M3, true, false, true> : mx8_tile_kernel<T, kE5M2, true, false, true>)
+                   : (el == kE4M3 ? mx8_tile_kernel<T, kE4M3, false, true, true> : mx8_tile_kernel<T, kE5M2, false, true, true>);
+    else
+      kern = p.row ? (el == kE4M3 ? mx8_tile_kernel<T, kE4M3, true, false, false> : mx8_tile_kernel<T, kE5M2, true, false, false>)
+                   : (el == kE4M3 ? mx8_tile_kernel<T, kE4M3, false, true, false> : mx8_tile_kernel<T, kE5M2, false, true, false>);
     launch_kernel(kern, (unsigned)tiles, kThreads, 0, st, p);
   };
   if (t == InType::BF16) go((__nv_bfloat16 *)nullptr);
@@ -2111,7 +2128,7 @@ extern "C" int32_t lq_mx_quantize(const quant_plugin_quantize_args *a, quant_plu
     if (done) return QUANT_OK;
   }
   {
-    // MXFP8 with one direction, aligned: mx8_tile_kernel.
+    // MXFP8 with one direction from aligned rows, any M: mx8_tile_kernel.
     bool done;
     LQ_TRY(launch_mx8_tile(t, g.el, g.packed, mode, one.p, stream_of(a->stream), &done, err));
     if (done) return QUANT_OK;
