@@ -711,9 +711,8 @@ __global__ void __launch_bounds__(kThreads, mx_min_ctas(EL, ROW, COL, EDGE, (int
 
 // ---------------------------------------------------------------------------
 // MXFP4 with BF16/FP16 input, and MXFP8 rowwise-only with aligned BF16/FP16
-// rows of whole blocks where M is not a multiple of 32 or in a group (the
-// single tensor of whole 32-row blocks takes mx8_tile_kernel): the fast
-// kernel. nvfp4.cu's nvfp4_fast_kernel (see
+// rows of whole blocks in a group (a single tensor of aligned rows, any M,
+// takes mx8_tile_kernel): the fast kernel. nvfp4.cu's nvfp4_fast_kernel (see
 // there) adapted to 32-element blocks and E8M0 scales: a CTA walks a strip of
 // 64×128 sub-tiles; a row-phase thread holds one 32-element block (16 words
 // of raw pairs, its amax and NaN test from max.u16x2); the transpose goes

@@ -390,11 +390,14 @@ type config struct {
 // the tile kernel. fp8_block 1x128 rowwise alone takes the flat rows kernel
 // (fp8_block_rows_kernel) at an odd K and below 128 rows: [1, 1], [3, 5],
 // [17, 130] (aligned or not, a decode step's shapes), [257, 1001].
-// mxfp8 of whole 32-row blocks and aligned 16-bit rows takes
-// mx8_tile_kernel for one direction (tiles of 32 × 512): [1024, 1024] whole
-// tiles, [32, 32] ... [160, 544] tiles with chunks past K; [64, 40] and
-// [96, 1000] (K % 8 == 0, K % 32 != 0) its columnwise direction with a last
-// column chunk inside K and the rowwise direction on mx_quantize_kernel.
+// mxfp8 of aligned 16-bit rows takes mx8_tile_kernel for one direction
+// (tiles of 32 × 512): [1024, 1024] whole tiles, [32, 32] ... [160, 544]
+// tiles with chunks past K; [64, 40] and [96, 1000] (K % 8 == 0, K % 32 !=
+// 0) its columnwise direction with a last column chunk inside K and the
+// rowwise direction on mx_quantize_kernel; [1000, 1536] (and raggedShapes'
+// [45, 4096], [1, 256]) a last tile row with rows past M (8 of its 32
+// inside [1000, 1536]), which load as zeros and store nothing (its RAGM
+// instance).
 // mxfp8 rowwise alone at an odd K takes the flat rows kernel
 // (mx8_rows_kernel): [3, 8191] cuts each row into segments of one step (512
 // elements), [300, 1001] walks rows of two steps at every offset mod 16.
