@@ -36,7 +36,9 @@ for v in $VARIANTS; do bases="$bases $(eval echo \${BASE_$v:-})"; done
 for v in $(echo common $VARIANTS $bases | tr ' ' '\n' | awk 'NF && !seen[$0]++'); do
   [ -f ${AB:-build/ab}/$v.so.xz ] && continue  # a plugin linked here
   [ $v = common ] && [ ! -f ${AB:-build/ab}/common.tar.xz ] && continue
-  [ -d $W/obj_$v ] || { mkdir -p $W/obj_$v && tar -xJf ${AB:-build/ab}/$v.tar.xz -C $W/obj_$v; } || { echo "archive $v missing"; exit 1; }
+  # Unpacked afresh every call: a warm machine keeps /tmp/ab from the call
+  # before, whose objects would otherwise be linked in place of this call's.
+  rm -rf $W/obj_$v && mkdir -p $W/obj_$v && tar -xJf ${AB:-build/ab}/$v.tar.xz -C $W/obj_$v || { echo "archive $v missing"; exit 1; }
 done
 for v in $VARIANTS; do
   mkdir -p $W/$v && cp $W/libquant.so $W/$v/
