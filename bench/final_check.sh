@@ -30,7 +30,8 @@ F=${FINAL:-$PWD/build/final}
 W=/tmp/final
 log() { echo "== $(date -u +%T) [${SECONDS}s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-mkdir -p $W && for f in libquant.so libquant_cuda.so gputest.test; do [ -f $W/$f ] || xz -dc $F/$f.xz > $W/$f; done
+# Unpacked afresh every call (a warm machine keeps /tmp/final from the call before).
+mkdir -p $W && for f in libquant.so libquant_cuda.so gputest.test; do xz -dc $F/$f.xz > $W/$f; done
 cp $F/demo $F/mlp_train $W/ && chmod +x $W/gputest.test $W/demo $W/mlp_train
 # gpu_quantize.py and gpu_gemm.py load the plugin beside --lib; gputest reads LIBQUANT_CUDA_PLUGIN.
 export LIBQUANT_CUDA_PLUGIN=$W/libquant_cuda.so LIBQUANT_LIBRARY=$W/libquant.so
