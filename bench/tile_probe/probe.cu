@@ -1,12 +1,21 @@
-// Probe: the fused tile kernel at 128x128 with and without two block sums in
-// flight (PIPE), bitwise against each other, timed against BF16 cuBLAS.
-// Built by bench/tile_probe/build.sh with half.patch (-DPROD_PIPE=96
-// -DCONS_PIPE=200 in the run recorded in bench/RESULTS.md).
-#ifndef PROD_PIPE
-#define PROD_PIPE 40
+// Probe: the fused tile kernel of cuda/gemm_fused.cu in variants, bit for
+// bit against the shipped configuration and timed against it and BF16
+// cuBLAS (CUDA events, median). Built by bench/tile_probe/build.sh with
+// variants.patch: CW consumer warpgroups (4: each 64x64 of a 128x128 or
+// 256x64 tile), PIPE at 128x128 (two block sums in flight with setmaxnreg
+// PROD2P / CONS2P), and -DPRODHINT=ns for the producer's wait on an empty
+// stage with a suspend-time hint.
+#ifndef PROD2P
+#define PROD2P 40
 #endif
-#ifndef CONS_PIPE
-#define CONS_PIPE 232
+#ifndef CONS2P
+#define CONS2P 232
+#endif
+#ifndef PROD4
+#define PROD4 56
+#endif
+#ifndef CONS4
+#define CONS4 104
 #endif
 #include "tile_part.cuh"
 #include <cublas_v2.h>
@@ -15,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include <array>
 using namespace qfused;
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 
@@ -34,16 +44,22 @@ static void tmap(const Operand &op, int64_t K, int rows, CUtensorMap *m) {
   if (enc()(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(op.data), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) { puts("tmap"); exit(1); }
 }
-template <bool PIPE>
+template <int BM, int BN, int CW, bool PIPE = false>
 static void launch(const Params &p, cudaStream_t s) {
-  using L = Layout<128, 128, false, false>;
-  auto kern = fused_gemm_kernel<128, 128, 0, 0, false, false, PIPE>;
+  using L = Layout<BM, BN, false, false>;
+  auto kern = fused_gemm_kernel<BM, BN, 0, 0, false, false, PIPE, CW>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM));
-  TmaMaps t{}; tmap(p.a, p.K, 128, &t.a); tmap(p.b, p.K, 128, &t.b); t.use = 1;
-  dim3 grid((unsigned)((p.N + 127) / 128), (unsigned)((p.M + 127) / 128));
-  launch_kernel(kern, grid, 384, L::SMEM, s, p, t);
+  TmaMaps t{}; tmap(p.a, p.K, BM, &t.a); tmap(p.b, p.K, BN, &t.b); t.use = 1;
+  dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM));
+  launch_kernel(kern, grid, (CW + 1) * 128, L::SMEM, s, p, t);
   CK(cudaGetLastError());
 }
+typedef void (*LaunchFn)(const Params &, cudaStream_t);
+static const struct { const char *name; LaunchFn f; } kVariants[] = {
+    {"128x128 2WG (main)", launch<128, 128, 2>},
+    {"128x128 4WG", launch<128, 128, 4>},
+    {"128x128 2WG PIPE", launch<128, 128, 2, true>},
+};
 static Operand make(int64_t rows, int64_t K, uint32_t seed, int escale) {
   std::vector<uint8_t> d(rows * K), sc(rows * (K / 32));
   uint32_t x = seed;
@@ -63,32 +79,49 @@ template <typename F> static float med(F f, int n) {
 }
 int main(int argc, char **argv) {
   cublasHandle_t h; cublasCreate(&h);
-  const int64_t shapes[][3] = {{128, 8192, 8192}, {256, 8192, 8192}, {512, 8192, 8192}, {1024, 8192, 8192}, {4096, 4096, 4096}, {8192, 8192, 8192}, {300, 1000, 1024}};
+  std::vector<std::array<int64_t, 3>> shapes = {{128, 8192, 8192}, {256, 8192, 8192}, {512, 8192, 8192}, {1024, 8192, 8192}, {4096, 4096, 4096}, {8192, 8192, 8192}, {300, 1000, 1024}};
+  int only = -1;  // tile_probe M N K [variant]: one shape (for ncu)
+  if (argc >= 4) shapes = {{atoll(argv[1]), atoll(argv[2]), atoll(argv[3])}};
+  if (argc >= 5) only = atoi(argv[4]);
+  const int nv = (int)(sizeof kVariants / sizeof kVariants[0]);
   for (auto &sh : shapes) {
     const int64_t M = sh[0], N = sh[1], K = sh[2];
     for (int esc : {8, 127}) {
-      if (esc == 127 && M > 1024) continue;
+      if (esc == 127 && (M > 1024 || only >= 0)) continue;
       Params p{}; p.a = make(M, K, 1, esc); p.b = make(N, K, 2, esc); p.M = M; p.N = N; p.K = K; p.alpha = 1; p.ldd = N; p.d_dt = 0;
       float *d0, *d1; CK(cudaMalloc(&d0, M * N * 4)); CK(cudaMalloc(&d1, M * N * 4));
-      CK(cudaMemset(d0, 0xFF, M * N * 4)); CK(cudaMemset(d1, 0xEE, M * N * 4));
-      p.d = d0; launch<false>(p, 0); p.d = d1; launch<true>(p, 0); CK(cudaDeviceSynchronize());
       std::vector<uint32_t> h0(M * N), h1(M * N);
-      CK(cudaMemcpy(h0.data(), d0, M * N * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(h1.data(), d1, M * N * 4, cudaMemcpyDeviceToHost));
-      int64_t diff = 0; for (int64_t i = 0; i < M * N; i++) diff += h0[i] != h1[i];
-      int nz = 0; for (int64_t i = 0; i < M * N; i += 997) nz += h0[i] != 0;
       const int it = M * N * K > (1LL << 36) ? 5 : 20;
-      Params q = p; q.d = d0;
-      float t0 = med([&] { launch<false>(q, 0); }, it), t1 = med([&] { launch<true>(q, 0); }, it);
-      float tb = -1;
+      if (only >= 0) {
+        p.d = d0;
+        for (int i = 0; i < 3; i++) kVariants[only].f(p, 0);
+        CK(cudaDeviceSynchronize());
+        printf("ran %s at M%ld N%ld K%ld\n", kVariants[only].name, (long)M, (long)N, (long)K);
+        return 0;
+      }
+      CK(cudaMemset(d0, 0xFF, M * N * 4)); p.d = d0; kVariants[0].f(p, 0); CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(h0.data(), d0, M * N * 4, cudaMemcpyDeviceToHost));
+      int nz = 0; for (int64_t i = 0; i < M * N; i += 997) nz += h0[i] != 0;
+      printf("M%-5ld N%-5ld K%-5ld scales 2^+-%-3d (nonzero sampled %d) ms:", (long)M, (long)N, (long)K, esc, nz);
+      float t0 = 0;
+      for (int v = 0; v < nv; v++) {
+        CK(cudaMemset(d1, 0xEE, M * N * 4)); p.d = d1; kVariants[v].f(p, 0); CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(h1.data(), d1, M * N * 4, cudaMemcpyDeviceToHost));
+        int64_t diff = 0; for (int64_t i = 0; i < M * N; i++) diff += h0[i] != h1[i];
+        Params q = p; q.d = d1;
+        float t = med([&] { kVariants[v].f(q, 0); }, it);
+        if (v == 0) t0 = t;
+        printf("  [%s] %.4f (%.2fx, differ %ld)", kVariants[v].name, t, t0 / t, (long)diff);
+      }
       if (esc == 8) {
         __nv_bfloat16 *A, *B, *C; CK(cudaMalloc(&A, M * K * 2)); CK(cudaMalloc(&B, N * K * 2)); CK(cudaMalloc(&C, M * N * 2));
         CK(cudaMemset(A, 0, M * K * 2)); CK(cudaMemset(B, 0, N * K * 2));
         float one = 1, zero = 0;
-        tb = med([&] { cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B, CUDA_R_16BF, (int)K, A, CUDA_R_16BF, (int)K, &zero, C, CUDA_R_16BF, (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT); }, it);
+        float tb = med([&] { cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B, CUDA_R_16BF, (int)K, A, CUDA_R_16BF, (int)K, &zero, C, CUDA_R_16BF, (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT); }, it);
+        printf("  BF16 %.4f (main/BF16 %.2fx)", tb, tb / t0);
         CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C));
       }
-      printf("M%-5ld N%-5ld K%-5ld scales 2^±%-3d  differ %ld (nonzero sampled %d)  ms: wait %.4f  PIPE %.4f (%.2fx)  BF16 %.4f  -> PIPE/BF16 %.2fx\n",
-             (long)M, (long)N, (long)K, esc, (long)diff, nz, t0, t1, t0 / t1, tb, tb > 0 ? tb / t1 : 0.0);
+      printf("\n");
       fflush(stdout);
       CK(cudaFree(d0)); CK(cudaFree(d1)); CK(cudaFree((void *)p.a.data)); CK(cudaFree((void *)p.a.scale)); CK(cudaFree((void *)p.b.data)); CK(cudaFree((void *)p.b.scale));
     }
