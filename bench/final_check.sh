@@ -16,13 +16,16 @@
 #                                     beside `make cuda` from the checkout, the demo, the
 #                                     MLP and the torch CUDA tests (about 300-450 s where
 #                                     tests takes 450)
+#   bash bench/final_check.sh q15     issue #15's table: every format at 8192² and 2048×7168, the MoE batch,
+#                                     the host time per call from Python, and from C next to the launch
+#                                     paths (launch_floor, bench_dispatch), twice each (about 300 s).
 #   bash bench/final_check.sh bench3  the GEMM and linear rows at all four shapes of issue #11
 #                                     (8192³, 4096³, the LLM and the decode shape), every
 #                                     format's quantize at 8192² and 8191² with the host time
 #                                     per call from Python, and from C (bench_dispatch) next
 #                                     to one bare launch (launch_floor) (about 450 s).
 # Expects in build/final/ (carried): libquant.so.xz, libquant_cuda.so.xz,
-# gputest.test.xz, demo, mlp_train (and e2m1_bf16x2_check; for bench3 launch_floor and bench_dispatch), built here from main (bench/RESULTS.md,
+# gputest.test.xz, demo, mlp_train (and e2m1_bf16x2_check; for bench3 and q15 launch_floor and bench_dispatch), built here from main (bench/RESULTS.md,
 # "Merged main ..., end of session", lists the commands).
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
@@ -120,6 +123,20 @@ bench3)
   for f in launch_floor bench_dispatch; do [ -f $F/$f ] && cp $F/$f $W/ && chmod +x $W/$f; done
   [ -x $W/launch_floor ] && timeout 30 $W/launch_floor > $OUT/launch_floor.log 2>&1; tail -8 $OUT/launch_floor.log
   [ -x $W/bench_dispatch ] && (cd $W && timeout 30 ./bench_dispatch $W/libquant_cuda.so libcudart.so.13) > $OUT/dispatch.log 2>&1; tail -8 $OUT/dispatch.log
+  ;;
+q15)
+  # Issue #15's table alone: every format at 8192² and 2048×7168, the MoE batch and the host time per call
+  # from Python; then from C (bench_dispatch) next to the launch paths (launch_floor), twice each.
+  log quantize
+  timeout 330 python3 bench/gpu_quantize.py --lib $W/libquant.so --shapes 8192x8192,2048x7168 --compile-budget 0 \
+    --out $OUT/q15 > $OUT/q15.log 2>&1; echo "quantize rc=$?"; tail -12 $OUT/q15.log
+  log "host time from C"
+  for f in launch_floor bench_dispatch; do [ -f $F/$f ] && cp $F/$f $W/ && chmod +x $W/$f; done
+  for i in 1 2; do
+    [ -x $W/launch_floor ] && timeout 30 $W/launch_floor >> $OUT/launch_floor.log 2>&1
+    [ -x $W/bench_dispatch ] && (cd $W && timeout 30 ./bench_dispatch $W/libquant_cuda.so libcudart.so.13) >> $OUT/dispatch.log 2>&1
+  done
+  cat $OUT/launch_floor.log $OUT/dispatch.log
   ;;
 esac
 log done

@@ -77,6 +77,40 @@ int main() {
     per_call_us("kernel, 256+8 bytes cuLaunchKernel (CUkernel)", s,
                 [&] { launch((CUfunction)kh, 1, 1, 1, 256, 1, 1, 0, (CUstream)s, args256, nullptr); });
   }
+  // What the plugin's launch_kernel does (cuda/launch.cuh): cudaLaunchKernelEx
+  // with the programmatic stream serialization attribute, against the
+  // driver's cuLaunchKernelEx with the same attribute on the CUkernel.
+  cudaLaunchAttribute rattr[1];
+  rattr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  rattr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t rcfg = {};
+  rcfg.gridDim = dim3(1);
+  rcfg.blockDim = dim3(256);
+  rcfg.stream = s;
+  rcfg.attrs = rattr;
+  rcfg.numAttrs = 1;
+  per_call_us("kernel, 256+8 bytes cudaLaunchKernelEx + PDL", s, [&] { cudaLaunchKernelEx(&rcfg, params_kernel<256>, p256, never); });
+  typedef CUresult (*launch_ex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
+  launch_ex_fn launch_ex = nullptr;
+  if (kh != nullptr && cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", (void **)&launch_ex, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+      launch_ex != nullptr) {
+    CUlaunchAttribute dattr[1];
+    dattr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    dattr[0].value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig dcfg = {};
+    dcfg.gridDimX = dcfg.gridDimY = dcfg.gridDimZ = 1;
+    dcfg.blockDimX = 256;
+    dcfg.blockDimY = dcfg.blockDimZ = 1;
+    dcfg.hStream = (CUstream)s;
+    dcfg.attrs = dattr;
+    dcfg.numAttrs = 1;
+    per_call_us("kernel, 256+8 bytes cuLaunchKernelEx + PDL (CUkernel)", s, [&] { launch_ex(&dcfg, (CUfunction)kh, args256, nullptr); });
+    per_call_us("  the same + cudaGetKernel per call", s, [&] {
+      cudaKernel_t k2 = nullptr;
+      cudaGetKernel(&k2, (const void *)params_kernel<256>);
+      launch_ex(&dcfg, (CUfunction)k2, args256, nullptr);
+    });
+  }
   per_call_us("cudaMemsetAsync 4 bytes", s, [&] { cudaMemsetAsync(d, 0, 4, s); });
   per_call_us("cudaMemcpyAsync D2D 4 bytes", s, [&] { cudaMemcpyAsync(d + 1, d, 4, cudaMemcpyDeviceToDevice, s); });
   per_call_us("cudaGetDevice", s, [&] { cudaGetDevice(&dev); });
