@@ -4,7 +4,8 @@
 // variants.patch: CW consumer warpgroups (4: each 64x64 of a 128x128 or
 // 256x64 tile), PIPE at 128x128 (two block sums in flight with setmaxnreg
 // PROD2P / CONS2P), and -DPRODHINT=ns for the producer's wait on an empty
-// stage with a suspend-time hint.
+// stage with a suspend-time hint; PRE, the scales' loads and products
+// before each wgmma's wait.
 #ifndef PROD2P
 #define PROD2P 40
 #endif
@@ -44,10 +45,10 @@ static void tmap(const Operand &op, int64_t K, int rows, CUtensorMap *m) {
   if (enc()(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(op.data), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) { puts("tmap"); exit(1); }
 }
-template <int BM, int BN, int CW, bool PIPE = false>
+template <int BM, int BN, int CW, bool PIPE = false, bool PRE = false>
 static void launch(const Params &p, cudaStream_t s) {
   using L = Layout<BM, BN, false, false>;
-  auto kern = fused_gemm_kernel<BM, BN, 0, 0, false, false, PIPE, CW>;
+  auto kern = fused_gemm_kernel<BM, BN, 0, 0, false, false, PIPE, CW, PRE>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM));
   TmaMaps t{}; tmap(p.a, p.K, BM, &t.a); tmap(p.b, p.K, BN, &t.b); t.use = 1;
   dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM));
@@ -58,7 +59,8 @@ typedef void (*LaunchFn)(const Params &, cudaStream_t);
 static const struct { const char *name; LaunchFn f; } kVariants[] = {
     {"128x128 2WG (main)", launch<128, 128, 2>},
     {"128x128 4WG", launch<128, 128, 4>},
-    {"128x128 2WG PIPE", launch<128, 128, 2, true>},
+    {"128x128 2WG PRE", launch<128, 128, 2, false, true>},
+    {"128x128 4WG PRE", launch<128, 128, 4, false, true>},
 };
 static Operand make(int64_t rows, int64_t K, uint32_t seed, int escale) {
   std::vector<uint8_t> d(rows * K), sc(rows * (K / 32));
