@@ -18,7 +18,7 @@
 #                                     tests takes 450)
 #   bash bench/final_check.sh q15     issue #15's table: every format at 8192² and 2048×7168, the MoE batch,
 #                                     the host time per call from Python, and from C next to the launch
-#                                     paths (launch_floor, bench_dispatch), twice each (about 300 s).
+#                                     paths (launch_floor, bench_dispatch), twice each (about 15 s on an H200).
 #   bash bench/final_check.sh bench3  the GEMM and linear rows at all four shapes of issue #11
 #                                     (8192³, 4096³, the LLM and the decode shape), every
 #                                     format's quantize at 8192² and 8191² with the host time

@@ -3,12 +3,12 @@
 # kernel of cuda/gemm_fused.cu (the file's lines before its decode kernel,
 # taken from the checkout) with one of the variant patches here applied,
 # timed against itself and BF16 cuBLAS and compared bit for bit
-# (bench/RESULTS.md, "the tile kernel at 128..8192 rows"). Run from the
+# (bench/RESULTS.md, "the fused tile kernel's variants at 128..8192 rows"). Run from the
 # checkout's root:
 #   bash bench/tile_probe/build.sh bench/tile_probe/variants.patch build/probe/tile_probe [nvcc flags, e.g. -L<dir of libcublas.so.13>]
 #   build/probe/tile_probe            # every shape, every variant
 #   build/probe/tile_probe 256 8192 8192 1   # one shape, variant 1 only (for ncu)
-# half.patch goes with probe.cu as of the commit that added it (the
+# half.patch goes with probe.cu as of 9c80b63, the commit that added it (the
 # half-split pipeline, variant "PIPE" there).
 set -eu
 patch_file=$1 out=$2
