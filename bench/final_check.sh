@@ -38,6 +38,17 @@ mkdir -p $W && for f in libquant.so libquant_cuda.so gputest.test; do xz -dc $F/
 cp $F/demo $F/mlp_train $W/ && chmod +x $W/gputest.test $W/demo $W/mlp_train
 # gpu_quantize.py and gpu_gemm.py load the plugin beside --lib; gputest reads LIBQUANT_CUDA_PLUGIN.
 export LIBQUANT_CUDA_PLUGIN=$W/libquant_cuda.so LIBQUANT_LIBRARY=$W/libquant.so
+# The host time per call from C: launch_floor (the launch paths alone) and
+# bench_dispatch (a quant_quantize_into per format), n runs each, into
+# $OUT/launch_floor.log and $OUT/dispatch.log (bench3, q15).
+host_time_c() {
+  for f in launch_floor bench_dispatch; do [ -f $F/$f ] && cp $F/$f $W/ && chmod +x $W/$f; done
+  : > $OUT/launch_floor.log; : > $OUT/dispatch.log
+  for i in $(seq $1); do
+    [ -x $W/launch_floor ] && timeout 30 $W/launch_floor >> $OUT/launch_floor.log 2>&1
+    [ -x $W/bench_dispatch ] && (cd $W && timeout 30 ./bench_dispatch $W/libquant_cuda.so libcudart.so.13) >> $OUT/dispatch.log 2>&1
+  done
+}
 case "${1:-tests}" in
 tests)
   log gputest
@@ -120,9 +131,7 @@ bench3)
   timeout 200 python3 bench/gpu_quantize.py --lib $W/libquant.so --shapes 8192x8192,8191x8191 --quick --compile-budget 0 \
     --out $OUT/q3 > $OUT/q3.log 2>&1; echo "quantize rc=$?"; tail -12 $OUT/q3.log
   log "host time from C"
-  for f in launch_floor bench_dispatch; do [ -f $F/$f ] && cp $F/$f $W/ && chmod +x $W/$f; done
-  [ -x $W/launch_floor ] && timeout 30 $W/launch_floor > $OUT/launch_floor.log 2>&1; tail -8 $OUT/launch_floor.log
-  [ -x $W/bench_dispatch ] && (cd $W && timeout 30 ./bench_dispatch $W/libquant_cuda.so libcudart.so.13) > $OUT/dispatch.log 2>&1; tail -8 $OUT/dispatch.log
+  host_time_c 1; tail -8 $OUT/launch_floor.log; tail -8 $OUT/dispatch.log
   ;;
 q15)
   # Issue #15's table alone: every format at 8192² and 2048×7168, the MoE batch and the host time per call
@@ -131,12 +140,7 @@ q15)
   timeout 330 python3 bench/gpu_quantize.py --lib $W/libquant.so --shapes 8192x8192,2048x7168 --compile-budget 0 \
     --out $OUT/q15 > $OUT/q15.log 2>&1; echo "quantize rc=$?"; tail -12 $OUT/q15.log
   log "host time from C"
-  for f in launch_floor bench_dispatch; do [ -f $F/$f ] && cp $F/$f $W/ && chmod +x $W/$f; done
-  for i in 1 2; do
-    [ -x $W/launch_floor ] && timeout 30 $W/launch_floor >> $OUT/launch_floor.log 2>&1
-    [ -x $W/bench_dispatch ] && (cd $W && timeout 30 ./bench_dispatch $W/libquant_cuda.so libcudart.so.13) >> $OUT/dispatch.log 2>&1
-  done
-  cat $OUT/launch_floor.log $OUT/dispatch.log
+  host_time_c 2; cat $OUT/launch_floor.log $OUT/dispatch.log
   ;;
 esac
 log done
