@@ -85,6 +85,7 @@ $(BUILD)/libquant_toy_fail.so: examples/c/plugin_toy.c include/quant_plugin.h in
 	$(CC) $(PLUGIN_CFLAGS) -DTOY_FAIL $< -lm -o $@
 
 $(BUILD)/test_plugin: $(TOY_PLUGINS)
+$(BUILD)/test_plan: $(BUILD)/libquant_toy.so
 $(BUILD)/test_allocator: $(BUILD)/libquant_fake_cuda.so
 
 # The Go format plugin of examples/goplugin (an executable libquant runs out of

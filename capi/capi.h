@@ -46,4 +46,13 @@ int32_t capi_call_device_alloc(quant_device_alloc_fn f, void *user_data, int32_t
                                void **out);
 void capi_call_device_free(quant_device_free_fn f, void *user_data, int32_t device_id, void *ptr, uintptr_t stream);
 
+// Quantize plans (plan.c, plan.go).
+typedef struct capi_plan capi_plan;
+capi_plan *capi_plan_new(uint64_t *handle);
+void capi_plan_set(capi_plan *p, void *fn, void *args, void *err, char *what, uint64_t offset, uint32_t elem, int32_t nonempty);
+uint64_t capi_plan_offset(capi_plan *p);
+quant_quantize_plan *capi_plan_handle(uint64_t h);
+void capi_plan_retire(capi_plan *p);
+void capi_poison(void);
+
 #endif

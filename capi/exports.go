@@ -458,6 +458,9 @@ func quant_qtensor_free(t *C.quant_qtensor) C.quant_status {
 		if t == nil {
 			return nil
 		}
+		if e, err := getQTensorPtr(unsafe.Pointer(t), "tensor"); err == nil && e.t.Pinned() {
+			return host.Errorf(host.ErrState, "tensor: a quantize plan writes into this tensor's buffers; free the plan first")
+		}
 		e, err := takeEntry[qtensorEntry](unsafe.Pointer(t), "tensor", "quantized tensor")
 		if err != nil {
 			return err

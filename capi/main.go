@@ -47,6 +47,7 @@ func call(name string, body func() error) (status C.quant_status) {
 		if r := recover(); r != nil {
 			msg := fmt.Sprintf("%s: internal error: %v", name, r)
 			poisoned.CompareAndSwap(nil, &msg)
+			C.capi_poison() // plan runs in C (plan.c) refuse too
 			setError(msg)
 			status = C.QUANT_ERROR_INTERNAL
 		}

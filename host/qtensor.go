@@ -21,6 +21,9 @@ type QTensor struct {
 	// before t is published): a pointer the kernels' interface call would
 	// otherwise allocate or take from a pool on every call (issue #15).
 	req QuantizeRequest
+	// pins counts the prepared quantizes (PrepareInto) that write into t's
+	// storages: while any is open, nothing replaces, drops or re-lays-out them.
+	pins int
 }
 
 // Shape returns a copy of the logical shape.
@@ -184,6 +187,9 @@ func (t *QTensor) UpdateUsage(u Usage, stream uintptr) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	have := t.usageLocked()
+	if t.pins > 0 && u != have {
+		return errPinned("usage")
+	}
 	if drop := have &^ u; drop != 0 && t.persistent {
 		return Errorf(ErrState, "usage: a persistent tensor never drops a direction (it would drop %s)", drop)
 	}
@@ -280,6 +286,9 @@ func (t *QTensor) SetGEMMSwizzledScales(swizzled bool, stream uintptr) error {
 			return err
 		}
 		steps = append(steps, step{st, Direction(d), sw, spec})
+	}
+	if len(steps) > 0 && t.pins > 0 {
+		return errPinned("tensor")
 	}
 	for _, s := range steps {
 		if err := s.sw.SwizzleScales(s.st, s.dir, t.m, t.k, swizzled); err != nil {

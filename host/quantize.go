@@ -95,6 +95,17 @@ func (q *Quantizer) QuantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTen
 		usage |= dst.usageLocked()
 	}
 	specs := q.specsFor(in.DType)
+	if dst.pins > 0 {
+		// A pinned dst's storages stay as they are: this run must write
+		// exactly them, with their specs (PrepareInto).
+		shared := dst.dirs[DirRowwise] != nil && dst.dirs[DirRowwise] == dst.dirs[DirColumnwise]
+		for d, st := range dst.dirs {
+			want := usage.Has(Direction(d).Usage()) || (shared && Direction(d) == DirColumnwise)
+			if (st != nil) != want || (st != nil && !sameSpec(st.Spec, specs[d])) {
+				return errPinned("dst")
+			}
+		}
+	}
 	// Storages whose layout changed (a recipe change) cannot be reused; they are
 	// replaced if libquant owns them and refused if the caller does.
 	reuse := dst.dirs

@@ -354,6 +354,38 @@ quant_status quant_quantize(quant_quantizer *quantizer, const DLTensor *input,
 quant_status quant_quantize_into(quant_quantizer *quantizer, const DLTensor *input,
                                  const quant_quantize_options *options, quant_qtensor *dst);
 
+/* A quantize plan: quant_quantize_into(quantizer, input, options, dst) prepared
+ * once and repeated on inputs of the same dtype, shape, strides, byte_offset and
+ * device at other addresses (a layer's activations step after step, a decode
+ * step's tokens). A run skips the checks and the argument building that the
+ * call repeats every time; where the quantize is one call of a native plugin's
+ * kernel (the CUDA plugin, a plain quantizer), a run enters no Go code at all
+ * and costs little more than the plugin's kernel launch. Runs give the bytes
+ * quant_quantize_into gives.
+ *
+ * quant_quantize_plan_create runs quant_quantize_into(quantizer, input, options,
+ * dst) once, then returns the plan. The plan keeps the quantizer alive (freeing
+ * its handle is allowed) and pins dst: until the plan is freed, freeing dst,
+ * changing its usage or scale layout, or a quantize_into that would replace,
+ * drop or re-lay-out its buffers fails with QUANT_ERROR_STATE. The quantizer's
+ * settings are the plan's as they were at creation. A plan runs on one thread at
+ * a time (runs from several threads are serialized). */
+typedef struct quant_quantize_plan quant_quantize_plan;
+
+quant_status quant_quantize_plan_create(quant_quantizer *quantizer, const DLTensor *input,
+                                        const quant_quantize_options *options, quant_qtensor *dst,
+                                        quant_quantize_plan **out);
+
+/* quant_quantize_into of the plan's input with data in place of input->data
+ * (byte_offset still added), on stream (cudaStream_t; ignored on the CPU) in place
+ * of options->stream. data must hold a tensor laid out as the plan's input (that
+ * cannot be checked); NULL (for a non-empty tensor) or an address not aligned to
+ * the dtype: QUANT_ERROR_INVALID_ARGUMENT. */
+quant_status quant_quantize_plan_run(quant_quantize_plan *plan, const void *data, void *stream);
+
+/* Frees the plan and unpins its dst. NULL is a no-op. */
+quant_status quant_quantize_plan_free(quant_quantize_plan *plan);
+
 /* Dequantizes into out (FP32, BF16 or FP16, the tensor's element count,
  * contiguous, on its device). direction QUANT_DIRECTION_ANY uses rowwise data
  * when present, else columnwise. Values a format stores in a transformed

@@ -561,3 +561,55 @@ func (n *memory) DeviceCount() (int, error) {
 	}
 	return int(*(*int32)(ca.args)), nil
 }
+
+// preparedQuantize is a quantize call built once (host.KernelPreparer): its
+// argument block and error buffer in C memory of its own (not the recycled
+// blocks: it lives as long as the plan), which the C ABI's plan run patches
+// with the input's address and the stream and hands to fn.
+type preparedQuantize struct {
+	ca   callArgs
+	fn   unsafe.Pointer
+	what string // "plugin NAME: quantize of FORMAT on DEVICE", for a failed run's message
+}
+
+func (p *preparedQuantize) Close() {
+	C.free(p.ca.args)
+	C.free(unsafe.Pointer(p.ca.err))
+	p.ca = callArgs{}
+}
+
+// CCall is what a run needs: the plugin function, its argument block and
+// error buffer (C memory), and the prefix of a failure's message.
+func (p *preparedQuantize) CCall() (fn, args, err unsafe.Pointer, what string) {
+	return p.fn, p.ca.args, unsafe.Pointer(p.ca.err), p.what
+}
+
+// PrepareQuantize builds r's quantize call for repeated runs (host.KernelPreparer):
+// nil where a run needs the host (scratch a caller's allocator lends, a
+// delayed-scaling state staged on the host) or the plugin has no quantize.
+func (n *kernels) PrepareQuantize(r *host.QuantizeRequest) (host.PreparedKernel, error) {
+	if n.k.quantize == nil || rhtLoan(r) > 0 {
+		return nil, nil
+	}
+	size := C.size_t(C.sizeof_quant_plugin_quantize_args + C.sizeof_quant_plugin_params)
+	args := C.calloc(1, size)
+	perr := (*C.quant_plugin_error)(C.calloc(1, C.sizeof_quant_plugin_error))
+	pq := &preparedQuantize{ca: callArgs{args, perr, size}, fn: unsafe.Pointer(n.k.quantize)}
+	if args == nil || perr == nil {
+		pq.Close()
+		return nil, host.Errorf(host.ErrOutOfMemory, "plugin call arguments")
+	}
+	p := r.Spec.Params()
+	cp := (*C.quant_plugin_params)(unsafe.Add(args, uintptr(C.sizeof_quant_plugin_quantize_args)))
+	if err := paramsToC(&p, cp); err != nil {
+		pq.Close()
+		return nil, err
+	}
+	staged, err := n.fillQuantize((*C.quant_plugin_quantize_args)(args), cp, r)
+	if err != nil || staged != nil {
+		pq.Close()
+		return nil, err
+	}
+	pq.what = "plugin " + n.plugin.info.Name + ": " + n.what("quantize", &p).String()
+	return pq, nil
+}
