@@ -72,7 +72,7 @@ bench)
   timeout 150 python3 bench/gpu_gemm.py --lib $W/libquant.so --shapes 4096x4096x4096,16x8192x8192 --quick --out $OUT/g > $OUT/g.log 2>&1
   echo "gemm rc=$?"; grep -E "libquant (mxfp8|mxfp4|nvfp4|mxfp8 x nvfp4) \||Linear " $OUT/g/bench_gemm.md | cut -c1-200
   log pytest
-  timeout 200 python3 -m pytest -q -rfsx python/tests/test_torch_cuda.py python/tests/test_torch_modules.py python/tests/test_torch_compile.py -k cuda > $OUT/pytest.log 2>&1
+  timeout 200 python3 -m pytest -q -rfsx python/tests/test_torch_cuda.py python/tests/test_torch_modules.py python/tests/test_torch_compile.py python/tests/test_plan.py -k cuda > $OUT/pytest.log 2>&1
   echo "pytest rc=$?"; tail -2 $OUT/pytest.log
   ;;
 bench2)
@@ -113,7 +113,7 @@ ptests)
   # The torch CUDA modules (CUDA graph capture among them: a plugin call that is
   # refused inside a capture fails here and nowhere in gputest).
   log pytest
-  timeout 200 python3 -m pytest -q -rfsx python/tests/test_torch_cuda.py python/tests/test_torch_modules.py python/tests/test_torch_compile.py -k cuda > $OUT/pytest.log 2>&1
+  timeout 200 python3 -m pytest -q -rfsx python/tests/test_torch_cuda.py python/tests/test_torch_modules.py python/tests/test_torch_compile.py python/tests/test_plan.py -k cuda > $OUT/pytest.log 2>&1
   echo "pytest rc=$?"; tail -1 $OUT/pytest.log
   wait $pids
   log "gputest done"

@@ -10,7 +10,8 @@
  * stream), or native/fakecuda/testdata/fake_cuda.c built as a plugin, whose
  * "device" memory is host memory and whose kernels launch nothing: that
  * measures libquant's own share (the ABI, the host and the plugin dispatch).
- * Then the same for one quant_quantize_grouped call of 64 such tensors (the
+ * Each single-call row is followed by the same call through a quantize plan
+ * (quant_quantize_plan_run). Then the same for one quant_quantize_grouped call of 64 such tensors (the
  * fake plugin has no grouped entry: there the host goes one tensor at a
  * time). */
 #define _POSIX_C_SOURCE 199309L
@@ -65,10 +66,13 @@ typedef struct {
   const quant_quantize_options *opts;
   quant_qtensor *t;
   const quant_quantize_grouped_args *ga;
+  quant_quantize_plan *plan;
+  void *stream;
 } call_ctx;
 
 static quant_status call_into(const call_ctx *c) { return quant_quantize_into(c->q, c->in, c->opts, c->t); }
 static quant_status call_grouped(const call_ctx *c) { return quant_quantize_grouped(c->q, c->ga); }
+static quant_status call_plan(const call_ctx *c) { return quant_quantize_plan_run(c->plan, c->in->data, c->stream); }
 
 /* warm calls, then 50 batches of n calls with the GPU idle before each: the
  * fastest and the median batch's time per call, us. */
@@ -128,6 +132,12 @@ static int bench(const char *name, quant_quantizer_config cfg, void *x, void *st
   if (time_calls("quant_quantize_into", call_into, &c, 200, 100, sync, &fastest, &median)) return 1;
   printf("%-16s fastest %.2f us  median %.2f us per quant_quantize_into (128x256 bf16, both directions, enqueue only)\n", name, fastest,
          median);
+  /* The same call through a quantize plan: the input's address and the stream. */
+  c.stream = stream;
+  OK(quant_quantize_plan_create(c.q, &in, &opts, c.t, &c.plan));
+  if (time_calls("quant_quantize_plan_run", call_plan, &c, 200, 100, sync, &fastest, &median)) return 1;
+  printf("%-16s fastest %.2f us  median %.2f us per quant_quantize_plan_run (the same call, planned)\n", name, fastest, median);
+  OK(quant_quantize_plan_free(c.plan));
   OK(quant_qtensor_free(c.t));
   OK(quant_quantizer_free(c.q));
   return 0;

@@ -481,6 +481,31 @@ class Quantizer(Owned):
             dst._stream = s
         return dst
 
+    def plan_into(self, x: ArrayLike, dst: "QTensor", *, amax: ArrayLike | None = None,
+                  persistent: bool = False, stream: int | None = None) -> "QuantizePlan":
+        """quant_quantize_plan_create: quantize_into(x, dst, ...) now, and a
+        QuantizePlan that repeats it on other inputs of x's dtype, shape, strides
+        and device at a fraction of the host time (QuantizePlan.run). The plan
+        pins dst (close() and re-layouts raise StateError until the plan is
+        closed) and keeps this quantizer's settings as they are now."""
+        h = self.handle
+        t = as_dltensor(x)
+        keep: list[Any] = []
+        s = _stream(stream, t)
+        opts = None if amax is None and not persistent and s is None else self._options(t, amax, persistent, stream, keep)
+        lib = L.lib()
+        out = C.c_void_p()
+        with dst._lock:
+            dh = dst.handle
+            if dst._views:
+                dst._check_views("plan_into", self._into_plan(h, t, dst, persistent))
+            st = lib.quant_quantize_plan_create(h, t.dl, opts, dh, C.byref(out))
+            if st:
+                raise lib.error(st)
+            dst._stream = s
+        assert out.value is not None
+        return QuantizePlan(out.value, self, dst, t, keep)
+
     def quantize_grouped(self, xs: Sequence[ArrayLike], dsts: Sequence["QTensor"], *,
                          stream: int | None = None) -> list["QTensor"]:
         """Re-quantizes each xs[i] into dsts[i] in one call (quant_quantize_grouped):
@@ -623,6 +648,64 @@ class QTensorInfo:
     persistent: bool
     rowwise_format: str
     columnwise_format: str
+
+
+class QuantizePlan(Owned):
+    """A quantize_into prepared once (Quantizer.plan_into), run again on inputs of
+    the same dtype, shape, strides and device (quant_quantize_plan_run): each run
+    gives quantize_into's bytes into the plan's dst. A plain quantizer on the CUDA
+    plugin runs without entering the library's Go code (issue #15: host time per
+    call). The plan keeps its Quantizer and pins its dst until close()."""
+
+    _free_fn = "quant_quantize_plan_free"
+
+    def __init__(self, handle: int, quantizer: Quantizer, dst: "QTensor", t: Tensor, keep: list[Any]) -> None:
+        self._h = handle
+        self._quantizer = quantizer  # closed after the plan: the plan frees first
+        self._dst = dst
+        self._keep = keep  # the amax option's memory
+        self._tmpl = t.keep[0] if t.framework in ("numpy", "torch") else None
+        dl = t.dl
+        self._layout = _plan_layout(t)
+        self._offset = int(dl.byte_offset)
+
+    @property
+    def dst(self) -> "QTensor":
+        """The tensor every run writes."""
+        return self._dst
+
+    def run(self, x: ArrayLike, *, stream: int | None = None) -> "QTensor":
+        """quantize_into(x, dst) with the plan's arguments: x must have the plan's
+        input dtype, shape, strides and device (else InvalidArgumentError). CUDA work
+        runs on ``stream`` or torch's current stream. Returns dst."""
+        h = self._h
+        if h is None:
+            raise InvalidHandleError("plan: this QuantizePlan is closed")
+        t = as_dltensor(x)
+        dl = t.dl
+        # The template of an array of this exact layout (dtype, shape, strides,
+        # device) is one object per layout (_dlpack, _torch): the same object
+        # means the same layout, without comparing fields on every run.
+        if t.keep[0] is not self._tmpl or self._tmpl is None:
+            if _plan_layout(t) != self._layout or int(dl.byte_offset) != self._offset:
+                raise InvalidArgumentError("x: dtype, shape %s, strides or device differ from the plan's input (%s)"
+                                           % (list(t.shape), self._layout))
+        s = stream if stream is not None else t.stream
+        lib = L.lib()
+        st = lib.quant_quantize_plan_run(h, dl.data, s)
+        if st:
+            raise lib.error(st)
+        self._dst._stream = s
+        return self._dst
+
+
+def _plan_layout(t: Tensor) -> tuple[Any, ...]:
+    """What a plan's inputs share: dtype, shape, strides and device."""
+    dl = t.dl
+    nd = int(dl.ndim)
+    strides = tuple(dl.strides[i] for i in range(nd)) if dl.strides else None
+    return ((int(dl.dtype.code), int(dl.dtype.bits)), tuple(t.shape), strides,
+            (int(dl.device.device_type), int(dl.device.device_id)))
 
 
 def _info(info: L.quant_qtensor_info) -> QTensorInfo:

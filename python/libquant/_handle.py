@@ -32,7 +32,10 @@ class Owned:
         if self._views_alive():
             self._deferred = h
             return
-        L.check(getattr(L.lib(), self._free_fn)(h))
+        st = getattr(L.lib(), self._free_fn)(h)
+        if st:  # refused (a QTensor a QuantizePlan pins): the object stays usable
+            self._h = h
+            L.check(st)
 
     def __del__(self) -> None:
         h = getattr(self, "_h", None) or getattr(self, "_deferred", None)
