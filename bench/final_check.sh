@@ -18,7 +18,8 @@
 #                                     tests takes 450)
 #   bash bench/final_check.sh q15     issue #15's table: every format at 8192² and 2048×7168, the MoE batch,
 #                                     the host time per call from Python, and from C next to the launch
-#                                     paths (launch_floor, bench_dispatch), twice each (about 15 s on an H200).
+#                                     paths (launch_floor, bench_dispatch, both with quantize plans), twice each,
+#                                     and python/tests/test_plan.py (about 30 s on an H200).
 #   bash bench/final_check.sh bench3  the GEMM and linear rows at all four shapes of issue #11
 #                                     (8192³, 4096³, the LLM and the decode shape), every
 #                                     format's quantize at 8192² and 8191² with the host time
@@ -141,6 +142,9 @@ q15)
     --out $OUT/q15 > $OUT/q15.log 2>&1; echo "quantize rc=$?"; tail -12 $OUT/q15.log
   log "host time from C"
   host_time_c 2; cat $OUT/launch_floor.log $OUT/dispatch.log
+  log "quantize plans"  # their runs on the CUDA plugin against quant_quantize_into, byte for byte
+  timeout 120 python3 -m pytest -q -rfsx python/tests/test_plan.py > $OUT/pytest_plan.log 2>&1
+  echo "pytest rc=$?"; tail -2 $OUT/pytest_plan.log
   ;;
 esac
 log done

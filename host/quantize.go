@@ -101,7 +101,7 @@ func (q *Quantizer) QuantizeIntoUsage(in Tensor, opts QuantizeOptions, dst *QTen
 		shared := dst.dirs[DirRowwise] != nil && dst.dirs[DirRowwise] == dst.dirs[DirColumnwise]
 		for d, st := range dst.dirs {
 			want := usage.Has(Direction(d).Usage()) || (shared && Direction(d) == DirColumnwise)
-			if (st != nil) != want || (st != nil && !sameSpec(st.Spec, specs[d])) {
+			if (st != nil) != want || (st != nil && !sameSpec(st.Spec, specs[d]) && st.Spec.Params() != specs[d].Params()) {
 				return errPinned("dst")
 			}
 		}
