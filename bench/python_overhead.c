@@ -84,6 +84,18 @@ int main(int argc, char **argv) {
   }
   qsort(t, reps, sizeof t[0], cmp);
   printf("quantize_into %.1f\n", t[0]);
+  {
+    quant_quantize_plan *plan = NULL;
+    CHECK(quant_quantize_plan_create(q, &xt, NULL, qt, &plan));
+    for (r = 0; r < reps; r++) {
+      double t0 = now_ns();
+      for (i = 0; i < iters; i++) CHECK(quant_quantize_plan_run(plan, xt.data, NULL));
+      t[r] = (now_ns() - t0) / iters;
+    }
+    qsort(t, reps, sizeof t[0], cmp);
+    printf("plan_run %.1f\n", t[0]);
+    CHECK(quant_quantize_plan_free(plan));
+  }
   CHECK(quant_qtensor_free(qt));
 
   at = f32(a, 2, as);

@@ -8,7 +8,7 @@ same calls from a C program), then times from Python, on the same inputs:
     frees it);
   - quantize_into of a 1x32 FP32 tensor (NumPy, and torch CPU) into a QTensor
     made once (the per-call cost of a re-quantize: the kernel's work is
-    negligible there);
+    negligible there), and the same call through a QuantizePlan;
   - gemm of small quantized operands (32x64 x (32x64)^T into a preallocated out);
   - an empty ctypes call (quant_abi_version), the floor of any ctypes binding;
 and each call once more through bare ctypes (a prebuilt DLTensor, no package
@@ -141,6 +141,25 @@ def main() -> None:
         rows.append(("quantize_into 1x32 fp32 (torch CPU), dst given", "quantize_into", pit, bit))
     except ImportError:
         pass
+    plan = q.plan_into(xs, ts)
+    plan_run, xs_ptr = lib.quant_quantize_plan_run, xs.ctypes.data
+
+    def bare_plan_run() -> None:
+        plan_run(plan._h, xs_ptr, None)
+
+    pp, bp = interleaved([lambda: plan.run(xs), bare_plan_run], iters)
+    rows.append(("QuantizePlan.run 1x32 fp32 (NumPy), the same quantize_into planned", "plan_run", pp, bp))
+    try:
+        import torch
+
+        plan.close()
+        plan = q.plan_into(xst, ts)  # a plan made on a torch tensor: runs match its template
+
+        ppt, bpt = interleaved([lambda: plan.run(xst), bare_plan_run], iters)
+        rows.append(("QuantizePlan.run 1x32 fp32 (torch CPU)", "plan_run", ppt, bpt))
+    except ImportError:
+        pass
+    plan.close()
     pg, bg = interleaved([lambda: lq.gemm(qa, qb, trans_b=True, out=d), bare_gemm], iters)
     rows.append(("gemm 32x64 x (32x64)^T, out given", "gemm", pg, bg))
     (pe,) = interleaved([empty], iters * 10)

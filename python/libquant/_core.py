@@ -665,6 +665,19 @@ class QuantizePlan(Owned):
         self._dst = dst
         self._keep = keep  # the amax option's memory
         self._tmpl = t.keep[0] if t.framework in ("numpy", "torch") else None
+        # A run on an array of the creation input's type and layout reads its
+        # pointer (and stream) without building a DLTensor: the template, one
+        # object per dtype, shape, strides and device, names the layout.
+        self._xtype = type(t.source)
+        self._fast: Any = None
+        if t.framework == "numpy":
+            from ._dlpack import numpy_run_args
+
+            self._fast = numpy_run_args
+        elif t.framework == "torch":
+            from . import _torch
+
+            self._fast = _torch.run_args
         dl = t.dl
         self._layout = _plan_layout(t)
         self._offset = int(dl.byte_offset)
@@ -681,17 +694,22 @@ class QuantizePlan(Owned):
         h = self._h
         if h is None:
             raise InvalidHandleError("plan: this QuantizePlan is closed")
+        lib = L.lib()
+        if type(x) is self._xtype and self._fast is not None:
+            tmpl, ptr, s0 = self._fast(x)
+            if tmpl is self._tmpl:
+                s = stream if stream is not None else s0
+                st = lib.quant_quantize_plan_run(h, ptr, s)
+                if st:
+                    raise lib.error(st)
+                self._dst._stream = s
+                return self._dst
         t = as_dltensor(x)
         dl = t.dl
-        # The template of an array of this exact layout (dtype, shape, strides,
-        # device) is one object per layout (_dlpack, _torch): the same object
-        # means the same layout, without comparing fields on every run.
-        if t.keep[0] is not self._tmpl or self._tmpl is None:
-            if _plan_layout(t) != self._layout or int(dl.byte_offset) != self._offset:
-                raise InvalidArgumentError("x: dtype, shape %s, strides or device differ from the plan's input (%s)"
-                                           % (list(t.shape), self._layout))
+        if _plan_layout(t) != self._layout or int(dl.byte_offset) != self._offset:
+            raise InvalidArgumentError("x: dtype, shape %s, strides or device differ from the plan's input (%s)"
+                                       % (list(t.shape), self._layout))
         s = stream if stream is not None else t.stream
-        lib = L.lib()
         st = lib.quant_quantize_plan_run(h, dl.data, s)
         if st:
             raise lib.error(st)

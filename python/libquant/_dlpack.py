@@ -288,6 +288,14 @@ def _from_numpy(x: np.ndarray[Any, Any]) -> Tensor:
     return Tensor(dl, (tmpl, x), None, x.shape, "numpy", x)
 
 
+def numpy_run_args(x: np.ndarray[Any, Any]) -> tuple[Any, int, int | None]:
+    """(template, data pointer, stream) of x without building its DLTensor: what a
+    QuantizePlan's run needs (the template object names x's layout; None where
+    as_dltensor has not seen it yet)."""
+    data, flags = _pointer_and_flags(x)
+    return _np_templates.get((x.dtype, x.shape, None if flags & _C_CONTIGUOUS else x.strides)), data, None
+
+
 def _from_capsule(obj: Any) -> Tensor:
     dev = None
     try:

@@ -149,6 +149,15 @@ def from_torch(x: torch.Tensor) -> "Tensor":
     return Tensor(dl, (tmpl, x), stream, tmpl[2], "torch", x)
 
 
+def run_args(x: torch.Tensor) -> tuple[Any, int, int | None]:
+    """_dlpack.numpy_run_args for a torch tensor: from_torch's template, data
+    pointer and stream, without the DLTensor."""
+    cuda = x.is_cuda
+    dev = x.get_device() if cuda else -1
+    tmpl = _templates.get((x.dtype, x.shape, dev, None if x.is_contiguous() else x.stride()))
+    return tmpl, x.data_ptr(), current_stream(dev) if cuda else None
+
+
 def buffer_view(buf: "Buffer") -> torch.Tensor:
     """A typed torch tensor over a libquant buffer (zero-copy through DLPack)."""
     raw = from_dlpack(buf.bytes_view())  # uint8 [nbytes]; keeps buf alive
