@@ -196,7 +196,7 @@ $(BUILD)/fault/libquant.so: $(GO_SRC) include/quant.h
 	@mkdir -p $(BUILD)/fault
 	$(GO) build -tags faultinject -buildmode=c-shared -ldflags "-extldflags -Wl,--version-script=$(LDMAP)" -o $@ ./capi
 
-$(BUILD)/fault/fault_test: examples/c/fault_test.c examples/c/check.h $(BUILD)/fault/libquant.so
+$(BUILD)/fault/fault_test: examples/c/fault_test.c examples/c/check.h $(BUILD)/fault/libquant.so $(BUILD)/libquant_toy.so
 	$(CC) $(CFLAGS_ALL) $< -L$(BUILD)/fault -lquant -Wl,-rpath,'$$ORIGIN' -lm -o $@
 
 test-fault: $(BUILD)/fault/fault_test

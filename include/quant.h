@@ -368,8 +368,10 @@ quant_status quant_quantize_into(quant_quantizer *quantizer, const DLTensor *inp
  * its handle is allowed) and pins dst: until the plan is freed, freeing dst,
  * changing its usage or scale layout, or a quantize_into that would replace,
  * drop or re-lay-out its buffers fails with QUANT_ERROR_STATE. The quantizer's
- * settings are the plan's as they were at creation. A plan runs on one thread at
- * a time (runs from several threads are serialized). */
+ * settings are the plan's as they were at creation. options->amax, if set, is read
+ * at every run from the address it had at creation: keep that memory alive until
+ * the plan is freed. A plan runs on one thread at a time (runs from several threads
+ * are serialized). */
 typedef struct quant_quantize_plan quant_quantize_plan;
 
 quant_status quant_quantize_plan_create(quant_quantizer *quantizer, const DLTensor *input,

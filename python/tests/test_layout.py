@@ -112,7 +112,7 @@ _SCALARS: dict[str, Any] = {
     "quant_buffer_kind": C.c_int32, "float": C.c_float, "int64_t": C.c_int64, "void": None,
     "DLDevice": L.DLDevice, "quant_recipe_callback": L.RECIPE_CALLBACK,
 }
-_HANDLES = {"quant_quantizer", "quant_qtensor", "quant_recipe", "quant_linear", "quant_linear_ctx", "void"}
+_HANDLES = {"quant_quantizer", "quant_qtensor", "quant_recipe", "quant_linear", "quant_linear_ctx", "quant_quantize_plan", "void"}
 
 
 def ctype_of(decl: str) -> Any:
@@ -163,7 +163,7 @@ def signature_mismatches(header: Path = HEADER) -> list[str]:
 
 def test_function_signatures_match_header() -> None:
     protos = header_prototypes()
-    assert len(protos) == len(L.FUNCTIONS) == 55
+    assert len(protos) == len(L.FUNCTIONS) == 58
     assert protos["quant_gemm_support"] == ("quant_status", ["DLDevice", "const char *", "const char *",
                                                              "quant_gemm_support_entry *"])
     assert signature_mismatches() == []
