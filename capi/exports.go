@@ -293,24 +293,34 @@ func quant_quantize(q *C.quant_quantizer, input *C.capi_const_DLTensor, options 
 //export quant_quantize_into
 func quant_quantize_into(q *C.quant_quantizer, input *C.capi_const_DLTensor, options *C.capi_const_options, dst *C.quant_qtensor) C.quant_status {
 	return call("quant_quantize_into", func() error {
-		e, err := getQuantizer(q, "quantizer")
-		if err != nil {
-			return err
-		}
-		d, err := getQTensorPtr(unsafe.Pointer(dst), "dst")
-		if err != nil {
-			return err
-		}
-		in, err := tensorFromDLView("input", unsafe.Pointer(input))
-		if err != nil {
-			return err
-		}
-		opts, usage, err := quantizeOptions(unsafe.Pointer(options), e.q)
+		e, d, in, opts, usage, err := intoArgs(q, input, options, dst, false)
 		if err != nil {
 			return err
 		}
 		return e.q.QuantizeIntoUsage(in, opts, d.t, usage)
 	})
+}
+
+// intoArgs reads quant_quantize_into's arguments (and a plan's, which keeps
+// them: keep copies the input's shape out of the caller's memory).
+func intoArgs(q *C.quant_quantizer, input *C.capi_const_DLTensor, options *C.capi_const_options, dst *C.quant_qtensor, keep bool) (*quantizerEntry, *qtensorEntry, host.Tensor, host.QuantizeOptions, host.Usage, error) {
+	e, err := getQuantizer(q, "quantizer")
+	if err != nil {
+		return nil, nil, host.Tensor{}, host.QuantizeOptions{}, 0, err
+	}
+	d, err := getQTensorPtr(unsafe.Pointer(dst), "dst")
+	if err != nil {
+		return nil, nil, host.Tensor{}, host.QuantizeOptions{}, 0, err
+	}
+	in, err := tensorFromDLShape("input", unsafe.Pointer(input), keep)
+	if err != nil {
+		return nil, nil, host.Tensor{}, host.QuantizeOptions{}, 0, err
+	}
+	opts, usage, err := quantizeOptions(unsafe.Pointer(options), e.q)
+	if err != nil {
+		return nil, nil, host.Tensor{}, host.QuantizeOptions{}, 0, err
+	}
+	return e, d, in, opts, usage, nil // (options.amax's shape is a copy: tensorFromDL)
 }
 
 // maxGroup bounds a grouped quantize's count, so that garbage is caught.

@@ -45,26 +45,9 @@ func quant_quantize_plan_create(q *C.quant_quantizer, input *C.capi_const_DLTens
 		if out == nil {
 			return invalid("out: is NULL")
 		}
-		e, err := getQuantizer(q, "quantizer")
+		e, d, in, opts, usage, err := intoArgs(q, input, options, dst, true)
 		if err != nil {
 			return err
-		}
-		d, err := getQTensorPtr(unsafe.Pointer(dst), "dst")
-		if err != nil {
-			return err
-		}
-		in, err := tensorFromDLShape("input", unsafe.Pointer(input), true)
-		if err != nil {
-			return err
-		}
-		opts, usage, err := quantizeOptions(unsafe.Pointer(options), e.q)
-		if err != nil {
-			return err
-		}
-		if opts.AmaxIn != nil {
-			a := *opts.AmaxIn
-			a.Shape = append([]int64(nil), a.Shape...)
-			opts.AmaxIn = &a
 		}
 		prep, err := e.q.PrepareInto(in, opts, d.t, usage)
 		if err != nil {

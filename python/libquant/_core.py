@@ -455,6 +455,17 @@ class Quantizer(Owned):
             out.pop(2, None)  # one storage serves both directions and survives
         return out
 
+    def _into_args(self, x: ArrayLike, amax: ArrayLike | None, persistent: bool,
+                   stream: int | None) -> tuple[int, Tensor, int | None, Any, list[Any]]:
+        """quantize_into's and plan_into's arguments: the handle, x's DLTensor, the
+        stream, the options (None for the defaults) and what keeps their memory."""
+        h = self.handle
+        t = as_dltensor(x)
+        keep: list[Any] = []
+        s = _stream(stream, t)
+        opts = None if amax is None and not persistent and s is None else self._options(t, amax, persistent, stream, keep)
+        return h, t, s, opts, keep
+
     def quantize_into(self, x: ArrayLike, dst: "QTensor", *, amax: ArrayLike | None = None,
                       persistent: bool = False, stream: int | None = None) -> "QTensor":
         """Re-quantizes x into dst, reusing its buffers (quant_quantize_into). Returns dst.
@@ -465,11 +476,7 @@ class Quantizer(Owned):
         still point at (a temporary dst loses a direction the quantizer's usage
         lacks; a new layout re-allocates one), it raises StateError and changes
         nothing: delete or copy those views first."""
-        h = self.handle
-        t = as_dltensor(x)
-        keep: list[Any] = []
-        s = _stream(stream, t)
-        opts = None if amax is None and not persistent and s is None else self._options(t, amax, persistent, stream, keep)
+        h, t, s, opts, _ = self._into_args(x, amax, persistent, stream)
         lib = L.lib()
         with dst._lock:
             dh = dst.handle
@@ -488,11 +495,7 @@ class Quantizer(Owned):
         and device at a fraction of the host time (QuantizePlan.run). The plan
         pins dst (close() and re-layouts raise StateError until the plan is
         closed) and keeps this quantizer's settings as they are now."""
-        h = self.handle
-        t = as_dltensor(x)
-        keep: list[Any] = []
-        s = _stream(stream, t)
-        opts = None if amax is None and not persistent and s is None else self._options(t, amax, persistent, stream, keep)
+        h, t, s, opts, keep = self._into_args(x, amax, persistent, stream)
         lib = L.lib()
         out = C.c_void_p()
         with dst._lock:
