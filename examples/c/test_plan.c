@@ -4,6 +4,7 @@
  * kernel call (the toy plugin's CPU format: no Go code on the run); the plan
  * pins its dst; every bad argument returns a status naming it. Run from the
  * repository root (it loads build/libquant_toy.so). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -195,6 +196,61 @@ static void test_pins_and_errors(void) {
   EXPECT_OK(quant_quantizer_free(q));
 }
 
+/* Threads sharing a plan: every run succeeds (runs are serialized), and the
+ * bytes are the single-threaded call's. A run racing with the plan's free gets
+ * QUANT_OK or, once it is freed, QUANT_ERROR_INVALID_HANDLE, nothing else. */
+#define THREADS 8
+static quant_quantize_plan *shared_plan;
+static pthread_mutex_t runs_mu = PTHREAD_MUTEX_INITIALIZER;
+static int runs_ok, runs_bad, runs_dead;
+
+static void *run_worker(void *arg) {
+  int i, until_dead = arg != NULL;
+  for (i = 0; until_dead || i < 200; i++) {
+    quant_status st = quant_quantize_plan_run(shared_plan, x2, NULL);
+    pthread_mutex_lock(&runs_mu);
+    if (st == QUANT_OK) runs_ok++;
+    else if (st == QUANT_ERROR_INVALID_HANDLE && until_dead && strstr(quant_last_error(), "not a live plan") != NULL) runs_dead++;
+    else runs_bad++;
+    pthread_mutex_unlock(&runs_mu);
+    if (st != QUANT_OK) break;
+  }
+  return NULL;
+}
+
+static void check_threads(const char *format) {
+  quant_quantizer_config c = check_config(format);
+  quant_quantizer *q = NULL;
+  quant_qtensor *t = NULL, *ref = NULL;
+  DLTensor in = check_tensor(x1, kDLFloat, 32, 2, shape2), in2 = in;
+  pthread_t th[THREADS];
+  int i, ok_before;
+  in2.data = x2;
+  EXPECT_OK(quant_quantizer_create(&c, &q));
+  EXPECT_OK(quant_quantize(q, &in, NULL, &t));
+  EXPECT_OK(quant_quantize(q, &in2, NULL, &ref));
+  EXPECT_OK(quant_quantize_plan_create(q, &in, NULL, t, &shared_plan));
+  runs_ok = runs_bad = runs_dead = 0;
+  for (i = 0; i < THREADS; i++) CHECK(pthread_create(&th[i], NULL, run_worker, NULL) == 0);
+  for (i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+  CHECK(runs_ok == THREADS * 200 && runs_bad == 0);
+  CHECK(same_bytes(t, ref));
+  /* A run racing with the free. */
+  CHECK(pthread_create(&th[0], NULL, run_worker, (void *)1) == 0);
+  do {
+    pthread_mutex_lock(&runs_mu);
+    ok_before = runs_ok;
+    pthread_mutex_unlock(&runs_mu);
+  } while (ok_before < THREADS * 200 + 50);
+  EXPECT_OK(quant_quantize_plan_free(shared_plan));
+  pthread_join(th[0], NULL);
+  if (runs_bad != 0 || runs_dead != 1) fprintf(stderr, "%s: %d bad runs, %d dead-handle runs\n", format, runs_bad, runs_dead);
+  CHECK(runs_bad == 0 && runs_dead == 1);
+  EXPECT_OK(quant_qtensor_free(t));
+  EXPECT_OK(quant_qtensor_free(ref));
+  EXPECT_OK(quant_quantizer_free(q));
+}
+
 int main(void) {
   size_t index = 0;
   fill(x1, 1);
@@ -203,5 +259,7 @@ int main(void) {
   test_bytes();
   test_hybrid();
   test_pins_and_errors();
+  check_threads("toy_u8"); /* the prepared call, run from C */
+  check_threads("mxfp8");  /* through the host */
   return check_summary("test_plan");
 }
