@@ -285,6 +285,12 @@ func newCallArgs(size C.size_t) (callArgs, error) {
 		callBlocks.Unlock()
 		size = callBlockSize
 	}
+	return allocCallArgs(size)
+}
+
+// allocCallArgs allocates a zeroed block of size and an error buffer in C
+// memory, outside the recycled ones (release frees them).
+func allocCallArgs(size C.size_t) (callArgs, error) {
 	a := C.calloc(1, size)
 	e := (*C.quant_plugin_error)(C.calloc(1, C.sizeof_quant_plugin_error))
 	if a == nil || e == nil {
@@ -295,6 +301,12 @@ func newCallArgs(size C.size_t) (callArgs, error) {
 	return callArgs{a, e, size}, nil
 }
 
+// release returns the block and its error buffer to C.
+func (c callArgs) release() {
+	C.free(c.args)
+	C.free(unsafe.Pointer(c.err))
+}
+
 // free recycles a block of callBlockSize bytes and returns a larger one (a
 // grouped call's) to C.
 func (c callArgs) free() {
@@ -302,8 +314,7 @@ func (c callArgs) free() {
 		return
 	}
 	if c.size != callBlockSize {
-		C.free(c.args)
-		C.free(unsafe.Pointer(c.err))
+		c.release()
 		return
 	}
 	callBlocks.Lock()
@@ -313,8 +324,7 @@ func (c callArgs) free() {
 		return
 	}
 	callBlocks.Unlock()
-	C.free(c.args)
-	C.free(unsafe.Pointer(c.err))
+	c.release()
 }
 
 // invoke calls fn(args, err) and maps a failure to an error naming what.

@@ -23,12 +23,18 @@ func withParams(size C.size_t, p *host.Params) (callArgs, *C.quant_plugin_params
 	if err != nil {
 		return ca, nil, err
 	}
-	cp := (*C.quant_plugin_params)(unsafe.Add(ca.args, uintptr(size)))
-	if err := paramsToC(p, cp); err != nil {
+	cp, err := paramsAfter(ca, size, p)
+	if err != nil {
 		ca.free()
 		return ca, nil, err
 	}
 	return ca, cp, nil
+}
+
+// paramsAfter fills the parameter block that follows size bytes of ca's args.
+func paramsAfter(ca callArgs, size C.size_t, p *host.Params) (*C.quant_plugin_params, error) {
+	cp := (*C.quant_plugin_params)(unsafe.Add(ca.args, uintptr(size)))
+	return cp, paramsToC(p, cp)
 }
 
 // format is a format a plugin defines.
@@ -573,8 +579,7 @@ type preparedQuantize struct {
 }
 
 func (p *preparedQuantize) Close() {
-	C.free(p.ca.args)
-	C.free(unsafe.Pointer(p.ca.err))
+	p.ca.release()
 	p.ca = callArgs{}
 }
 
@@ -591,21 +596,18 @@ func (n *kernels) PrepareQuantize(r *host.QuantizeRequest) (host.PreparedKernel,
 	if n.k.quantize == nil || rhtLoan(r) > 0 {
 		return nil, nil
 	}
-	size := C.size_t(C.sizeof_quant_plugin_quantize_args + C.sizeof_quant_plugin_params)
-	args := C.calloc(1, size)
-	perr := (*C.quant_plugin_error)(C.calloc(1, C.sizeof_quant_plugin_error))
-	pq := &preparedQuantize{ca: callArgs{args, perr, size}, fn: unsafe.Pointer(n.k.quantize)}
-	if args == nil || perr == nil {
-		pq.Close()
-		return nil, host.Errorf(host.ErrOutOfMemory, "plugin call arguments")
+	ca, err := allocCallArgs(C.sizeof_quant_plugin_quantize_args + C.sizeof_quant_plugin_params)
+	if err != nil {
+		return nil, err
 	}
+	pq := &preparedQuantize{ca: ca, fn: unsafe.Pointer(n.k.quantize)}
 	p := r.Spec.Params()
-	cp := (*C.quant_plugin_params)(unsafe.Add(args, uintptr(C.sizeof_quant_plugin_quantize_args)))
-	if err := paramsToC(&p, cp); err != nil {
+	cp, err := paramsAfter(ca, C.sizeof_quant_plugin_quantize_args, &p)
+	if err != nil {
 		pq.Close()
 		return nil, err
 	}
-	staged, err := n.fillQuantize((*C.quant_plugin_quantize_args)(args), cp, r)
+	staged, err := n.fillQuantize((*C.quant_plugin_quantize_args)(ca.args), cp, r)
 	if err != nil || staged != nil {
 		pq.Close()
 		return nil, err

@@ -697,23 +697,19 @@ class QuantizePlan(Owned):
         h = self._h
         if h is None:
             raise InvalidHandleError("plan: this QuantizePlan is closed")
-        lib = L.lib()
+        tmpl = None
         if type(x) is self._xtype and self._fast is not None:
             tmpl, ptr, s0 = self._fast(x)
-            if tmpl is self._tmpl:
-                s = stream if stream is not None else s0
-                st = lib.quant_quantize_plan_run(h, ptr, s)
-                if st:
-                    raise lib.error(st)
-                self._dst._stream = s
-                return self._dst
-        t = as_dltensor(x)
-        dl = t.dl
-        if _plan_layout(t) != self._layout or int(dl.byte_offset) != self._offset:
-            raise InvalidArgumentError("x: dtype, shape %s, strides or device differ from the plan's input (%s)"
-                                       % (list(t.shape), self._layout))
-        s = stream if stream is not None else t.stream
-        st = lib.quant_quantize_plan_run(h, dl.data, s)
+        if tmpl is None or tmpl is not self._tmpl:
+            t = as_dltensor(x)
+            dl = t.dl
+            if _plan_layout(t) != self._layout or int(dl.byte_offset) != self._offset:
+                raise InvalidArgumentError("x: dtype, shape %s, strides or device differ from the plan's input (%s)"
+                                           % (list(t.shape), self._layout))
+            ptr, s0 = dl.data, t.stream
+        s = stream if stream is not None else s0
+        lib = L.lib()
+        st = lib.quant_quantize_plan_run(h, ptr, s)
         if st:
             raise lib.error(st)
         self._dst._stream = s
