@@ -37,7 +37,7 @@ extern "C" {
  * the library's; a caller compiled against another major version must not use it. */
 #define QUANT_ABI_VERSION 1
 #define QUANT_VERSION_MAJOR 0
-#define QUANT_VERSION_MINOR 3
+#define QUANT_VERSION_MINOR 4
 #define QUANT_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------------- */

@@ -18,7 +18,7 @@ static DLTensor input_f32(void) { return check_tensor(x, kDLFloat, 32, 2, shape2
 
 static void test_version_and_strings(void) {
   CHECK(quant_abi_version() == QUANT_ABI_VERSION);
-  CHECK(strcmp(quant_version(), "0.3.0") == 0);
+  CHECK(strcmp(quant_version(), "0.4.0") == 0);
   CHECK(strcmp(quant_status_string(QUANT_OK), "QUANT_OK") == 0);
   CHECK(strcmp(quant_status_string(QUANT_ERROR_POISONED), "QUANT_ERROR_POISONED") == 0);
   CHECK(strcmp(quant_status_string((quant_status)999), "QUANT_ERROR_UNKNOWN_STATUS") == 0);

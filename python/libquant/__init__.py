@@ -64,7 +64,7 @@ from ._errors import (
 from ._linear import Linear, LinearContext, LinearContextInfo
 from ._recipe import Recipe, Role
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "BOTH", "COLUMNWISE", "ROWWISE", "Buffer", "BufferDesc", "BufferTooSmallError", "Device",
