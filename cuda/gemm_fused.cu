@@ -15,8 +15,10 @@
 // spec §5.3), always K-major.
 //
 // Element types. E4M3 and E5M2 codes go to the tensor cores as they are. E2M1
-// codes are widened to E4M3 in shared memory: every E2M1 value (0, ±0.5, ±1,
-// ±1.5, ±2, ±3, ±4, ±6) is an E4M3 value, so the widening is exact.
+// codes (the decode kernels only) go in as integers or widened to FP16 or
+// E4M3 in registers (decode_body, decode_wg_kernel): every E2M1 value (0,
+// ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6) is an E4M3 and an FP16 value, so the
+// widening is exact.
 //
 // Scales. E8M0 per 32 (MXFP8, MXFP4): one wgmma m64nNk32 covers exactly one
 // block, whose FP32 result T_b is promoted as acc = fma(T_b, sa·sb, acc).
@@ -24,12 +26,10 @@
 // [-149, 127] (then the fma rounds once). A stage whose E8M0 exponents could
 // leave that range (adversarial scales, spec §4.3 allows 2^-127..2^127 on both
 // sides) is promoted in FP64 instead, where the product and the sum are exact
-// up to one FP64 rounding before the FP32 one. NVFP4: E4M3 scales per 16. A
-// k32 wgmma would mix two blocks, so A is written twice into shared memory,
-// once with the odd 16-blocks zeroed and once with the even ones zeroed; two
-// wgmmas per 32 K give the two block sums separately, each promoted with its
-// own scales (E4M3 × E4M3 products are exact in FP32). The NVFP4 global
-// scales are folded into alpha by the caller (spec §5.2).
+// up to one FP64 rounding before the FP32 one. NVFP4 (E4M3 scales per 16,
+// the decode kernels only): each 16-block's sum is promoted with its own
+// scales (E4M3 × E4M3 products are exact in FP32), as decode_body says. The
+// NVFP4 global scales are folded into alpha by the caller (spec §5.2).
 //
 // Any shape (spec §14): rows past M or N and K past the end are loaded as zeros
 // and their scales as 1.0, so padded positions contribute exact zeros; loads
@@ -58,13 +58,16 @@
 // quant_gemm against it.
 //
 // Structure: one CTA per BM×BN output tile; warpgroup 0 is the producer (FP8
-// codes by TMA where both operands' rows are 16-byte aligned and K % 16 == 0,
-// else through cp.async, or through registers where FP4 must be widened or a
-// row is not 16-byte aligned, into 128-byte-swizzled stages; the scales by
-// cp.async, converted to floats; signalled by mbarriers),
+// codes by TMA, both operands' rows 16-byte aligned and K % 16 == 0, into
+// 128-byte-swizzled stages; the E8M0 scales by cp.async, converted to floats;
+// signalled by mbarriers),
 // warpgroups 1..BM/64 are consumers (wgmma from shared memory via descriptors,
-// promotion, epilogue). Two more kernels take few rows of one operand (the
-// decode shapes; gemm() below dispatches): decode_kernel (mma.sync on register
+// promotion, epilogue). It takes MXFP8 pairs only: the dispatch sends it
+// nothing else (qfused::beats_expansion), because E2M1 codes widened by its
+// producer, NVFP4's per-16 scales and codes through cp.async or registers all
+// ran slower than the BF16 expansion (README "When it runs"), so those paths
+// were deleted. Two more kernels take few rows of one operand (the decode
+// shapes; gemm() below dispatches): decode_kernel (mma.sync on register
 // fragments, 1..64 rows, every pair) and decode_wg_kernel (MXFP8 × MXFP8 at
 // 1..16 rows, wgmma with the weight on the m64 side), each described above it.
 
@@ -300,18 +303,6 @@ __device__ __forceinline__ float e8m0_to_float(uint32_t e) {
   return __int_as_float(e << 23);
 }
 
-__device__ __forceinline__ float e4m3_to_float(uint32_t v) {
-  uint32_t s = v >> 7, e = (v >> 3) & 15, m = v & 7;
-  float f;
-  if (e == 15 && m == 7)
-    f = __int_as_float(0x7FC00000);
-  else if (e == 0)
-    f = (float)m * 0.001953125f;  // m · 2^-9
-  else
-    f = __int_as_float(((e + 120) << 23) | (m << 20));
-  return s ? -f : f;
-}
-
 // Index of scale (row r, K block j) in a compact or GEMM-swizzled buffer with
 // stride bytes per row (spec §4.6, §4.7).
 __device__ __forceinline__ int64_t scale_index(int64_t r, int64_t j, int64_t stride, bool swz) {
@@ -324,132 +315,24 @@ __device__ __forceinline__ int64_t scale_index(int64_t r, int64_t j, int64_t str
 // Kernel
 // ---------------------------------------------------------------------------
 
-template <int BM, int BN, bool SB16, bool RAW>
+template <int BM, int BN>
 struct Layout {
-  static constexpr int NB = SB16 ? 8 : 4;                    // scale blocks per stage
-  static constexpr int A_BYTES = BM * 128 * (SB16 ? 2 : 1);  // A (NVFP4: the even and the odd copy)
+  static constexpr int NB = 4;                           // E8M0 scale blocks (of 32) per stage
+  static constexpr int A_BYTES = BM * 128;
   static constexpr int B_BYTES = BN * 128;
-  static constexpr int SA_OFF = A_BYTES + B_BYTES;           // scales as floats, [NB][BM]
-  static constexpr int SB_OFF = SA_OFF + NB * BM * 4;        // [NB][BN]
-  static constexpr int FLAG_OFF = SB_OFF + NB * BN * 4;      // E8M0 exponent range, 4 producer warps × 4
-  static constexpr int SRAW_OFF = FLAG_OFF + 64;             // raw scale bytes as loaded, 8 per row
-  static constexpr int RAW_OFF = SRAW_OFF + (BM + BN) * 8;   // raw packed E2M1, 64 bytes per row (RAW only)
-  static constexpr int END = RAW_OFF + (RAW ? (BM + BN) * 64 : 0);
+  static constexpr int SA_OFF = A_BYTES + B_BYTES;       // scales as floats, [NB][BM]
+  static constexpr int SB_OFF = SA_OFF + NB * BM * 4;    // [NB][BN]
+  static constexpr int FLAG_OFF = SB_OFF + NB * BN * 4;  // E8M0 exponent range, 4 producer warps × 4
+  static constexpr int SRAW_OFF = FLAG_OFF + 64;         // raw scale bytes as loaded, 8 per row
+  static constexpr int END = SRAW_OFF + (BM + BN) * 8;
   static constexpr int STAGE = (END + 1023) / 1024 * 1024;
   static constexpr int STAGES = (220 * 1024) / STAGE > 6 ? 6 : (220 * 1024) / STAGE;
   static constexpr int SMEM = STAGES * STAGE + 1024;
 };
 
-// How one operand is loaded (uniform over the grid).
-struct LoadMode {
-  bool fp4;
-  bool cp8;      // FP8 codes by 16-byte cp.async straight into the swizzled tile
-  bool cp4;      // packed E2M1 by 16-byte cp.async into the raw area, widened at signal time
-  bool cpscale;  // scale bytes by 4-byte cp.async
-};
-__device__ __forceinline__ LoadMode load_mode(const Operand &op, int64_t K) {
-  LoadMode m;
-  m.fp4 = op.elem == kE2M1;
-  m.cp8 = !m.fp4 && op.ld % 16 == 0 && K % 16 == 0 && (uintptr_t)op.data % 16 == 0;
-  m.cp4 = m.fp4 && op.ld % 16 == 0 && K % 32 == 0 && (uintptr_t)op.data % 16 == 0;
-  m.cpscale = op.scale_stride % 4 == 0 && (uintptr_t)op.scale % 4 == 0;
-  return m;
-}
-
-// Sixteen widened E4M3 codes (elements 16·h .. 16·h+15 of 32 packed in w).
-__device__ __forceinline__ uint4 widen16(uint4 w, int h) {
-  uint4 r;
-  e2m1x8_to_e4m3x8(h ? w.z : w.x, r.x, r.y);
-  e2m1x8_to_e4m3x8(h ? w.w : w.y, r.z, r.w);
-  return r;
-}
-
-// Stores one 16-byte chunk (16 elements, 16-block ch of the stage) of row r.
-// Split (NVFP4 A): even blocks go to the first copy, odd blocks to the second;
-// the other copy gets zeros there.
-template <int NROWS, bool SPLIT>
-__device__ __forceinline__ void store_chunk(uint8_t *tile, int r, int ch, uint4 v) {
-  const uint32_t off = r * 128 + ((ch ^ (r & 7)) << 4);
-  if (SPLIT) {
-    const uint4 z = make_uint4(0, 0, 0, 0);
-    *reinterpret_cast<uint4 *>(tile + off) = (ch & 1) ? z : v;
-    *reinterpret_cast<uint4 *>(tile + NROWS * 128 + off) = (ch & 1) ? v : z;
-  } else {
-    *reinterpret_cast<uint4 *>(tile + off) = v;
-  }
-}
-
-// Issues the loads of rows [r0, r0+NROWS) of one operand's K tile
-// [k0, k0+128): cp.async where the mode allows (FP8 into the swizzled tile,
-// E2M1 into the raw area), else synchronous loads with per-element bounds
-// into the tile. Thread p takes chunks p, p+128, ... (the same chunks in
-// widen_tile, so each thread converts only what its own cp.async wrote).
-template <int NROWS, bool SPLIT, int NT>
-__device__ __forceinline__ void issue_tile(const Operand &op, const LoadMode &m, int64_t r0, int64_t k0, int64_t K, uint8_t *tile,
-                                           uint8_t *raw, int p) {
-  if (m.cp4) {
-#pragma unroll 2
-    for (int c = p; c < NROWS * 4; c += NT) {  // 16 packed bytes = 32 elements per chunk
-      const int r = c >> 2, ch = c & 3;
-      const int64_t gr = r0 + r, gk = k0 + ch * 32;
-      const bool valid = gr < op.rows && gk < K;
-      cp_async16(smem_u32(raw + r * 64 + ch * 16), valid ? (const void *)(op.data + gr * op.ld + gk / 2) : (const void *)op.data, valid);
-    }
-    return;
-  }
-#pragma unroll 4
-  for (int c = p; c < NROWS * 8; c += NT) {
-    const int r = c >> 3, ch = c & 7;  // row in tile, 16-byte chunk (16 elements) in the row
-    const int64_t gr = r0 + r, gk = k0 + ch * 16;
-    const bool rv = gr < op.rows;
-    if (m.cp8) {
-      const bool valid = rv && gk < K;
-      cp_async16(smem_u32(tile + r * 128 + ((ch ^ (r & 7)) << 4)), valid ? (const void *)(op.data + gr * op.ld + gk) : (const void *)op.data,
-                 valid);
-      continue;
-    }
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (!m.fp4) {
-      if (rv) {
-        const uint8_t *src = op.data + gr * op.ld;
-        uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-          if (gk + i < K) w[i >> 2] |= (uint32_t)__ldg(src + gk + i) << ((i & 3) * 8);
-        v = make_uint4(w[0], w[1], w[2], w[3]);
-      }
-    } else {
-      uint4 q = make_uint4(0, 0, 0, 0);  // 16 nibbles in q.x, q.y
-      if (rv && gk < K) {
-        const uint8_t *src = op.data + gr * op.ld + gk / 2;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-          uint32_t byte = 0;
-          if (gk + 2 * i < K) byte = __ldg(src + i);
-          if (gk + 2 * i + 1 >= K) byte &= 0x0F;  // the padding nibble of an odd row (spec §14 item 4)
-          if (i < 4)
-            q.x |= byte << (i * 8);
-          else
-            q.y |= byte << ((i - 4) * 8);
-        }
-      }
-      v = widen16(q, 0);
-    }
-    store_chunk<NROWS, SPLIT>(tile, r, ch, v);
-  }
-}
-
-// Widens the raw E2M1 chunks this thread loaded (cp4) into the tile.
-template <int NROWS, bool SPLIT, int NT>
-__device__ __forceinline__ void widen_tile(const uint8_t *raw, uint8_t *tile, int p) {
-#pragma unroll 2
-  for (int c = p; c < NROWS * 4; c += NT) {
-    const int r = c >> 2, ch = c & 3;
-    const uint4 w = *reinterpret_cast<const uint4 *>(raw + r * 64 + ch * 16);
-    store_chunk<NROWS, SPLIT>(tile, r, 2 * ch, widen16(w, 0));
-    store_chunk<NROWS, SPLIT>(tile, r, 2 * ch + 1, widen16(w, 1));
-  }
-}
+// Whether an operand's scale bytes can come by 4-byte cp.async (uniform over
+// the grid): 4-byte aligned rows of scales.
+__device__ __forceinline__ bool scales_cp(const Operand &op) { return op.scale_stride % 4 == 0 && (uintptr_t)op.scale % 4 == 0; }
 
 // Issues the loads of the raw scale bytes of row p (< NROWS) for the stage's
 // K blocks [j0, j0+NB): groups of 4 consecutive blocks are 4 aligned bytes in
@@ -477,10 +360,10 @@ __device__ __forceinline__ void issue_scales(const Operand &op, bool cpscale, in
   }
 }
 
-// Converts row p's raw scale bytes to floats [NB][NROWS]; blocks past the
-// data and rows past the operand read as 1.0 (their data are zeros). Tracks
-// the min and max E8M0 exponent (E8M0 only).
-template <int NROWS, int NB, bool SB16, int NT>
+// Converts row p's raw E8M0 scale bytes to floats [NB][NROWS]; blocks past
+// the data and rows past the operand read as 1.0 (their data are zeros).
+// Tracks the min and max exponent.
+template <int NROWS, int NB, int NT>
 __device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, int64_t j0, int64_t nblocks, const uint8_t *sraw, float *dst, int p0,
                                                int &emin, int &emax) {
   for (int p = p0; p < NROWS; p += NT) {
@@ -490,32 +373,27 @@ __device__ __forceinline__ void convert_scales(const Operand &op, int64_t r0, in
     float f = 1.0f;
     if (rv && j0 + j < nblocks) {
       const uint32_t s = sraw[p * 8 + j];
-      if (SB16) {
-        f = e4m3_to_float(s);
-      } else {
-        f = e8m0_to_float(s);
-        emin = min(emin, (int)s);
-        emax = max(emax, (int)s);
-      }
+      f = e8m0_to_float(s);
+      emin = min(emin, (int)s);
+      emax = max(emax, (int)s);
     }
     dst[j * NROWS + p] = f;
   }
   }
 }
 
-// The tile kernel's TMA descriptors (use != 0): A's and B's FP8 codes as 2-D
-// byte tensors [rows, K] of pitch ld, boxes of 128 bytes of K × the tile's
-// rows, 128-byte swizzle (the layout issue_tile's cp.async writes), elements
-// past K or past the rows filled with zeros.
+// The TMA descriptors of the tile kernel and of decode_wg_kernel: A's and B's
+// codes as 2-D byte tensors [rows, K] of pitch ld (tma_map: boxes of 128
+// bytes of K × the tile's rows, 128-byte swizzle; tma_map_e2m1: below),
+// elements past K or past the rows filled with zeros.
 struct TmaMaps {
   CUtensorMap a, b;
-  int32_t use;
 };
 
-template <int BM, int BN, int TA, int TB, bool SB16, bool RAW, bool PIPE>
+template <int BM, int BN, int TA, int TB, bool PIPE>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(const Params P, const __grid_constant__ TmaMaps T) {
   pdl_wait();
-  using L = Layout<BM, BN, SB16, RAW>;
+  using L = Layout<BM, BN>;
   constexpr int NWG = BM / 64;
   constexpr int NB = L::NB;
   constexpr int S = L::STAGES;
@@ -525,7 +403,6 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
   // the compiler still knows these are shared-memory addresses (ld.shared,
   // not generic loads, for the scales the consumers read).
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  const bool tma = !RAW && T.use != 0;
 
   const int tid = threadIdx.x;
   const int wg = tid / 128;
@@ -541,11 +418,11 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
   const int64_t m0 = mt * BM, n0 = nt * BN;
   const int64_t K = P.K;
   const int KT = (int)((K + kBK - 1) / kBK);
-  const int64_t nblocks = (K + (SB16 ? 15 : 31)) / (SB16 ? 16 : 32);
+  const int64_t nblocks = (K + 31) / 32;
 
   if (tid == 0) {
     for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], tma ? 33 : 32);  // the producer warp of the stage (and its lane 0's expected bytes)
+      mbar_init(&full[s], 33);  // the producer warp of the stage and its lane 0's expected bytes
       mbar_init(&empty[s], NWG * 128);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -555,8 +432,8 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
   if (wg == 0) {
     // ---------------- producer ----------------
     // Warp w of the producer warpgroup fills stages w, w+PW, w+2·PW, ...: it
-    // issues a stage's loads, waits for them, widens E2M1, converts the
-    // scales, fences and signals. PW stages are in flight at once, one per
+    // issues a stage's loads (the codes by TMA, the scales by its lanes),
+    // waits for its own, converts the scales, fences and signals. PW stages are in flight at once, one per
     // warp, whatever the proxy fence costs (run 2, H100: with LAG stages in
     // flight behind one thread's fence, every stage paid a full memory
     // latency, as if the fence waited for all of the thread's copies). PW ≤ S
@@ -568,45 +445,35 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 #endif
     constexpr int PW = S < 4 ? S : 4;
     const int w = tid / 32, lane = tid % 32;
-    const LoadMode ma = load_mode(P.a, K), mb = load_mode(P.b, K);
+    const bool csa = scales_cp(P.a), csb = scales_cp(P.b);
     for (int kt = w; kt < KT && w < PW; kt += PW) {
       const int s = kt % S;
       if (kt >= S) mbar_wait(&empty[s], ((kt / S) + 1) & 1);
       uint8_t *st = smem + s * L::STAGE;
       const int64_t k0 = (int64_t)kt * kBK;
-      if (tma) {
-        // The codes by TMA: the stage's full barrier completes when they
-        // have landed, besides the warp's arrivals below.
-        if (lane == 0) {
-          mbar_arrive_expect_tx(&full[s], (BM + BN) * kBK);
-          tma_load_2d(st, &T.a, (int)k0, (int)m0, &full[s]);
-          tma_load_2d(st + L::A_BYTES, &T.b, (int)k0, (int)n0, &full[s]);
-        }
-      } else {
-        issue_tile<BM, SB16, 32>(P.a, ma, m0, k0, K, st, st + L::RAW_OFF, lane);
-        issue_tile<BN, false, 32>(P.b, mb, n0, k0, K, st + L::A_BYTES, st + L::RAW_OFF + BM * 64, lane);
+      // The codes by TMA: the stage's full barrier completes when they have
+      // landed, besides the warp's arrivals below.
+      if (lane == 0) {
+        mbar_arrive_expect_tx(&full[s], (BM + BN) * kBK);
+        tma_load_2d(st, &T.a, (int)k0, (int)m0, &full[s]);
+        tma_load_2d(st + L::A_BYTES, &T.b, (int)k0, (int)n0, &full[s]);
       }
-      issue_scales<BM, NB, 32>(P.a, ma.cpscale, m0, (int64_t)kt * NB, st + L::SRAW_OFF, lane);
-      issue_scales<BN, NB, 32>(P.b, mb.cpscale, n0, (int64_t)kt * NB, st + L::SRAW_OFF + BM * 8, lane);
+      issue_scales<BM, NB, 32>(P.a, csa, m0, (int64_t)kt * NB, st + L::SRAW_OFF, lane);
+      issue_scales<BN, NB, 32>(P.b, csb, n0, (int64_t)kt * NB, st + L::SRAW_OFF + BM * 8, lane);
       cp_async_commit();
-      cp_async_wait<0>();  // this thread's loads of the stage have landed
-      if (RAW && ma.cp4) widen_tile<BM, SB16, 32>(st + L::RAW_OFF, st, lane);
-      if (RAW && mb.cp4) widen_tile<BN, false, 32>(st + L::RAW_OFF + BM * 64, st + L::A_BYTES, lane);
+      cp_async_wait<0>();  // this thread's scale loads of the stage have landed
       int ea0 = 255, ea1 = 0, eb0 = 255, eb1 = 0;
-      convert_scales<BM, NB, SB16, 32>(P.a, m0, (int64_t)kt * NB, nblocks, st + L::SRAW_OFF, reinterpret_cast<float *>(st + L::SA_OFF), lane, ea0,
-                                       ea1);
-      convert_scales<BN, NB, SB16, 32>(P.b, n0, (int64_t)kt * NB, nblocks, st + L::SRAW_OFF + BM * 8, reinterpret_cast<float *>(st + L::SB_OFF),
-                                       lane, eb0, eb1);
-      if (!SB16) {
-        // The stage's exponent range (the consumers read it from slot 0).
-        ea0 = __reduce_min_sync(0xffffffffu, ea0);
-        ea1 = __reduce_max_sync(0xffffffffu, ea1);
-        eb0 = __reduce_min_sync(0xffffffffu, eb0);
-        eb1 = __reduce_max_sync(0xffffffffu, eb1);
-        if (lane == 0) {
-          int *fl = reinterpret_cast<int *>(st + L::FLAG_OFF);
-          fl[0] = ea0, fl[1] = ea1, fl[2] = eb0, fl[3] = eb1;
-        }
+      convert_scales<BM, NB, 32>(P.a, m0, (int64_t)kt * NB, nblocks, st + L::SRAW_OFF, reinterpret_cast<float *>(st + L::SA_OFF), lane, ea0, ea1);
+      convert_scales<BN, NB, 32>(P.b, n0, (int64_t)kt * NB, nblocks, st + L::SRAW_OFF + BM * 8, reinterpret_cast<float *>(st + L::SB_OFF), lane, eb0,
+                                 eb1);
+      // The stage's exponent range (the consumers read it from slot 0).
+      ea0 = __reduce_min_sync(0xffffffffu, ea0);
+      ea1 = __reduce_max_sync(0xffffffffu, ea1);
+      eb0 = __reduce_min_sync(0xffffffffu, eb0);
+      eb1 = __reduce_max_sync(0xffffffffu, eb1);
+      if (lane == 0) {
+        int *fl = reinterpret_cast<int *>(st + L::FLAG_OFF);
+        fl[0] = ea0, fl[1] = ea1, fl[2] = eb0, fl[3] = eb1;
       }
       fence_proxy_async();  // our writes (cp.async and st.shared) before the tensor cores read them
       mbar_arrive(&full[s]);
@@ -635,24 +502,19 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
     const uint8_t *st = smem + s * L::STAGE;
     const float *sA = reinterpret_cast<const float *>(st + L::SA_OFF);
     const float *sB = reinterpret_cast<const float *>(st + L::SB_OFF);
-    bool fast = true;
-    if (!SB16) {
-      const int *fl = reinterpret_cast<const int *>(st + L::FLAG_OFF);
-      const int ea0 = fl[0], ea1 = fl[1], eb0 = fl[2], eb1 = fl[3];
-      // sa·sb = 2^(ea+eb-254) is exact in FP32 for exponents in [-149, 127]; 255 is NaN.
-      fast = ea1 < 255 && eb1 < 255 && ea1 + eb1 - 254 <= 127 && ea0 + eb0 - 254 >= -149;
-    }
+    const int *fl = reinterpret_cast<const int *>(st + L::FLAG_OFF);
+    const int ea0 = fl[0], ea1 = fl[1], eb0 = fl[2], eb1 = fl[3];
+    // sa·sb = 2^(ea+eb-254) is exact in FP32 for exponents in [-149, 127]; 255 is NaN.
+    const bool fast = ea1 < 255 && eb1 < 255 && ea1 + eb1 - 254 <= 127 && ea0 + eb0 - 254 >= -149;
     const uint32_t a_base = smem_u32(st) + g * 64 * 128;
     const uint32_t b_base = smem_u32(st + L::A_BYTES);
-    // Step u: the wgmma of K block u (NVFP4: 16-block u, through the even or
-    // odd copy of A). PIPE: step u's wgmma is issued before step u-1's sum
-    // is promoted, into the other register set, so that the tensor core and
-    // the promotion overlap inside the warpgroup too.
-    constexpr int NSTEP = SB16 ? 8 : 4;
+    // Step u: the wgmma of K block u. PIPE: step u's wgmma is issued before
+    // step u-1's sum is promoted, into the other register set, so that the
+    // tensor core and the promotion overlap inside the warpgroup too.
+    constexpr int NSTEP = NB;
     auto issue = [&](int u) {
-      const int q = SB16 ? u / 2 : u, h = SB16 ? u % 2 : 0;
       wgmma_fence();
-      wgmma_k32<BN, TA, TB>(tmp[u & 1], sw128_desc(a_base + h * BM * 128 + 32 * q), sw128_desc(b_base + 32 * q));
+      wgmma_k32<BN, TA, TB>(tmp[u & 1], sw128_desc(a_base + 32 * u), sw128_desc(b_base + 32 * u));
       wgmma_commit();
     };
     auto promote = [&](int u) {
@@ -776,7 +638,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) fused_gemm_kernel(cons
 // the split K's ranks in rank order (deterministic); that split of Σ_b is
 // one more reassociation inside the bound's (n_blocks + 2)·2^-24 term.
 //
-// Requirements (else the tile kernel runs): K % 32 == 0 (a 16-byte piece is
+// Requirements (else the tile kernel runs where it can, gemm()): K % 32 == 0 (a 16-byte piece is
 // whole inside or outside K), rows 16-byte aligned (ld and the data pointer:
 // the cp.async pieces), scales 4-byte aligned with a row stride that is a
 // multiple of 4 (groups of 4 blocks are 4 aligned bytes in both layouts,
@@ -2144,7 +2006,7 @@ EncodeTiledFn encode_tiled() {
 }
 
 // Whether TMA can load an FP8 operand's codes: 16-byte aligned codes and
-// pitch (load_mode's cp8), K % 16 == 0, and the driver's encoder found.
+// pitch, K % 16 == 0, and the driver's encoder found.
 bool tma_able(const Operand &op, int64_t K) {
   if (op.elem == kE2M1 || op.ld % 16 != 0 || K % 16 != 0 || reinterpret_cast<uintptr_t>(op.data) % 16 != 0 || op.rows <= 0) return false;
   if (K >= (int64_t(1) << 31) || op.rows >= (int64_t(1) << 31)) return false;  // the copies' coordinates are 32-bit
@@ -2179,16 +2041,16 @@ bool tma_map_e2m1(const Operand &op, int64_t K, CUtensorMap *m) {
              CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BM, int BN, int TA, int TB, bool SB16, bool RAW>
+template <int BM, int BN, int TA, int TB>
 cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
-  using L = Layout<BM, BN, SB16, RAW>;
+  using L = Layout<BM, BN>;
   // The narrow tile (decode) has the registers for two block sums in flight;
   // at 128×128 the second set spills (measured: ~540 bytes), so it waits.
-  auto kern = fused_gemm_kernel<BM, BN, TA, TB, SB16, RAW, BN == 16>;
+  auto kern = fused_gemm_kernel<BM, BN, TA, TB, BN == 16>;
+  TmaMaps t{};
+  if (!tma_map(p.a, p.K, BM, &t.a) || !tma_map(p.b, p.K, BN, &t.b)) return cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
   if (e != cudaSuccess) return e;
-  TmaMaps t{};
-  if (!RAW && tma_map(p.a, p.K, BM, &t.a) && tma_map(p.b, p.K, BN, &t.b)) t.use = 1;
   dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM));
   launch_kernel(kern, grid, (BM / 64 + 1) * 128, L::SMEM, stream, p, t);
   return cudaGetLastError();
@@ -2196,14 +2058,11 @@ cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
 
 template <int BM, int BN>
 cudaError_t launch_types(const Params &p, cudaStream_t stream) {
-  // RAW: an E2M1 operand, staged packed and widened in shared memory.
-  if (p.sb16) return launch_cfg<BM, BN, 0, 0, true, true>(p, stream);
   const int ta = wg_type(p.a.elem), tb = wg_type(p.b.elem);
-  const bool raw = p.a.elem == kE2M1 || p.b.elem == kE2M1;
-  if (ta == 0 && tb == 0) return raw ? launch_cfg<BM, BN, 0, 0, false, true>(p, stream) : launch_cfg<BM, BN, 0, 0, false, false>(p, stream);
-  if (ta == 0 && tb == 1) return raw ? launch_cfg<BM, BN, 0, 1, false, true>(p, stream) : launch_cfg<BM, BN, 0, 1, false, false>(p, stream);
-  if (ta == 1 && tb == 0) return raw ? launch_cfg<BM, BN, 1, 0, false, true>(p, stream) : launch_cfg<BM, BN, 1, 0, false, false>(p, stream);
-  return launch_cfg<BM, BN, 1, 1, false, false>(p, stream);
+  if (ta == 0 && tb == 0) return launch_cfg<BM, BN, 0, 0>(p, stream);
+  if (ta == 0 && tb == 1) return launch_cfg<BM, BN, 0, 1>(p, stream);
+  if (ta == 1 && tb == 0) return launch_cfg<BM, BN, 1, 0>(p, stream);
+  return launch_cfg<BM, BN, 1, 1>(p, stream);
 }
 
 // The decode kernel's shape: a CTA of WK warps owns NW·8 output columns (16
@@ -2482,7 +2341,6 @@ bool launch_wd(const Params &p, cudaStream_t stream, cudaError_t *err) {
   TmaMaps t{};
   const int bn = p.M > 8 ? 16 : 8;
   if (w4 ? !tma_map_e2m1(p.b, p.K, &t.b) : !tma_map(p.a, p.K, bn, &t.a) || !tma_map(p.b, p.K, 64, &t.b)) return false;
-  t.use = 1;
   const int ta = wg_type(p.a.elem), tb = wg_type(p.b.elem);
   auto types = [&](auto bnc) {
     constexpr int BN = decltype(bnc)::value;
@@ -2550,24 +2408,24 @@ static bool normalize(Params &p, Params *decode) {
 bool beats_expansion(Params p) {
   Params d;
   if (normalize(p, &d)) return true;  // the decode kernels
-  if (p.M <= 0 || p.N <= 0 || p.K <= 0 || p.a.s16 != p.b.s16 || p.sb16) return false;
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0 || p.a.s16 || p.b.s16 || p.sb16) return false;
   const int64_t big = p.M > p.N ? p.M : p.N, small = p.M > p.N ? p.N : p.M;
   if (big < kTileBig && !(big >= kTileBig / 2 && small <= 32)) return false;
   return tma_able(p.a, p.K) && tma_able(p.b, p.K);
 }
 
-// Runs D = alpha · A·Bᵀ (both K-major): the decode kernel where it takes p,
+// Runs D = alpha · A·Bᵀ (both K-major): the decode kernels where they take p,
 // else the tile kernel. Returns cudaErrorInvalidValue for arguments neither
-// takes (NVFP4 with an MX operand outside the decode kernel's shapes, a grid
-// too large). In the tile kernel, for few rows of A the operands swap, so that
-// the large operand fills the 64-row wgmma tiles: Dᵀ = B·Aᵀ is written
-// transposed.
+// takes: outside the decode kernels' shapes, E2M1 or NVFP4 operands, FP8
+// codes that TMA cannot load (tma_able), a grid too large. In the tile
+// kernel, for few rows of A the operands swap, so that the large operand
+// fills the 64-row wgmma tiles: Dᵀ = B·Aᵀ is written transposed.
 cudaError_t gemm(Params p, cudaStream_t stream) {
   Params d;
   if (normalize(p, &d)) return launch_decode(d, stream);
   if (p.M <= 0 || p.N <= 0 || p.K <= 0) return cudaErrorInvalidValue;
-  // The tile kernel: MX × MX or NVFP4 × NVFP4.
-  if (p.a.s16 != p.b.s16 || (p.sb16 && (p.a.elem != kE2M1 || p.b.elem != kE2M1))) return cudaErrorInvalidValue;
+  // The tile kernel: MXFP8 × MXFP8, codes by TMA.
+  if (p.sb16 || p.a.s16 || p.b.s16 || !tma_able(p.a, p.K) || !tma_able(p.b, p.K)) return cudaErrorInvalidValue;
   if (p.M <= 64 && p.N > p.M) {
     std::swap(p.a, p.b);
     std::swap(p.M, p.N);

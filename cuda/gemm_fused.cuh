@@ -94,12 +94,11 @@ cudaError_t gemm(Params p, cudaStream_t stream);
 
 // Whether gemm(p) runs a kernel that beats expanding the operands to BF16
 // where one operand has at most 64 rows (quant_gemm's default dispatch):
-// the decode kernels (K % 32 == 0, aligned rows; the only ones for NVFP4
-// with an MX operand), else the tile kernel with both operands' FP8 codes
+// the decode kernels (K % 32 == 0, aligned rows; the only ones for E2M1
+// and NVFP4 operands), else the tile kernel with both operands' FP8 codes
 // loaded by TMA (K % 16 == 0, 16-byte aligned rows) where the large operand
 // has 8192 rows or more, or 4096 or more against at most 32. Elsewhere
-// gemm(p) may still run (the tile kernel through cp.async, on E2M1 codes, or
-// at fewer rows) but loses.
+// gemm(p) may still run the tile kernel (at fewer rows) but loses.
 bool beats_expansion(Params p);
 
 // Whether the kernel runs on device dev (compute capability 9.0: its machine

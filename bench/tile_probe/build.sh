@@ -1,7 +1,9 @@
 #!/bin/bash
 # Builds the tile-kernel probe (bench/tile_probe/probe.cu): the fused tile
-# kernel of cuda/gemm_fused.cu (the file's lines before its decode kernel,
-# taken from the checkout) with one of the variant patches here applied,
+# kernel of cuda/gemm_fused.cu as of 4ef7d3b (the file's lines before its
+# decode kernel, from git: the patches were written against that kernel,
+# which still had its E2M1 and cp.async paths) with one of the variant
+# patches here applied,
 # timed against itself and BF16 cuBLAS and compared bit for bit
 # (bench/RESULTS.md, "the fused tile kernel's variants at 128..8192 rows"). Run from the
 # checkout's root:
@@ -14,8 +16,9 @@ set -eu
 patch_file=$1 out=$2
 shift 2
 tmp=$(mktemp -d)
-n=$(grep -n '^// Decode kernel: few rows of A' cuda/gemm_fused.cu | cut -d: -f1)
-{ head -n $((n - 3)) cuda/gemm_fused.cu; echo '}  // namespace qfused'; } > "$tmp/tile_part.cuh"
+git show 4ef7d3b:cuda/gemm_fused.cu > "$tmp/gemm_fused.cu"
+n=$(grep -n '^// Decode kernel: few rows of A' "$tmp/gemm_fused.cu" | cut -d: -f1)
+{ head -n $((n - 3)) "$tmp/gemm_fused.cu"; echo '}  // namespace qfused'; } > "$tmp/tile_part.cuh"
 patch -s "$tmp/tile_part.cuh" < "$patch_file"
 nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Icuda -Iinclude -I"$tmp" "$@" -o "$out" bench/tile_probe/probe.cu \
   -l:libcublas.so.13 -Xlinker -rpath,/usr/local/cuda/lib64

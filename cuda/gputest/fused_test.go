@@ -63,8 +63,8 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 	// {5,130,77}, {20,4100,336}: K % 32 != 0, where the decode kernel does not
 	// run: the tile kernel for the MXFP8 pairs at K % 16 == 0 (their codes by
 	// TMA) against 4100 rows, the BF16 path elsewhere (qfused::beats_expansion:
-	// the tile kernel through cp.async, on E2M1 codes or at fewer rows of the
-	// large operand loses to it). (Every pair takes the
+	// the tile kernel at fewer rows of the large operand loses to it, and its
+	// cp.async and E2M1 paths, which lost too, are gone). (Every pair takes the
 	// fused kernels by default only where min(M, N) <= 64, the BF16 path
 	// beyond: cuda/gemm.cu fused_faster.)
 	shapes := [][3]int64{{16, 200, 320}, {7, 300, 256}, {40, 200, 320}, {64, 24, 128}, {5, 130, 77}, {300, 40, 160}, {20, 4100, 336}}
@@ -107,9 +107,9 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 	// Where the decode kernel does not take an MXFP8 GEMM (K % 32 != 0), the
 	// default runs the tile kernel only with the codes by TMA (K % 16 == 0),
 	// and only against a large operand of 8192 rows or more, or 4096 or more
-	// against at most 32: through cp.async it was 3-10 times as slow as the
-	// BF16 path, and by TMA 0.43-0.79x at 1024-2048 rows (RESULTS "K not a
-	// multiple of 32", call 9). With the tile kernel the 13-bit block sums
+	// against at most 32: through cp.async (since deleted) it was 3-10 times
+	// as slow as the BF16 path, and by TMA 0.43-0.79x at 1024-2048 rows
+	// (RESULTS "K not a multiple of 32", call 9). With the tile kernel the 13-bit block sums
 	// make some element differ from the exact path; with the BF16 path none.
 	t.Run("tile kernel only by TMA", func(t *testing.T) {
 		sup, err := host.QueryGemmSupport(gpu, "mxfp8", "mxfp8")
@@ -122,7 +122,7 @@ func TestGemmFusedMatchesCPU(t *testing.T) {
 			tile    bool
 		}{
 			{16, 4100, 80, true}, {16, 4100, 336, true}, {8200, 40, 80, true}, // by TMA, enough rows
-			{16, 4100, 77, false}, {16, 4100, 200, false}, // K % 16 != 0: cp.async
+			{16, 4100, 77, false}, {16, 4100, 200, false}, // K % 16 != 0: TMA cannot load the codes
 			{16, 2048, 80, false}, {40, 4100, 80, false}, {64, 4096, 336, false}, // by TMA, too few rows
 		} {
 			m, n := c.m, c.n
