@@ -57,8 +57,7 @@ func (q *Quantizer) PrepareInto(in Tensor, opts QuantizeOptions, dst *QTensor, u
 			return nil, err
 		}
 		if kp, ok := kern.(KernelPreparer); ok {
-			r := QuantizeRequest{Spec: specs[DirRowwise], Input: in, M: dst.m, K: dst.k, Out: out,
-				AmaxIn: opts.AmaxIn, State: q.states[DirRowwise], Stream: opts.Stream}
+			r := q.request(DirRowwise, specs[DirRowwise], in, dst.m, dst.k, out, opts)
 			if p.Kernel, err = kp.PrepareQuantize(&r); err != nil {
 				return nil, err
 			}

@@ -351,6 +351,12 @@ func (r *runState) undo() {
 	}
 }
 
+// request is the kernels' request to quantize src ([m, k]) in direction d
+// with spec into outs: runState.quantize's, and the one PrepareInto prepares.
+func (q *Quantizer) request(d Direction, spec Spec, src Tensor, m, k int64, outs [2]*Storage, opts QuantizeOptions) QuantizeRequest {
+	return QuantizeRequest{Spec: spec, Input: src, M: m, K: k, Out: outs, AmaxIn: opts.AmaxIn, State: q.states[d], Stream: opts.Stream}
+}
+
 func (r *runState) quantize(d Direction, src Tensor, outs [2]*Storage) error {
 	spec := r.specs[d]
 	kern, err := r.q.kernels(d, spec, r.in.Device)
@@ -358,8 +364,7 @@ func (r *runState) quantize(d Direction, src Tensor, outs [2]*Storage) error {
 		return err
 	}
 	req := r.req
-	*req = QuantizeRequest{Spec: spec, Input: src, M: r.m, K: r.k, Out: outs,
-		AmaxIn: r.opts.AmaxIn, State: r.q.states[d], Stream: r.opts.Stream}
+	*req = r.q.request(d, spec, src, r.m, r.k, outs, r.opts)
 	err = kern.Quantize(req)
 	*req = QuantizeRequest{} // holds no references past the call
 	return err
