@@ -20,7 +20,7 @@ HEADERS_HASH := $(shell cat include/quant.h include/quant_plugin.h | sha256sum |
 export CGO_CFLAGS ?= -g -O2 -DLIBQUANT_HEADERS_$(HEADERS_HASH)
 C_TESTS := $(patsubst examples/c/%.c,$(BUILD)/%,$(wildcard examples/c/test_*.c))
 
-.PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check e2m1-bf16x2-check plugins test-cuda-host
+.PHONY: all demo lib mlp goplugins bench-dispatch test test-gpu venv wheel install test-python bench-cpu test-go test-c test-header test-symbols test-fault test-threads-race clean cuda fused-check decode-shapes e2m1-bf16x2-check plugins test-cuda-host
 
 all: demo
 
@@ -132,6 +132,13 @@ fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh 
 	@mkdir -p $(BUILD)
 	$(NVCC) -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o $(BUILD)/fused_check cuda/gputest/fused_check.cu
 	$(BUILD)/fused_check check
+
+# The decode kernel's shape sweep (`build/decode_shapes shapes M N K`: which
+# NW/WK/S/KS to dispatch on this GPU), fused_check.cu with its ~200 extra
+# decode-kernel instances; they take over 20 minutes to build on two cores.
+decode-shapes: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh cuda/launch.cuh
+	@mkdir -p $(BUILD)
+	$(NVCC) -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -DLQ_DECODE_SHAPES -o $(BUILD)/decode_shapes cuda/gputest/fused_check.cu
 
 # The packed BF16 E2M1 encoding of the MXFP4 fast kernel (cuda/common.cuh
 # e2m1_bf16x2_pack8) against lq_e2m1, every BF16 value at every scale it is

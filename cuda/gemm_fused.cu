@@ -2077,6 +2077,8 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     integer path, 16 rows) runs fastest at 8/8/3 (MXFP4 0.028-0.029 ms,
 //     NVFP4 0.034-0.035; 4/16/2 0.034-0.036 and 0.040-0.042), one CTA of
 //     64 weight rows per SM in one wave; 32 rows then kept 2/16/2.
+//   (`fused_check shapes` below is `build/decode_shapes shapes` since
+//   2026-12-02: make decode-shapes.)
 //   - H200 (`fused_check shapes M N K`, 2026-11-29; bench/RESULTS.md, "the
 //     decode kernel's shape on the H200"), ms: with at most one CTA of 64
 //     weight rows per SM (N ≤ 64·SMs: `one_wave`), 16 rows take 8/8/2 on

@@ -7,7 +7,9 @@
 //   build/fused_check bench   # timings at the issue's shapes
 //   build/fused_check decode  # timings at decode shapes only
 //   build/fused_check time M N K [mxfp8|mxfp4|nvfp4]  # timings of one shape
-//   build/fused_check shapes M N K  # the decode kernel in several shapes (NW, WK, S) at one M N K
+//   build/decode_shapes shapes M N K  # the decode kernel in several shapes (NW, WK, S) at one M N K:
+//                                     # this file with -DLQ_DECODE_SHAPES (make decode-shapes), a
+//                                     # separate binary because its kernel instances take long to build
 //
 // Exit status 0 only if every check passes. Without an sm_90 GPU it says so and
 // exits 0 (skip).
@@ -567,6 +569,10 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
   }
 }
 
+#ifdef LQ_DECODE_SHAPES
+// (Compiled into build/decode_shapes only, `make decode-shapes`: its ~200
+// decode-kernel instances took the check's build from minutes to over 20
+// minutes on two cores, longer than a GPU machine's 10-minute command.)
 // The decode kernel at one M N K in several shapes (NW, WK, S: its output
 // columns per CTA / 8, warps per CTA, stages per warp), the one dispatched
 // (decode_shape) marked, in one process: which shape to dispatch on this
@@ -744,6 +750,7 @@ static void decode_shapes(int64_t M, int64_t N, int64_t K) {
     free_operand(p.b);
   }
 }
+#endif  // LQ_DECODE_SHAPES
 
 int main(int argc, char **argv) {
   std::string mode = argc > 1 ? argv[1] : "check";
@@ -771,8 +778,13 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (mode == "shapes" && argc == 5) {  // the decode kernel's shapes at one M N K (time_decode_shape)
+#ifdef LQ_DECODE_SHAPES
     decode_shapes(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]));
     return 0;
+#else
+    fprintf(stderr, "shapes: built into build/decode_shapes (make decode-shapes), not this binary\n");
+    return 2;
+#endif
   }
   if (mode == "one" && argc == 6) {  // one M N K format: a single timed launch after warm-up (for ncu)
     bench({{atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), "one"}}, argv[5], 1);
