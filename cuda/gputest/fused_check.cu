@@ -829,6 +829,7 @@ int main(int argc, char **argv) {
       {256, 256, 512, kE2M1, kE2M1, true},   // NVFP4 past 64 rows
       {5, 130, 77, kE2M1, kE2M1, true},      // NVFP4, few rows, K % 32 != 0
       {30, 40, 100, kE4M3, kE4M3, false},    // few rows, K % 16 != 0
+      {1, 300, 70, kE2M1, kE2M1, true},      // NVFP4, one row, K % 32 != 0
   };
   if (mode == "small") {
     cases = {{70, 33, 112, kE4M3, kE4M3, false, false, kNormal, false},
@@ -857,7 +858,7 @@ int main(int argc, char **argv) {
         {32, 77, 352, kE5M2, kE2M1, false, true, kAdversarial, true, 1},  // decode, MXFP8 E5M2 x NVFP4, adversarial E8M0
         {1, 260, 1024, kE2M1, kE2M1, false, false, kNormal, false, 1},  // decode, MXFP4 x NVFP4 (integer)
         {300, 20, 256, kE2M1, kE4M3, true, false, kNormal, true, 0},    // decode swapped, NVFP4 x MXFP8
-        {1, 300, 70, kE2M1, kE2M1, true, false, kNormal, false},       // one row, NVFP4
+        {1, 300, 96, kE2M1, kE2M1, true, false, kNormal, false},       // one row, NVFP4
         {33, 64, 4096, kE4M3, kE4M3, false, true, kAdversarial, true},
         // Decode, MXFP8 x MXFP8 at <= 16 tokens: one token and 8, 13, 16,
         // long K (K % 128 != 0 too), adversarial scales, the operands swapped
