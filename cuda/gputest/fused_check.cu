@@ -554,13 +554,13 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
         printf("%-26s %-6s %10s\n", s.name, f.name, "not fused");
         fflush(stdout);
       } else {
-      for (int i = 0; i < 2; i++) CK(qfused::gemm(p, 0));
-      CK(cudaDeviceSynchronize());
-      const int iters = iters_req ? iters_req : s.M * s.N * s.K > (int64_t)1 << 36 ? 5 : 20;
-      const std::vector<float> ts = time_each(iters, [&] { CK(qfused::gemm(p, 0)); });
-      float ms = ts[ts.size() / 2];
-      printf("%-26s %-6s %10.3f %10.1f\n", s.name, f.name, ms, 2.0 * s.M * s.N * s.K / (ms * 1e-3) / 1e12);
-      fflush(stdout);
+        for (int i = 0; i < 2; i++) CK(qfused::gemm(p, 0));
+        CK(cudaDeviceSynchronize());
+        const int iters = iters_req ? iters_req : s.M * s.N * s.K > (int64_t)1 << 36 ? 5 : 20;
+        const std::vector<float> ts = time_each(iters, [&] { CK(qfused::gemm(p, 0)); });
+        float ms = ts[ts.size() / 2];
+        printf("%-26s %-6s %10.3f %10.1f\n", s.name, f.name, ms, 2.0 * s.M * s.N * s.K / (ms * 1e-3) / 1e12);
+        fflush(stdout);
       }
       CK(cudaFree(d));
       free_operand(p.a);
