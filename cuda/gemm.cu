@@ -1875,8 +1875,8 @@ int32_t gemm_support(quant_plugin_gemm_support_args *a, quant_plugin_error *err)
     int dev = 0;
     if (cudaGetDevice(&dev) == cudaSuccess && qfused::device_ok(dev)) {
       if (nv_a == nv_b)
-        return say(QUANT_GEMM_NATIVE, "sm_90: FP8 tensor cores, 13-bit block sums (README) where " FUSED_WHERE
-                                      ", K %% 32 == 0 (MXFP8: K %% 16); else or exact: BF16");
+        return say(QUANT_GEMM_NATIVE, "sm_90 fused kernels (README): " FUSED_WHERE
+                                      " and K %% 32 == 0, or MXFP8 K %% 16 vs 8192+ rows (4096+ vs <= 32); else/exact: BF16");
       return say(QUANT_GEMM_NATIVE, "sm_90: the decode kernel (README) where min(M,N) <= 64, K %% 32 == 0; else or exact: BF16");
     }
     cudaGetLastError();
