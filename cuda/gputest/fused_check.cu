@@ -571,8 +571,8 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
 
 #ifdef LQ_DECODE_SHAPES
 // (Compiled into build/decode_shapes only, `make decode-shapes`: its ~200
-// decode-kernel instances took the check's build from minutes to over 20
-// minutes on two cores, longer than a GPU machine's 10-minute command.)
+// decode-kernel instances about doubled the check's build, which then took
+// longer than 560 s on a GPU machine, near its 10-minute command limit.)
 // The decode kernel at one M N K in several shapes (NW, WK, S: its output
 // columns per CTA / 8, warps per CTA, stages per warp), the one dispatched
 // (decode_shape) marked, in one process: which shape to dispatch on this
