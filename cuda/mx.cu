@@ -812,7 +812,8 @@ __device__ __forceinline__ void mx8_encode32(const uint32_t *w, uint32_t e8, uin
 
 // EDGE: the instance for partial column blocks or rows at any offset (spec
 // §14): rows lr ≡ w (mod 8) in warp w, so that a warp's rows share one
-// 16-byte offset (shifted loads, load_chunk), and stores that check bounds
+// 16-byte offset (shifted loads, load_chunk; the columnwise direction alone
+// stages its sub-tiles instead, kStaged below), and stores that check bounds
 // and alignment; without it the aligned code as measured, which also takes
 // any M (rows past M zero-filled, MXFP4's columnwise rows of ⌈M/2⌉ bytes
 // stored as EDGE stores them).
@@ -832,13 +833,31 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   // chunk back from there. Warp w copies the rows its row phase holds (8w ..
   // 8w+7), so that without a columnwise pass a warp barrier orders them.
   constexpr bool kAsync = !EDGE;
+  // kStaged: the EDGE instance with the columnwise direction alone stages
+  // each sub-tile too, the next while the CTA works on this one, as the 17
+  // aligned 16-byte chunks under each row's 128 columns (rows at any even
+  // offset a, spec §14: element (row, col) at row·kEP + a + col), and the
+  // column phase reads its elements there at each row's offset. A row's
+  // offset depends on the row mod 8 alone (8·K elements are whole chunks)
+  // and is the same in every sub-tile of the strip (64·K too). (H200,
+  // 8191², columnwise: 0.065 → 0.059 ms against the register loads of
+  // load_chunk and a store into the tile, 8192²'s 0.046 untouched; at
+  // 1031×4097, strips of two sub-tiles, 0.011 → 0.012-0.013. Both
+  // directions staged so, the row phase shifting its 32 elements out of
+  // five chunks, ran 0.091 against the interior path's 0.086, and NVFP4's
+  // fast kernel staged so lost 2-12 % but in 1×16 columnwise (+2 %):
+  // bench/RESULTS.md, 2026-12-02 15:05 section.) The input's base is 16-byte
+  // aligned here (mx_fast: no kRowsScalar), so a row's offset is that of its
+  // first element's index.
+  constexpr bool kStaged = EDGE && COL && !ROW;
+  constexpr int kEP = kXC + 8;  // a staged row's pitch (elements): 17 chunks
   // kHoriz: the aligned rowwise-only instance walks strips of sub-tiles side
   // by side (64 rows × 128·fs columns) rather than stacked, so that a row's
   // 4·fs compact scale bytes are adjacent: they gather in rsc and leave as
   // one store per row (a store per row and sub-tile wrote 4 bytes into its
   // own 32-byte sector).
   constexpr bool kHoriz = ROW && !COL && !EDGE;
-  __shared__ __align__(16) uint16_t tile[COL || kAsync ? (kAsync ? 2 : 1) * kXR * kXC : 8];
+  __shared__ __align__(16) uint16_t tile[kStaged ? 2 * kXR * kEP : COL || kAsync ? (kAsync ? 2 : 1) * kXR * kXC : 8];
   __shared__ __align__(16) uint8_t rsc[kHoriz ? kXR : 1][4 * kHS];
   __shared__ __align__(16) uint4 ccodes[COL ? 2 : 1][kXC + 4];      // [32-row half][column]: 32 codes
   __shared__ __align__(4) uint8_t csc[COL ? 2 * kXS : 1][kXC + 4];  // [32-row block of the strip][column]
@@ -866,7 +885,9 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   // 8191² (bench/RESULTS.md, branch fp4ragged): 1597 → 1675 GB/s for both
   // directions (its registers no longer spill past the 64-register cap: 20 →
   // 12 bytes); one direction ran slower so (rowwise 2352 → 2112 GB/s,
-  // columnwise 2080 → 2020) and keeps the register loads of load_chunk.
+  // columnwise 2080 → 2020): rowwise alone keeps the register loads of
+  // load_chunk (where mx4_rows_kernel does not take it), columnwise alone
+  // stages whole sub-tiles (kStaged).
   const bool inner = EDGE && ROW && COL && p.vec != kRowsScalar && c0 + kXC <= p.k && rs + (int64_t)kXR * nsub < p.m;
   // (Addresses recomputed where used: live across the loop, they made the
   // both-directions instance spill.)
@@ -895,7 +916,33 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
     }
     cp_async_commit();
   };
+  // kStaged: the offset (elements, from the 16-byte aligned base) of the
+  // strip's first row, the same for rows rs + 64j, and what each next row
+  // adds to it, mod 8.
+  const int a0 = (int)((rs * p.k + c0) & 7), kk = (int)(p.k & 7);
+  // kStaged: the sub-tile at rows r0s .. into buffer b; warp w copies rows
+  // 8w .. 8w+7, two rows' chunks 0 .. 15 per instruction and the eight rows'
+  // 17th chunks (where the rows are not aligned) in lanes 0 .. 7. A row past
+  // M copies 0 bytes (its zeros end the column blocks, spec §14); nothing
+  // past the tensor's last element is read (a chunk that ends there copies
+  // what lies before it).
+  const uint32_t tile0 = (uint32_t)__cvta_generic_to_shared(tile);
+  auto issue_staged = [&](int64_t r0s, int b) {
+    const int lane = t & 31, w8 = 8 * (t >> 5);
+    const uintptr_t end = reinterpret_cast<uintptr_t>((const T *)p.in + p.m * p.k);
+    auto chunk = [&](int row, int j) {
+      const int64_t gr = r0s + row;
+      const uintptr_t src = (reinterpret_cast<uintptr_t>((const T *)p.in + (gr < p.m ? gr : 0) * p.k + c0) & ~(uintptr_t)15) + 16 * j;
+      const uint32_t n = gr >= p.m || src >= end ? 0u : end - src >= 16 ? 16u : (uint32_t)(end - src);
+      cp_async16_n(tile0 + 2u * (uint32_t)(b * kXR * kEP + row * kEP + 8 * j), n ? (const void *)src : p.in, n);
+    };
+#pragma unroll
+    for (int u = 0; u < 4; u++) chunk(w8 + 2 * u + (lane >> 4), lane & 15);
+    if (lane < 8 && kk != 0) chunk(w8 + lane, 16);
+    cp_async_commit();
+  };
   if (kAsync) issue(rs, c0, 0);
+  else if (kStaged) issue_staged(rs, 0);
   else if (inner) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], (const T *)p.in + (rs + (t >> 5)) * p.k + c0, 16 * p.k);
   else load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, rs + lr, c, w);
 
@@ -903,13 +950,14 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
     const int64_t r0 = kHoriz ? rs : rs + (int64_t)sub * kXR, r = r0 + lr;
     const int64_t cs = kHoriz ? c0 + (int64_t)sub * kXC : c0;  // the sub-tile's first column
     const int64_t c = cs + 32 * q;
-    const uint16_t *cur = &tile[kAsync ? (sub & 1) * kXR * kXC : 0];
-    if (kAsync) {
+    const uint16_t *cur = &tile[kAsync ? (sub & 1) * kXR * kXC : kStaged ? (sub & 1) * kXR * kEP : 0];
+    if (kAsync || kStaged) {
       // The buffer the next copy overwrites was last read before the
       // previous sub-tile's second barrier.
       if (sub + 1 < nsub) {
         if (!COL) __syncwarp();  // (with COL: the previous sub-tile's barriers)
-        if (kHoriz) issue(r0, cs + kXC, (sub + 1) & 1);
+        if (kStaged) issue_staged(r0 + kXR, (sub + 1) & 1);
+        else if (kHoriz) issue(r0, cs + kXC, (sub + 1) & 1);
         else issue(r0 + kXR, c0, (sub + 1) & 1);
         cp_async_wait_1();
       } else {
@@ -933,7 +981,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
       if (sub + 1 < nsub) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], row0 + kXR * p.k, 16 * p.k);
     }
     if (PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kXR, c, wn);
-    if (COL && !kAsync) store_chunk_swz<EDGE>(tile, lr, q, w);
+    if (COL && !kAsync && !kStaged) store_chunk_swz<EDGE>(tile, lr, q, w);
     if (ROW && r < p.m && c < p.k) {
       uint32_t m16 = max(mag16(&w[0]), mag16(&w[8]));
       float amax = mx4_amax<T>(w, m16);
@@ -964,7 +1012,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
       else p.row_s.buf[p.row_s.index(r, c / 32)] = 0;
     }
     if (COL) {
-      if (!kAsync) __syncthreads();
+      if (!kAsync && !kStaged) __syncthreads();
       // Thread t: column t%128 of the sub-tile, rows 32·hb .. 32·hb+31 (hb =
       // t/128), gathered as 16 words of row pairs so that the block is
       // handled exactly as a row block (16 registers; with column pairs of
@@ -974,9 +1022,20 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
         const int col = t & 127, hb = t >> 7;
         if (c0 + col < p.k && r0 + 32 * hb < p.m) {
           uint32_t wp[16];
+          if constexpr (kStaged) {
+            // Row 32hb + i at its offset (that of row i mod 8).
+            const uint16_t *cb = cur + 32 * hb * kEP + col;
+            int off[8];
 #pragma unroll
-          for (int i = 0; i < 16; i++)
-            wp[i] = (uint32_t)cur[swz<EDGE>(32 * hb + 2 * i, col)] | ((uint32_t)cur[swz<EDGE>(32 * hb + 2 * i + 1, col)] << 16);
+            for (int j = 0; j < 8; j++) off[j] = (a0 + j * kk) & 7;
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+              wp[i] = (uint32_t)cb[2 * i * kEP + off[(2 * i) & 7]] | ((uint32_t)cb[(2 * i + 1) * kEP + off[(2 * i + 1) & 7]] << 16);
+          } else {
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+              wp[i] = (uint32_t)cur[swz<EDGE>(32 * hb + 2 * i, col)] | ((uint32_t)cur[swz<EDGE>(32 * hb + 2 * i + 1, col)] << 16);
+          }
           // BF16: the words opaque, so that the packed encode (words) and
           // the reference one (values) share them instead of keeping the 32
           // halves as well (that spilled 130-220 bytes at 64 registers).
@@ -1009,7 +1068,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
         }
       }
     }
-    if (sub + 1 < nsub && !inner && !kAsync) {
+    if (sub + 1 < nsub && !inner && !kAsync && !kStaged) {
       if (PREF) {
 #pragma unroll
         for (int j = 0; j < 16; j++) w[j] = wn[j];

@@ -629,9 +629,11 @@ var edgeShapes = [][2]int64{{257, 1001}, {130, 1537}, {65, 2049}, {33, 100}, {40
 
 // stripShapes: K odd and enough 64×128 sub-tiles that the mxfp4 and nvfp4
 // fast kernels run strips of 4 ([600, 11265]) and 2 ([520, 8191]) sub-tiles,
-// whose interior strips copy the next sub-tile into shared memory while they
-// process the current one (the first shapes all run strips of one); the
-// last strip row and column are not interior.
+// whose strips copy the next sub-tile into shared memory while they process
+// the current one (mxfp4: every strip of a columnwise-only quantize, the
+// interior strips of one with both directions; the first shapes all run
+// strips of one); the last strip row and column are not interior, and their
+// last rows' staged chunks end at the tensor's last element.
 var stripShapes = [][2]int64{{600, 11265}, {520, 8191}}
 
 // eachBlockConfig runs f as subtest "format/config/usage/dtype" with a
