@@ -840,8 +840,9 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   // column phase reads its elements there at each row's offset. A row's
   // offset depends on the row mod 8 alone (8·K elements are whole chunks)
   // and is the same in every sub-tile of the strip (64·K too). (H200,
-  // 8191², columnwise: 0.065 → 0.059 ms against the register loads of
-  // load_chunk and a store into the tile, 8192²'s 0.046 untouched; at
+  // 8191², columnwise: 0.065 → 0.059 ms (0.057 with the copies' addresses
+  // by strides, below) against the register loads of load_chunk and a
+  // store into the tile, 8192²'s 0.046 untouched; at
   // 1031×4097, strips of two sub-tiles, 0.011 → 0.012-0.013. Both
   // directions staged so, the row phase shifting its 32 elements out of
   // five chunks, ran 0.091 against the interior path's 0.086, and NVFP4's
@@ -921,24 +922,47 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   // adds to it, mod 8.
   const int a0 = (int)((rs * p.k + c0) & 7), kk = (int)(p.k & 7);
   // kStaged: the sub-tile at rows r0s .. into buffer b; warp w copies rows
-  // 8w .. 8w+7, two rows' chunks 0 .. 15 per instruction and the eight rows'
-  // 17th chunks (where the rows are not aligned) in lanes 0 .. 7. A row past
-  // M copies 0 bytes (its zeros end the column blocks, spec §14); nothing
+  // 8w .. 8w+7, two rows' chunks 0 .. 15 per instruction (lane l: row
+  // 8w + 2u + l/16, chunk l%16) and the eight rows' 17th chunks (where rows
+  // are not aligned) in lanes 0 .. 7. Only a sub-tile that holds the
+  // tensor's last row, or whose rows' chunks could reach past the tensor's
+  // end (uniform over the CTA: a row ρ ≤ M − 2 ends its chunks by element
+  // ρK + c0 + 136 ≤ MK where c0 + 136 ≤ 2K), checks bounds: a row past M
+  // copies 0 bytes (its zeros end the column blocks, spec §14), and nothing
   // past the tensor's last element is read (a chunk that ends there copies
-  // what lies before it).
+  // what lies before it). Each address is the lane's first row's plus a stride: a product
+  // per chunk took about a sixth of the kernel's instructions (H200 ncu,
+  // bench/RESULTS.md 2026-12-02 15:05 section, call 3).
   const uint32_t tile0 = (uint32_t)__cvta_generic_to_shared(tile);
   auto issue_staged = [&](int64_t r0s, int b) {
-    const int lane = t & 31, w8 = 8 * (t >> 5);
-    const uintptr_t end = reinterpret_cast<uintptr_t>((const T *)p.in + p.m * p.k);
-    auto chunk = [&](int row, int j) {
-      const int64_t gr = r0s + row;
-      const uintptr_t src = (reinterpret_cast<uintptr_t>((const T *)p.in + (gr < p.m ? gr : 0) * p.k + c0) & ~(uintptr_t)15) + 16 * j;
-      const uint32_t n = gr >= p.m || src >= end ? 0u : end - src >= 16 ? 16u : (uint32_t)(end - src);
-      cp_async16_n(tile0 + 2u * (uint32_t)(b * kXR * kEP + row * kEP + 8 * j), n ? (const void *)src : p.in, n);
-    };
+    const int lane = t & 31, w8 = 8 * (t >> 5), h = lane >> 4;
+    const uint8_t *in8 = reinterpret_cast<const uint8_t *>(p.in);
+    const int64_t rowb = p.k * (int64_t)sizeof(T);  // bytes from a row to the next
+    const uint8_t *a = in8 + (r0s + w8 + h) * rowb + c0 * (int64_t)sizeof(T);  // the lane's first row at column c0
+    const uint32_t d = tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + h) * kEP + 8 * (lane & 15));
+    const bool last = r0s + kXR >= p.m || c0 + kEP > 2 * p.k;
+    if (!last) {
 #pragma unroll
-    for (int u = 0; u < 4; u++) chunk(w8 + 2 * u + (lane >> 4), lane & 15);
-    if (lane < 8 && kk != 0) chunk(w8 + lane, 16);
+      for (int u = 0; u < 4; u++) {
+        const uintptr_t src = (reinterpret_cast<uintptr_t>(a + 2 * u * rowb) & ~(uintptr_t)15) + 16 * (lane & 15);
+        cp_async16_n(d + 2u * (uint32_t)(2 * u * kEP), reinterpret_cast<const void *>(src), 16u);
+      }
+      if (lane < 8 && kk != 0) {
+        const uintptr_t src = (reinterpret_cast<uintptr_t>(in8 + (r0s + w8 + lane) * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)15) + 256;
+        cp_async16_n(tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + lane) * kEP + 128), reinterpret_cast<const void *>(src), 16u);
+      }
+    } else {
+      const uintptr_t end = reinterpret_cast<uintptr_t>(in8 + p.m * rowb);
+      auto chunk = [&](int row, int j, uint32_t dst) {
+        const int64_t gr = r0s + row;
+        const uintptr_t src = (reinterpret_cast<uintptr_t>(in8 + (gr < p.m ? gr : 0) * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)15) + 16 * j;
+        const uint32_t n = gr >= p.m || src >= end ? 0u : end - src >= 16 ? 16u : (uint32_t)(end - src);
+        cp_async16_n(dst, n ? (const void *)src : p.in, n);
+      };
+#pragma unroll
+      for (int u = 0; u < 4; u++) chunk(w8 + 2 * u + h, lane & 15, d + 2u * (uint32_t)(2 * u * kEP));
+      if (lane < 8 && kk != 0) chunk(w8 + lane, 16, tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + lane) * kEP + 128));
+    }
     cp_async_commit();
   };
   if (kAsync) issue(rs, c0, 0);
