@@ -834,24 +834,26 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   // 8w+7), so that without a columnwise pass a warp barrier orders them.
   constexpr bool kAsync = !EDGE;
   // kStaged: the EDGE instance with the columnwise direction alone stages
-  // each sub-tile too, the next while the CTA works on this one, as the 17
-  // aligned 16-byte chunks under each row's 128 columns (rows at any even
-  // offset a, spec §14: element (row, col) at row·kEP + a + col), and the
-  // column phase reads its elements there at each row's offset. A row's
-  // offset depends on the row mod 8 alone (8·K elements are whole chunks)
-  // and is the same in every sub-tile of the strip (64·K too). (H200,
-  // 8191², columnwise: 0.065 → 0.059 ms (0.057 with the copies' addresses
-  // by strides, below) against the register loads of load_chunk and a
-  // store into the tile, 8192²'s 0.046 untouched; at
-  // 1031×4097, strips of two sub-tiles, 0.011 → 0.012-0.013. Both
-  // directions staged so, the row phase shifting its 32 elements out of
-  // five chunks, ran 0.091 against the interior path's 0.086, and NVFP4's
-  // fast kernel staged so lost 2-12 % but in 1×16 columnwise (+2 %):
-  // bench/RESULTS.md, 2026-12-02 15:05 section.) The input's base is 16-byte
-  // aligned here (mx_fast: no kRowsScalar), so a row's offset is that of its
-  // first element's index.
+  // each sub-tile too, the next while the CTA works on this one, as the 18
+  // 16-byte chunks from the 32-byte boundary at or below each row's first
+  // element (rows at any even offset a, 0 .. 15 elements past it, spec §14:
+  // element (row, col) at row·kEP + a + col), and the column phase reads its
+  // elements there at each row's offset. A row's offset depends on the row
+  // mod 16 alone (16·K elements are whole sectors) and is the same in every
+  // sub-tile of the strip (64·K too); the base is only 16-byte aligned here
+  // (mx_fast: no kRowsScalar), so offsets come from addresses. (H200,
+  // 8191², columnwise, ms: 0.065 with the register loads of load_chunk and
+  // a store into the tile; 0.059 staged from 16-byte boundaries, 17 chunks
+  // a row, whose lanes then straddled sectors (L2 read requests 4.74 M
+  // against 3.57 M from 32-byte boundaries); 0.057 with the copies'
+  // addresses by strides; 0.052 now; 8192²'s 0.045-0.046 untouched. Both
+  // directions staged, the row phase shifting its 32 elements out of five
+  // chunks, ran 0.091 against the interior path's 0.086, and NVFP4's fast
+  // kernel staged lost 2-12 % but in 1×16 columnwise (+2 %):
+  // bench/RESULTS.md, 2026-12-02 15:05 section.)
   constexpr bool kStaged = EDGE && COL && !ROW;
-  constexpr int kEP = kXC + 8;  // a staged row's pitch (elements): 17 chunks
+  constexpr int kAE = 16;         // staged rows start on 32-byte boundaries: offsets 0 .. kAE−1 elements
+  constexpr int kEP = kXC + kAE;  // a staged row's pitch (elements): 18 chunks
   // kHoriz: the aligned rowwise-only instance walks strips of sub-tiles side
   // by side (64 rows × 128·fs columns) rather than stacked, so that a row's
   // 4·fs compact scale bytes are adjacent: they gather in rsc and leave as
@@ -917,21 +919,22 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
     }
     cp_async_commit();
   };
-  // kStaged: the offset (elements, from the 16-byte aligned base) of the
-  // strip's first row, the same for rows rs + 64j, and what each next row
-  // adds to it, mod 8.
-  const int a0 = (int)((rs * p.k + c0) & 7), kk = (int)(p.k & 7);
+  // kStaged: the offset (elements past a 32-byte boundary) of the strip's
+  // first row at c0, the same for rows rs + 64j, and what each next row adds
+  // to it, mod 16.
+  const int a0 = (int)((reinterpret_cast<uintptr_t>((const T *)p.in + rs * p.k + c0) >> 1) & (kAE - 1)), kk = (int)(p.k & (kAE - 1));
   // kStaged: the sub-tile at rows r0s .. into buffer b; warp w copies rows
   // 8w .. 8w+7, two rows' chunks 0 .. 15 per instruction (lane l: row
-  // 8w + 2u + l/16, chunk l%16) and the eight rows' 17th chunks (where rows
-  // are not aligned) in lanes 0 .. 7. Only a sub-tile that holds the
-  // tensor's last row, or whose rows' chunks could reach past the tensor's
-  // end (uniform over the CTA: a row ρ ≤ M − 2 ends its chunks by element
-  // ρK + c0 + 136 ≤ MK where c0 + 136 ≤ 2K), checks bounds: a row past M
-  // copies 0 bytes (its zeros end the column blocks, spec §14), and nothing
-  // past the tensor's last element is read (a chunk that ends there copies
-  // what lies before it). Each address is the lane's first row's plus a stride: a product
-  // per chunk took about a sixth of the kernel's instructions (H200 ncu,
+  // 8w + 2u + l/16, chunk l%16, so that lanes 2i and 2i+1 copy one whole
+  // sector) and the eight rows' chunks 16 and 17 (where a row starts past a
+  // boundary) in lanes 0 .. 15. Only a sub-tile that holds the tensor's last
+  // row, or whose rows' chunks could reach past the tensor's end (uniform
+  // over the CTA: a row ρ ≤ M − 2 ends its chunks by element ρK + c0 + 144 ≤
+  // MK where c0 + 144 ≤ 2K), checks bounds: a row past M copies 0 bytes (its
+  // zeros end the column blocks, spec §14), and nothing past the tensor's
+  // last element is read (a chunk that ends there copies what lies before
+  // it). Each address is the lane's first row's plus a stride (a product per
+  // chunk took about a sixth of the kernel's instructions: H200 ncu,
   // bench/RESULTS.md 2026-12-02 15:05 section, call 3).
   const uint32_t tile0 = (uint32_t)__cvta_generic_to_shared(tile);
   auto issue_staged = [&](int64_t r0s, int b) {
@@ -944,24 +947,24 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
     if (!last) {
 #pragma unroll
       for (int u = 0; u < 4; u++) {
-        const uintptr_t src = (reinterpret_cast<uintptr_t>(a + 2 * u * rowb) & ~(uintptr_t)15) + 16 * (lane & 15);
+        const uintptr_t src = (reinterpret_cast<uintptr_t>(a + 2 * u * rowb) & ~(uintptr_t)(2 * kAE - 1)) + 16 * (lane & 15);
         cp_async16_n(d + 2u * (uint32_t)(2 * u * kEP), reinterpret_cast<const void *>(src), 16u);
       }
-      if (lane < 8 && kk != 0) {
-        const uintptr_t src = (reinterpret_cast<uintptr_t>(in8 + (r0s + w8 + lane) * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)15) + 256;
-        cp_async16_n(tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + lane) * kEP + 128), reinterpret_cast<const void *>(src), 16u);
+      if (lane < 16 && (a0 | kk) != 0) {
+        const uintptr_t src = (reinterpret_cast<uintptr_t>(in8 + (r0s + w8 + (lane >> 1)) * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)(2 * kAE - 1)) + 256 + 16 * (lane & 1);
+        cp_async16_n(tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + (lane >> 1)) * kEP + 128 + 8 * (lane & 1)), reinterpret_cast<const void *>(src), 16u);
       }
     } else {
       const uintptr_t end = reinterpret_cast<uintptr_t>(in8 + p.m * rowb);
       auto chunk = [&](int row, int j, uint32_t dst) {
         const int64_t gr = r0s + row;
-        const uintptr_t src = (reinterpret_cast<uintptr_t>(in8 + (gr < p.m ? gr : 0) * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)15) + 16 * j;
+        const uintptr_t src = (reinterpret_cast<uintptr_t>(in8 + (gr < p.m ? gr : 0) * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)(2 * kAE - 1)) + 16 * j;
         const uint32_t n = gr >= p.m || src >= end ? 0u : end - src >= 16 ? 16u : (uint32_t)(end - src);
         cp_async16_n(dst, n ? (const void *)src : p.in, n);
       };
 #pragma unroll
       for (int u = 0; u < 4; u++) chunk(w8 + 2 * u + h, lane & 15, d + 2u * (uint32_t)(2 * u * kEP));
-      if (lane < 8 && kk != 0) chunk(w8 + lane, 16, tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + lane) * kEP + 128));
+      if (lane < 16 && (a0 | kk) != 0) chunk(w8 + (lane >> 1), 16 + (lane & 1), tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + (lane >> 1)) * kEP + 128 + 8 * (lane & 1)));
     }
     cp_async_commit();
   };
@@ -1047,14 +1050,14 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
         if (c0 + col < p.k && r0 + 32 * hb < p.m) {
           uint32_t wp[16];
           if constexpr (kStaged) {
-            // Row 32hb + i at its offset (that of row i mod 8).
+            // Row 32hb + i at its offset (that of row i mod 16).
             const uint16_t *cb = cur + 32 * hb * kEP + col;
-            int off[8];
+            int off[kAE];
 #pragma unroll
-            for (int j = 0; j < 8; j++) off[j] = (a0 + j * kk) & 7;
+            for (int j = 0; j < kAE; j++) off[j] = (a0 + j * kk) & (kAE - 1);
 #pragma unroll
             for (int i = 0; i < 16; i++)
-              wp[i] = (uint32_t)cb[2 * i * kEP + off[(2 * i) & 7]] | ((uint32_t)cb[(2 * i + 1) * kEP + off[(2 * i + 1) & 7]] << 16);
+              wp[i] = (uint32_t)cb[2 * i * kEP + off[(2 * i) & (kAE - 1)]] | ((uint32_t)cb[(2 * i + 1) * kEP + off[(2 * i + 1) & (kAE - 1)]] << 16);
           } else {
 #pragma unroll
             for (int i = 0; i < 16; i++)

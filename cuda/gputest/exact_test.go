@@ -541,20 +541,21 @@ func TestQuantizeMatchesCPU(t *testing.T) {
 }
 
 // TestOffsetInputMatchesCPU: every format's first config from an input that
-// starts 1 or 4 elements into its allocation (a contiguous view at an
+// starts 1, 4 or 8 elements into its allocation (a contiguous view at an
 // offset, as torch's x.view(-1)[o:].view(m, k) gives), so that its rows are
 // not 16-byte aligned whatever K is: the kernels' paths for inputs that
 // vector loads cannot reach (row_load_mode's kRowsScalar): 16-bit input 2
-// or 8 bytes past a 16-byte boundary, fp32 4 bytes past one (and 16: aligned
-// again). Shapes above fp8's one-CTA size (65536 elements), with an even and
-// an odd K.
+// or 8 bytes past a 16-byte boundary, fp32 4 bytes past one; and 16 bytes
+// past (aligned again, but not to 32 bytes, which the mxfp4 fast kernel's
+// staged rows start on). Shapes above fp8's one-CTA size (65536 elements),
+// with an even and an odd K.
 func TestOffsetInputMatchesCPU(t *testing.T) {
 	needGPU(t)
 	for format, cfgs := range servedConfigs(t) {
 		c := cfgs[0]
 		for _, usage := range []host.Usage{host.BothUsages, host.Rowwise, host.Columnwise} {
 			for _, dt := range []host.DType{host.BFloat16, host.Float16, host.Float32} {
-				for _, off := range []int64{1, 4} {
+				for _, off := range []int64{1, 4, 8} {
 					t.Run(fmt.Sprintf("%s/%s/%s/%s/+%d", format, c.name, usage, dt, off), func(t *testing.T) {
 						p := c.p
 						p.Format = format
