@@ -627,8 +627,8 @@ func TestGemmSupportTable(t *testing.T) {
 		// decode kernel only); the reason says where they fall back to the
 		// exact BF16 path.
 		{"mxfp8", "nvfp4", host.GemmNative, []string{"decode kernel", "BF16"}},
-		{"mxfp8", "mxfp8", host.GemmNative, []string{"FP8 tensor cores", "BF16"}},
-		{"nvfp4", "nvfp4", host.GemmNative, []string{"FP8 tensor cores", "BF16"}},
+		{"mxfp8", "mxfp8", host.GemmNative, []string{"fused kernels", "K % 32", "BF16"}},
+		{"nvfp4", "nvfp4", host.GemmNative, []string{"fused kernels", "K % 32", "BF16"}},
 		{"fp8_block", "fp8_block", host.GemmNative, []string{"block scaling", "A 1x128", "A 128x128", "FP32"}},
 		{"fp8_block", "mxfp8", host.GemmEmulated, []string{"FP32"}},
 		{"fp8", "mxfp8", host.GemmEmulated, []string{"BF16"}},
