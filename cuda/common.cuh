@@ -738,38 +738,47 @@ __device__ __forceinline__ void cp_async_wait_n() { asm volatile("cp.async.wait_
 
 // The interior strips of the mxfp4 fast kernel's EDGE instance with both
 // directions (spec §14: rows at any even offset): a warp holds eight rows 8
-// apart (one 16-byte offset) of a sub-tile's 128 columns. It copies the 17
-// aligned 16-byte chunks under each of them into its own shared memory with
-// cp.async (stage_rows8) while it processes the previous sub-tile, a
-// prefetch that costs no registers; each lane then shifts its 32 elements
-// out of its row's chunks 4q .. 4q+4 (unstage_rows8). Each copy instruction
-// covers two whole rows' 256 bytes. (H100, 8191², mxfp4 rowwise: each lane
-// copying its own five chunks, so that one instruction takes 16 bytes of 32
-// sectors and every sector is asked for by two, ran at about 0.6× the speed of
-// plain loads with cp.async.cg, which passes L1, and at 0.98× with .ca.)
-// The caller checked that the 17th chunk of every row lies inside the tensor.
-constexpr int kRowChunks = 17;
+// apart (one 16-byte offset) of a sub-tile's 128 columns. It copies the 18
+// 16-byte chunks from the 32-byte boundary at or below each of them into its
+// own shared memory with cp.async (stage_rows8) while it processes the
+// previous sub-tile, a prefetch that costs no registers; each lane then
+// shifts its 32 elements out of its row's chunks 4q + h .. 4q + h + 4, h = 1
+// where the row starts 16 bytes or more past its boundary (unstage_rows8).
+// Each copy instruction covers two whole rows' 256 bytes, and lanes 2i and
+// 2i+1 one whole sector (from 16-byte boundaries, as before 2026-12-02,
+// every other row's lane pairs straddled sectors: bench/RESULTS.md,
+// 2026-12-02 15:05 section). (H100, 8191², mxfp4 rowwise: each lane copying
+// its own five chunks, so that one instruction takes 16 bytes of 32 sectors
+// and every sector is asked for by two, ran at about 0.6× the speed of plain
+// loads with cp.async.cg, which passes L1, and at 0.98× with .ca.) The
+// caller checked that the 18th chunk of every row lies inside the tensor.
+constexpr int kRowChunks = 18;
 
 // row0: the warp's first row at the sub-tile's first column; step: bytes
 // from one of its rows to the next (8 rows of the tensor).
 __device__ __forceinline__ void stage_rows8(uint4 *st, const void *row0, int64_t step) {
   const int lane = threadIdx.x & 31;
-  const uintptr_t base = reinterpret_cast<uintptr_t>(row0) & ~(uintptr_t)15;
+  const uintptr_t r0 = reinterpret_cast<uintptr_t>(row0);
 #pragma unroll
   for (int u = 0; u < 4; u++) {
     const int i = 2 * u + (lane >> 4), j = lane & 15;
-    cp_async16(st + i * kRowChunks + j, reinterpret_cast<const void *>(base + i * step + 16 * j));
+    cp_async16(st + i * kRowChunks + j, reinterpret_cast<const void *>(((r0 + i * step) & ~(uintptr_t)31) + 16 * j));
   }
-  if (lane < 8) cp_async16(st + lane * kRowChunks + 16, reinterpret_cast<const void *>(base + lane * step + 256));
+  if (lane < 16) {
+    const int i = lane >> 1, j = 16 + (lane & 1);
+    cp_async16(st + i * kRowChunks + j, reinterpret_cast<const void *>(((r0 + i * step) & ~(uintptr_t)31) + 16 * j));
+  }
   cp_async_commit();
 }
 
-// The 32 elements of lane (row lane/4, quarter lane%4) at byte offset off
-// (the warp's) as 16 words of pairs. Every lane of the warp calls it; on
-// return the warp may copy the next rows into st (every lane has read).
-__device__ __forceinline__ void unstage_rows8(const uint4 *st, int off, uint32_t (&w)[16]) {
+// The 32 elements of lane (row lane/4, quarter lane%4) as 16 words of
+// pairs, the rows staged by stage_rows8(st, row0, step). Every lane of the
+// warp calls it; on return the warp may copy the next rows into st (every
+// lane has read).
+__device__ __forceinline__ void unstage_rows8(const uint4 *st, const void *row0, int64_t step, uint32_t (&w)[16]) {
   const int lane = threadIdx.x & 31;
-  const uint4 *s = st + (lane >> 2) * kRowChunks + 4 * (lane & 3);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(row0) + (lane >> 2) * step;
+  const uint4 *s = st + (lane >> 2) * kRowChunks + 4 * (lane & 3) + ((a >> 4) & 1);
   uint32_t raw[20];
   cp_async_wait_all();
   __syncwarp();  // the other lanes' copies
@@ -779,7 +788,7 @@ __device__ __forceinline__ void unstage_rows8(const uint4 *st, int off, uint32_t
     raw[4 * i] = u.x; raw[4 * i + 1] = u.y; raw[4 * i + 2] = u.z; raw[4 * i + 3] = u.w;
   }
   __syncwarp();
-  shift_uniform<16>(raw, off, w);
+  shift_uniform<16>(raw, (int)(a & 15), w);
 }
 
 // The low n (0..8) bytes of v at p, in at most five stores aligned to their

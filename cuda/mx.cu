@@ -881,7 +881,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
   const int64_t c = c0 + 32 * q;
   uint32_t w[16], wn[16];
   // EDGE with both directions, an interior strip (uniform over the CTA): its
-  // 128 columns and every row up to the one after its last (so that the 17th
+  // 128 columns and every row up to the one after its last (so that the 18th
   // chunk under each of its rows is inside the tensor) lie in the tensor, rows
   // load as vectors: no bound checks, and each warp copies its next rows into
   // shared memory (stage_rows8) while it processes the current ones. H100,
@@ -1004,7 +1004,7 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
     if (inner) {
       // The warp's rows r0 + w + 8i share one offset.
       const T *row0 = (const T *)p.in + (r0 + (t >> 5)) * p.k + c0;
-      unstage_rows8(&stage[(t >> 5) * 8 * kRowChunks], (int)(reinterpret_cast<uintptr_t>(row0) & 15), w);
+      unstage_rows8(&stage[(t >> 5) * 8 * kRowChunks], row0, 16 * p.k, w);
       if (sub + 1 < nsub) stage_rows8(&stage[(t >> 5) * 8 * kRowChunks], row0 + kXR * p.k, 16 * p.k);
     }
     if (PREF && sub + 1 < nsub) load_chunk<T, EDGE>(p.in, p.m, p.k, p.vec, r + kXR, c, wn);
