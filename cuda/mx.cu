@@ -1727,17 +1727,30 @@ __global__ void __launch_bounds__(kBandThreads, 3) mx8_band_kernel(const __grid_
   const uint32_t rstep = p.row_s.swizzled ? 16u * kBandWarps : (uint32_t)(kBandWarps * p.row_s.pad_j);
   const int nb = (int)((p.k + 31) >> 5);
   const uint32_t st0 = (uint32_t)__cvta_generic_to_shared(&stages[0][warp][0][lane]);
+  uint32_t hs = 0;  // bit i: row r0 + 8i's chunks start 16 bytes past a 32-byte sector
+#pragma unroll
+  for (int i = 0; i < kBandRows; i++) hs |= (uint32_t)(((reinterpret_cast<uintptr_t>(in) + (uintptr_t)i * ri) >> 4) & 1) << i;
 
-  // Step s's chunks into stage s mod 3: lane l chunk 32s + l of each row,
-  // lane 0 also chunk 32s + 32; zeros past the row's chunks or rows.
+  // Step s's chunks 32s .. 32s + 32 of each row into stage s mod 3 (slot j:
+  // chunk 32s + j); zeros past the row's chunks or rows.
   auto stage = [&](int s) {
     const uint32_t d = st0 + (uint32_t)(s % kBandSlots) * (uint32_t)sizeof(BandStage);
     const char *src = in + 512 * (int64_t)s + 16 * lane;
     if ((rows == kBandRows) & (32 * s + 33 <= nc)) {
+      // Each row's 32-lane instruction takes the 32 chunks that fill whole
+      // 32-byte sectors, lane 0 the one left: chunks 32s .. 32s + 31 and
+      // 32s + 32 where chunk 32s starts a sector, else 32s + 1 .. 32s + 32
+      // and 32s (bit i of hs; rows 8 apart alternate at an odd K). From
+      // chunk 32s always, one sector of those rows was asked for by both
+      // instructions (and a third time by the next step's): H200, 8191²,
+      // both directions 0.120 → 0.119 ms; the same in the tile kernel's
+      // stage_rows4 (columnwise alone) ran 0.069 → 0.070 and fp8_block's
+      // tile prefetch level (bench/RESULTS.md, 2026-12-02 17:13 section).
 #pragma unroll
       for (int i = 0; i < kBandRows; i++) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 16 * 33 * i), "l"(src + i * ri) : "memory");
-        if (lane == 0) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 16 * (33 * i + 32)), "l"(src + i * ri + 512) : "memory");
+        const uint32_t h = (hs >> i) & 1u;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 16 * (33 * i + h)), "l"(src + i * ri + 16 * h) : "memory");
+        if (lane == 0) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 16 * (33 * i + 32 * (1 - h))), "l"(src + i * ri + 512 * (1 - h)) : "memory");
       }
     } else {
       const int c = 32 * s + lane;
