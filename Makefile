@@ -128,6 +128,8 @@ cuda: $(CUDA_LIB)
 # The fused Hopper GEMM's own check (cuda/gputest/fused_check.cu, needs nvcc and
 # an sm_90 GPU; elsewhere it says SKIP): the wgmma precision probe, GEMMs against
 # the exact product within the derived bound; `build/fused_check bench` times it.
+# On the H200 machine the build and the check took 252 s together (2026-12-02,
+# bench/RESULTS.md).
 fused-check: cuda/gputest/fused_check.cu cuda/gemm_fused.cu cuda/gemm_fused.cuh cuda/launch.cuh
 	@mkdir -p $(BUILD)
 	$(NVCC) -O3 -std=c++17 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o $(BUILD)/fused_check cuda/gputest/fused_check.cu
