@@ -943,6 +943,12 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
     const int64_t rowb = p.k * (int64_t)sizeof(T);  // bytes from a row to the next
     const uint8_t *a = in8 + (r0s + w8 + h) * rowb + c0 * (int64_t)sizeof(T);  // the lane's first row at column c0
     const uint32_t d = tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + h) * kEP + 8 * (lane & 15));
+    // Lanes 0 .. 15: chunk jx of row xr, into dx.
+    const int xr = w8 + (lane >> 1), jx = 16 + (lane & 1);
+    const uint32_t dx = tile0 + 2u * (uint32_t)(b * kXR * kEP + xr * kEP + 8 * jx);
+    const bool extra = lane < 16 && (a0 | kk) != 0;
+    // The 32-byte boundary at or below row r0s + row's element at column c0.
+    auto base32 = [&](int64_t gr) { return reinterpret_cast<uintptr_t>(in8 + gr * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)(2 * kAE - 1); };
     const bool last = r0s + kXR >= p.m || c0 + kEP > 2 * p.k;
     if (!last) {
 #pragma unroll
@@ -950,21 +956,18 @@ __global__ void __launch_bounds__(kThreads, MINB) mx_fast_kernel(const __grid_co
         const uintptr_t src = (reinterpret_cast<uintptr_t>(a + 2 * u * rowb) & ~(uintptr_t)(2 * kAE - 1)) + 16 * (lane & 15);
         cp_async16_n(d + 2u * (uint32_t)(2 * u * kEP), reinterpret_cast<const void *>(src), 16u);
       }
-      if (lane < 16 && (a0 | kk) != 0) {
-        const uintptr_t src = (reinterpret_cast<uintptr_t>(in8 + (r0s + w8 + (lane >> 1)) * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)(2 * kAE - 1)) + 256 + 16 * (lane & 1);
-        cp_async16_n(tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + (lane >> 1)) * kEP + 128 + 8 * (lane & 1)), reinterpret_cast<const void *>(src), 16u);
-      }
+      if (extra) cp_async16_n(dx, reinterpret_cast<const void *>(base32(r0s + xr) + 16 * jx), 16u);
     } else {
       const uintptr_t end = reinterpret_cast<uintptr_t>(in8 + p.m * rowb);
       auto chunk = [&](int row, int j, uint32_t dst) {
         const int64_t gr = r0s + row;
-        const uintptr_t src = (reinterpret_cast<uintptr_t>(in8 + (gr < p.m ? gr : 0) * rowb + c0 * (int64_t)sizeof(T)) & ~(uintptr_t)(2 * kAE - 1)) + 16 * j;
+        const uintptr_t src = base32(gr < p.m ? gr : 0) + 16 * j;
         const uint32_t n = gr >= p.m || src >= end ? 0u : end - src >= 16 ? 16u : (uint32_t)(end - src);
         cp_async16_n(dst, n ? (const void *)src : p.in, n);
       };
 #pragma unroll
       for (int u = 0; u < 4; u++) chunk(w8 + 2 * u + h, lane & 15, d + 2u * (uint32_t)(2 * u * kEP));
-      if (lane < 16 && (a0 | kk) != 0) chunk(w8 + (lane >> 1), 16 + (lane & 1), tile0 + 2u * (uint32_t)(b * kXR * kEP + (w8 + (lane >> 1)) * kEP + 128 + 8 * (lane & 1)));
+      if (extra) chunk(xr, jx, dx);
     }
     cp_async_commit();
   };
