@@ -1600,7 +1600,7 @@ __device__ __forceinline__ void strip_load4(const T *x, int64_t m, int64_t k, in
 // funnel shifts per case (shift_uniform). Granules past the tensor's end
 // are zero-filled, so nothing outside it is read.
 //
-// The kernel's loop per chunk n: unstage chunk n (strip_unstage4); ...;
+// The kernel's loop per chunk n: unstage chunk n (StripStager::unstage4); ...;
 // cp_async_wait_n<kStripStages − 2> (chunk n + 1 has landed for this
 // thread: the later ones may be in flight); the barrier that
 // closes T; stage chunk n + kStripStages into the buffer of chunk n (every
@@ -1619,49 +1619,105 @@ __device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, i
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(gmem), "r"(bytes) : "memory");
 }
 
-// Copies chunk rows r0 .. r0 + kSH − 1, columns c0 .. c0 + kSW − 1 (and the
-// granule around them) of the [m, k] 16-bit input x into st (one staged
-// chunk); tid: the thread's index among the strip's 256. Rows past m copy
-// nothing (unstage gives zeros there). Does not commit.
-template <typename T>
-__device__ __forceinline__ void strip_stage(uint4 *st, const T *x, int64_t m, int64_t k, int64_t r0, int64_t c0, unsigned tid) {
-  static_assert(sizeof(T) == 2, "staged rows are 16-bit");
-  const uintptr_t xb = reinterpret_cast<uintptr_t>(x), end = xb + (uintptr_t)(m * k) * 2;
-#pragma unroll
-  for (int u = 0; u < (kStripStageChunk + 255) / 256; u++) {
-    const int idx = (int)tid + 256 * u;
-    if (idx < kStripStageChunk) {
-      const int rr = idx / kStripStageG, j = idx - rr * kStripStageG;
-      const int64_t R = r0 + rr;
-      const uintptr_t a = ((xb + (uintptr_t)(R * k + c0) * 2) & ~(uintptr_t)15) + 16 * (uintptr_t)j;
-      const int bytes = R < m && a < end ? (end - a >= 16 ? 16 : (int)(end - a)) : 0;
-      cp_async16_zfill(st + idx, bytes > 0 ? reinterpret_cast<const void *>(a) : reinterpret_cast<const void *>(xb), bytes);
-    }
-  }
+// cp.async of 16 bytes at gmem.
+__device__ __forceinline__ void cp_async16_shared(uint32_t smem, const void *gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
 }
 
-// strip_load4 from a staged chunk (strip_stage at r0, c0, landed and
-// visible): rows r0 + rl + i, columns c0 + 8cg .. +7 as pairs in r[i][0..3],
-// zeros outside the tensor. Every lane of the warp calls it (the offset's
-// switch is the warp's).
-template <typename T>
-__device__ __forceinline__ void strip_unstage4(const uint4 *st, const T *x, int64_t m, int64_t k, int64_t r0, int rl, int64_t c0, int cg, uint32_t (&r)[4][8]) {
-  static_assert(sizeof(T) == 2, "staged rows are 16-bit");
-  const int64_t left = k - (c0 + 8 * cg);  // valid columns of the thread's 8
+// Granules of a staged chunk per thread (the last pass: threads 0 .. 127).
+constexpr int kStripStagePasses = (kStripStageChunk + 255) / 256;
+
+// A thread's share of the staged strip, worked out once per CTA rather than
+// every chunk (the strip kernels are issue-bound: H200, 8191², fp8_block
+// 1x128 columnwise, copying and unstaging took 10 of the kernel's 23 warp
+// instructions per 32 elements; bench/RESULTS.md, 2026-12-02 19:48 section,
+// call 3). Chunk n's rows start kSH·n rows below the segment's, kSH·k
+// elements = 256·k bytes, a multiple of 16, so
+//   - granule u's source is the same byte offset rel[u] from the chunk's
+//     first staged granule in every chunk (base + 256·k·n), and
+//   - row rl + i's offset mod 16 (off(i), the shift) is the same in every
+//     chunk.
+// Interior chunks (every row of the chunk and the next one inside the
+// tensor, and K ≥ 72, so that a row's 9 granules end before the tensor does)
+// copy whole granules with no checks; the others, and a K of 2^24 elements or
+// more (rel would not fit 32 bits), take the checked copy.
+struct StripStager {
+  uintptr_t xb, base;  // the input; the segment's first staged granule (row s0)
+  uint32_t rel[kStripStagePasses];
+  uint32_t offs;  // off(i) in bits 4i .. 4i + 3
+  bool fast;      // rel is valid (K < 2^24)
+
+  // tid: the thread's index among the strip's 256; rl: its first row of a
+  // chunk (StripCols: 4g).
+  __device__ __forceinline__ StripStager(const void *x, int64_t k, int64_t s0, int64_t c0, int rl, unsigned tid) {
+    xb = reinterpret_cast<uintptr_t>(x);
+    const uintptr_t first = xb + (uintptr_t)(s0 * k + c0) * 2;
+    base = first & ~(uintptr_t)15;
+    fast = k < ((int64_t)1 << 24);
 #pragma unroll
-  for (int i = 0; i < 4; i++) {
-    const int rr = rl + i;
-    const int64_t R = r0 + rr;
-    const int off = (int)((reinterpret_cast<uintptr_t>(x) + (uintptr_t)(R * k + c0) * 2) & 15);
-    const uint4 a = st[rr * kStripStageG + cg], b = st[rr * kStripStageG + cg + 1];
-    const uint32_t w8[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    uint32_t w[4];
-    shift_uniform<4>(w8, off, w);
-    const int nv = R < m ? (left >= 8 ? 8 : left > 0 ? (int)left : 0) : 0;
+    for (int u = 0; u < kStripStagePasses; u++) {
+      const int idx = (int)tid + 256 * u, rr = idx / kStripStageG, j = idx - rr * kStripStageG;
+      rel[u] = (uint32_t)((((first + (uintptr_t)rr * (uintptr_t)k * 2) & ~(uintptr_t)15) - base) + 16 * (uintptr_t)j);
+    }
+    offs = 0;
 #pragma unroll
-    for (int j = 0; j < 4; j++) r[i][j] = 2 * j + 1 < nv ? w[j] : 2 * j < nv ? (w[j] & 0xFFFFu) : 0u;
+    for (int i = 0; i < 4; i++) offs |= (uint32_t)((first + (uintptr_t)(rl + i) * (uintptr_t)k * 2) & 15) << (4 * i);
   }
-}
+
+  // Copies chunk rows r0 .. r0 + kSH − 1 (r0 = s0 + kSH·n), columns c0 .. c0 +
+  // kSW − 1 (and the granule around them) of the [m, k] 16-bit input into st
+  // (one staged chunk). Rows past m copy nothing (unstage gives zeros there).
+  // Does not commit.
+  __device__ __forceinline__ void stage(uint4 *st, int64_t m, int64_t k, int64_t s0, int64_t r0, int64_t c0, unsigned tid) const {
+    const uint32_t sb = (uint32_t)__cvta_generic_to_shared(st);
+    if (fast && r0 + kSH < m && k >= 72) {
+      const uintptr_t b = base + (uintptr_t)(r0 - s0) * (uintptr_t)k * 2;
+#pragma unroll
+      for (int u = 0; u < kStripStagePasses; u++) {
+        const int idx = (int)tid + 256 * u;
+        if (idx < kStripStageChunk) cp_async16_shared(sb + 16 * idx, reinterpret_cast<const void *>(b + rel[u]));
+      }
+      return;
+    }
+    const uintptr_t end = xb + (uintptr_t)(m * k) * 2;
+#pragma unroll
+    for (int u = 0; u < kStripStagePasses; u++) {
+      const int idx = (int)tid + 256 * u;
+      if (idx < kStripStageChunk) {
+        const int rr = idx / kStripStageG, j = idx - rr * kStripStageG;
+        const int64_t R = r0 + rr;
+        const uintptr_t a = ((xb + (uintptr_t)(R * k + c0) * 2) & ~(uintptr_t)15) + 16 * (uintptr_t)j;
+        const int bytes = R < m && a < end ? (end - a >= 16 ? 16 : (int)(end - a)) : 0;
+        cp_async16_zfill(st + idx, bytes > 0 ? reinterpret_cast<const void *>(a) : reinterpret_cast<const void *>(xb), bytes);
+      }
+    }
+  }
+
+  // strip_load4 from a staged chunk (stage at r0, landed and visible): rows
+  // r0 + rl + i, columns c0 + 8cg .. +7 as pairs in r[i][0..3], zeros outside
+  // the tensor. Every lane of the warp calls it (a warp's rows rl + i lie 8
+  // apart, 16·k bytes: off(i) is the warp's, so the shift's switch is too).
+  __device__ __forceinline__ void unstage4(const uint4 *st, int64_t m, int64_t k, int64_t r0, int rl, int64_t c0, int cg, uint32_t (&r)[4][8]) const {
+    const uint4 *row = st + rl * kStripStageG + cg;
+    const bool whole = r0 + kSH <= m && c0 + kSW <= k;  // the whole chunk inside the tensor
+    const int64_t left = k - (c0 + 8 * cg);             // valid columns of the thread's 8
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const uint4 a = row[i * kStripStageG], b = row[i * kStripStageG + 1];
+      const uint32_t w8[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      uint32_t w[4];
+      shift_uniform<4>(w8, (int)((offs >> (4 * i)) & 15), w);
+      if (whole) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) r[i][j] = w[j];
+      } else {
+        const int nv = r0 + rl + i < m ? (left >= 8 ? 8 : left > 0 ? (int)left : 0) : 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) r[i][j] = 2 * j + 1 < nv ? w[j] : 2 * j < nv ? (w[j] & 0xFFFFu) : 0u;
+      }
+    }
+  }
+};
 
 // Bytes [lo, hi) (0 ≤ lo ≤ hi ≤ 16) of the 16 bytes w at dst, one by one (a
 // row's first and last chunk of the segment).

@@ -695,10 +695,16 @@ int32_t launch_typed(InType t, const G &grp, bool row, bool col, bool two_d, int
 // first also orders chunk n's stores from T before chunk n + 1's codes, so
 // one T buffer per half would do; columnwise 1×128 alone (H = 1) keeps two.
 // SHIFTED: 16-bit rows at any even offset (an odd K): each half's chunks
-// come staged through shared memory (common.cuh: strip_stage), kStripStages
+// come staged through shared memory (common.cuh: StripStager), kStripStages
 // ahead, instead of kStripDepth chunks of loads held in registers.
+// Minimum CTAs a SM for ptxas (0: no hint). The shifted 128x128 instances
+// two (64 registers, as ptxas chose unasked before StripStager; without the
+// hint 116-122, one CTA a SM).
+template <int H, bool TWO_D, bool SHIFTED>
+constexpr int strip_min_blocks() { return H == 2 && TWO_D && SHIFTED ? 2 : 0; }
+
 template <typename T, int H, bool ROW, bool TWO_D, bool SHIFTED>
-__global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __grid_constant__ BlockParams p, int strips, int64_t seg_rows) {
+__global__ void __launch_bounds__(kThreads * H, strip_min_blocks<H, TWO_D, SHIFTED>()) fp8_block_strip_kernel(const __grid_constant__ BlockParams p, int strips, int64_t seg_rows) {
   pdl_wait();
   constexpr int NB = H == 1 ? 2 : 1;  // T buffers per half
   constexpr int NW = kThreads / 32;   // warps per half
@@ -724,11 +730,12 @@ __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __g
   const int warp = tid >> 5, lane = tid & 31, q = lane >> 3, gw = threadIdx.x >> 5;
   constexpr int D = SHIFTED ? 1 : kStripDepth;  // chunks held in registers
   uint32_t raw[D][4][8];
+  const StripStager stg(x, K, s0, c0, rl, tid);  // SHIFTED: the thread's staged granules and row offsets
   uint4 *const stage = stage_all + (SHIFTED ? half * kStripStages * kStripStageChunk : 0);
   if constexpr (SHIFTED) {
 #pragma unroll
     for (int d = 0; d < kStripStages; d++) {
-      if (d < nchunks) strip_stage<T>(stage + d * kStripStageChunk, x, M, K, s0 + (int64_t)d * kSH, c0, tid);
+      if (d < nchunks) stg.stage(stage + d * kStripStageChunk, M, K, s0, s0 + (int64_t)d * kSH, c0, tid);
       cp_async_commit();
     }
     cp_async_wait_n<kStripStages - 1>();  // chunk 0
@@ -744,7 +751,7 @@ __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __g
       const int n = n0 + d;
       if (n >= nchunks) break;
       const int64_t r0 = s0 + (int64_t)n * kSH, blk = r0 / kSH;
-      if constexpr (SHIFTED) strip_unstage4<T>(stage + (n % kStripStages) * kStripStageChunk, x, M, K, r0, rl, c0, cg, raw[d]);
+      if constexpr (SHIFTED) stg.unstage4(stage + (n % kStripStages) * kStripStageChunk, M, K, r0, rl, c0, cg, raw[d]);
       if (threadIdx.x == 0) {
         // Scale padding (zeroPadding), as the tile kernel's rule: the chunk
         // that writes a scale row's last entry zeroes the row's padding.
@@ -913,7 +920,7 @@ __global__ void __launch_bounds__(kThreads * H) fp8_block_strip_kernel(const __g
       if constexpr (SHIFTED) cp_async_wait_n<kStripStages - 2>();  // chunk n + 1, this thread's copies
       __syncthreads();
       if constexpr (SHIFTED) {
-        if (n + kStripStages < nchunks) strip_stage<T>(stage + (n % kStripStages) * kStripStageChunk, x, M, K, r0 + (int64_t)kStripStages * kSH, c0, tid);
+        if (n + kStripStages < nchunks) stg.stage(stage + (n % kStripStages) * kStripStageChunk, M, K, s0, r0 + (int64_t)kStripStages * kSH, c0, tid);
         cp_async_commit();
       }
       sc.store(tw[half * NB + n % NB], n, L);

@@ -528,10 +528,18 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(CastParams p, 
 //
 // SHIFTED: 16-bit rows at any even offset (an odd K), columnwise alone (see
 // use_strip): the chunks come staged through shared memory (common.cuh:
-// strip_stage), kStripStages ahead, instead of kStripDepth chunks of loads
+// StripStager), kStripStages ahead, instead of kStripDepth chunks of loads
 // held in registers.
+// The shifted current-scaling instance at three CTAs a SM (80 registers;
+// 95 unhinted since StripStager, two a SM: H200, 8191² columnwise 0.110 ms
+// against 0.106 hinted); the delayed one is faster unhinted (73 registers,
+// three a SM; 0.070 against 0.073 hinted: bench/RESULTS.md, 2026-12-02 19:48
+// section, call 4). 0 gives ptxas no hint.
+template <bool AMAX, bool SHIFTED>
+constexpr int cast_strip_min_blocks() { return SHIFTED && !AMAX ? 3 : 0; }
+
 template <typename T, Fp8 F, bool ROW, bool AMAX, bool SHIFTED>
-__global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int strips, int64_t seg_rows) {
+__global__ void __launch_bounds__(kThreads, cast_strip_min_blocks<AMAX, SHIFTED>()) cast_strip_kernel(CastParams p, int strips, int64_t seg_rows) {
   pdl_wait();
   // Two T buffers: chunk n is written into tw[n & 1] while slower warps
   // still store chunk n − 1 from the other, so one barrier per chunk.
@@ -553,10 +561,11 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
   float mf = 0.0f;  // amax, fp32 input
   constexpr int D = SHIFTED ? 1 : kStripDepth;  // chunks held in registers
   uint32_t raw[D][4][8];
+  const StripStager stg(x, K, s0, c0, rl, threadIdx.x);  // SHIFTED: the thread's staged granules and row offsets
   if constexpr (SHIFTED) {
 #pragma unroll
     for (int d = 0; d < kStripStages; d++) {
-      if (d < nchunks) strip_stage<T>(stage + d * kStripStageChunk, x, M, K, s0 + (int64_t)d * kSH, c0, threadIdx.x);
+      if (d < nchunks) stg.stage(stage + d * kStripStageChunk, M, K, s0, s0 + (int64_t)d * kSH, c0, threadIdx.x);
       cp_async_commit();
     }
     cp_async_wait_n<kStripStages - 1>();  // chunk 0
@@ -572,7 +581,7 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
       const int n = n0 + d;
       if (n >= nchunks) break;
       const int64_t r0 = s0 + (int64_t)n * kSH;
-      if constexpr (SHIFTED) strip_unstage4<T>(stage + (n % kStripStages) * kStripStageChunk, x, M, K, r0, rl, c0, cg, raw[d]);
+      if constexpr (SHIFTED) stg.unstage4(stage + (n % kStripStages) * kStripStageChunk, M, K, r0, rl, c0, cg, raw[d]);
       uint32_t rw[4][2];
 #pragma unroll
       for (int i = 0; i < 4; i++) {
@@ -619,7 +628,7 @@ __global__ void __launch_bounds__(kThreads) cast_strip_kernel(CastParams p, int 
       if constexpr (SHIFTED) cp_async_wait_n<kStripStages - 2>();  // chunk n + 1, this thread's copies
       __syncthreads();
       if constexpr (SHIFTED) {
-        if (n + kStripStages < nchunks) strip_stage<T>(stage + (n % kStripStages) * kStripStageChunk, x, M, K, r0 + (int64_t)kStripStages * kSH, c0, threadIdx.x);
+        if (n + kStripStages < nchunks) stg.stage(stage + (n % kStripStages) * kStripStageChunk, M, K, s0, r0 + (int64_t)kStripStages * kSH, c0, threadIdx.x);
         cp_async_commit();
       }
       sc.store(tw[n & 1], n, L);
