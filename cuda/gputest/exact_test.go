@@ -381,7 +381,7 @@ type config struct {
 // [257, 1000] (a partial last strip), [1031, 2048], [2049, 1024] (several
 // segments per strip), and in fp32 at [1031, 2052] (a last column group of
 // 4, rowwise codes at K ≡ 4 mod 8). Both strip kernels take 16-bit rows at
-// an odd K staged through shared memory (common.cuh: strip_stage) at M ≥
+// an odd K staged through shared memory (common.cuh: StripStager) at M ≥
 // 256: [257, 1001] (a partial last strip, rows at every offset mod 16, the
 // tensor's last granule past its end), [2049, 1001] (several segments per
 // strip), [1024, 777] (M a multiple of 32: aligned transposed rows), [1040,
