@@ -672,6 +672,252 @@ int32_t launch_typed(InType t, const G &grp, bool row, bool col, bool two_d, int
   return fail(err, QUANT_ERROR_INTERNAL, "input type");
 }
 
+// ---- 128×128 rowwise from 16-bit rows at any even offset: tile rows walked in whole sectors ----
+//
+// At an odd K (spec §14) the rowwise codes [M, K] at pitch K put every row
+// piece of a tile at its own offset mod 32, so one CTA a tile (flat_tile_2d)
+// stores each 128-byte row piece as two partial sectors and the middle ones:
+// H200, 8191², 0.075 ms against 0.067 for the same stores as whole sectors
+// with wrong bytes (bench/RESULTS.md, 2026-12-03 07:55 section, call 5), and
+// its edge tiles (the last tile column at every K of this kind) take the
+// unstaged path. Here each CTA walks a run of tiles of the flat tile order
+// (a resident grid, the runs cut at tile-row ends) and, for every row of a
+// tile, reads and writes the 128 elements W_t from the 32-byte sector
+// boundary of the codes at or below the tile's first element: d = (flat
+// index + code offset) mod 32, the same for every tile of the row, so W_t
+// holds the last d columns of tile t − 1 and the first 128 − d of tile t,
+// and W_{t+1} tile t's last d. Tile t's maximum is that of W_t from position
+// d and W_{t+1} below d; W_t's codes go out whole, positions below d with the
+// scale of tile t − 1 (kept from the step before). Only a run's first window
+// (positions below d, tile t − 1's, are left to the run before) and its
+// last (tile t1 − 1's last d columns, from W_{t1}) store partial sectors.
+// Chunk c (8 elements) of row 8q + i of a window is thread (q, c)'s alone:
+// it copies it (cp.async) and reads it, so staging needs no barrier; the
+// one barrier a step reduces the tile's maximum. Threads 0..63 hold chunks
+// 0..3 (positions below 32: below d sits there, with its per-element masks)
+// and the other six warps chunks 4..15, so a warp's branch is uniform.
+constexpr int kWalkMixed = 64;                                    // threads of chunks 0..3
+constexpr size_t kWalkSlot = (size_t)kTile * kTile * 2;           // one window: 128 rows × 256 bytes
+constexpr size_t kWalkSmem = 2 * kWalkSlot;                       // W_t and W_{t+1}, each thread's chunks its own
+
+struct WalkParams {
+  BlockParams p;
+  int64_t tiles;  // ceil(M/128) · ceil(K/128)
+  int tiles_c;    // ceil(K/128)
+  int off;        // address of the codes mod 32 (a multiple of 8: row_flat)
+};
+
+// Element e's half of word j masks: bit set where position 8c + e lies in [lo, hi).
+__device__ __forceinline__ uint32_t walk_keep(int c, int j, int lo, int hi) {
+  const int p0 = 8 * c + 2 * j;
+  return (p0 >= lo && p0 < hi ? 0x0000FFFFu : 0u) | (p0 + 1 >= lo && p0 + 1 < hi ? 0xFFFF0000u : 0u);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 3) fp8_block_walk_kernel(const __grid_constant__ WalkParams wp) {
+  pdl_wait();
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ uint32_t red[2][kThreads / 32];
+  const BlockParams &p = wp.p;
+  const int tid = threadIdx.x;
+  const bool mixed = tid < kWalkMixed;  // warps 0 and 1
+  const int c = mixed ? (tid & 3) : 4 + (tid - kWalkMixed) % 12, q = mixed ? tid >> 2 : (tid - kWalkMixed) / 12;
+  // Chunk c of row 8q + i of slot s at s·kWalkSlot + 256·(8q + i) + 16·(c ^ 4·(q & 1)):
+  // a quarter warp's 16-byte accesses (two row groups of one parity each) hit
+  // all eight 16-byte bank groups.
+  const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem) + 256 * 8 * q + 16 * (c ^ (4 * (q & 1)));
+  const uint8_t *sgen = smem + 256 * 8 * q + 16 * (c ^ (4 * (q & 1)));
+  const uint16_t *in = (const uint16_t *)p.in;
+  const int64_t mk = p.m * p.k;
+  const int tcs = wp.tiles_c;
+  const int64_t mtr = (p.m + kTile - 1) / kTile;
+  int par = 0;
+  int64_t g = (int64_t)blockIdx.x * wp.tiles / gridDim.x;
+  const int64_t gend = (int64_t)(blockIdx.x + 1) * wp.tiles / gridDim.x;
+  while (g < gend) {
+    const int64_t tr = g / tcs;
+    const int t0 = (int)(g - tr * tcs);
+    const int t1 = (int)min((int64_t)tcs, t0 + (gend - g));
+    g += t1 - t0;
+    const int64_t r0 = tr * kTile + 8 * q;  // the thread's first row
+    const int nvalid = (int)max((int64_t)0, min((int64_t)8, p.m - r0));
+    // Reads that may leave the tensor: row 0's first window (from the sector
+    // boundary below the tensor's first code) and the last tile row's last windows.
+    const bool clip = (tr == 0 && t0 == 0) || (tr == mtr - 1 && t1 >= tcs - 1);
+    const int64_t f0 = r0 * p.k;  // flat index of row r0's first element
+    int d[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) d[i] = (int)((f0 + i * p.k + wp.off) & 31);
+    // Flat index of chunk c of row i's window t: f0 + i·K − d_i + 128t + 8c.
+    auto copy = [&](int t, int slot) {
+      if (t < t1 || (mixed && t == t1)) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          const int64_t f = f0 + i * p.k - d[i] + (int64_t)kTile * t + 8 * c;
+          const uint32_t dst = sbase + slot * (uint32_t)kWalkSlot + 256 * i;
+          if (i >= nvalid) {
+            cp_async16_n(dst, p.in, 0u);  // rows past M: zeros, which leave the maxima as they are
+          } else if (!clip) {
+            cp_async16_shared(dst, in + f);
+          } else {
+            const int64_t left = mk - f;
+            const int bytes = f < 0 ? 0 : left >= 8 ? 16 : left > 0 ? (int)(2 * left) : 0;
+            cp_async16_n(dst, bytes > 0 ? (const void *)(in + f) : p.in, (uint32_t)bytes);
+          }
+        }
+      }
+      cp_async_commit();
+    };
+    copy(t0, 0);
+    copy(t0 + 1, 1);
+    float sprev = 0.0f;
+    int wlast = kTile;
+    for (int t = t0; t < t1; t++) {
+      const int slot = (t - t0) & 1;
+      if (mixed) cp_async_wait_n<0>();
+      else cp_async_wait_n<1>();
+      uint32_t w[8][4];
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(sgen + slot * kWalkSlot + 256 * i);
+        w[i][0] = u.x, w[i][1] = u.y, w[i][2] = u.z, w[i][3] = u.w;
+      }
+      const int wt = (int)min((int64_t)kTile, p.k - (int64_t)kTile * t);  // tile t's columns
+      wlast = wt;
+      const bool fast = wt == kTile;
+      uint32_t m = 0;
+      if (!mixed && fast) {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+          for (int j = 0; j < 4; j++) m = mag_acc<T>(m, w[i][j]);
+      } else if (fast) {
+        // The chunk's first n elements (below d) from W_{t+1}, the rest from W_t.
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          const int n16 = 16 * min(max(d[i] - 8 * c, 0), 8);
+          const uint4 v = *reinterpret_cast<const uint4 *>(sgen + (slot ^ 1) * kWalkSlot + 256 * i);
+          const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            const uint32_t lo = __funnelshift_lc(0xFFFFFFFFu, 0u, (unsigned)max(n16 - 32 * j, 0));
+            m = mag_acc<T>(m, (vw[j] & lo) | (w[i][j] & ~lo));
+          }
+        }
+      } else {
+        // Tile t: W_t's positions [d, d + wt), W_{t+1}'s below d + wt − 128.
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (mixed) v = *reinterpret_cast<const uint4 *>(sgen + (slot ^ 1) * kWalkSlot + 256 * i);
+          const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            m = mag_acc<T>(m, w[i][j] & walk_keep(c, j, d[i], d[i] + wt));
+            if (mixed) m = mag_acc<T>(m, vw[j] & walk_keep(c, j, 0, d[i] + wt - kTile));
+          }
+        }
+      }
+      uint32_t bits = warp_max(mag_bits_of<T>(m));
+      if ((tid & 31) == 0) red[par][tid >> 5] = bits;
+      __syncthreads();  // also: every thread's reads of this slot are done
+      bits = red[par][0];
+#pragma unroll
+      for (int k = 1; k < kThreads / 32; k++) bits = max(bits, red[par][k]);
+      par ^= 1;
+      float sc, si;
+      block_scale(p, bits, &sc, &si);
+      if (tid == 0) {
+        p.row_s.buf[p.row_s.index(tr, t)] = si;
+        if (t == tcs - 1) zero_pad(p.row_s, tr);
+      }
+      copy(t + 2, slot);
+      // W_t's codes: positions below d with tile t − 1's scale (none at the
+      // run's first window), [d, d + wt) with tile t's.
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        if (i >= nvalid) continue;
+        uint8_t *dst = p.row + (f0 + i * p.k - d[i] + (int64_t)kTile * t + 8 * c);
+        if (!mixed && fast) {
+          uint32_t cw[4];
+#pragma unroll
+          for (int j = 0; j < 4; j++) cw[j] = fp8x2<Fp8::E4M3>(__fmul_rn(elem<T>(w[i], 2 * j), sc), __fmul_rn(elem<T>(w[i], 2 * j + 1), sc));
+          *reinterpret_cast<uint2 *>(dst) = make_uint2(cw[0] | (cw[1] << 16), cw[2] | (cw[3] << 16));
+          continue;
+        }
+        if (fast && t > t0) {
+          const int n = min(max(d[i] - 8 * c, 0), 8);
+          uint32_t cw[4];
+#pragma unroll
+          for (int j = 0; j < 4; j++)
+            cw[j] = fp8x2<Fp8::E4M3>(__fmul_rn(elem<T>(w[i], 2 * j), 2 * j < n ? sprev : sc), __fmul_rn(elem<T>(w[i], 2 * j + 1), 2 * j + 1 < n ? sprev : sc));
+          *reinterpret_cast<uint2 *>(dst) = make_uint2(cw[0] | (cw[1] << 16), cw[2] | (cw[3] << 16));
+          continue;
+        }
+        const int lo = t > t0 ? 0 : d[i], hi = d[i] + wt;
+        uint32_t cw[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const int e = 8 * c + 2 * j;
+          cw[j] = fp8x2<Fp8::E4M3>(__fmul_rn(elem<T>(w[i], 2 * j), e < d[i] ? sprev : sc), __fmul_rn(elem<T>(w[i], 2 * j + 1), e + 1 < d[i] ? sprev : sc));
+        }
+        const uint2 v = make_uint2(cw[0] | (cw[1] << 16), cw[2] | (cw[3] << 16));
+        if (8 * c >= lo && 8 * c + 8 <= hi) {
+          *reinterpret_cast<uint2 *>(dst) = v;
+        } else {
+          const uint64_t b = (uint64_t)v.x | ((uint64_t)v.y << 32);
+#pragma unroll
+          for (int e = 0; e < 8; e++)
+            if (8 * c + e >= lo && 8 * c + e < hi) dst[e] = (uint8_t)(b >> (8 * e));
+        }
+      }
+      sprev = sc;
+    }
+    // The run's last tile's columns in W_{t1}: positions below d + wlast − 128.
+    if (mixed) {
+      cp_async_wait_n<0>();
+      const int slot = (t1 - t0) & 1;
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        if (i >= nvalid) continue;
+        const int hi = d[i] + wlast - kTile;
+        if (8 * c >= hi) continue;
+        const uint4 u = *reinterpret_cast<const uint4 *>(sgen + slot * kWalkSlot + 256 * i);
+        const uint32_t x[4] = {u.x, u.y, u.z, u.w};
+        uint8_t *dst = p.row + (f0 + i * p.k - d[i] + (int64_t)kTile * t1 + 8 * c);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          if (8 * c + e < hi) dst[e] = fp8<Fp8::E4M3>(__fmul_rn(elem<T>(x, e), sprev));
+      }
+    }
+    cp_async_wait_all();
+  }
+}
+
+// Whether the walk takes a tensor: 128×128 rowwise alone from 16-bit rows at
+// any even offset with the codes 8-byte aligned (row_flat), row offsets in
+// 32 bits.
+inline bool walk_fits(const BlockParams &p, InType t) {
+  return p.row_flat && p.row != nullptr && p.col == nullptr && in_size(t) == 2 && p.k < ((int64_t)1 << 27) && p.k >= kTile;
+}
+
+template <typename T>
+int32_t launch_walk_t(const BlockParams &p, int64_t tiles, cudaStream_t s, quant_plugin_error *err) {
+  auto kern = fp8_block_walk_kernel<T>;
+  static const int resident = resident_ctas(kern, kThreads, kWalkSmem);
+  if (resident == 0) return fail(err, QUANT_ERROR_PLUGIN, "fp8_block: the walk kernel does not fit this GPU (%zu bytes of shared memory)", kWalkSmem);
+  WalkParams wp{p, tiles, (int)((p.k + kTile - 1) / kTile), (int)(reinterpret_cast<uintptr_t>(p.row) & 31)};
+  const unsigned grid = (unsigned)(tiles < resident ? tiles : resident);
+  launch_kernel(kern, grid, kThreads, kWalkSmem, s, wp);
+  LQ_LAUNCHED("fp8_block walk kernel launch");
+  return QUANT_OK;
+}
+
+int32_t launch_walk(InType t, const BlockParams &p, int64_t tiles, cudaStream_t s, quant_plugin_error *err) {
+  if (t == InType::BF16) return launch_walk_t<__nv_bfloat16>(p, tiles, s, err);
+  return launch_walk_t<__half>(p, tiles, s, err);
+}
+
 // ---- Columnwise (and both) at a token count M not a multiple of 16: strips ----
 //
 // There (spec §14: any M; 16-byte aligned input rows) the transposed rows
@@ -1278,7 +1524,8 @@ extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_
     r.p.col = nullptr;
     r.p.col_s = BlockScales{};
     r.p.col_vec = 0;
-    LQ_TRY(launch_typed(t, r, true, false, true, r.ntiles, s, err));
+    if (walk_fits(r.p, t)) LQ_TRY(launch_walk(t, r.p, r.ntiles, s, err));
+    else LQ_TRY(launch_typed(t, r, true, false, true, r.ntiles, s, err));
     return derive_2d(one.p.row, one.p.row_s, cd, one.p.m, one.p.k, s, err);
   }
   // A columnwise direction at M not a multiple of 16, or from rows at any
@@ -1299,6 +1546,7 @@ extern "C" int32_t lq_block_quantize(const quant_plugin_quantize_args *a, quant_
     }
     return launch_strip(t, one.p, row, two_d, stream_of(a->stream), err);
   }
+  if (two_d && row && !col && walk_fits(one.p, t)) return launch_walk(t, one.p, one.ntiles, stream_of(a->stream), err);
   return launch_typed(t, one, row, col, two_d, one.ntiles, stream_of(a->stream), err);
 }
 
