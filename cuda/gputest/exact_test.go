@@ -873,22 +873,34 @@ func TestNvfp4SmallTensorsMatchCPU(t *testing.T) {
 // off bytes past an aligned allocation.
 func poisonedQTensorScalesAt(t *testing.T, q *host.Quantizer, shape []int64, p byte, off int64) *host.QTensor {
 	t.Helper()
+	qt, _ := poisonedQTensorAt(t, q, shape, p, off, 0, func(l host.Layout) bool { return l.Kind == host.BufScaleInv && off != 0 })
+	return qt
+}
+
+// poisonedQTensorAt is poisonedQTensor with each buffer that pick selects a
+// view off bytes past an aligned allocation of off + its bytes + pad, all
+// poisoned; it also returns those allocations (in layout order), so that a
+// test can check the bytes around each view.
+func poisonedQTensorAt(t *testing.T, q *host.Quantizer, shape []int64, p byte, off, pad int64, pick func(host.Layout) bool) (*host.QTensor, []host.Tensor) {
+	t.Helper()
 	layout, err := q.Layout(shape)
 	require.NoError(t, err)
 	bufs := make([]host.Tensor, len(layout))
+	var wholes []host.Tensor
 	for i, l := range layout {
-		if l.Kind != host.BufScaleInv || off == 0 {
+		if !pick(l) {
 			bufs[i] = poisoned(t, l.DType, l.Shape, p)
 			continue
 		}
 		n := host.Tensor{DType: l.DType, Shape: l.Shape}.Bytes()
-		whole := poisoned(t, host.Uint8, []int64{n + off}, p)
+		whole := poisoned(t, host.Uint8, []int64{off + n + pad}, p)
+		wholes = append(wholes, whole)
 		bufs[i] = host.Tensor{Ptr: unsafe.Add(whole.Ptr, off), DType: l.DType, Shape: l.Shape, Device: gpu}
 	}
 	qt, err := q.NewQTensorFromBuffers(shape, bufs)
 	require.NoError(t, err)
 	t.Cleanup(qt.Free)
-	return qt
+	return qt, wholes
 }
 
 // TestRHTAmaxBothRepeated: with the RHT, one amax pass reduces two maxima per

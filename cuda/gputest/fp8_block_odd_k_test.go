@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -38,24 +37,13 @@ func TestFp8Block2DOddKMatchesCPU(t *testing.T) {
 					require.NoError(t, err)
 					t.Cleanup(cq.Free)
 					off := int64(8 * (si % 4))
-					layout, err := qg.Layout(x.Shape)
-					require.NoError(t, err)
-					bufs := make([]host.Tensor, len(layout))
-					var whole host.Tensor
-					var n int64
-					for i, l := range layout {
-						if l.Dir != host.DirRowwise || l.Kind != host.BufData {
-							bufs[i] = poisoned(t, l.DType, l.Shape, byte(0x5A+si))
-							continue
-						}
-						n = host.Tensor{DType: l.DType, Shape: l.Shape}.Bytes()
-						whole = poisoned(t, host.Uint8, []int64{n + off + 64}, byte(0x5A+si))
-						bufs[i] = host.Tensor{Ptr: unsafe.Add(whole.Ptr, off), DType: l.DType, Shape: l.Shape, Device: gpu}
-					}
-					require.NotZero(t, n, "no rowwise data buffer in the layout")
-					gq, err := qg.NewQTensorFromBuffers(x.Shape, bufs)
-					require.NoError(t, err)
-					t.Cleanup(gq.Free)
+					const pad = 64
+					gq, wholes := poisonedQTensorAt(t, qg, x.Shape, byte(0x5A+si), off, pad, func(l host.Layout) bool {
+						return l.Dir == host.DirRowwise && l.Kind == host.BufData
+					})
+					require.Len(t, wholes, 1, "the rowwise data buffer in the layout")
+					whole := wholes[0]
+					n := whole.Shape[0] - off - pad
 					xg := gpuTensor(t, dt, x.Shape)
 					require.NoError(t, host.CopyTensor(xg, x, 0))
 					require.NoError(t, qg.QuantizeInto(xg, host.QuantizeOptions{}, gq))
@@ -63,7 +51,7 @@ func TestFp8Block2DOddKMatchesCPU(t *testing.T) {
 					what := fmt.Sprintf("%v %s, codes at +%d", sh, kind, off)
 					compareTensors(t, what, cq, gq)
 					all := toCPU(t, whole).Bytes8()
-					poison := bytes.Repeat([]byte{byte(0x5A + si)}, 64)
+					poison := bytes.Repeat([]byte{byte(0x5A + si)}, pad)
 					require.Equal(t, poison[:off], all[:off], "%s: bytes before the codes", what)
 					require.Equal(t, poison, all[off+n:], "%s: bytes after the codes", what)
 				}
