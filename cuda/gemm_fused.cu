@@ -99,11 +99,6 @@ constexpr int kBK = 128;  // K elements per stage: one 128-byte swizzle row
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
-// x as it is, through an identity shuffle of the whole warp: a value that
-// ptxas keeps in a register rather than recomputing it at every use (it
-// rematerializes cheap arithmetic of the lane index; a shuffle it does not).
-__device__ __forceinline__ uint32_t opaque_u32(uint32_t x) { return __shfl_sync(0xFFFFFFFFu, x, threadIdx.x % 32); }
-
 __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
 }
@@ -136,10 +131,8 @@ __device__ __forceinline__ void tma_load_2d(uint8_t *dst, const CUtensorMap *map
                : "memory");
 }
 
-// 16 bytes from global to shared memory, of which the first n are copied (16,
-// or 0: the 16 bytes zero-filled).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, uint32_t n) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -960,43 +953,26 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       kglim[j] = (int)((nbt - 4 * x + nb - 1) / nb);
     }
   }
-  // The per-group part of the copies is one multiply-add for each operand's
-  // chunk pointer and each scale word's, a compare and a select: the rest is
-  // worked out here. kvA (kvB): the groups kg < kvA hold the lane's A chunk
-  // inside K (kg·128 + ca0·EA < K, EA its elements); the copy size is
-  // computed once a group and kept in a register (ptxas recomputed the 64-bit
-  // compare inside every row's predicated copy: 264 of the 1583 warp
-  // instructions a group at NVFP4 × NVFP4 M16 N8192 K8192, bench/RESULTS.md).
-  constexpr uint32_t GBA = FA4 ? 64 : 128, GBB = FB4 ? 64 : 128;  // bytes of a row per group
-  const int kvA = (int)((K - ca0 * (FA4 ? 32 : 16) + 127) / 128), kvB = (int)((K - cb0 * (FB4 ? 32 : 16) + 127) / 128);
-  const uint8_t *achunk = arow + ca0 * 16, *bchunk = brow + cb0 * 16;
-  // The copies' shared-memory addresses in stage 0 (a stage adds its offset),
-  // through an identity shuffle: ptxas otherwise recomputed the swizzled
-  // offsets from the lane index inside every copy's branch, in every group.
-  const uint32_t ring_u32 = smem_u32(ring);
-  const uint32_t dA0 = opaque_u32(ring_u32 + L::A_OFF + offA[0]), dA1 = opaque_u32(ring_u32 + L::A_OFF + offA[1]);
-  const uint32_t dB0 = opaque_u32(ring_u32 + L::B_OFF + offB[0]), dB1 = opaque_u32(ring_u32 + L::B_OFF + offB[1]);
-  const uint32_t dS = opaque_u32(ring_u32 + L::SA_OFF + 4 * lane);
   auto issue = [&](int i) {
     if (i < G) {
       const int kg = wk + i * WKS;
-      const uint32_t so = (uint32_t)(i % S) * L::BYTES;  // the stage's offset in the ring
+      const uint32_t st = smem_u32(ring + (i % S) * L::BYTES);
+      const int64_t k0 = (int64_t)kg * 128;
       // The lane's chunk of this group, or (past K) its row's start, zero-filled.
-      const uint8_t *pa = kg < kvA ? achunk + (uint64_t)(uint32_t)kg * GBA : arow;
-      const uint8_t *pb = kg < kvB ? bchunk + (uint64_t)(uint32_t)kg * GBB : brow;
-      const uint32_t na = kg < kvA ? 16u : 0u, nb = kg < kvB ? 16u : 0u;
-      const uint32_t da0 = dA0 + so, da1 = dA1 + so, db0 = dB0 + so, db1 = dB1 + so;
+      const bool kva = k0 + ca0 * (FA4 ? 32 : 16) < K, kvb = k0 + cb0 * (FB4 ? 32 : 16) < K;
+      const uint8_t *pa = kva ? arow + (FA4 ? k0 / 2 : k0) + ca0 * 16 : arow;
+      const uint8_t *pb = kvb ? brow + (FB4 ? k0 / 2 : k0) + cb0 * 16 : brow;
 #pragma unroll
       for (int j = 0; j < JA; j++, pa += astep)
-        if (ARS * j < arem) cp_async16((j & 1 ? da1 : da0) + 512 * j, pa, na);
+        if (ARS * j < arem) cp_async16(st + L::A_OFF + offA[j & 1] + 512 * j, pa, kva);
 #pragma unroll
       for (int j = 0; j < JB; j++, pb += bstep)
-        if (BRS * j < brem) cp_async16((j & 1 ? db1 : db0) + 512 * j, pb, nb);
+        if (BRS * j < brem) cp_async16(st + L::B_OFF + offB[j & 1] + 512 * j, pb, kvb);
 #pragma unroll
       for (int j = 0; j < JS; j++)
         if (lane + 32 * j < NSW) {
-          const uint8_t *src = kg < kglim[j] ? sbase[j] + (uint64_t)(uint32_t)kg * (uint32_t)sstep[j] : decode_one(lane + 32 * j < L::AR * NWA ? SA16 : SB16);
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dS + so + 128 * j), "l"(src) : "memory");
+          const uint8_t *src = kg < kglim[j] ? sbase[j] + (int64_t)kg * sstep[j] : decode_one(lane + 32 * j < L::AR * NWA ? SA16 : SB16);
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(st + L::SA_OFF + 4 * (lane + 32 * j)), "l"(src) : "memory");
         }
     }
     cp_async_commit();  // also when empty: every iteration waits for the same count
