@@ -44,8 +44,7 @@ func TestFp8Block2DOddKMatchesCPU(t *testing.T) {
 					require.Len(t, wholes, 1, "the rowwise data buffer in the layout")
 					whole := wholes[0]
 					n := whole.Shape[0] - off - pad
-					xg := gpuTensor(t, dt, x.Shape)
-					require.NoError(t, host.CopyTensor(xg, x, 0))
+					xg := toGPU(t, x)
 					require.NoError(t, qg.QuantizeInto(xg, host.QuantizeOptions{}, gq))
 					require.NoError(t, host.Synchronize(gpu, 0))
 					what := fmt.Sprintf("%v %s, codes at +%d", sh, kind, off)
