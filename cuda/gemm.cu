@@ -1223,12 +1223,6 @@ int32_t make_context_current(int dev, quant_plugin_error *err) {
 // the host's (host_ws, host_ws_bytes) where it is large enough for the
 // algorithm, else the device's own for this stream.
 int32_t lt_run(const LtCall &c, int dev, cudaStream_t s, void *host_ws, size_t host_ws_bytes, quant_plugin_error *err) {
-  // cuBLASLt launches through the driver, in the thread's current context; a
-  // thread whose CUDA calls so far needed none (cudaGetDevice, say: a Go
-  // goroutine moved to another OS thread) has none, and the matmul failed
-  // with "execution failed" and no CUDA error (H200, TestGemmConcurrentSameShape
-  // in a process of its own: 3-8 of 20 runs).
-  LQ_TRY(make_context_current(dev, err));
   const LtKey key = key_of(c, dev);
   cublasLtHandle_t h;
   void *ws;
@@ -1571,6 +1565,18 @@ int32_t gemm(const quant_plugin_gemm_args *a, quant_plugin_error *err, bool allo
   if (M == 0 || N == 0) return QUANT_OK;
   int dev = 0;
   LQ_TRY(current_device(a->d.device_id, &dev, err));
+  // Two of the paths below call the driver directly, in the thread's current
+  // context, and a thread whose CUDA calls so far needed none (cudaGetDevice,
+  // say: a Go goroutine moved to another OS thread) has none. cuBLASLt's
+  // matmul then failed with "execution failed" and no CUDA error (H200,
+  // TestGemmConcurrentSameShape in a process of its own: 3-8 of 20 runs); the
+  // driver's cuTensorMapEncodeTiled refused the fused kernels' TMA
+  // descriptors: the tile kernel failed with "invalid argument" (H200,
+  // TestGemmFusedMatchesCPU at 20x4100x336, 5 of 7 runs) and
+  // decode_wg_kernel gave way to the slower decode kernel unseen
+  // (CUDA_ERROR_INVALID_CONTEXT; bench/RESULTS.md, "the TMA descriptors on
+  // threads without a CUDA context").
+  LQ_TRY(make_context_current(dev, err));
   cudaStream_t s = stream_of(a->stream);
   Scratch scratch(s, host_ws, host_ws_bytes);
 

@@ -721,16 +721,26 @@ func TestGemmConcurrentSameShape(t *testing.T) {
 	}
 }
 
-// TestGemmOnFreshThreads: cuBLASLt GEMMs (FP8 per tensor and fp8_block, the
-// paths whose only CUDA call before cuBLASLt's launch needs no context) from
-// OS threads that made no CUDA call before, so have no current CUDA context:
-// each goroutine locks its thread and ends locked, so Go ends the thread with
-// it and the next one mostly starts on a new thread (checked by thread id
-// against the threads alive when the test began). cuBLASLt launches in the
-// thread's current context; before cuda/gemm.cu's cudaFree(NULL) ahead of
-// it, such a call failed with "execution failed (status 13)" (H200,
-// bench/RESULTS.md, "cuBLASLt on a thread without a current context"). Every
-// result must be the bytes of the same GEMM on the test's own thread.
+// TestGemmOnFreshThreads: GEMMs on the paths that call the driver directly,
+// from OS threads that made no CUDA call before, so have no current CUDA
+// context: each goroutine locks its thread and ends locked, so Go ends the
+// thread with it and the next one mostly starts on a new thread (checked by
+// thread id against the threads alive when the test began). Every result must
+// be the bytes of the same GEMM on the test's own thread. The paths: cuBLASLt
+// (FP8 per tensor and fp8_block, Exact: their only CUDA call before
+// cuBLASLt's launch needs no context), which launches in the thread's
+// current context and failed there with "execution failed (status 13)"
+// (H200, bench/RESULTS.md, "cuBLASLt on a thread without a current
+// context"); and the fused kernels' TMA descriptors, which the driver's
+// cuTensorMapEncodeTiled refuses on a thread without a context
+// (CUDA_ERROR_INVALID_CONTEXT): the tile kernel (MXFP8 at 20x4100x336,
+// K % 32 != 0) then failed with "invalid argument", and decode_wg_kernel
+// (MXFP8 and MXFP4 weights at 8x8000x1152) gave way to the decode kernel,
+// whose sums differ in order. Before cuda/gemm.cu made the context current
+// ahead of every path, this test failed in 2 of 5 runs on the H200 (the
+// MXFP4 case's bytes differed from the test thread's; the refusals
+// themselves showed in TestGemmFusedMatchesCPU: bench/RESULTS.md, "the TMA
+// descriptors on threads without a CUDA context").
 func TestGemmOnFreshThreads(t *testing.T) {
 	needGPU(t)
 	byName := gemmOperandsByName()
@@ -744,17 +754,42 @@ func TestGemmOnFreshThreads(t *testing.T) {
 			alive[id] = true
 		}
 	}
-	const m, n, k, rounds = 64, 48, 512, 16
-	fresh := 0
-	for _, pr := range [][2]string{{"fp8 e4m3", "fp8 e4m3"}, {"fp8_block 1x128", "fp8_block 128x128"}} {
-		t.Run(pr[0]+" x "+pr[1], func(t *testing.T) {
-			a := makeGemmSide(t, byName[pr[0]], m, k, 70)
-			b := makeGemmSide(t, byName[pr[1]], n, k, 71)
-			want := gpuGemmBytes(t, a, b)
-			for r := 0; r < rounds; r++ {
-				d := gpuTensor(t, host.BFloat16, []int64{m, n})
-				args := &host.GemmArgs{A: a.gpu, B: b.gpu, Alpha: 1, D: d, Exact: true}
+	const rounds = 16
+	fused := true
+	if sup, err := host.QueryGemmSupport(gpu, "mxfp8", "mxfp8"); err != nil || sup.Level != host.GemmNative {
+		fused = false
+		t.Logf("SKIP (fused cases): mxfp8 x mxfp8 is not native on this GPU (%v, %v): the fused kernels need sm_90", sup, err)
+	}
+	cases := []struct {
+		a, b    string
+		m, n, k int64
+		exact   bool
+		fused   bool
+	}{
+		{"fp8 e4m3", "fp8 e4m3", 64, 48, 512, true, false},
+		{"fp8_block 1x128", "fp8_block 128x128", 64, 48, 512, true, false},
+		{"mxfp8", "mxfp8", 20, 4100, 336, false, true}, // the tile kernel, its codes by TMA
+		{"mxfp8", "mxfp8", 8, 8000, 1152, false, true}, // decode_wg_kernel
+		{"mxfp8", "mxfp4", 8, 8000, 1152, false, true}, // decode_wg_kernel, E2M1 weights by TMA
+	}
+	fresh, runs := 0, 0
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s x %s %dx%dx%d", c.a, c.b, c.m, c.n, c.k), func(t *testing.T) {
+			if c.fused && !fused {
+				t.Skip("SKIP: the fused kernels need sm_90")
+			}
+			a := makeGemmSide(t, byName[c.a], c.m, c.k, 70)
+			b := makeGemmSide(t, byName[c.b], c.n, c.k, 71)
+			gemm := func(d host.Tensor) error {
+				args := &host.GemmArgs{A: a.gpu, B: b.gpu, Alpha: 1, D: d, Exact: c.exact}
 				args.B.Trans = true
+				return host.Gemm(args)
+			}
+			d0 := gpuTensor(t, host.BFloat16, []int64{c.m, c.n})
+			require.NoError(t, gemm(d0), "on the test's thread")
+			want := toCPU(t, d0).Bytes8()
+			for r := 0; r < rounds; r++ {
+				d := gpuTensor(t, host.BFloat16, []int64{c.m, c.n})
 				type result struct {
 					tid int
 					err error
@@ -763,9 +798,10 @@ func TestGemmOnFreshThreads(t *testing.T) {
 				go func() {
 					runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
 					tid := syscall.Gettid()
-					res <- result{tid, host.Gemm(args)}
+					res <- result{tid, gemm(d)}
 				}()
 				got := <-res
+				runs++
 				if !alive[got.tid] {
 					fresh++
 				}
@@ -775,7 +811,7 @@ func TestGemmOnFreshThreads(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d of %d GEMMs ran on a thread created during the test", fresh, 2*rounds)
+	t.Logf("%d of %d GEMMs ran on a thread created during the test", fresh, runs)
 	require.Positive(t, fresh, "no GEMM ran on a new thread: the test did not exercise a thread without a CUDA context")
 }
 
