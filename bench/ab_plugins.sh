@@ -8,8 +8,9 @@
 # build/ab/<V>.tar.xz (each variant's own objects; AB=folder: another folder
 # than build/ab) or build/ab/<V>.so.xz (the variant's plugin, linked here),
 # build/final/libquant.so.xz and build/final/gputest.test.xz (FINAL=folder:
-# another folder). Runs the GPU tests matching RUN against each plugin named
-# in TEST_VARIANT (if RUN is set; one log per variant, gputest_<V>.log), then
+# another folder). Runs the GPU tests matching RUN_<V> (else RUN) against
+# each plugin <V> named in TEST_VARIANT (a variant with neither is said and
+# skipped; one log per variant, gputest_<V>.log), then
 # BENCH's gpu_quantize.py
 # arguments (if set) for every variant in turn, ROUNDS times (default 2),
 # each row labelled with its variant, then EXTRA's arguments once against
@@ -68,17 +69,16 @@ for v in $VARIANTS; do
   python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' $W/$v/libquant_cuda.so || { echo "variant $v: the plugin does not load"; exit 1; }
   log "$how $v"
 done
-if [ -n "${RUN:-}" ]; then
-  for tv in ${TEST_VARIANT}; do
-    run=$(eval echo "\"\${RUN_$tv:-\$RUN}\"")
-    log "gputest $tv ${run}"
-    LIBQUANT_CUDA_PLUGIN=$W/$tv/libquant_cuda.so LIBQUANT_LIBRARY=$W/$tv/libquant.so \
-      timeout ${TEST_TIMEOUT:-300} $W/gputest.test -test.count=1 -test.v -test.run "$run" > $OUT/gputest_$tv.log 2>&1
-    echo "gputest $tv rc=$?"
-    echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest_$tv.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest_$tv.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest_$tv.log)"
-    grep -E '^\s*--- FAIL' $OUT/gputest_$tv.log | head -10; tail -2 $OUT/gputest_$tv.log
-  done
-fi
+for tv in ${TEST_VARIANT:-}; do
+  run=$(eval echo "\"\${RUN_$tv:-\${RUN:-}}\"")
+  [ -n "$run" ] || { echo "gputest $tv: neither RUN_$tv nor RUN is set: no tests"; continue; }
+  log "gputest $tv ${run}"
+  LIBQUANT_CUDA_PLUGIN=$W/$tv/libquant_cuda.so LIBQUANT_LIBRARY=$W/$tv/libquant.so \
+    timeout ${TEST_TIMEOUT:-300} $W/gputest.test -test.count=1 -test.v -test.run "$run" > $OUT/gputest_$tv.log 2>&1
+  echo "gputest $tv rc=$?"
+  echo "passed: $(grep -c -E '^\s*--- PASS' $OUT/gputest_$tv.log)  failed: $(grep -c -E '^\s*--- FAIL' $OUT/gputest_$tv.log)  skipped: $(grep -c -E '^\s*--- SKIP' $OUT/gputest_$tv.log)"
+  grep -E '^\s*--- FAIL' $OUT/gputest_$tv.log | head -10; tail -2 $OUT/gputest_$tv.log
+done
 if [ -n "${BENCH:-}" ]; then
   for round in $(seq 1 ${ROUNDS:-2}); do
     for v in $VARIANTS; do
