@@ -326,6 +326,62 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	}
 }
 
+// wideBlocks is a [rows, cols] BF16 input of normal values whose rows are
+// scaled by 2^-e, e = 7·row mod 25, and every odd 16-block along a row by
+// another 2^-4. With NVFP4's global scale set by the rows at e = 0, a row's
+// E4M3 block scales (about 448·2^-e) run from normal values through values
+// below 1 (e ≥ 9; from e = 12 every FP16 code v·s·2^-14 of the row is
+// subnormal) and subnormal E4M3 ones (e ≥ 15) to 0 (e ≥ 19: blocks of
+// zeros); the odd blocks put a smaller 16-block next to a larger one in every
+// 32-block. Whole rows of small scales make an output whose every product
+// goes through subnormal codes, so a code flushed to zero shows as an error
+// far outside the bound.
+func wideBlocks(t *testing.T, rows, cols int64, seed uint64) host.Tensor {
+	t.Helper()
+	v := testutil.Normal(int(rows*cols), 1, seed)
+	for r := int64(0); r < rows; r++ {
+		for c := int64(0); c < cols; c++ {
+			e := (7*r)%25 + 4*((c/16)%2)
+			v[r*cols+c] = float32(math.Ldexp(float64(v[r*cols+c]), -int(e)))
+		}
+	}
+	x, _ := hosttest.Input(t, host.BFloat16, v, rows, cols)
+	return x
+}
+
+// TestGemmFusedNVFP4WideScalesMatchCPU: the decode kernel's NVFP4 paths with
+// block scales over the whole E4M3 range (wideBlocks), within the fused bound
+// per 16-block. Against NVFP4 and FP8 activations the weight's E4M3 scale
+// goes into its FP16 codes: NVFP4 × NVFP4 as b·sb·2^-14 (and the
+// activation's as a·sa·2^-14, at 8 or more tiles a warp), which is subnormal
+// FP16 wherever the code times its scale is below 1; MXFP8 × NVFP4 as b·sb
+// (normal). A 32-block's two 16-block sums then chain
+// in the mma, so a block of large products next to one of small products is
+// what this tests: random normal data keeps every scale near 448 and every
+// FP16 code normal. Shapes as in TestGemmFusedSplitKMatchesCPU: one CTA of
+// 64 weight rows per SM ({16, 8000, 1152}, {1, 7000, 2176}), a tile's K over
+// a cluster ({16, 1100, 2176}), four row tiles of A ({40, 200, 320}), and the
+// operands swapped ({300, 40, 160}).
+func TestGemmFusedNVFP4WideScalesMatchCPU(t *testing.T) {
+	needGPU(t)
+	byName := gemmOperandsByName()
+	shapes := [][3]int64{{16, 8000, 1152}, {1, 7000, 2176}, {16, 1100, 2176}, {16, 200, 320}, {40, 200, 320}, {300, 40, 160}}
+	for pi, pr := range []struct{ a, b string }{{"nvfp4", "nvfp4"}, {"nvfp4 16x16 swizzled", "nvfp4"}, {"mxfp8", "nvfp4"}} {
+		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
+			worst := 0.0
+			for si, sh := range shapes {
+				m, n, k := sh[0], sh[1], sh[2]
+				seed := uint64(9400 + pi*100 + si)
+				a := makeGemmSideFrom(t, byName[pr.a], wideBlocks(t, m, k, seed))
+				b := makeGemmSideFrom(t, byName[pr.b], wideBlocks(t, n, k, seed+50))
+				w := runGPUGemm(t, fmt.Sprintf("%v d=fp32", sh), a, b, false, true, host.Float32, gemmEpilogue{alpha: 1, fusedBlock: 16}, seed)
+				worst = math.Max(worst, w)
+			}
+			t.Logf("largest |gpu-exact| / bound: %.3g", worst)
+		})
+	}
+}
+
 // TestGemmFusedE2M1WeightsMatchCPU: decode_wg_kernel's W4 path, E2M1 weights
 // (MXFP4) against 1..8 FP8 rows of A (MXFP8, E4M3 or E5M2, compact or
 // swizzled scales on either side) or 1..8 E2M1 rows (MXFP4, which the
