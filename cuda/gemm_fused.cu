@@ -27,9 +27,12 @@
 // leave that range (adversarial scales, spec §4.3 allows 2^-127..2^127 on both
 // sides) is promoted in FP64 instead, where the product and the sum are exact
 // up to one FP64 rounding before the FP32 one. NVFP4 (E4M3 scales per 16,
-// the decode kernels only): each 16-block's sum is promoted with its own
-// scales (E4M3 × E4M3 products are exact in FP32), as decode_body says. The
-// NVFP4 global scales are folded into alpha by the caller (spec §5.2).
+// the decode kernels only): against an FP8 operand, and against NVFP4 where a
+// warp holds 8 or more tiles, the E4M3 scales go into the FP16 codes
+// (exactly), so a 32-block's two 16-block sums chain in the mma and are
+// promoted once; otherwise each 16-block's sum is promoted with its own
+// scales; decode_body says how. The NVFP4 global scales are folded into
+// alpha by the caller (spec §5.2).
 //
 // Any shape (spec §14): rows past M or N and K past the end are loaded as zeros
 // and their scales as 1.0, so padded positions contribute exact zeros; loads
@@ -808,6 +811,16 @@ __device__ __forceinline__ void e2m1x8_to_f16x(uint32_t v, uint32_t (&r)[4]) {
   r[1] = __byte_perm(ho, 0, 0x1404), r[3] = __byte_perm(ho, 0, 0x3424);
 }
 
+// e2m1x8_to_f16x with each pair across the two halves of v (two 16-blocks'
+// codes in decode_body's NVFP4 fragments): r[0] = (n0, n4), r[1] = (n1, n5),
+// r[2] = (n2, n6), r[3] = (n3, n7).
+__device__ __forceinline__ void e2m1x8_to_f16x_cross(uint32_t v, uint32_t (&r)[4]) {
+  const uint32_t e = (v << 1) & 0x1E1E1E1Eu, o = (v >> 3) & 0x1E1E1E1Eu;  // nibbles 0, 2, 4, 6 and 1, 3, 5, 7
+  const uint32_t he = e + 7u * (e & 0x10101010u), ho = o + 7u * (o & 0x10101010u);
+  r[0] = __byte_perm(he, 0, 0x2404), r[2] = __byte_perm(he, 0, 0x3414);
+  r[1] = __byte_perm(ho, 0, 0x2404), r[3] = __byte_perm(ho, 0, 0x3414);
+}
+
 // E4M3 bytes j and j+1 of w as the FP16 pairs (s_j, s_j) and (s_j+1, s_j+1),
 // exact (every E4M3 value is an FP16 value).
 __device__ __forceinline__ void e4m3_bcast2(uint32_t w, int j, uint32_t &s0, uint32_t &s1) {
@@ -860,6 +873,16 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   // NV: NVFP4 × NVFP4. MIX: one operand with E4M3 scales per 16 (NVFP4), the
   // other E8M0 per 32: per-16 block sums, each promoted with its two scales.
   constexpr bool NV = SA16 && SB16, MIX = SA16 != SB16, P16 = SA16 || SB16;
+  // NVFP4 × NVFP4 with both E4M3 scales in the FP16 codes and a 32-block's
+  // two k16 chained (NV_CHAIN, the first branch below) where a warp holds at
+  // least 8 tiles of 8 weight rows by 16 rows of A a group, the shapes whose
+  // independent tiles hide the chain's latency; per-16-block sums promoted
+  // with the weight's scale otherwise. Measured against each other on the
+  // H200 at K8192 (bench/RESULTS.md, "B's scale in B's codes", calls 3-4):
+  // the chain 9 % faster at M16 N8192 (8 tiles), 12 % at M32 N8192 and 15 %
+  // at M64 N8192 (16 tiles), but, in the form before its cross-block pairs,
+  // 4-9 % slower at M16 N28672, N4096, N2048, N1024 and N256 (2 or 4 tiles).
+  constexpr bool NV_CHAIN = NV && NW * MT >= 8;
   // FP4 × FP4 but NVFP4 × NVFP4 (its own branch below, on the FP16 tensor
   // cores): the codes as int8 (twice their values) on the integer tensor
   // cores, block sums exact; the 4 comes out of the scales.
@@ -1090,6 +1113,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     // against NVFP4 B reads them only on its FP64 path (its fast path reads
     // row 8t+g's words instead), so there they are loaded in that branch.
     constexpr bool LAZY_SB = B16X && SB16;
+    constexpr bool NO_SB = NV && NV_CHAIN;  // B's scales go into its codes (that branch reads them itself)
     auto load_sb = [&]() {
 #pragma unroll
       for (int x = 0; x < NWB; x++)
@@ -1098,7 +1122,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
 #pragma unroll
           for (int e = 0; e < 2; e++) sb[t][e][x] = SBw[(8 * t + 2 * q + e) * NWB + x];
     };
-    if constexpr (!LAZY_SB) load_sb();
+    if constexpr (!LAZY_SB && !NO_SB) load_sb();
     // Bytes of real blocks in word x when `left` blocks of the group are.
     auto real = [](int64_t left, int x) -> uint32_t {
       const int64_t n = left - 4 * x;
@@ -1121,10 +1145,85 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     auto mask_sb = [&]() { mask_real(sb, nbB - (int64_t)kg * NBB, oneB); };
     if (!whole) {
       mask_real(sa, nbA - (int64_t)kg * NBA, oneA);
-      if constexpr (!LAZY_SB) mask_sb();
+      if constexpr (!LAZY_SB && !NO_SB) mask_sb();
     }
 
-    if constexpr (NV) {
+    if constexpr (NV && NV_CHAIN) {
+      // NVFP4 × NVFP4 on the FP16 tensor cores, both E4M3 scales inside the
+      // mma, so that a 32-block's two 16-block sums chain in it (the second
+      // k16 takes the first's sum as its C) and each is added to acc once.
+      // The K order inside the 32-block is permuted alike on both sides, so
+      // that every FP16 pair holds one element of 16-block 2u (low half) and
+      // one of 2u+1 (high half), elements 4q+i and 16+4q+i
+      // (e2m1x8_to_f16x_cross): one conversion of the two E4M3 scales
+      // (e4m3x2_to_f16x2) then multiplies a pair, with no broadcast.
+      //   - A's codes as a·sa·2^-14 and B's as b·sb·2^-14 (the widening's
+      //     v·2^-14 times the scale pair, one mul.rn.f16x2, exact: v·s =
+      //     (2v)·m·2^(E-4) with 2v ≤ 12, m ≤ 15 the scale's significand and
+      //     E ≥ -6, so at most 8 significant bits and a multiple of 2^-10, and
+      //     times 2^-14 a multiple of 2^-24 below 0.17: an FP16 value,
+      //     subnormal below 2^-14);
+      //   - the mma's products (a·sa)·(b·sb)·2^-28 are exact, and its sum over
+      //     the 32-block, T' = (T_2u·sa_2u·sb_2u + T_2u+1·sa_2u+1·sb_2u+1)·2^-28,
+      //     errs by at most 32·2^-F times the larger block's largest product
+      //     (F fraction bits kept below the largest term: the probe measures 17
+      //     for the FP16 mma, the bound assumes 13), within the two 16-blocks'
+      //     terms of the bound, each at least 32·2^-13 times its own largest
+      //     product; the C input is added no less precisely than the products
+      //     (the probe's chainC rows), as for the FP8 × NVFP4 fast path below;
+      //   - acc'' = acc·2^-28 (restored once after the loop, exact) adds T'
+      //     with one FP32 rounding per 32-block, inside the bound's
+      //     (n_blocks + 2)·2^-24 term; every term is a multiple of 2^-48, so
+      //     no rounding meets FP32's subnormal range.
+      // Against the other branch's exact 16-block sums T·sa (B at b·2^-14),
+      // each promoted by fma(d, sb, acc), it takes per 32-block and 8 weight
+      // rows 4 FP16 multiplies, 4 adds and one scale conversion where that
+      // takes 8 FMAs and two E4M3 pairs converted to four floats, and half
+      // the multiplies and conversions for A (bench/RESULTS.md, "B's scale in
+      // B's codes", calls 2 and 4: 6-9 % faster at M16 N8192 K8192). B's lane
+      // holds column g (row 8t+g of B), whose two scale words it reads here;
+      // in the last group the bytes of blocks past K are 1.0.
+      uint32_t sg[NW][1][2];
+#pragma unroll
+      for (int t = 0; t < NW; t++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) sg[t][0][x] = SBw[(8 * t + g) * NWB + x];
+      if (!whole) mask_real(sg, nbB - (int64_t)kg * NBB, oneB);
+      // The two E4M3 scales of 16-blocks 2u, 2u+1 in word w as an FP16 pair.
+      auto scale_pair = [](uint32_t w, int u) { return u % 2 ? e4m3x2_to_f16x2<1>(w) : e4m3x2_to_f16x2<0>(w); };
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        uint32_t ah[MT][2][4];  // [row tile][k16 x]: the mma's A registers
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          uint32_t r0[4], r1[4];
+          e2m1x8_to_f16x_cross(codes16(st + L::A_OFF, 16 * mt + g, u, L::ARB), r0);      // row g
+          e2m1x8_to_f16x_cross(codes16(st + L::A_OFF, 16 * mt + 8 + g, u, L::ARB), r1);  // row g + 8
+          const uint32_t s0 = scale_pair(sa[mt][0][u / 2], u), s1 = scale_pair(sa[mt][1][u / 2], u);
+#pragma unroll
+          for (int x = 0; x < 2; x++) {
+            ah[mt][x][0] = hmul2(r0[2 * x], s0), ah[mt][x][1] = hmul2(r1[2 * x], s1);
+            ah[mt][x][2] = hmul2(r0[2 * x + 1], s0), ah[mt][x][3] = hmul2(r1[2 * x + 1], s1);
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < NW; t++) {
+          uint32_t bh[4];
+          e2m1x8_to_f16x_cross(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
+          const uint32_t sp = scale_pair(sg[t][0][u / 2], u);  // column g's (sb_2u, sb_2u+1)
+          bh[0] = hmul2(bh[0], sp), bh[1] = hmul2(bh[1], sp), bh[2] = hmul2(bh[2], sp), bh[3] = hmul2(bh[3], sp);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            const float z[4] = {0.f, 0.f, 0.f, 0.f};
+            float d0[4], d[4];
+            hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
+            hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);  // C: the first k16's sum
+            float *o = acc[mt][t];
+            o[0] += d[0], o[1] += d[1], o[2] += d[2], o[3] += d[3];
+          }
+        }
+      }
+    } else if constexpr (NV) {
       // NVFP4 × NVFP4 on the FP16 tensor cores, A's scale inside the mma:
       // A's codes as FP16 a·sa (e2m1x8_to_f16x's a·2^-14, times 2^14, times
       // sa by mul.rn.f16x2, exact: a·sa has at most 6 significant bits and
@@ -1453,13 +1552,13 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     }
   }
   cp_async_wait<0>();
-  if constexpr (NV) {  // acc' = acc·2^-14 (the NVFP4 branch above): exact
+  if constexpr (NV) {  // acc'' = acc·2^-28 or acc' = acc·2^-14 (the NVFP4 branches above): exact
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
       for (int t = 0; t < NW; t++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) acc[mt][t][e] *= 16384.0f;  // 2^14
+        for (int e = 0; e < 4; e++) acc[mt][t][e] *= NV_CHAIN ? 268435456.0f : 16384.0f;  // 2^28, 2^14
   }
 
   // Partial results of the warps (in the ring, now free), added in warp order.
