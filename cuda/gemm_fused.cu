@@ -1147,6 +1147,17 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       mask_real(sa, nbA - (int64_t)kg * NBA, oneA);
       if constexpr (!LAZY_SB && !NO_SB) mask_sb();
     }
+    // The scale words of column g in every tile (row 8t+g of B, which lane
+    // (g, q) holds in B's fragments) for the paths that put the weight's E4M3
+    // scales into its FP16 codes; in the last group the bytes of blocks past
+    // K set to 1.0 as above.
+    auto load_sg = [&](uint32_t (&sg)[NW][1][2]) {
+#pragma unroll
+      for (int t = 0; t < NW; t++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) sg[t][0][x] = SBw[(8 * t + g) * NWB + x];
+      if (!whole) mask_real(sg, nbB - (int64_t)kg * NBB, oneB);
+    };
 
     if constexpr (NV && NV_CHAIN) {
       // NVFP4 × NVFP4 on the FP16 tensor cores, both E4M3 scales inside the
@@ -1180,15 +1191,10 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       // rows 4 FP16 multiplies, 4 adds and one scale conversion where that
       // takes 8 FMAs and two E4M3 pairs converted to four floats, and half
       // the multiplies and conversions for A (bench/RESULTS.md, "B's scale in
-      // B's codes", calls 2 and 4: 6-9 % faster at M16 N8192 K8192). B's lane
-      // holds column g (row 8t+g of B), whose two scale words it reads here;
-      // in the last group the bytes of blocks past K are 1.0.
+      // B's codes", calls 2 and 4: 6-9 % faster at M16 N8192 K8192). B's
+      // scale words: load_sg's.
       uint32_t sg[NW][1][2];
-#pragma unroll
-      for (int t = 0; t < NW; t++)
-#pragma unroll
-        for (int x = 0; x < 2; x++) sg[t][0][x] = SBw[(8 * t + g) * NWB + x];
-      if (!whole) mask_real(sg, nbB - (int64_t)kg * NBB, oneB);
+      load_sg(sg);
       // The two E4M3 scales of 16-blocks 2u, 2u+1 in word w as an FP16 pair.
       auto scale_pair = [](uint32_t w, int u) { return u % 2 ? e4m3x2_to_f16x2<1>(w) : e4m3x2_to_f16x2<0>(w); };
 #pragma unroll
@@ -1357,15 +1363,10 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             // reach, survives next to a C of 16·L; bench/RESULTS.md, "the
             // chained mma's C input"). Then acc = fma(T', sa, acc),
             // T'·sa exact in the fast range (|T'| < 2^26): one rounding for
-            // the pair of blocks where there were two. B's lane holds column
-            // g (row 8t+g of B), whose scale words it reads here; in the last
-            // group the bytes of blocks past K are set to 1.0 as above.
+            // the pair of blocks where there were two. B's scale words:
+            // load_sg's.
             uint32_t sg[NW][1][2];
-#pragma unroll
-            for (int t = 0; t < NW; t++)
-#pragma unroll
-              for (int x = 0; x < 2; x++) sg[t][0][x] = SBw[(8 * t + g) * NWB + x];
-            if (!whole) mask_real(sg, nbB - (int64_t)kg * NBB, oneB);
+            load_sg(sg);
 #pragma unroll
             for (int u = 0; u < 4; u++) {
               uint32_t a[MT][4], ah[MT][2][4];

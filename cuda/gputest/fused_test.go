@@ -355,12 +355,13 @@ func wideBlocks(t *testing.T, rows, cols int64, seed uint64) host.Tensor {
 // goes into its FP16 codes: NVFP4 × NVFP4 as b·sb·2^-14 (and the
 // activation's as a·sa·2^-14, at 8 or more tiles a warp), which is subnormal
 // FP16 wherever the code times its scale is below 1; MXFP8 × NVFP4 as b·sb
-// (normal). A 32-block's two 16-block sums then chain
-// in the mma, so a block of large products next to one of small products is
-// what this tests: random normal data keeps every scale near 448 and every
-// FP16 code normal. Shapes as in TestGemmFusedSplitKMatchesCPU: one CTA of
-// 64 weight rows per SM ({16, 8000, 1152}, {1, 7000, 2176}), a tile's K over
-// a cluster ({16, 1100, 2176}), four row tiles of A ({40, 200, 320}), and the
+// (normal). A 32-block's two 16-block sums then chain in the mma, so a block
+// of large products next to one of small products is what this tests:
+// random normal data keeps every scale near 448 and every FP16 code normal.
+// Shapes: one CTA of 64 weight rows per SM ({16, 8000, 1152}, {1, 7000,
+// 2176}: 8 tiles a warp, the chained form), a tile's K over a cluster ({16,
+// 1100, 2176}) and two tiles a warp ({16, 200, 320}), where NVFP4 × NVFP4
+// keeps exact 16-block sums, four row tiles of A ({40, 200, 320}), and the
 // operands swapped ({300, 40, 160}).
 func TestGemmFusedNVFP4WideScalesMatchCPU(t *testing.T) {
 	needGPU(t)
