@@ -788,9 +788,11 @@ __device__ __forceinline__ uint32_t e2m1x4_to_s8(uint32_t h) {
 // (2u) % 4 and (2u) % 4 + 1 of word u / 2: the half u % 2.) It replaced a
 // pairing of two rows' bytes j by a byte permute before the conversion, one
 // more instruction per pair (bench/RESULTS.md, "the decode kernel's E4M3
-// scales").
+// scales"). e4m3_half_f16: the same two scales as an FP16 pair (low half:
+// byte 2h), for the paths that multiply them into FP16 codes.
+__device__ __forceinline__ uint32_t e4m3_half_f16(uint32_t w, int h) { return h ? e4m3x2_to_f16x2<1>(w) : e4m3x2_to_f16x2<0>(w); }
 __device__ __forceinline__ float2 e4m3_half(uint32_t w, int h) {
-  const uint32_t d = h ? e4m3x2_to_f16x2<1>(w) : e4m3x2_to_f16x2<0>(w);
+  const uint32_t d = e4m3_half_f16(w, h);
   return __half22float2(*reinterpret_cast<const __half2 *>(&d));
 }
 
@@ -1195,8 +1197,6 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       // scale words: load_sg's.
       uint32_t sg[NW][1][2];
       load_sg(sg);
-      // The two E4M3 scales of 16-blocks 2u, 2u+1 in word w as an FP16 pair.
-      auto scale_pair = [](uint32_t w, int u) { return u % 2 ? e4m3x2_to_f16x2<1>(w) : e4m3x2_to_f16x2<0>(w); };
 #pragma unroll
       for (int u = 0; u < 4; u++) {
         uint32_t ah[MT][2][4];  // [row tile][k16 x]: the mma's A registers
@@ -1205,7 +1205,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
           uint32_t r0[4], r1[4];
           e2m1x8_to_f16x_cross(codes16(st + L::A_OFF, 16 * mt + g, u, L::ARB), r0);      // row g
           e2m1x8_to_f16x_cross(codes16(st + L::A_OFF, 16 * mt + 8 + g, u, L::ARB), r1);  // row g + 8
-          const uint32_t s0 = scale_pair(sa[mt][0][u / 2], u), s1 = scale_pair(sa[mt][1][u / 2], u);
+          const uint32_t s0 = e4m3_half_f16(sa[mt][0][u / 2], u % 2), s1 = e4m3_half_f16(sa[mt][1][u / 2], u % 2);
 #pragma unroll
           for (int x = 0; x < 2; x++) {
             ah[mt][x][0] = hmul2(r0[2 * x], s0), ah[mt][x][1] = hmul2(r1[2 * x], s1);
@@ -1216,7 +1216,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         for (int t = 0; t < NW; t++) {
           uint32_t bh[4];
           e2m1x8_to_f16x_cross(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
-          const uint32_t sp = scale_pair(sg[t][0][u / 2], u);  // column g's (sb_2u, sb_2u+1)
+          const uint32_t sp = e4m3_half_f16(sg[t][0][u / 2], u % 2);  // column g's (sb_2u, sb_2u+1)
           bh[0] = hmul2(bh[0], sp), bh[1] = hmul2(bh[1], sp), bh[2] = hmul2(bh[2], sp), bh[3] = hmul2(bh[3], sp);
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
