@@ -1350,40 +1350,52 @@ __device__ __forceinline__ void decode_body(const Params &P) {
             // An FP8 A (E8M0 per 32) against NVFP4 B, fast range: B's E4M3
             // scale goes into B's codes, so that a 32-block's two 16-block
             // sums chain in the mma and the promotion is one FMA with A's
-            // scale. B's FP16 codes are v·sb (e2m1x8_to_f16x's v·2^-14, times
-            // 2^14, times sb: exact, at most 6 significant bits, in [2^-10,
-            // 2688], a normal FP16 value); the mma's products a·v·sb are exact
-            // and its 32-element sum T' = T_2u·sb_2u + T_2u+1·sb_2u+1 errs by
+            // scale. As in the chained NVFP4 × NVFP4 branch, each FP16 pair
+            // holds element 4q+i of 16-block 2u and 16+4q+i of 2u+1 on both
+            // sides, and B's codes are v·sb·2^-14 (e2m1x8_to_f16x_cross's
+            // v·2^-14 times the scale pair by one mul.rn.f16x2: exact, a
+            // multiple of 2^-24 with at most 8 significant bits, subnormal
+            // below 2^-14); the mma's products a·v·sb·2^-14 are exact and its
+            // 32-element sum T' = (T_2u·sb_2u + T_2u+1·sb_2u+1)·2^-14 errs by
             // at most 32·2^-F times the larger block's largest product, within
             // the two 16-blocks' terms of the bound (each at least 32·2^-F
             // times its own largest product). That takes the second mma's C
-            // (the first 16-block's sum) to be added no less precisely than
-            // its products, as the FP8 pairs' two chained k16 per 32-block
+            // (the first k16's sum) to be added no less precisely than its
+            // products, as the FP8 pairs' two chained k16 per 32-block
             // already do: the probe's chainC rows measure it (L·2^-17, E4M3's
             // reach, survives next to a C of 16·L; bench/RESULTS.md, "the
-            // chained mma's C input"). Then acc = fma(T', sa, acc),
-            // T'·sa exact in the fast range (|T'| < 2^26): one rounding for
-            // the pair of blocks where there were two. B's scale words:
-            // load_sg's.
+            // chained mma's C input"). Then acc = fma(T', sa·2^14, acc),
+            // sa·2^14 a float and T'·sa·2^14 exact in the fast range: one
+            // rounding for the pair of blocks where there were two. B's scale
+            // words: load_sg's.
             uint32_t sg[NW][1][2];
             load_sg(sg);
 #pragma unroll
             for (int u = 0; u < 4; u++) {
               uint32_t a[MT][4], ah[MT][2][4];
-              [[maybe_unused]] int ac[MT][2][4];
               float ra[MT][2];
 #pragma unroll
               for (int mt = 0; mt < MT; mt++) {
-                a_frags(mt, u, a[mt], ah[mt], ac[mt]);
-                ra[mt][0] = e8m0_byte(sa[mt][0][0], u), ra[mt][1] = e8m0_byte(sa[mt][1][0], u);
+                // A's FP8 codes of rows g and g+8 paired across the 16-blocks
+                // as B's below: (element 4q+i of block 2u, 16+4q+i of 2u+1).
+                frag(st + L::A_OFF, 16 * mt + g, u, false, L::ARB, a[mt][0], a[mt][2]);
+                frag(st + L::A_OFF, 16 * mt + 8 + g, u, false, L::ARB, a[mt][1], a[mt][3]);
+                uint32_t h0[4], h1[4];
+                fp8x8_to_f16<TA>(prmt(a[mt][0], a[mt][2], 0x5140), prmt(a[mt][0], a[mt][2], 0x7362), h0);
+                fp8x8_to_f16<TA>(prmt(a[mt][1], a[mt][3], 0x5140), prmt(a[mt][1], a[mt][3], 0x7362), h1);
+                ah[mt][0][0] = h0[0], ah[mt][0][1] = h1[0], ah[mt][0][2] = h0[1], ah[mt][0][3] = h1[1];
+                ah[mt][1][0] = h0[2], ah[mt][1][1] = h1[2], ah[mt][1][2] = h0[3], ah[mt][1][3] = h1[3];
+                // A's E8M0 scale times 2^14, B's codes' 2^-14 (exact in the fast range).
+                ra[mt][0] = e8m0_byte(sa[mt][0][0], u) * 16384.0f, ra[mt][1] = e8m0_byte(sa[mt][1][0], u) * 16384.0f;
               }
 #pragma unroll
               for (int t = 0; t < NW; t++) {
-                uint32_t bh[4], s0, s1;
-                e2m1x8_to_f16x(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
-                e4m3_bcast2(sg[t][0][u / 2], (2 * u) % 4, s0, s1);  // (sb_2u, sb_2u), (sb_2u+1, sb_2u+1) of column g
-                bh[0] = hmul2(hmul2(bh[0], 0x74007400u), s0), bh[1] = hmul2(hmul2(bh[1], 0x74007400u), s0);
-                bh[2] = hmul2(hmul2(bh[2], 0x74007400u), s1), bh[3] = hmul2(hmul2(bh[3], 0x74007400u), s1);
+                // B's codes as b·sb·2^-14, one multiply by column g's scale pair (sb_2u, sb_2u+1)
+                // (exact, subnormal below 2^-14; the chained NVFP4 × NVFP4 branch's rule).
+                uint32_t bh[4];
+                e2m1x8_to_f16x_cross(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
+                const uint32_t sp = (u % 2) ? e4m3x2_to_f16x2<1>(sg[t][0][u / 2]) : e4m3x2_to_f16x2<0>(sg[t][0][u / 2]);
+                bh[0] = hmul2(bh[0], sp), bh[1] = hmul2(bh[1], sp), bh[2] = hmul2(bh[2], sp), bh[3] = hmul2(bh[3], sp);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                   const float z[4] = {0.f, 0.f, 0.f, 0.f};
