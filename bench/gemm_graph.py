@@ -52,7 +52,11 @@ def graph_of(fn, torch):
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        fn(0)  # warm-up outside the capture (kernel attributes, workspace)
+        # Warm-up outside the capture (kernel attributes, workspace; a
+        # module's first call quantizes and caches its weight): every call
+        # once, so that every weight a graph cycles through has had its first.
+        for i in range(R):
+            fn(i)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     # Captured on the warm-up's stream: the exact path's cuBLASLt workspace is
