@@ -1517,11 +1517,18 @@ __global__ void __launch_bounds__(kThreads, 3) mx8_tile_kernel(const __grid_cons
 // MXFP8 with one direction through mx8_tile_kernel: rows of 8-element groups
 // that vector loads and stores reach (modes kMxAligned and kMxRaggedRows: K %
 // 8 == 0, 16-byte aligned rows and codes at pitch K; K % 32 == 0 for the
-// rowwise direction), any M, a 16-bit input (else *done stays false). It
-// zeroes the scale padding itself.
+// rowwise direction), at least one whole tile row (M >= 32), a 16-bit input
+// (else *done stays false). It zeroes the scale padding itself. Below 32
+// rows, a decode step's activation, a tile row keeps one warp in eight at
+// work and mx_fast_kernel is faster: H200, the MXFP8 quantize of a BF16
+// [1, 8192] inside a libquant.torch.Linear call 4.0 µs here against 2.4 µs
+// there, the layer's step (with the GEMM) at M 1 / 8 / 16, N = K = 8192,
+// 1.41 / 1.30 / 1.29x BF16 against 1.49-1.52 / 1.45 / 1.40-1.42x
+// (bench/RESULTS.md, "MXFP8 x NVFP4 decode with cross-block pairs", call 7).
 int32_t launch_mx8_tile(InType t, int el, bool packed, int mode, const MxParams &p, cudaStream_t st, bool *done, quant_plugin_error *err) {
   *done = false;
-  if (packed || mode == kMxEdge || t == InType::F32 || (p.row != nullptr) == (p.col != nullptr) || (p.row != nullptr && p.k % 32 != 0))
+  if (packed || mode == kMxEdge || t == InType::F32 || (p.row != nullptr) == (p.col != nullptr) || (p.row != nullptr && p.k % 32 != 0) ||
+      p.m < kTileR)
     return QUANT_OK;
   const int64_t tiles = ceil_div(p.m, (int64_t)kTileR) * ceil_div(p.k, (int64_t)kMx8TileC);
   if (tiles > 0x7FFFFFFF) return QUANT_OK;

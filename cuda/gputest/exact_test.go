@@ -391,13 +391,14 @@ type config struct {
 // (fp8_block_rows_kernel) at an odd K and below 128 rows: [1, 1], [3, 5],
 // [17, 130] (aligned or not, a decode step's shapes), [257, 1001].
 // mxfp8 of aligned 16-bit rows takes mx8_tile_kernel for one direction
-// (tiles of 32 × 512): [1024, 1024] whole tiles, [32, 32] ... [160, 544]
-// tiles with chunks past K; [64, 40] and [96, 1000] (K % 8 == 0, K % 32 !=
-// 0) its columnwise direction with a last column chunk inside K and the
-// rowwise direction on mx_quantize_kernel; [1000, 1536] (and raggedShapes'
-// [45, 4096], [1, 256]) a last tile row with rows past M (8 of its 32
+// (tiles of 32 × 512) from 32 rows: [1024, 1024] whole tiles, [32, 32] ...
+// [160, 544] tiles with chunks past K; [64, 40] and [96, 1000] (K % 8 == 0,
+// K % 32 != 0) its columnwise direction with a last column chunk inside K
+// and the rowwise direction on mx_quantize_kernel; [1000, 1536] (and
+// raggedShapes' [45, 4096]) a last tile row with rows past M (8 of its 32
 // inside [1000, 1536]), which load as zeros and store nothing (its RAGM
-// instance).
+// instance). Below 32 rows ([1, 256], [16, 1024], [8, 4096]: decode steps)
+// mx_fast_kernel's ragged instance.
 // mxfp8 rowwise alone at an odd K takes the flat rows kernel
 // (mx8_rows_kernel): [3, 8191] cuts each row into segments of one step (512
 // elements), [300, 1001] walks rows of two steps at every offset mod 16.
@@ -416,7 +417,7 @@ type config struct {
 var shapes = map[string][][2]int64{
 	"fp8": {{1, 1}, {3, 5}, {17, 33}, {128, 64}, {130, 70}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2052}, {2049, 1000},
 		{257, 1001}, {2049, 1001}, {1024, 777}, {1040, 777}, {1031, 33}},
-	"mxfp8": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}, {64, 40}, {96, 1000}, {1000, 1536}}, raggedShapes...),
+	"mxfp8": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}, {64, 40}, {96, 1000}, {1000, 1536}, {16, 1024}, {8, 4096}}, raggedShapes...),
 	"mxfp4": append([][2]int64{{32, 32}, {64, 96}, {96, 288}, {160, 544}, {1024, 1024}, {3, 8191}, {300, 1001}, {5, 4097}}, raggedShapes...),
 	"nvfp4": append([][2]int64{{16, 16}, {48, 80}, {80, 144}, {144, 272}, {1040, 1024}, {40, 8191}, {33, 4097}, {300, 1001}, {8200, 9}}, raggedShapes...),
 	"fp8_block": {{1, 1}, {3, 5}, {17, 130}, {128, 128}, {130, 270}, {257, 1000}, {1024, 768}, {259, 389}, {1031, 2048}, {2049, 1024}, {1031, 2052},
