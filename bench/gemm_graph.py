@@ -31,8 +31,8 @@ quantize, the GEMM and the bias, all inside the graph.
 --weights: how many distinct weights the R calls of a graph cycle through
 (call i uses weight i mod W), for both sides alike. A decode step reads each
 layer's weight once, so a weight that one call leaves in L2 must not serve the
-next: an FP4 weight of 8192 × 8192 (34–38 MB) fits in an H200's 50 MB L2, the
-BF16 one (134 MB) does not. The default, 0, takes the fewest W whose FP4
+next: an FP4 weight of 8192 × 8192 (34–38 MB) fits in an H200's L2 (60 MB as
+torch reports it), the BF16 one (134 MB) does not. The default, 0, takes the fewest W whose FP4
 weights (N·K/2 bytes each) fill at least twice the L2 (at most R; the header
 says where W = R falls short); --weights 1 reuses one weight, as this script
 did before 2026-12-03.
