@@ -1394,7 +1394,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
                 // (exact, subnormal below 2^-14; the chained NVFP4 × NVFP4 branch's rule).
                 uint32_t bh[4];
                 e2m1x8_to_f16x_cross(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
-                const uint32_t sp = (u % 2) ? e4m3x2_to_f16x2<1>(sg[t][0][u / 2]) : e4m3x2_to_f16x2<0>(sg[t][0][u / 2]);
+                const uint32_t sp = e4m3_half_f16(sg[t][0][u / 2], u % 2);
                 bh[0] = hmul2(bh[0], sp), bh[1] = hmul2(bh[1], sp), bh[2] = hmul2(bh[2], sp), bh[3] = hmul2(bh[3], sp);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
