@@ -696,6 +696,16 @@ __device__ __forceinline__ void hmma_k16(float (&d)[4], uint32_t a0, uint32_t a1
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 
+// d = A·B for one 16×8 tile and one 32-block of FP16 codes as two chained
+// k16 mmas, the second taking the first's sum as its C (a[x], b[2x..2x+1]:
+// k16 x), the chained paths' form (decode_body).
+__device__ __forceinline__ void hmma_k32_chain(float (&d)[4], const uint32_t (&a)[2][4], const uint32_t (&b)[4]) {
+  const float z[4] = {0.f, 0.f, 0.f, 0.f};
+  float d0[4];
+  hmma_k16(d0, a[0][0], a[0][1], a[0][2], a[0][3], b[0], b[1], z);
+  hmma_k16(d, a[1][0], a[1][1], a[1][2], a[1][3], b[2], b[3], d0);
+}
+
 // d = A·B + c (int8 codes, int32 sums, c the same in every element) for one
 // 16×8 tile and one 32-block: exact.
 __device__ __forceinline__ void mma_s8_k32(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, int c) {
@@ -1160,6 +1170,15 @@ __device__ __forceinline__ void decode_body(const Params &P) {
         for (int x = 0; x < 2; x++) sg[t][0][x] = SBw[(8 * t + g) * NWB + x];
       if (!whole) mask_real(sg, nbB - (int64_t)kg * NBB, oneB);
     };
+    // Weight row 8t + g's NVFP4 codes of 32-block u as FP16 b·sb·2^-14 in
+    // cross-block pairs (e2m1x8_to_f16x_cross: element 4q+i of 16-block 2u,
+    // 16+4q+i of 2u+1), one multiply by its scale pair (sb_2u, sb_2u+1) from
+    // load_sg's words: exact, subnormal below 2^-14.
+    auto b_cross = [&](const uint32_t (&sg)[NW][1][2], int t, int u, uint32_t (&bh)[4]) {
+      e2m1x8_to_f16x_cross(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
+      const uint32_t sp = e4m3_half_f16(sg[t][0][u / 2], u % 2);
+      bh[0] = hmul2(bh[0], sp), bh[1] = hmul2(bh[1], sp), bh[2] = hmul2(bh[2], sp), bh[3] = hmul2(bh[3], sp);
+    };
 
     if constexpr (NV && NV_CHAIN) {
       // NVFP4 × NVFP4 on the FP16 tensor cores, both E4M3 scales inside the
@@ -1215,15 +1234,11 @@ __device__ __forceinline__ void decode_body(const Params &P) {
 #pragma unroll
         for (int t = 0; t < NW; t++) {
           uint32_t bh[4];
-          e2m1x8_to_f16x_cross(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
-          const uint32_t sp = e4m3_half_f16(sg[t][0][u / 2], u % 2);  // column g's (sb_2u, sb_2u+1)
-          bh[0] = hmul2(bh[0], sp), bh[1] = hmul2(bh[1], sp), bh[2] = hmul2(bh[2], sp), bh[3] = hmul2(bh[3], sp);
+          b_cross(sg, t, u, bh);
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
-            const float z[4] = {0.f, 0.f, 0.f, 0.f};
-            float d0[4], d[4];
-            hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
-            hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);  // C: the first k16's sum
+            float d[4];
+            hmma_k32_chain(d, ah[mt], bh);
             float *o = acc[mt][t];
             o[0] += d[0], o[1] += d[1], o[2] += d[2], o[3] += d[3];
           }
@@ -1390,18 +1405,12 @@ __device__ __forceinline__ void decode_body(const Params &P) {
               }
 #pragma unroll
               for (int t = 0; t < NW; t++) {
-                // B's codes as b·sb·2^-14, one multiply by column g's scale pair (sb_2u, sb_2u+1)
-                // (exact, subnormal below 2^-14; the chained NVFP4 × NVFP4 branch's rule).
                 uint32_t bh[4];
-                e2m1x8_to_f16x_cross(codes16(st + L::B_OFF, 8 * t + g, u, L::BRB), bh);
-                const uint32_t sp = e4m3_half_f16(sg[t][0][u / 2], u % 2);
-                bh[0] = hmul2(bh[0], sp), bh[1] = hmul2(bh[1], sp), bh[2] = hmul2(bh[2], sp), bh[3] = hmul2(bh[3], sp);
+                b_cross(sg, t, u, bh);  // B's codes as b·sb·2^-14, the chained NVFP4 × NVFP4 branch's
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                  const float z[4] = {0.f, 0.f, 0.f, 0.f};
-                  float d0[4], d[4];
-                  hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
-                  hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
+                  float d[4];
+                  hmma_k32_chain(d, ah[mt], bh);
                   float *o = acc[mt][t];
                   o[0] = fmaf(d[0], ra[mt][0], o[0]), o[1] = fmaf(d[1], ra[mt][0], o[1]);
                   o[2] = fmaf(d[2], ra[mt][1], o[2]), o[3] = fmaf(d[3], ra[mt][1], o[3]);
@@ -1531,10 +1540,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
                 if constexpr (INT) {
                   block_sum(d, a[mt], b0, b1, ac[mt][0]);
                 } else {
-                  const float z[4] = {0.f, 0.f, 0.f, 0.f};
-                  float d0[4];
-                  hmma_k16(d0, ah[mt][0][0], ah[mt][0][1], ah[mt][0][2], ah[mt][0][3], bh[0], bh[1], z);
-                  hmma_k16(d, ah[mt][1][0], ah[mt][1][1], ah[mt][1][2], ah[mt][1][3], bh[2], bh[3], d0);
+                  hmma_k32_chain(d, ah[mt], bh);
                 }
                 float *o = acc[mt][t];
                 if constexpr (fast && INT) {
