@@ -863,25 +863,44 @@ __device__ __forceinline__ uint32_t e8m0x4_in_fast_range(uint32_t w) { return w 
 // two more than a row holds (decode_body's epilogue says why).
 __host__ __device__ constexpr int decode_red_stride(int nw) { return nw * 8 + 2; }
 
-template <int MT, int NW, bool FA4, bool FB4, bool SA16, bool SB16>
+template <int MT, int NW, bool FA4, bool FB4, bool SA16, bool SB16, bool TM = false>
 struct DecodeStage {
   static constexpr int NWA = SA16 ? 2 : 1, NWB = SB16 ? 2 : 1;  // scale words per row and group
   static constexpr int AR = MT * 16, BR = NW * 8;
   static constexpr int ARB = FA4 ? 64 : 128, BRB = FB4 ? 64 : 128;
-  static constexpr int A_OFF = 0, B_OFF = AR * ARB, SA_OFF = B_OFF + BR * BRB, SB_OFF = SA_OFF + AR * NWA * 4;
-  static constexpr int BYTES = (SB_OFF + BR * NWB * 4 + 15) / 16 * 16;
+  // TM: the codes by TMA, B's box first, both at multiples of the swizzle's
+  // atom (512 bytes at 64-byte rows, 1024 at 128), stages 1024-aligned.
+  static constexpr int B_OFF = TM ? 0 : AR * ARB, A_OFF = TM ? BR * BRB : 0;
+  static constexpr int SA_OFF = TM ? A_OFF + AR * ARB : B_OFF + BR * BRB, SB_OFF = SA_OFF + AR * NWA * 4;
+  static constexpr int ALIGN = TM ? 1024 : 16;
+  static constexpr int BYTES = (SB_OFF + BR * NWB * 4 + ALIGN - 1) / ALIGN * ALIGN;
+  static_assert(!TM || (A_OFF % (ARB * 8) == 0 && B_OFF % (BRB * 8) == 0), "the boxes at the swizzle's atoms");
 };
+
+// The decode kernel's dynamic shared memory: the warps' rings and (split K)
+// rank 0's xred.
+template <typename L>
+__host__ __device__ constexpr int decode_smem(int WK, int S, int KS) {
+  return WK * S * L::BYTES + (KS - 1) * L::AR * decode_red_stride(L::BR / 8) * 4;
+}
+// With the codes by TMA (decode_kernel_one): room to start the rings at the
+// 1024-byte atom, and past them each warp's S stage barriers.
+template <typename L>
+__host__ __device__ constexpr int decode_tma_smem(int WK, int S, int KS) {
+  return decode_smem<L>(WK, S, KS) + 1024 + WK * S * 8;
+}
 
 // Byte offset of 16-byte chunk c of row r in a stage's rows of rb bytes.
 __device__ __forceinline__ int swz_chunk(int r, int c, int rb) {
   return r * rb + ((rb == 128 ? c ^ (r & 7) : c ^ ((r >> 1) & 3)) << 4);
 }
 
-// The kernel's body (decode_kernel, decode_kernel_one below: the same code
-// under two register budgets).
-template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS>
-__device__ __forceinline__ void decode_body(const Params &P) {
-  using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
+// The kernel's body (decode_kernel, decode_kernel_one below: the same
+// arithmetic under two register budgets; TM, decode_kernel_one's: the codes
+// by TMA, T their descriptors, instead of the lanes' cp.async).
+template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS, bool TM = false>
+__device__ __forceinline__ void decode_body(const Params &P, [[maybe_unused]] const TmaMaps *T = nullptr) {
+  using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16, TM>;
   // NV: NVFP4 × NVFP4. MIX: one operand with E4M3 scales per 16 (NVFP4), the
   // other E8M0 per 32: per-16 block sums, each promoted with its two scales.
   constexpr bool NV = SA16 && SB16, MIX = SA16 != SB16, P16 = SA16 || SB16;
@@ -918,7 +937,11 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   constexpr float BSC = B16X ? 8192.0f : 1.0f;
   static_assert(!SA16 || FA4, "E4M3 scales per 16 come with E2M1 codes");
   static_assert(!SB16 || FB4, "E4M3 scales per 16 come with E2M1 codes");
-  extern __shared__ __align__(16) uint8_t dsm[];
+  extern __shared__ __align__(16) uint8_t dsm_raw[];
+  // TM: the ring at the 1024-byte atom, and each warp's stage barriers (TMA's
+  // bytes complete on them) past the ring and xred (the launch allows for both).
+  uint8_t *dsm = TM ? dsm_raw + ((1024u - (smem_u32(dsm_raw) & 1023u)) & 1023u) : dsm_raw;
+  [[maybe_unused]] uint64_t *tbar = reinterpret_cast<uint64_t *>(dsm + decode_smem<L>(WK, S, KS));
   constexpr int NBA = SA16 ? 8 : 4, NBB = SB16 ? 8 : 4;  // scale blocks per 128-element group
   constexpr int NWA = L::NWA, NWB = L::NWB;
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -934,6 +957,16 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   const int64_t nbA = SA16 ? K / 16 : K / 32, nbB = SB16 ? K / 16 : K / 32;
   const uint32_t oneA = SA16 ? 0x38383838u : 0x7F7F7F7Fu, oneB = SB16 ? 0x38383838u : 0x7F7F7F7Fu;  // 1.0 in E4M3 / E8M0
   uint8_t *ring = dsm + w * S * L::BYTES;
+  [[maybe_unused]] uint64_t *bar = tbar + (TM ? w * S : 0);
+  if constexpr (TM) {
+    if (lane == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&T->b)) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&T->a)) : "memory");
+      for (int s = 0; s < S; s++) mbar_init(&bar[s], 1);  // lane 0's arrival with the stage's bytes
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+  }
   // e2m1x8_to_u8's tables, held in registers: loaded, since a constant goes
   // to a uniform register and is copied into a vector register before every
   // permute.
@@ -943,7 +976,8 @@ __device__ __forceinline__ void decode_body(const Params &P) {
   const int G = wk < KG ? (KG - 1 - wk) / WKS + 1 : 0;  // this warp's groups: wk, wk+WKS, ...
 
   // Stage i of the warp (group kg = wk + i·WKS) by cp.async: 16-byte chunks of
-  // rows, one 4-byte scale word per row (two for NVFP4). The lane's copies
+  // rows (TM: one box of each operand by TMA instead), one 4-byte scale word
+  // per row (two for NVFP4). The lane's copies
   // are the same in every group but for the group's offset, so their
   // addresses are worked out here once (the per-group address arithmetic
   // was 40 % of the kernel's instructions):
@@ -997,12 +1031,25 @@ __device__ __forceinline__ void decode_body(const Params &P) {
       const bool kva = k0 + ca0 * (FA4 ? 32 : 16) < K, kvb = k0 + cb0 * (FB4 ? 32 : 16) < K;
       const uint8_t *pa = kva ? arow + (FA4 ? k0 / 2 : k0) + ca0 * 16 : arow;
       const uint8_t *pb = kvb ? brow + (FB4 ? k0 / 2 : k0) + cb0 * 16 : brow;
+      if constexpr (TM) {
+        // Both boxes by TMA (rows past the operands and K past its end read
+        // as zeros), completing on the stage's barrier; lane 0's reads of
+        // this stage (group i - 1, before the __syncwarp above) come first.
+        if (lane == 0) {
+          uint64_t *b = &bar[i % S];
+          fence_proxy_async();
+          mbar_arrive_expect_tx(b, L::AR * L::ARB + L::BR * L::BRB);
+          tma_load_2d(ring + (i % S) * L::BYTES + L::B_OFF, &T->b, (int)(FB4 ? k0 / 2 : k0), (int)n0, b);
+          tma_load_2d(ring + (i % S) * L::BYTES + L::A_OFF, &T->a, (int)(FA4 ? k0 / 2 : k0), 0, b);
+        }
+      } else {
 #pragma unroll
-      for (int j = 0; j < JA; j++, pa += astep)
-        if (ARS * j < arem) cp_async16(st + L::A_OFF + offA[j & 1] + 512 * j, pa, kva);
+        for (int j = 0; j < JA; j++, pa += astep)
+          if (ARS * j < arem) cp_async16(st + L::A_OFF + offA[j & 1] + 512 * j, pa, kva);
 #pragma unroll
-      for (int j = 0; j < JB; j++, pb += bstep)
-        if (BRS * j < brem) cp_async16(st + L::B_OFF + offB[j & 1] + 512 * j, pb, kvb);
+        for (int j = 0; j < JB; j++, pb += bstep)
+          if (BRS * j < brem) cp_async16(st + L::B_OFF + offB[j & 1] + 512 * j, pb, kvb);
+      }
 #pragma unroll
       for (int j = 0; j < JS; j++)
         if (lane + 32 * j < NSW) {
@@ -1031,6 +1078,7 @@ __device__ __forceinline__ void decode_body(const Params &P) {
     issue(i + S - 1);
     cp_async_wait<S - 1>();  // this lane's copies of stage i have landed
     __syncwarp();            // and every lane's
+    if constexpr (TM) mbar_wait(&bar[i % S], (uint32_t)(i / S) & 1u);  // and the stage's boxes
     const int kg = wk + i * WKS;
     const uint8_t *st = ring + (i % S) * L::BYTES;
     const bool whole = (int64_t)kg * 128 + 128 <= K;
@@ -1649,10 +1697,16 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
   pdl_wait();
   decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>(P);
 }
+// decode_kernel_one also takes both operands' codes by TMA (T: their
+// descriptors, tma_map_decode), lane 0 of each warp issuing a stage's two
+// boxes where 32 lanes issued 10-16 cp.async and their address arithmetic
+// (bench/RESULTS.md, "the one-wave decode kernel's codes by TMA": 126
+// registers where 160 were at MXFP4 × MXFP4, M16 N8192 K8192 4-8 % faster
+// for the FP4 pairs).
 template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS = 1>
-__global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P) {
+__global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P, const __grid_constant__ TmaMaps T) {
   pdl_wait();
-  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>(P);
+  decode_body<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS, true>(P, &T);
 }
 
 // ---------------------------------------------------------------------------
@@ -2159,6 +2213,27 @@ bool tma_map_e2m1(const Operand &op, int64_t K, CUtensorMap *m) {
              CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The TMA descriptor of an operand of the one-wave decode kernel
+// (decode_kernel_one): boxes of one group (128 codes: 64 bytes of E2M1 in
+// the 64-byte swizzle, 128 of FP8 in the 128-byte one) by box_rows rows,
+// zeros past K and past the rows. No L2 promotion: with 256-byte promotion
+// the kernel ran 1-5 % slower at M16 N8192 K8192 (bench/RESULTS.md, "the
+// one-wave decode kernel's codes by TMA", call 3).
+bool tma_map_decode(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
+  const bool e2m1 = op.elem == kE2M1;
+  if (op.ld % 16 != 0 || K % 32 != 0 || reinterpret_cast<uintptr_t>(op.data) % 16 != 0 || op.rows <= 0) return false;
+  if (K >= (int64_t(1) << 31) || op.rows >= (int64_t(1) << 31)) return false;
+  const EncodeTiledFn enc = encode_tiled();
+  if (enc == nullptr) return false;
+  const cuuint64_t dims[2] = {(cuuint64_t)(e2m1 ? K / 2 : K), (cuuint64_t)op.rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)op.ld};
+  const cuuint32_t box[2] = {(cuuint32_t)(e2m1 ? kBK / 2 : kBK), (cuuint32_t)box_rows};
+  const cuuint32_t estr[2] = {1, 1};
+  return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(op.data), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             e2m1 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <int BM, int BN, int TA, int TB>
 cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
   using L = Layout<BM, BN>;
@@ -2265,10 +2340,6 @@ struct DecodeShape {
 };
 // The decode kernel's shared memory: the warps' rings, and past them (split
 // K) the other ranks' sums that rank 0 adds (decode_body's xred).
-template <typename L>
-constexpr int decode_smem(int WK, int S, int KS) {
-  return WK * S * L::BYTES + (KS - 1) * L::AR * decode_red_stride(L::BR / 8) * 4;
-}
 
 // How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
 // CTAs of 64 weight rows than SMs; kWave64, one wave of them that covers
@@ -2339,8 +2410,23 @@ cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
     launch_kernel_cluster(kern, (unsigned)((p.N + NW * 8 - 1) / (NW * 8) * KS), WK * 32, smem, stream, KS, p);
     return cudaGetLastError();
   };
-  if constexpr (F == kWave64) return launch(decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>);
-  else return launch(decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>);
+  if constexpr (F == kWave64) {
+    // The codes by TMA; where the driver gives no descriptor, the CTAs of the
+    // shapes past one wave (cp.async) take the GEMM.
+    TmaMaps t{};
+    if (!tma_map_decode(p.a, p.K, L::AR, &t.a) || !tma_map_decode(p.b, p.K, L::BR, &t.b))
+      return launch_decode_cfg<MT, kWaves, TA, TB, FA4, FB4, SA16, SB16>(p, stream);
+    using LT = DecodeStage<MT, NW, FA4, FB4, SA16, SB16, true>;
+    static_assert(WK * MT * 16 * decode_red_stride(NW) * 4 <= WK * S * LT::BYTES, "the reduction fits in the ring");
+    const int smem_t = decode_tma_smem<LT>(WK, S, KS);
+    auto kern = decode_kernel_one<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_t);
+    if (e != cudaSuccess) return e;
+    launch_kernel_cluster(kern, (unsigned)((p.N + NW * 8 - 1) / (NW * 8) * KS), WK * 32, smem_t, stream, KS, p, t);
+    return cudaGetLastError();
+  } else {
+    return launch(decode_kernel<MT, NW, WK, S, TA, TB, FA4, FB4, SA16, SB16, KS>);
+  }
 }
 
 template <int MT, int F>

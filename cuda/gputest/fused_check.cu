@@ -584,22 +584,38 @@ static void bench(std::vector<Shape> shapes, const char *fmt, int iters_req) {
 // difference over the largest |ref|).
 template <int MT, int NW, int WK, int S, bool FA4, bool FB4, bool SA16, bool SB16, bool ONE = false, int KS = 1>
 static void time_decode_shape(const qfused::Params &d, const std::vector<uint16_t> &ref) {
-  using L = qfused::DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
+  using L = qfused::DecodeStage<MT, NW, FA4, FB4, SA16, SB16, ONE>;
   static_assert(MT * 16 * NW * 8 * 4 <= S * L::BYTES, "the reduction fits in the ring");
-  // ONE: decode_kernel_one, the kernel declared for one CTA per SM.
+  // ONE: decode_kernel_one, the kernel declared for one CTA per SM, which
+  // takes the codes by TMA (their descriptors in t).
   void (*kern)(const qfused::Params);
-  if constexpr (ONE) kern = qfused::decode_kernel_one<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16, KS>;
-  else kern = qfused::decode_kernel<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16, KS>;
-  const int smem = qfused::decode_smem<L>(WK, S, KS);
+  void (*kern_one)(const qfused::Params, const qfused::TmaMaps);
+  qfused::TmaMaps t{};
+  if constexpr (ONE) {
+    kern = nullptr, kern_one = qfused::decode_kernel_one<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16, KS>;
+    if (!qfused::tma_map_decode(d.a, d.K, L::AR, &t.a) || !qfused::tma_map_decode(d.b, d.K, L::BR, &t.b)) {
+      printf("  NW %d WK %d S %d one KS %d: no TMA descriptor\n", NW, WK, S, KS);
+      return;
+    }
+  } else {
+    kern = qfused::decode_kernel<MT, NW, WK, S, 0, 0, FA4, FB4, SA16, SB16, KS>, kern_one = nullptr;
+  }
+  const int smem = ONE ? qfused::decode_tma_smem<L>(WK, S, KS) : qfused::decode_smem<L>(WK, S, KS);
   int per_sm = 0;
-  if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, WK * 32, smem) != cudaSuccess || per_sm < 1) {
+  const void *fn = ONE ? reinterpret_cast<const void *>(kern_one) : reinterpret_cast<const void *>(kern);
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, WK * 32, smem) != cudaSuccess || per_sm < 1) {
     cudaGetLastError();
     printf("  NW %d WK %d S %d KS %d: does not fit (%d bytes of shared memory)\n", NW, WK, S, KS, smem);
     return;
   }
   const unsigned grid = (unsigned)((d.N + NW * 8 - 1) / (NW * 8) * KS);
-  auto go = [&] { CK(lq::launch_kernel_cluster(kern, grid, WK * 32, smem, 0, KS, d)); };
+  auto go = [&] {
+    if constexpr (ONE)
+      CK(lq::launch_kernel_cluster(kern_one, grid, WK * 32, smem, 0, KS, d, t));
+    else
+      CK(lq::launch_kernel_cluster(kern, grid, WK * 32, smem, 0, KS, d));
+  };
   CK(cudaMemset(d.d, 0, (size_t)d.M * d.N * 2));
   for (int i = 0; i < 3; i++) go();
   CK(cudaGetLastError());
