@@ -1701,7 +1701,7 @@ __global__ void __launch_bounds__(WK * 32) decode_kernel(const Params P) {
 // descriptors, tma_map_decode), lane 0 of each warp issuing a stage's two
 // boxes where 32 lanes issued 10-16 cp.async and their address arithmetic
 // (bench/RESULTS.md, "the one-wave decode kernel's codes by TMA": 126
-// registers where 160 were at MXFP4 × MXFP4, M16 N8192 K8192 4-8 % faster
+// registers where 160 were at MXFP4 × MXFP4, M16 N8192 K8192 3-8 % faster
 // for the FP4 pairs).
 template <int MT, int NW, int WK, int S, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16, int KS = 1>
 __global__ void __launch_bounds__(WK * 32, 1) decode_kernel_one(const Params P, const __grid_constant__ TmaMaps T) {
@@ -2217,7 +2217,7 @@ bool tma_map_e2m1(const Operand &op, int64_t K, CUtensorMap *m) {
 // (decode_kernel_one): boxes of one group (128 codes: 64 bytes of E2M1 in
 // the 64-byte swizzle, 128 of FP8 in the 128-byte one) by box_rows rows,
 // zeros past K and past the rows. No L2 promotion: with 256-byte promotion
-// the kernel ran 1-5 % slower at M16 N8192 K8192 (bench/RESULTS.md, "the
+// the kernel ran 1-4 % slower at M16 N8192 K8192 (bench/RESULTS.md, "the
 // one-wave decode kernel's codes by TMA", call 3).
 bool tma_map_decode(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
   const bool e2m1 = op.elem == kE2M1;
