@@ -877,8 +877,8 @@ struct DecodeStage {
   static_assert(!TM || (A_OFF % (ARB * 8) == 0 && B_OFF % (BRB * 8) == 0), "the boxes at the swizzle's atoms");
 };
 
-// The decode kernel's dynamic shared memory: the warps' rings and (split K)
-// rank 0's xred.
+// The decode kernel's dynamic shared memory: the warps' rings, and past them
+// (split K) the other ranks' sums that rank 0 adds (decode_body's xred).
 template <typename L>
 __host__ __device__ constexpr int decode_smem(int WK, int S, int KS) {
   return WK * S * L::BYTES + (KS - 1) * L::AR * decode_red_stride(L::BR / 8) * 4;
@@ -1033,8 +1033,9 @@ __device__ __forceinline__ void decode_body(const Params &P, [[maybe_unused]] co
       const uint8_t *pb = kvb ? brow + (FB4 ? k0 / 2 : k0) + cb0 * 16 : brow;
       if constexpr (TM) {
         // Both boxes by TMA (rows past the operands and K past its end read
-        // as zeros), completing on the stage's barrier; lane 0's reads of
-        // this stage (group i - 1, before the __syncwarp above) come first.
+        // as zeros), completing on the stage's barrier. Every lane's reads of
+        // this stage (group i - 1) precede the __syncwarp at the loop's top;
+        // the proxy fence orders them before the TMA's writes.
         if (lane == 0) {
           uint64_t *b = &bar[i % S];
           fence_proxy_async();
@@ -2197,29 +2198,14 @@ bool tma_map(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The TMA descriptor of an E2M1 weight for decode_wg_kernel's W4 path: boxes
-// of 64 bytes (128 codes) by 64 rows in the 64-byte swizzle, zeros past K
-// and past the rows.
-bool tma_map_e2m1(const Operand &op, int64_t K, CUtensorMap *m) {
-  if (op.elem != kE2M1 || op.ld % 16 != 0 || K % 32 != 0 || reinterpret_cast<uintptr_t>(op.data) % 16 != 0 || op.rows <= 0) return false;
-  if (K >= (int64_t(1) << 31) || op.rows >= (int64_t(1) << 31)) return false;
-  const EncodeTiledFn enc = encode_tiled();
-  if (enc == nullptr) return false;
-  const cuuint64_t dims[2] = {(cuuint64_t)(K / 2), (cuuint64_t)op.rows};
-  const cuuint64_t strides[1] = {(cuuint64_t)op.ld};
-  const cuuint32_t box[2] = {(cuuint32_t)(kBK / 2), 64};
-  const cuuint32_t estr[2] = {1, 1};
-  return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(op.data), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// The TMA descriptor of an operand of the one-wave decode kernel
-// (decode_kernel_one): boxes of one group (128 codes: 64 bytes of E2M1 in
-// the 64-byte swizzle, 128 of FP8 in the 128-byte one) by box_rows rows,
-// zeros past K and past the rows. No L2 promotion: with 256-byte promotion
-// the kernel ran 1-4 % slower at M16 N8192 K8192 (bench/RESULTS.md, "the
-// one-wave decode kernel's codes by TMA", call 3).
-bool tma_map_decode(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
+// The TMA descriptor of one operand's codes in boxes of one group of 128
+// codes (64 bytes of E2M1 in the 64-byte swizzle, 128 of FP8 in the 128-byte
+// one) by box_rows rows, zeros past K and past the rows: decode_wg_kernel's
+// E2M1 weight (tma_map_e2m1) and both operands of the one-wave decode kernel
+// (decode_kernel_one). The decode kernel's take no L2 promotion: with
+// 256-byte promotion it ran 1-4 % slower at M16 N8192 K8192 (bench/RESULTS.md,
+// "the one-wave decode kernel's codes by TMA", call 3).
+bool tma_map_group(const Operand &op, int64_t K, int box_rows, CUtensorMapL2promotion promotion, CUtensorMap *m) {
   const bool e2m1 = op.elem == kE2M1;
   if (op.ld % 16 != 0 || K % 32 != 0 || reinterpret_cast<uintptr_t>(op.data) % 16 != 0 || op.rows <= 0) return false;
   if (K >= (int64_t(1) << 31) || op.rows >= (int64_t(1) << 31)) return false;
@@ -2230,8 +2216,13 @@ bool tma_map_decode(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) 
   const cuuint32_t box[2] = {(cuuint32_t)(e2m1 ? kBK / 2 : kBK), (cuuint32_t)box_rows};
   const cuuint32_t estr[2] = {1, 1};
   return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(op.data), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             e2m1 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+             e2m1 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+bool tma_map_e2m1(const Operand &op, int64_t K, CUtensorMap *m) {
+  return op.elem == kE2M1 && tma_map_group(op, K, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, m);
+}
+bool tma_map_decode(const Operand &op, int64_t K, int box_rows, CUtensorMap *m) {
+  return tma_map_group(op, K, box_rows, CU_TENSOR_MAP_L2_PROMOTION_NONE, m);
 }
 
 template <int BM, int BN, int TA, int TB>
@@ -2338,9 +2329,6 @@ struct DecodeShape {
   int NW, WK, S;
   int KS = 1;  // CTAs of a cluster that split the tile's K groups
 };
-// The decode kernel's shared memory: the warps' rings, and past them (split
-// K) the other ranks' sums that rank 0 adds (decode_body's xred).
-
 // How the decode kernel's CTAs cover the GPU (decode_fill): kWaves, more
 // CTAs of 64 weight rows than SMs; kWave64, one wave of them that covers
 // more than half the SMs (decode_kernel_one); kWave32, kWave16 and kWave8,
