@@ -121,9 +121,16 @@ func poisoned(t *testing.T, dt host.DType, shape []int64, p byte) host.Tensor {
 	return g
 }
 
-// requireSameBytes compares two buffers byte for byte, naming the first
-// differences.
+// requireSameBytes compares the CPU's bytes (want) with the GPU's (got)
+// byte for byte, naming the first differences.
 func requireSameBytes(t *testing.T, what string, want, got []byte) {
+	t.Helper()
+	requireSameBytesAs(t, what, "cpu", "gpu", want, got)
+}
+
+// requireSameBytesAs is requireSameBytes for two sides named wantName and
+// gotName.
+func requireSameBytesAs(t *testing.T, what, wantName, gotName string, want, got []byte) {
 	t.Helper()
 	require.Equal(t, len(want), len(got), "%s: sizes", what)
 	var diffs []string
@@ -132,7 +139,7 @@ func requireSameBytes(t *testing.T, what string, want, got []byte) {
 		if want[i] != got[i] {
 			n++
 			if len(diffs) < 8 {
-				diffs = append(diffs, fmt.Sprintf("[%d] cpu %#02x gpu %#02x", i, want[i], got[i]))
+				diffs = append(diffs, fmt.Sprintf("[%d] %s %#02x %s %#02x", i, wantName, want[i], gotName, got[i]))
 			}
 		}
 	}

@@ -260,7 +260,7 @@ func TestGemmFusedEpilogueBits(t *testing.T) {
 					return buf
 				}
 				for _, out := range []host.DType{host.BFloat16, host.Float16} {
-					requireSameBytes(t, fmt.Sprintf("%s: D in %s without a bias", what, out), want(nil, out), run(out, nil, false).Bytes8())
+					requireSameBytesAs(t, fmt.Sprintf("%s: D in %s without a bias", what, out), "FP32 D rounded here", "epilogue", want(nil, out), run(out, nil, false).Bytes8())
 				}
 				for bi, bdt := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
 					bias := input(t, bdt, "normal", 1, n, seed+uint64(100*bi))
@@ -269,7 +269,7 @@ func TestGemmFusedEpilogueBits(t *testing.T) {
 					host.LoadFloat32(bias, 0, bv)
 					gbias := toGPU(t, bias)
 					for _, out := range []host.DType{host.Float32, host.BFloat16, host.Float16} {
-						requireSameBytes(t, fmt.Sprintf("%s: D in %s, bias in %s", what, out, bdt), want(bv, out), run(out, &gbias, false).Bytes8())
+						requireSameBytesAs(t, fmt.Sprintf("%s: D in %s, bias in %s", what, out, bdt), "FP32 D rounded here", "epilogue", want(bv, out), run(out, &gbias, false).Bytes8())
 					}
 				}
 			}

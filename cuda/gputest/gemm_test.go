@@ -713,7 +713,7 @@ func TestGemmConcurrentSameShape(t *testing.T) {
 				require.NoError(t, err)
 			}
 			for g := range ds {
-				requireSameBytes(t, fmt.Sprintf("goroutine %d (operands %d)", g, g%len(jobs)), jobs[g%len(jobs)].alone, toCPU(t, ds[g]).Bytes8())
+				requireSameBytesAs(t, fmt.Sprintf("goroutine %d (operands %d)", g, g%len(jobs)), "alone", "concurrent", jobs[g%len(jobs)].alone, toCPU(t, ds[g]).Bytes8())
 			}
 		})
 	}
@@ -829,7 +829,7 @@ func TestGemmWithoutContext(t *testing.T) {
 			for r := 0; r < rounds; r++ {
 				d := gpuTensor(t, host.BFloat16, []int64{c.m, c.n})
 				require.NoError(t, withoutContext(drv, func() error { return gemm(d) }), "round %d", r)
-				requireSameBytes(t, fmt.Sprintf("round %d (\"cpu\": the test thread's bytes, \"gpu\": those without a context)", r), want, toCPU(t, d).Bytes8())
+				requireSameBytesAs(t, fmt.Sprintf("round %d", r), "test thread", "no context", want, toCPU(t, d).Bytes8())
 			}
 		})
 	}
