@@ -2325,6 +2325,24 @@ cudaError_t launch_types(const Params &p, cudaStream_t stream) {
 //     M64 N256 2/8/2k4 0.0121 / 0.0140 / 0.0138 against 0.0158 / 0.0195 /
 //     0.0186 (64 CTAs each; at N1024 2/8/2k2 stays the fastest;
 //     bench/RESULTS.md, "the fused kernels by default at 64 rows", call 8).
+//   - MXFP4 × MXFP4 in one wave at up to 16 rows of A: 8/16/2. With its
+//     codes by TMA (decode_kernel_one) the instance needs 124 registers, so
+//     sixteen warps fit one SM, four a scheduler where there were two (the
+//     integer path's group hides its shared-memory loads only in its own
+//     unrolled code: unrolled less, it ran 8-15 % slower): H200, CUDA
+//     graphs with distinct weights, three alternating rounds, ms: M16 N8192
+//     K8192 0.0217 (three times) against 8/8/3's 0.0223-0.0227, N6000
+//     0.0212-0.0216 against 0.0220-0.0223, N5000 0.0211-0.0215 against
+//     0.0218-0.0220; on a second H200 (call 3), whose BF16 ran 3 % slower,
+//     N8192 0.0227-0.0230 against 0.0229-0.0232 (inside its spread), N6000
+//     0.0213-0.0219 against 0.0221-0.0223, N5000 0.0213-0.0221 against
+//     0.0221-0.0222. The other FP4 pairs keep 8/8/3: at 16 warps their
+//     instances spill at 128 registers (NVFP4 × NVFP4 56 bytes, the mixed
+//     pairs 32 and 136) and ran 1-26 % slower (bench/RESULTS.md, "one stage
+//     more, and the MXFP4 group's loop less unrolled", calls 2-3). A warp's
+//     share of K changes with WK, so these outputs are not the bits of
+//     8/8/3: the same block sums, added in another order (the bound's
+//     reassociation term, as every split of K).
 struct DecodeShape {
   int NW, WK, S;
   int KS = 1;  // CTAs of a cluster that split the tile's K groups
@@ -2339,7 +2357,7 @@ struct DecodeShape {
 // tiles of 32 over four); kWave2, fewer still (as kWave4 but for 64 rows of
 // A: tiles of 16 over four).
 enum DecodeFill { kWaves, kWave64, kWave32, kWave16, kWave8, kWave4, kWave2 };
-constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
+constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, bool e8m0_pair, int fill) {
   if (mt == 4) {  // 33..64 rows of A
     if (fill == kWave32) return DecodeShape{4, 8, 2};
     if (fill == kWave16) return DecodeShape{4, 8, 2, 2};
@@ -2355,6 +2373,7 @@ constexpr DecodeShape decode_shape(int mt, bool fp4_pair, bool nv, int fill) {
   const bool one_wave = fill == kWave64;
   if (mt == 2) return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
   if (nv && !one_wave) return DecodeShape{4, 4, 4};
+  if (fp4_pair && e8m0_pair && one_wave) return DecodeShape{8, 16, 2};  // MXFP4 × MXFP4 (above)
   if (fp4_pair) return one_wave ? DecodeShape{8, 8, 3} : DecodeShape{8, 6, 3};
   return one_wave ? DecodeShape{8, 8, 2} : DecodeShape{4, 8, 2};
 }
@@ -2385,7 +2404,7 @@ inline int decode_fill(const Params &p) {
 
 template <int MT, int F, int TA, int TB, bool FA4, bool FB4, bool SA16, bool SB16>
 cudaError_t launch_decode_cfg(const Params &p, cudaStream_t stream) {
-  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, SA16 && SB16, F);
+  constexpr DecodeShape sh = decode_shape(MT, FA4 && FB4, SA16 && SB16, !SA16 && !SB16, F);
   constexpr int NW = sh.NW, WK = sh.WK, S = sh.S, KS = sh.KS;
   using L = DecodeStage<MT, NW, FA4, FB4, SA16, SB16>;
   static_assert(WK * MT * 16 * decode_red_stride(NW) * 4 <= WK * S * L::BYTES, "the reduction fits in the ring");

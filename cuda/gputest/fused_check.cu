@@ -632,7 +632,7 @@ static void time_decode_shape(const qfused::Params &d, const std::vector<uint16_
   const std::vector<float> ts = time_each(30, go);
   const int fill = qfused::decode_fill(d);
   const bool wave = fill == qfused::kWave64;
-  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, SA16 && SB16, fill);
+  const qfused::DecodeShape cur = qfused::decode_shape(MT, FA4 && FB4, SA16 && SB16, !SA16 && !SB16, fill);
   printf("  NW %d WK %d S %d%s KS %d: %8.4f ms (min %.4f), %d CTAs of %d threads, %d per SM, %d bytes; %lld of %zu outputs differ from "
          "the dispatched kernel's, by at most %.3g of max |D| %.3g%s\n",
          NW, WK, S, ONE ? " one" : "", KS, ts[15], ts[0], grid, WK * 32, per_sm, smem, (long long)differ, ref.size(), dmax, rmax,
@@ -716,6 +716,7 @@ static void decode_shapes_mt(const qfused::Params &d) {
   time_decode_shape<MT, 8, 6, 3, FA4, FB4, SA16, SB16>(d, ref);
   time_decode_shape<MT, 8, 12, 2, FA4, FB4, SA16, SB16>(d, ref);
   time_decode_shape<MT, 8, 16, 2, FA4, FB4, SA16, SB16>(d, ref);
+  time_decode_shape<MT, 8, 16, 2, FA4, FB4, SA16, SB16, true>(d, ref);
   // Split K in clusters (KS CTAs per tile) for small N: more warps per SM,
   // more tiles per warp (A's conversion shared), fewer groups per warp.
   time_decode_shape<MT, 1, 16, 2, FA4, FB4, SA16, SB16, false, 2>(d, ref);

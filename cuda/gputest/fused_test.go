@@ -298,6 +298,11 @@ func TestGemmFusedEpilogueBits(t *testing.T) {
 // 4192} and {400, 48, 4192} are the first and the last decode shapes with
 // the operands swapped (N < M): the kernel writes D transposed, reading its
 // reduction buffers down their columns (decode_body's row stride of COLS + 2).
+// {16, 6000, 1056} and {16, 8000, 1152} are one-wave shapes of the decode
+// kernel (one CTA of 64 weight rows per SM, decode_kernel_one) for the pairs
+// that do not take decode_wg_kernel: MXFP4 × MXFP4 there runs sixteen warps,
+// over 9 groups of 128 (the last a quarter full at K1056), so that seven
+// warps have none.
 func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 	needGPU(t)
 	byName := gemmOperandsByName()
@@ -309,7 +314,7 @@ func TestGemmFusedSplitKMatchesCPU(t *testing.T) {
 		{"mxfp8 e5m2 swizzled", "mxfp8", 32}, {"mxfp8", "mxfp8 e5m2 swizzled", 32},
 	}
 	shapes := [][3]int64{{16, 200, 4192}, {24, 200, 4192}, {16, 600, 2176}, {16, 1100, 2176}, {48, 200, 4192}, {48, 400, 4192},
-		{1, 7000, 2176}, {16, 8000, 1152}, {13, 15000, 640}, {200, 16, 4192}, {400, 48, 4192}}
+		{1, 7000, 2176}, {16, 8000, 1152}, {13, 15000, 640}, {200, 16, 4192}, {400, 48, 4192}, {16, 6000, 1056}}
 	for pi, pr := range pairs {
 		t.Run(pr.a+" x "+pr.b, func(t *testing.T) {
 			worst := 0.0
